@@ -1,0 +1,48 @@
+package envelope_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ddbworker/ddbworker/envelope"
+)
+
+// benchBody is a realistic envelope of about 1 KB.
+func benchBody(tb testing.TB) []byte {
+	tb.Helper()
+	items := make([]string, 0, 6)
+	for i, sku := range []string{"A-100", "B-200", "C-300", "D-400"} {
+		items = append(items, `{"sku":"`+sku+`","qty":`+string(rune('1'+i))+`,"unitPrice":12.50,"currency":"EUR","tags":["gift","fragile"]}`)
+	}
+	payload := `{"orderId":"ord-2024-000042","customer":{"id":"cust-9","name":"Jane Q. Public","email":"jane@example.com",` +
+		`"address":{"street":"1 Main St","city":"Springfield","zip":"12345","country":"US"}},` +
+		`"items":[` + strings.Join(items, ",") + `],"total":123.45,"notes":"leave at the door \u2014 thanks"}`
+	body := validFields().with("payload", payload).body()
+	if n := len(body); n < 900 || n > 1100 {
+		tb.Fatalf("benchmark body is %d bytes, want about 1 KB", n)
+	}
+	return body
+}
+
+func BenchmarkDecode(b *testing.B) {
+	body := benchBody(b)
+	d := defaultDecoder(b)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := d.Decode(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkRequestHash(b *testing.B) {
+	e := mustDecode(b, benchBody(b))
+	b.SetBytes(int64(len(e.Payload)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := envelope.RequestHash(e); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

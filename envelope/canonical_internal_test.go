@@ -1,0 +1,259 @@
+package envelope
+
+// Internal tests: they compare the hand-written scanner and canonicalizer
+// with encoding/json, which unexported functions make possible.
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/big"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func validBySkip(b []byte) bool {
+	end, err := skipValue(b, skipWS(b, 0), 0)
+	return err == nil && skipWS(b, end) == len(b)
+}
+
+func canonicalize(p []byte) ([]byte, *canonError) {
+	c := new(canon)
+	if ce := c.payload(p); ce != nil {
+		return nil, ce
+	}
+	return c.out, nil
+}
+
+var canonSeeds = []string{
+	`{"b":1,"a":[1,2.50,-0,1e999999999,{"y":null,"x":true}]}`,
+	`"\u00e9\ud83d\ude00\u2028<&>\"\\\/\b\f\n\r\t\u0001"`,
+	`[0.0001e-3, 120e-1, -1200.50, 0e99, 1E+2]`,
+	`{"\u0062":1,"a":2}`,
+	`{"a":1,"a":2}`,
+	`"\ud800"`,
+	"\"\xff\"",
+	`[1e2147483648]`,
+	`01`, `[1,]`, `{"a" 1}`, `"abc`, `tru`, `-`, `1.`, `1e`, ` `, ``,
+	strings.Repeat("[", 129) + strings.Repeat("]", 129),
+}
+
+func FuzzCanonical(f *testing.F) {
+	for _, s := range canonSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, p []byte) {
+		checkCanonical(t, p)
+	})
+}
+
+func TestCanonicalSeeds(t *testing.T) {
+	for _, s := range canonSeeds {
+		checkCanonical(t, []byte(s))
+	}
+}
+
+func checkCanonical(t *testing.T, p []byte) {
+	t.Helper()
+	valid := json.Valid(p)
+	if got := validBySkip(p); got != valid {
+		t.Fatalf("skipValue validity %v, json.Valid %v for %q", got, valid, p)
+	}
+	out, ce := canonicalize(p)
+	if ce != nil {
+		if !valid && ce.err == nil {
+			t.Fatalf("invalid JSON %q rejected for a non-syntax reason: %s", p, ce.reason)
+		}
+		if valid && ce.err != nil {
+			t.Fatalf("valid JSON %q rejected as malformed: %v", p, ce.err)
+		}
+		return
+	}
+	if !valid {
+		t.Fatalf("canonicalized invalid JSON %q", p)
+	}
+	if !json.Valid(out) {
+		t.Fatalf("canonical form %q of %q is not valid JSON", out, p)
+	}
+	again, ce := canonicalize(out)
+	if ce != nil || !bytes.Equal(again, out) {
+		t.Fatalf("canonical form not idempotent: %q -> %q (%v)", out, again, ce)
+	}
+	if bytes.ContainsAny(out, " \t\r\n") && !bytes.Contains(p, []byte(`"`)) {
+		t.Fatalf("whitespace in canonical form %q", out)
+	}
+	// Same value as the input, by encoding/json's reading.
+	var a, b any
+	if err := unmarshalNumber(p, &a); err != nil {
+		t.Fatalf("encoding/json cannot read %q: %v", p, err)
+	}
+	if err := unmarshalNumber(out, &b); err != nil {
+		t.Fatalf("encoding/json cannot read %q: %v", out, err)
+	}
+	if !sameValue(a, b) {
+		t.Fatalf("canonical form %q differs in value from %q", out, p)
+	}
+	// Strings are escaped exactly like encoding/json without HTML escaping.
+	if s, ok := a.(string); ok {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(s); err != nil {
+			t.Fatal(err)
+		}
+		if want := bytes.TrimSuffix(buf.Bytes(), []byte("\n")); !bytes.Equal(out, want) {
+			t.Fatalf("string %q canonicalized to %q, encoding/json gives %q", p, out, want)
+		}
+	}
+}
+
+func unmarshalNumber(b []byte, v *any) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	return d.Decode(v)
+}
+
+func sameValue(a, b any) bool {
+	switch a := a.(type) {
+	case map[string]any:
+		bm, ok := b.(map[string]any)
+		if !ok || len(a) != len(bm) {
+			return false
+		}
+		for k, v := range a {
+			if w, ok := bm[k]; !ok || !sameValue(v, w) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		bs, ok := b.([]any)
+		if !ok || len(a) != len(bs) {
+			return false
+		}
+		for i := range a {
+			if !sameValue(a[i], bs[i]) {
+				return false
+			}
+		}
+		return true
+	case json.Number:
+		bn, ok := b.(json.Number)
+		return ok && sameNumber(string(a), string(bn))
+	case string:
+		bs, ok := b.(string)
+		return ok && utf8.ValidString(a) && a == bs
+	default:
+		return a == b
+	}
+}
+
+// sameNumber compares decimal literals exactly with big.Rat when the
+// exponent is small enough to do so cheaply, and otherwise trusts that
+// the canonicalizer's own idempotence check covers the case.
+func sameNumber(x, y string) bool {
+	if hugeExp(x) || hugeExp(y) {
+		return true
+	}
+	rx, ok1 := new(big.Rat).SetString(x)
+	ry, ok2 := new(big.Rat).SetString(y)
+	return ok1 && ok2 && rx.Cmp(ry) == 0
+}
+
+func hugeExp(s string) bool {
+	i := strings.IndexAny(s, "eE")
+	if i < 0 {
+		return len(s) > 2000
+	}
+	e, err := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+"))
+	return err != nil || e > 1000 || e < -1000 || len(s) > 2000
+}
+
+func TestNumberCanonicalForms(t *testing.T) {
+	for in, want := range map[string]string{
+		"0": "0", "-0": "0", "0.000": "0", "0e-7": "0", "-0E+7": "0",
+		"1": "1", "1.0": "1", "1e0": "1", "10e-1": "1", "1.00": "1", "0.1e1": "1",
+		"100": "1e2", "1200": "12e2", "0.25": "25e-2", "-1.5": "-15e-1",
+		"1e999999999": "1e999999999", "1e-2147483648": "1e-2147483648",
+		"10e2147483646": "1e2147483647", "0.5e-2147483647": "5e-2147483648",
+		"123.456e2": "123456e-1", "0.00100": "1e-3", "1e00000000000000000001": "1e1",
+	} {
+		end, n, err := scanNumber([]byte(in), 0)
+		if err != nil || end != len(in) {
+			t.Fatalf("scanNumber(%q): %v", in, err)
+		}
+		got, ok := appendNumber(nil, []byte(in), &n)
+		if !ok || string(got) != want {
+			t.Errorf("canonical(%q) = %q, %v; want %q", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{"1e2147483648", "1e-2147483649", "10e2147483647", "0.1e-2147483648", "1e99999999999", "0e99999999999"} {
+		_, n, _ := scanNumber([]byte(in), 0)
+		if _, ok := appendNumber(nil, []byte(in), &n); ok {
+			t.Errorf("canonical(%q) should overflow", in)
+		}
+	}
+}
+
+func TestHugeExponentDoesNotAllocate(t *testing.T) {
+	p := []byte(`[1e999999999,-123.456e-999999999]`)
+	c := new(canon)
+	c.payload(p) // warm buffers
+	allocs := testing.AllocsPerRun(100, func() {
+		c.out = c.out[:0]
+		if ce := c.payload(p); ce != nil {
+			t.Fatal(ce.reason)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocs per run", allocs)
+	}
+}
+
+func TestSyntaxDepthMatchesEncodingJSON(t *testing.T) {
+	for _, n := range []int{maxSyntaxDepth - 1, maxSyntaxDepth, maxSyntaxDepth + 1} {
+		p := []byte(strings.Repeat("[", n) + strings.Repeat("]", n))
+		if validBySkip(p) != json.Valid(p) {
+			t.Fatalf("depth %d: skipValue %v, json.Valid %v", n, validBySkip(p), json.Valid(p))
+		}
+	}
+}
+
+func TestLargeObjectSorted(t *testing.T) {
+	var in, want strings.Builder
+	in.WriteString("{")
+	want.WriteString("{")
+	const n = 40
+	for i := n - 1; i >= 0; i-- {
+		if i != n-1 {
+			in.WriteString(", ")
+		}
+		in.WriteString(`"k` + strconv.Itoa(100+i) + `" : ` + strconv.Itoa(i) + `.0`)
+	}
+	for i := 0; i < n; i++ {
+		if i != 0 {
+			want.WriteString(",")
+		}
+		want.WriteString(`"k` + strconv.Itoa(100+i) + `":` + strconv.Itoa(i))
+	}
+	in.WriteString("}")
+	want.WriteString("}")
+	// "0.0" canonicalizes to "0", "10.0" to "1e1", etc.; compare after
+	// canonicalizing the expectation's numbers the same way.
+	got, ce := canonicalize([]byte(in.String()))
+	if ce != nil {
+		t.Fatal(ce.reason)
+	}
+	exp, ce := canonicalize([]byte(want.String()))
+	if ce != nil {
+		t.Fatal(ce.reason)
+	}
+	if string(got) != string(exp) {
+		t.Fatalf("got  %s\nwant %s", got, exp)
+	}
+	dup := strings.Replace(in.String(), `"k100"`, `"k139"`, 1)
+	if _, ce := canonicalize([]byte(dup)); ce == nil || ce.reason != "payload object has a duplicate key" {
+		t.Fatalf("duplicate in large object not detected: %v", ce)
+	}
+}

@@ -1,0 +1,622 @@
+package envelope
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Default limits used for zero Config fields.
+const (
+	DefaultMaxKeyBytes   = 512
+	DefaultMaxFieldBytes = 256
+	DefaultMaxBodyBytes  = 1 << 20 // SQS's maximum message size
+)
+
+// Config sets the decoder's limits. Zero values take the defaults.
+type Config struct {
+	// MaxKeyBytes is the longest idempotencyKey in bytes (default 512).
+	MaxKeyBytes int
+	// MaxFieldBytes is the longest of the other string fields (messageId,
+	// messageType, producer, aggregateType, aggregateId, causationId,
+	// correlationId) in bytes (default 256). messageType and aggregateType
+	// are additionally limited to 128 characters by the schema.
+	MaxFieldBytes int
+	// MaxBodyBytes is the longest body Decode accepts (default 1 MiB).
+	MaxBodyBytes int
+	// SupportedVersions lists the accepted schemaVersion values (default
+	// {SchemaV1}; an empty slice also means the default). Every entry must
+	// be a version this package implements.
+	SupportedVersions []int
+}
+
+var defaultConfig = Config{
+	MaxKeyBytes:       DefaultMaxKeyBytes,
+	MaxFieldBytes:     DefaultMaxFieldBytes,
+	MaxBodyBytes:      DefaultMaxBodyBytes,
+	SupportedVersions: []int{SchemaV1},
+}
+
+// Decoder decodes and validates envelopes. It is immutable and safe for
+// concurrent use. A nil *Decoder behaves like one built from a zero Config.
+type Decoder struct {
+	cfg Config
+}
+
+var defaultDecoder = &Decoder{cfg: defaultConfig}
+
+// NewDecoder returns a Decoder for cfg. Zero fields take their defaults.
+// Negative limits and unimplemented schema versions are errors; all
+// problems are reported together with errors.Join.
+func NewDecoder(cfg Config) (*Decoder, error) {
+	var errs []error
+	limit := func(name string, v *int, def int) {
+		switch {
+		case *v < 0:
+			errs = append(errs, fmt.Errorf("envelope: Config.%s must not be negative (got %d)", name, *v))
+		case *v == 0:
+			*v = def
+		}
+	}
+	limit("MaxKeyBytes", &cfg.MaxKeyBytes, DefaultMaxKeyBytes)
+	limit("MaxFieldBytes", &cfg.MaxFieldBytes, DefaultMaxFieldBytes)
+	limit("MaxBodyBytes", &cfg.MaxBodyBytes, DefaultMaxBodyBytes)
+	if len(cfg.SupportedVersions) == 0 {
+		cfg.SupportedVersions = []int{SchemaV1}
+	} else {
+		cfg.SupportedVersions = slices.Clone(cfg.SupportedVersions)
+		for _, v := range cfg.SupportedVersions {
+			if !slices.Contains(implementedVersions[:], v) {
+				errs = append(errs, fmt.Errorf("envelope: Config.SupportedVersions: schema version %d is not implemented (implemented: %v)", v, implementedVersions))
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &Decoder{cfg: cfg}, nil
+}
+
+// Field identifiers of the top-level object, in validation order.
+const (
+	fSchemaVersion = iota
+	fMessageID
+	fMessageType
+	fProducer
+	fOccurredAt
+	fIdempotencyKey
+	fAggregateType
+	fAggregateID
+	fAggregateVersion
+	fCausationID
+	fCorrelationID
+	fAttemptPolicy
+	fPayload
+	numFields
+)
+
+var fieldNames = [numFields]string{
+	"schemaVersion", "messageId", "messageType", "producer", "occurredAt",
+	"idempotencyKey", "aggregateType", "aggregateId", "aggregateVersion",
+	"causationId", "correlationId", "attemptPolicy", "payload",
+}
+
+func lookupField(key []byte) int {
+	switch string(key) {
+	case "schemaVersion":
+		return fSchemaVersion
+	case "messageId":
+		return fMessageID
+	case "messageType":
+		return fMessageType
+	case "producer":
+		return fProducer
+	case "occurredAt":
+		return fOccurredAt
+	case "idempotencyKey":
+		return fIdempotencyKey
+	case "aggregateType":
+		return fAggregateType
+	case "aggregateId":
+		return fAggregateID
+	case "aggregateVersion":
+		return fAggregateVersion
+	case "causationId":
+		return fCausationID
+	case "correlationId":
+		return fCorrelationID
+	case "attemptPolicy":
+		return fAttemptPolicy
+	case "payload":
+		return fPayload
+	}
+	return -1
+}
+
+// Field identifiers of attemptPolicy.
+const (
+	pMaxBusinessAttempts = iota
+	pNotBefore
+	pRetryableUntil
+	pTerminalAfterCodes
+	numPolicyFields
+)
+
+var policyFieldNames = [numPolicyFields]string{
+	"attemptPolicy.maxBusinessAttempts", "attemptPolicy.notBefore",
+	"attemptPolicy.retryableUntil", "attemptPolicy.terminalAfterCodes",
+}
+
+func lookupPolicyField(key []byte) int {
+	switch string(key) {
+	case "maxBusinessAttempts":
+		return pMaxBusinessAttempts
+	case "notBefore":
+		return pNotBefore
+	case "retryableUntil":
+		return pRetryableUntil
+	case "terminalAfterCodes":
+		return pTerminalAfterCodes
+	}
+	return -1
+}
+
+// span is the byte range of a field's value in the body.
+type span struct {
+	start, end int
+	set        bool
+}
+
+// timeState carries a time field's decode outcome to validation, which
+// reports it in its place in the validation order.
+type timeState struct {
+	present bool  // a non-empty string was given
+	err     error // parse error, reported as CodeInvalidField
+}
+
+// decodeState is what validation needs to know beyond the Envelope itself
+// when validating a decoded (rather than producer-built) envelope.
+type decodeState struct {
+	svPresent                 bool
+	occurredAt                timeState
+	notBefore, retryableUntil timeState
+}
+
+// Decode parses body as an envelope, validates it and sets RequestHash.
+// The returned error is always a *Error.
+//
+// Steps, each reporting the first problem found:
+//
+//  1. len(body) > MaxBodyBytes: CodeInvalidJSON.
+//  2. The body must be exactly one JSON object, optionally surrounded by
+//     whitespace; otherwise CodeInvalidJSON (Err holds the
+//     *json.SyntaxError for malformed JSON). Unknown fields are ignored,
+//     and field names match exactly (case-sensitively).
+//  3. schemaVersion: appearing twice is CodeInvalidJSON; absent or null is
+//     CodeMissingField; not an integer number is CodeInvalidJSON; a value
+//     not in SupportedVersions is CodeUnknownSchemaVersion. No other field
+//     is looked at before this, so a message of a future schema is
+//     reported as such. Then any other known field appearing twice is
+//     CodeInvalidJSON with Field set.
+//  4. The remaining known fields are decoded in the order of Envelope's
+//     fields; a wrong JSON type is CodeInvalidJSON with Field set. null is
+//     treated as absent for every field except payload.
+//  5. Required fields, in Envelope field order: absent, null, or "" is
+//     CodeMissingField.
+//  6. Rules, in Envelope field order (attemptPolicy members in
+//     AttemptPolicy field order, payload last): length limits (an
+//     over-long idempotencyKey is CodeKeyTooLong, checked before its
+//     charset), charsets, UTF-8, control characters, RFC 3339 times,
+//     aggregateVersion >= 0, attempt ranges, payload not null and
+//     canonicalizable (see RequestHash); all CodeInvalidField.
+func (d *Decoder) Decode(body []byte) (*Envelope, error) {
+	if d == nil {
+		d = defaultDecoder
+	}
+	e, err := d.decode(body)
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func (d *Decoder) decode(body []byte) (*Envelope, *Error) {
+	if len(body) > d.cfg.MaxBodyBytes {
+		return nil, &Error{Code: CodeInvalidJSON, Reason: "body is " + strconv.Itoa(len(body)) +
+			" bytes, limit is " + strconv.Itoa(d.cfg.MaxBodyBytes)}
+	}
+
+	c := getCanon()
+	defer putCanon(c)
+
+	// Step 2: structure.
+	var spans [numFields]span
+	dup, serr := scanObject(body, spans[:], lookupField, &c.str, true)
+	if serr != nil {
+		return nil, serr
+	}
+	if dup == fSchemaVersion {
+		return nil, dupError(fieldNames[dup])
+	}
+
+	// Step 3: schema version.
+	e := new(Envelope)
+	var ds decodeState
+	if sp := spans[fSchemaVersion]; sp.set && !isNull(body, sp) {
+		v, err := decodeInt(body, sp, "schemaVersion", strconv.IntSize)
+		if err != nil {
+			return nil, err
+		}
+		e.SchemaVersion = int(v)
+		ds.svPresent = true
+	}
+	if err := checkSchemaVersion(e, &d.cfg, ds.svPresent); err != nil {
+		return nil, err
+	}
+	if dup >= 0 {
+		return nil, dupError(fieldNames[dup])
+	}
+
+	// Step 4: types.
+	// Decoded strings share one allocation (see textArena).
+	ta := &c.text
+	ta.reset()
+	str := func(f int, dst *string) *Error {
+		return decodeString(body, spans[f], fieldNames[f], ta, dst)
+	}
+	for _, f := range [...]struct {
+		id  int
+		dst *string
+	}{
+		{fMessageID, &e.MessageID},
+		{fMessageType, &e.MessageType},
+		{fProducer, &e.Producer},
+	} {
+		if err := str(f.id, f.dst); err != nil {
+			return nil, err
+		}
+	}
+	var err *Error
+	if ds.occurredAt, err = decodeTime(body, spans[fOccurredAt], fieldNames[fOccurredAt], &e.OccurredAt, &c.str); err != nil {
+		return nil, err
+	}
+	for _, f := range [...]struct {
+		id  int
+		dst *string
+	}{
+		{fIdempotencyKey, &e.IdempotencyKey},
+		{fAggregateType, &e.AggregateType},
+		{fAggregateID, &e.AggregateID},
+	} {
+		if err := str(f.id, f.dst); err != nil {
+			return nil, err
+		}
+	}
+	if sp := spans[fAggregateVersion]; sp.set && !isNull(body, sp) {
+		v, err := decodeInt(body, sp, fieldNames[fAggregateVersion], 64)
+		if err != nil {
+			return nil, err
+		}
+		e.AggregateVersion = &v
+	}
+	if err := str(fCausationID, &e.CausationID); err != nil {
+		return nil, err
+	}
+	if err := str(fCorrelationID, &e.CorrelationID); err != nil {
+		return nil, err
+	}
+	if sp := spans[fAttemptPolicy]; sp.set && !isNull(body, sp) {
+		if body[sp.start] != '{' {
+			return nil, typeError(fieldNames[fAttemptPolicy], "must be an object")
+		}
+		e.AttemptPolicy, err = decodePolicy(body[sp.start:sp.end], &ds, &c.str)
+		if err != nil {
+			return nil, err
+		}
+	}
+	if sp := spans[fPayload]; sp.set {
+		e.Payload = json.RawMessage(append([]byte(nil), body[sp.start:sp.end]...))
+	}
+	ta.finish()
+
+	// Steps 5 and 6.
+	if err := validate(e, &d.cfg, &ds); err != nil {
+		return nil, err
+	}
+	h, err := requestHash(e)
+	if err != nil {
+		return nil, err
+	}
+	e.RequestHash = h
+	return e, nil
+}
+
+// scanObject checks that b is exactly one JSON object (surrounded by
+// optional whitespace) and records the value spans of the known fields. It
+// returns the first known field that appears more than once, or -1; the
+// caller decides when to report that, so that syntax errors anywhere and
+// an unsupported schemaVersion take precedence. top selects the error
+// wording and whether Err is encoding/json's *json.SyntaxError.
+func scanObject(b []byte, spans []span, lookup func([]byte) int, scratch *[]byte, top bool) (dup int, _ *Error) {
+	syntax := func(err error) *Error {
+		if top {
+			// Prefer encoding/json's own error as the underlying one so that
+			// callers can errors.As it into a *json.SyntaxError.
+			var raw json.RawMessage
+			if jerr := json.Unmarshal(b, &raw); jerr != nil {
+				err = jerr
+			}
+			return &Error{Code: CodeInvalidJSON, Reason: "body is not valid JSON", Err: err}
+		}
+		return &Error{Code: CodeInvalidJSON, Reason: "malformed JSON", Err: err}
+	}
+	i := skipWS(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		end, err := skipValue(b, i, 0)
+		if err == nil {
+			if end = skipWS(b, end); end != len(b) {
+				err = errChar(b, end, "after top-level value")
+			}
+		}
+		if err != nil {
+			return -1, syntax(err)
+		}
+		return -1, &Error{Code: CodeInvalidJSON, Reason: "body must be a JSON object"}
+	}
+	dup = -1
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		i++
+	} else {
+		for {
+			if i >= len(b) || b[i] != '"' {
+				return -1, syntax(errChar(b, i, "looking for beginning of object key string"))
+			}
+			*scratch = (*scratch)[:0]
+			end, key, _, _, err := unquote(b, i, scratch)
+			if err != nil {
+				return -1, syntax(err)
+			}
+			i = skipWS(b, end)
+			if i >= len(b) || b[i] != ':' {
+				return -1, syntax(errChar(b, i, "after object key"))
+			}
+			i = skipWS(b, i+1)
+			start := i
+			if i, err = skipValue(b, i, 1); err != nil {
+				return -1, syntax(err)
+			}
+			if f := lookup(key); f >= 0 {
+				if spans[f].set && dup < 0 {
+					dup = f
+				}
+				spans[f] = span{start: start, end: i, set: true}
+			}
+			i = skipWS(b, i)
+			if i >= len(b) {
+				return -1, syntax(errEOF(i))
+			}
+			if b[i] == '}' {
+				i++
+				break
+			}
+			if b[i] != ',' {
+				return -1, syntax(errChar(b, i, "after object key:value pair"))
+			}
+			i = skipWS(b, i+1)
+		}
+	}
+	if i = skipWS(b, i); i != len(b) {
+		return -1, syntax(errChar(b, i, "after top-level value"))
+	}
+	return dup, nil
+}
+
+func dupError(field string) *Error {
+	return &Error{Code: CodeInvalidJSON, Field: field, Reason: "field appears more than once"}
+}
+
+func isNull(b []byte, sp span) bool { return b[sp.start] == 'n' }
+
+func typeError(field, reason string) *Error {
+	return &Error{Code: CodeInvalidJSON, Field: field, Reason: reason}
+}
+
+// decodeInt decodes an integer field. Non-numbers, numbers with a fraction
+// or exponent, and integers outside the bitSize range are type errors, as
+// they are for encoding/json.
+func decodeInt(b []byte, sp span, field string, bitSize int) (int64, *Error) {
+	v := b[sp.start:sp.end]
+	end, n, err := scanNumber(v, 0)
+	if err != nil || end != len(v) {
+		return 0, typeError(field, "must be a number")
+	}
+	if !n.isInteger() {
+		return 0, typeError(field, "must be an integer")
+	}
+	x, ok := parseInt(v[n.intS:n.intE], n.neg, bitSize)
+	if !ok {
+		return 0, typeError(field, "integer out of range")
+	}
+	return x, nil
+}
+
+// parseInt converts validated integer digits (no sign) to an int64 that
+// fits in bitSize bits, without allocating.
+func parseInt(d []byte, neg bool, bitSize int) (int64, bool) {
+	limit := uint64(1)<<(bitSize-1) - 1 // max positive
+	if neg {
+		limit++
+	}
+	var u uint64
+	for _, c := range d {
+		if u > limit/10 {
+			return 0, false
+		}
+		u = u*10 + uint64(c-'0')
+		if u > limit {
+			return 0, false
+		}
+	}
+	if neg {
+		return -int64(u), true
+	}
+	return int64(u), true
+}
+
+// decodeString decodes a string field into *dst via ta; absent or null
+// yields "". The bytes are kept as given (see unquote); validation checks
+// UTF-8.
+func decodeString(b []byte, sp span, field string, ta *textArena, dst *string) *Error {
+	if !sp.set || isNull(b, sp) {
+		return nil
+	}
+	if b[sp.start] != '"' {
+		return typeError(field, "must be a string")
+	}
+	start := len(ta.buf)
+	_, s, simple, _, err := unquote(b, sp.start, &ta.buf)
+	if err != nil { // unreachable: the body was validated
+		return typeError(field, "malformed string")
+	}
+	if simple {
+		ta.buf = append(ta.buf, s...)
+	}
+	ta.dsts = append(ta.dsts, dst)
+	ta.refs = append(ta.refs, [2]int{start, len(ta.buf)})
+	return nil
+}
+
+// textArena collects decoded strings so that all of an envelope's string
+// fields share a single allocation. It lives in the pooled canon state.
+type textArena struct {
+	buf  []byte
+	dsts []*string
+	refs [][2]int
+}
+
+func (ta *textArena) reset() {
+	ta.buf = ta.buf[:0]
+	ta.dsts = ta.dsts[:0]
+	ta.refs = ta.refs[:0]
+}
+
+// finish stores the collected strings into their destinations and drops
+// the pointers so that the pool does not keep the envelope alive.
+func (ta *textArena) finish() {
+	if len(ta.dsts) == 0 {
+		return
+	}
+	all := string(ta.buf)
+	for k, dst := range ta.dsts {
+		*dst = all[ta.refs[k][0]:ta.refs[k][1]]
+	}
+	clear(ta.dsts)
+	ta.reset()
+}
+
+// decodeTime decodes an RFC 3339 time field into *dst. Type errors are
+// returned; parse errors are recorded in the timeState for validation.
+func decodeTime(b []byte, sp span, field string, dst *time.Time, scratch *[]byte) (timeState, *Error) {
+	var ts timeState
+	if !sp.set || isNull(b, sp) {
+		return ts, nil
+	}
+	if b[sp.start] != '"' {
+		return ts, typeError(field, "must be a string")
+	}
+	*scratch = (*scratch)[:0]
+	_, s, _, _, err := unquote(b, sp.start, scratch)
+	if err != nil {
+		return ts, typeError(field, "malformed string")
+	}
+	if len(s) == 0 {
+		return ts, nil
+	}
+	ts.present = true
+	if len(s) > maxTimeLen {
+		ts.err = errors.New("time text longer than " + strconv.Itoa(maxTimeLen) + " bytes")
+		return ts, nil
+	}
+	ts.err = dst.UnmarshalText(s)
+	return ts, nil
+}
+
+// decodePolicy decodes the attemptPolicy object b (already syntax-checked).
+func decodePolicy(b []byte, ds *decodeState, scratch *[]byte) (*AttemptPolicy, *Error) {
+	var spans [numPolicyFields]span
+	dup, err := scanObject(b, spans[:], lookupPolicyField, scratch, false)
+	if err != nil {
+		return nil, err
+	}
+	if dup >= 0 {
+		return nil, dupError(policyFieldNames[dup])
+	}
+	p := new(AttemptPolicy)
+	if sp := spans[pMaxBusinessAttempts]; sp.set && !isNull(b, sp) {
+		v, err := decodeInt(b, sp, policyFieldNames[pMaxBusinessAttempts], strconv.IntSize)
+		if err != nil {
+			return nil, err
+		}
+		p.MaxBusinessAttempts = int(v)
+	}
+	for _, f := range [...]struct {
+		id  int
+		ts  *timeState
+		dst **time.Time
+	}{
+		{pNotBefore, &ds.notBefore, &p.NotBefore},
+		{pRetryableUntil, &ds.retryableUntil, &p.RetryableUntil},
+	} {
+		var t time.Time
+		ts, err := decodeTime(b, spans[f.id], policyFieldNames[f.id], &t, scratch)
+		if err != nil {
+			return nil, err
+		}
+		*f.ts = ts
+		if ts.present {
+			*f.dst = &t
+		}
+	}
+	if sp := spans[pTerminalAfterCodes]; sp.set && !isNull(b, sp) {
+		codes, err := decodeStrings(b, sp, policyFieldNames[pTerminalAfterCodes], scratch)
+		if err != nil {
+			return nil, err
+		}
+		p.TerminalAfterCodes = codes
+	}
+	return p, nil
+}
+
+// decodeStrings decodes an array of strings (already syntax-checked).
+func decodeStrings(b []byte, sp span, field string, scratch *[]byte) ([]string, *Error) {
+	if b[sp.start] != '[' {
+		return nil, typeError(field, "must be an array of strings")
+	}
+	out := []string{}
+	i := skipWS(b, sp.start+1)
+	if i < sp.end && b[i] == ']' {
+		return out, nil
+	}
+	for i < sp.end {
+		if b[i] != '"' {
+			return nil, typeError(field, "must be an array of strings")
+		}
+		*scratch = (*scratch)[:0]
+		end, s, _, _, err := unquote(b, i, scratch)
+		if err != nil {
+			return nil, typeError(field, "malformed string")
+		}
+		out = append(out, string(s))
+		i = skipWS(b, end)
+		if i < sp.end && b[i] == ',' {
+			i = skipWS(b, i+1)
+			continue
+		}
+		break
+	}
+	return out, nil
+}

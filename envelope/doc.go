@@ -1,0 +1,28 @@
+// Package envelope owns ddbworker's message envelope: the JSON document
+// carried in an SQS message body that wraps one unit of work destined for
+// DynamoDB.
+//
+// It owns:
+//
+//   - the wire format (Envelope, AttemptPolicy) and its schema versions
+//     (SchemaV1; Config.SupportedVersions selects which are accepted);
+//   - decoding with a fixed, documented validation order (Decoder.Decode)
+//     and the matching producer-side encoder (Encode);
+//   - the canonical request hash (RequestHash), which identifies the work a
+//     message asks for independently of delivery metadata, so that a
+//     re-sent message can be recognised and a reused idempotency key with
+//     different work can be detected;
+//   - the classification of rejected envelopes (Error, Code, ErrInvalid).
+//
+// It does not own, and knows nothing about: idempotency records and how the
+// request hash is compared against them, DynamoDB, SQS (receiving,
+// deleting, visibility, dead-lettering), or failure policy (what to do with
+// a rejected message, retry decisions; AttemptPolicy is only decoded and
+// validated here). Callers decide what a Code means operationally.
+//
+// Decoding is strict about the envelope's own fields and lenient about the
+// future: unknown top-level fields are ignored, while schemaVersion is
+// checked before anything else so that a message from a newer schema is
+// reported as CodeUnknownSchemaVersion rather than as a field error. All
+// functions are safe for concurrent use and never panic on any input.
+package envelope

@@ -1,0 +1,90 @@
+package envelope_test
+
+import (
+	"encoding/json"
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/ddbworker/ddbworker/envelope"
+)
+
+var hex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+func FuzzDecode(f *testing.F) {
+	base := validFields()
+	seeds := [][]byte{
+		base.body(),
+		base.without("attemptPolicy").without("aggregateVersion").body(),
+		base.with("payload", `[1, 1.0, -0, 1e999999999, "\u00e9\ud83d\ude00", {"b":{},"a":[]}]`).body(),
+		base.with("payload", `{"z":1,"a":{"y":2,"x":3}}`).body(),
+		base.with("payload", `"\u2028<&>"`).body(),
+		base.with("schemaVersion", `2`).body(),
+		base.with("idempotencyKey", quote(strings.Repeat("k", 513))).body(),
+		base.with("payload", `null`).body(),
+		base.with("payload", `{"a":1,"a":2}`).body(),
+		base.with("aggregateVersion", `-1`).body(),
+		base.with("occurredAt", `"2024-02-30T00:00:00Z"`).body(),
+		base.with("attemptPolicy", `{"maxBusinessAttempts":"x"}`).body(),
+		base.without("messageId").body(),
+		append(base.body(), "x"...),
+		[]byte(`[]`),
+		[]byte(`{`),
+		[]byte(`{"schemaVersion":1}`),
+		[]byte(`{"payload":1e2147483648,"schemaVersion":1}`),
+		[]byte(""),
+		[]byte("\xff"),
+	}
+	for _, s := range seeds {
+		f.Add(s)
+	}
+	d, err := envelope.NewDecoder(envelope.Config{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		e, err := d.Decode(body)
+		if err != nil {
+			if e != nil {
+				t.Fatalf("non-nil envelope with error %v", err)
+			}
+			var ee *envelope.Error
+			if !errors.As(err, &ee) {
+				t.Fatalf("error %T is not *envelope.Error: %v", err, err)
+			}
+			if ee.Code == "" || ee.Reason == "" {
+				t.Fatalf("empty code or reason: %#v", ee)
+			}
+			if !errors.Is(err, envelope.ErrInvalid) {
+				t.Fatalf("error does not match ErrInvalid: %v", err)
+			}
+			if !json.Valid(body) && (ee.Code != envelope.CodeInvalidJSON || ee.Field != "") {
+				t.Fatalf("invalid JSON reported as %v", err)
+			}
+			_ = err.Error()
+			return
+		}
+		if !json.Valid(body) {
+			t.Fatalf("accepted a body that encoding/json rejects")
+		}
+		if !hex64.MatchString(e.RequestHash) {
+			t.Fatalf("bad RequestHash %q", e.RequestHash)
+		}
+		h, err := envelope.RequestHash(e)
+		if err != nil || h != e.RequestHash {
+			t.Fatalf("RequestHash(e) = %q, %v; Decode set %q", h, err, e.RequestHash)
+		}
+		enc, err := envelope.Encode(e)
+		if err != nil {
+			t.Fatalf("Encode of a decoded envelope failed: %v", err)
+		}
+		e2, err := d.Decode(enc)
+		if err != nil {
+			t.Fatalf("Decode(Encode(e)) failed: %v\nencoded: %s", err, enc)
+		}
+		if e2.RequestHash != e.RequestHash {
+			t.Fatalf("round trip changed RequestHash\nbody:    %q\nencoded: %q", body, enc)
+		}
+	})
+}

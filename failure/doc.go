@@ -1,0 +1,8 @@
+// Package failure owns ddbworker's failure taxonomy: the two kinds
+// (retryable and terminal), the codes the worker itself assigns, the typed
+// error a handler returns to say which kind it met, and the classification of
+// AWS SDK errors (throttling, conflicts, 5xx, timeouts) into those kinds.
+//
+// It does not decide what happens next (backoff, DLQ, attempts); the worker
+// does, from the kind and code found here.
+package failure

@@ -1,0 +1,199 @@
+package failure
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+)
+
+// Kind says whether a failure may heal by retrying.
+type Kind int
+
+const (
+	// Retryable failures are transient: throttling, conflicts, timeouts, a
+	// dependency that is down. The worker backs off and retries, counting
+	// business attempts in the inbox.
+	Retryable Kind = iota + 1
+	// Terminal failures will not heal: invalid data, an unknown aggregate, a
+	// hash mismatch, exhausted attempts. The worker never re-runs them.
+	Terminal
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Retryable:
+		return "retryable"
+	case Terminal:
+		return "terminal"
+	default:
+		return fmt.Sprintf("Kind(%d)", int(k))
+	}
+}
+
+// Codes the worker assigns. Handlers use their own codes (e.g. CASE_NOT_FOUND);
+// codes are short upper-case identifiers that travel into the inbox record,
+// DLQ message attributes, logs and metrics.
+const (
+	CodeHashMismatch           = "IDEMPOTENCY_HASH_MISMATCH"
+	CodeMaxAttempts            = "MAX_ATTEMPTS_EXCEEDED"
+	CodeRetryWindowExpired     = "RETRY_WINDOW_EXPIRED"
+	CodeUnknownMessageType     = "UNKNOWN_MESSAGE_TYPE"
+	CodeLeaseExpired           = "LEASE_EXPIRED"
+	CodeThrottled              = "THROTTLED"
+	CodeTransactionConflict    = "TRANSACTION_CONFLICT"
+	CodeTimeout                = "TIMEOUT"
+	CodeServiceUnavailable     = "SERVICE_UNAVAILABLE"
+	CodeHandlerError           = "HANDLER_ERROR"
+	CodeHandlerPanic           = "HANDLER_PANIC"
+	CodeConcurrentModification = "CONCURRENT_MODIFICATION"
+	CodeInvalidTransaction     = "INVALID_TRANSACTION"
+	CodeInvalidResult          = "INVALID_HANDLER_RESULT"
+)
+
+// Sentinels matched by errors.Is on every *Error of that kind.
+var (
+	ErrRetryable = errors.New("failure: retryable")
+	ErrTerminal  = errors.New("failure: terminal")
+)
+
+// Error is a failure with its kind and code. Handlers return it (directly or
+// wrapped) to choose the kind; anything else a handler returns is retryable
+// with CodeHandlerError.
+type Error struct {
+	Kind    Kind
+	Code    string
+	Message string
+	Err     error
+}
+
+// NewRetryable returns a retryable failure with code and message.
+func NewRetryable(code, message string) *Error {
+	return &Error{Kind: Retryable, Code: code, Message: message}
+}
+
+// NewTerminal returns a terminal failure with code and message.
+func NewTerminal(code, message string) *Error {
+	return &Error{Kind: Terminal, Code: code, Message: message}
+}
+
+// Wrap returns a failure of kind and code whose message is err's text.
+func Wrap(kind Kind, code string, err error) *Error {
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	return &Error{Kind: kind, Code: code, Message: msg, Err: err}
+}
+
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return fmt.Sprintf("failure: %s %s", e.Kind, e.Code)
+	}
+	return fmt.Sprintf("failure: %s %s: %s", e.Kind, e.Code, e.Message)
+}
+
+// Unwrap exposes the kind's sentinel and the cause.
+func (e *Error) Unwrap() []error {
+	kind := ErrRetryable
+	if e.Kind == Terminal {
+		kind = ErrTerminal
+	}
+	if e.Err == nil {
+		return []error{kind}
+	}
+	return []error{kind, e.Err}
+}
+
+// IsTerminal reports whether the failure is terminal.
+func (e *Error) IsTerminal() bool { return e.Kind == Terminal }
+
+// As returns the first *Error in err's chain.
+func As(err error) (*Error, bool) {
+	var f *Error
+	ok := errors.As(err, &f)
+	return f, ok
+}
+
+// Classify turns any error into a failure: a *Error in the chain is returned
+// as it is; AWS throttling, 5xx, transport errors and timeouts are retryable
+// with their own codes; a ValidationException is terminal
+// (CodeInvalidTransaction: the request itself is wrong and will stay wrong);
+// everything else is retryable with fallbackCode.
+func Classify(err error, fallbackCode string) *Error {
+	if err == nil {
+		return nil
+	}
+	if f, ok := As(err); ok {
+		return f
+	}
+	switch {
+	case IsThrottle(err):
+		return Wrap(Retryable, CodeThrottled, err)
+	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
+		return Wrap(Retryable, CodeTimeout, err)
+	case errors.Is(err, context.Canceled):
+		return Wrap(Retryable, CodeTimeout, err)
+	case IsServerError(err):
+		return Wrap(Retryable, CodeServiceUnavailable, err)
+	case IsValidation(err):
+		return Wrap(Terminal, CodeInvalidTransaction, err)
+	default:
+		return Wrap(Retryable, fallbackCode, err)
+	}
+}
+
+// APICode returns the AWS error code of err ("" when err carries none),
+// without the "AWS.SimpleQueueService." prefix some SQS endpoints add.
+func APICode(err error) string {
+	var api smithy.APIError
+	if !errors.As(err, &api) {
+		return ""
+	}
+	code := api.ErrorCode()
+	if i := strings.LastIndexByte(code, '.'); i >= 0 {
+		code = code[i+1:]
+	}
+	return code
+}
+
+// IsThrottle reports whether err is AWS throttling (DynamoDB or SQS).
+func IsThrottle(err error) bool {
+	if err == nil {
+		return false
+	}
+	switch APICode(err) {
+	case "ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded",
+		"Throttling", "RequestThrottled", "ThrottledException", "TooManyRequestsException":
+		return true
+	}
+	return retry.IsErrorThrottles(retry.DefaultThrottles).IsErrorThrottle(err).Bool()
+}
+
+// IsServerError reports whether err is a 5xx response or a transport error
+// (the request may or may not have been applied).
+func IsServerError(err error) bool {
+	var resp *smithyhttp.ResponseError
+	if errors.As(err, &resp) && resp.HTTPStatusCode() >= 500 {
+		return true
+	}
+	switch APICode(err) {
+	case "InternalServerError", "InternalFailure", "ServiceUnavailable", "InternalError":
+		return true
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr)
+}
+
+// IsValidation reports whether err is a ValidationException.
+func IsValidation(err error) bool { return APICode(err) == "ValidationException" }
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}

@@ -1,0 +1,60 @@
+package failure_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ddbworker/ddbworker/failure"
+)
+
+func TestClassify(t *testing.T) {
+	resp500 := &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: &http.Response{StatusCode: 503}}, Err: errors.New("boom")}
+	tests := []struct {
+		name string
+		err  error
+		kind failure.Kind
+		code string
+	}{
+		{"typed terminal passes through", fmt.Errorf("wrapped: %w", failure.NewTerminal("CASE_NOT_FOUND", "no case")), failure.Terminal, "CASE_NOT_FOUND"},
+		{"typed retryable passes through", failure.NewRetryable("DOWNSTREAM", "x"), failure.Retryable, "DOWNSTREAM"},
+		{"dynamodb throttling", &smithy.GenericAPIError{Code: "ProvisionedThroughputExceededException"}, failure.Retryable, failure.CodeThrottled},
+		{"sqs prefixed throttling", &smithy.GenericAPIError{Code: "AWS.SimpleQueueService.RequestThrottled"}, failure.Retryable, failure.CodeThrottled},
+		{"deadline", fmt.Errorf("call: %w", context.DeadlineExceeded), failure.Retryable, failure.CodeTimeout},
+		{"5xx", resp500, failure.Retryable, failure.CodeServiceUnavailable},
+		{"validation is terminal", &smithy.GenericAPIError{Code: "ValidationException", Message: "two ops on one item"}, failure.Terminal, failure.CodeInvalidTransaction},
+		{"unknown is retryable with fallback", errors.New("mystery"), failure.Retryable, failure.CodeHandlerError},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := failure.Classify(tt.err, failure.CodeHandlerError)
+			require.Equal(t, tt.kind, f.Kind)
+			require.Equal(t, tt.code, f.Code)
+		})
+	}
+	require.Nil(t, failure.Classify(nil, "X"))
+}
+
+func TestErrorIsKindSentinel(t *testing.T) {
+	err := fmt.Errorf("handler: %w", failure.NewTerminal("BAD", "bad data"))
+	require.ErrorIs(t, err, failure.ErrTerminal)
+	require.NotErrorIs(t, err, failure.ErrRetryable)
+	cause := errors.New("cause")
+	w := failure.Wrap(failure.Retryable, "X", cause)
+	require.ErrorIs(t, w, cause)
+	require.ErrorIs(t, w, failure.ErrRetryable)
+	require.Equal(t, "failure: retryable X: cause", w.Error())
+}
+
+func ExampleNewTerminal() {
+	err := fmt.Errorf("load case: %w", failure.NewTerminal("CASE_NOT_FOUND", "case c-1 does not exist"))
+	f, _ := failure.As(err)
+	fmt.Println(f.Kind, f.Code, errors.Is(err, failure.ErrTerminal))
+	// Output: terminal CASE_NOT_FOUND true
+}

@@ -1,0 +1,12 @@
+// Package gate owns the idempotency gate (DESIGN §4.2): the conditional
+// PutItem that claims a work item with a new PROCESSING record and a fresh
+// fencing token, and — when a record already exists — the decision table
+// read from the record that the failed condition returned (ALL_OLD, so the
+// duplicate path costs one call and no read): duplicate, in flight
+// elsewhere, hash mismatch, terminal again, or takeover of an expired lease
+// or a FAILED_RETRYABLE record by a fenced conditional UpdateItem that
+// counts the business attempt (or ends it as MAX_ATTEMPTS_EXCEEDED).
+//
+// Decide is the pure decision table. The gate does not run handlers, commit
+// domain writes (mutation) or touch SQS (worker).
+package gate

@@ -1,0 +1,452 @@
+package gate
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/stale"
+	"github.com/ddbworker/ddbworker/tables"
+)
+
+// API is what the gate needs of DynamoDB.
+type API interface {
+	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+}
+
+// Config configures a Gate.
+type Config struct {
+	// Table is the inbox table. Required.
+	Table string
+	// Owner names this worker in leaseOwner. Default: hostname/pid.
+	Owner string
+	// Policy is the lease policy. Default: stale.Policy{} with its defaults.
+	Policy stale.Policy
+	// TTL per status. Default: stale.TTL{} with its defaults.
+	TTL stale.TTL
+	// MaxAttempts is the business-attempt limit when a message's
+	// attemptPolicy does not set one. Default: 5.
+	MaxAttempts int
+	// AttentionShards spreads the attention index. Default: 16.
+	AttentionShards int
+	// IndexProcessing also puts PROCESSING records in the attention index,
+	// sorted by lease expiry, for the sweeper. Costs an index write on every
+	// acquisition and completion. Default: false.
+	IndexProcessing bool
+	// MaxRaces bounds how often one Acquire re-decides after another worker
+	// changed the record between its read and its takeover. Default: 3.
+	MaxRaces int
+	// Now is the clock. Default: time.Now.
+	Now func() time.Time
+	// NewToken mints fencing tokens. Default: 128 random bits in hex.
+	NewToken func() string
+}
+
+// Request describes the work item a delivery wants to claim.
+type Request struct {
+	inbox.Work
+	// MaxAttempts overrides Config.MaxAttempts when > 0.
+	MaxAttempts int
+	// RetryableUntil, when set, ends retries: a takeover after it ends the
+	// record as FAILED_TERMINAL RETRY_WINDOW_EXPIRED.
+	RetryableUntil time.Time
+}
+
+// Action is what the caller must do with the delivery.
+type Action int
+
+const (
+	// Acquired: run the handler and commit under Decision.Lease.
+	Acquired Action = iota + 1
+	// Duplicate: the work is COMPLETED; delete the message, do nothing else.
+	Duplicate
+	// InFlight: another worker holds a live lease; keep the message and
+	// hide it for Decision.RetryAfter.
+	InFlight
+	// Terminal: never run; apply the terminal policy with Decision.Code.
+	Terminal
+)
+
+func (a Action) String() string {
+	switch a {
+	case Acquired:
+		return "acquired"
+	case Duplicate:
+		return "duplicate"
+	case InFlight:
+		return "in-flight"
+	case Terminal:
+		return "terminal"
+	}
+	return "unknown"
+}
+
+// Decision is the gate's answer for one delivery.
+type Decision struct {
+	Action Action
+	// Verdict is the decision-table row (zero for a fresh record).
+	Verdict Verdict
+	// Lease is held when Action is Acquired.
+	Lease inbox.Lease
+	// MaxAttempts is the effective business-attempt limit.
+	MaxAttempts int
+	// Record is the existing record the decision was read from (nil when the
+	// record was created fresh).
+	Record *inbox.Record
+	// Code and Message describe a Terminal decision.
+	Code, Message string
+	// RetryAfter is how long an InFlight delivery should stay hidden.
+	RetryAfter time.Duration
+}
+
+// Gate claims work items.
+type Gate struct {
+	api API
+	cfg Config
+}
+
+// New validates cfg and returns a Gate.
+func New(api API, cfg Config) (*Gate, error) {
+	var errs []error
+	if api == nil {
+		errs = append(errs, errors.New("gate: API is required"))
+	}
+	if cfg.Table == "" {
+		errs = append(errs, errors.New("gate: Config.Table is required"))
+	}
+	if cfg.Owner == "" {
+		host, _ := os.Hostname()
+		cfg.Owner = host + "/" + strconv.Itoa(os.Getpid())
+	}
+	var err error
+	if cfg.Policy, err = cfg.Policy.WithDefaults(); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.TTL, err = cfg.TTL.WithDefaults(); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.MaxAttempts == 0 {
+		cfg.MaxAttempts = 5
+	}
+	if cfg.MaxAttempts < 1 || cfg.MaxAttempts > 100 {
+		errs = append(errs, fmt.Errorf("gate: Config.MaxAttempts %d must be within 1..100", cfg.MaxAttempts))
+	}
+	if cfg.AttentionShards == 0 {
+		cfg.AttentionShards = 16
+	}
+	if cfg.AttentionShards < 1 || cfg.AttentionShards > 100 {
+		errs = append(errs, fmt.Errorf("gate: Config.AttentionShards %d must be within 1..100", cfg.AttentionShards))
+	}
+	if cfg.MaxRaces == 0 {
+		cfg.MaxRaces = 3
+	}
+	if cfg.MaxRaces < 1 {
+		errs = append(errs, fmt.Errorf("gate: Config.MaxRaces %d must be at least 1", cfg.MaxRaces))
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.NewToken == nil {
+		cfg.NewToken = NewToken
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &Gate{api: api, cfg: cfg}, nil
+}
+
+// NewToken returns a fencing token: 128 random bits in hex.
+func NewToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Policy returns the lease policy in effect.
+func (g *Gate) Policy() stale.Policy { return g.cfg.Policy }
+
+// Owner returns the leaseOwner this gate writes.
+func (g *Gate) Owner() string { return g.cfg.Owner }
+
+// ErrRaceLimit reports that the record kept changing under this delivery:
+// retry later.
+var ErrRaceLimit = errors.New("gate: record changed concurrently too many times")
+
+// Acquire claims req: one conditional PutItem of a fresh PROCESSING record;
+// when a record exists, the decision table on the record the condition
+// returned, and for a takeover one fenced UpdateItem. Errors are the SDK's
+// (throttling, timeouts; classify them with failure.Classify) or
+// ErrRaceLimit; every decision is a Decision.
+func (g *Gate) Acquire(ctx context.Context, req *Request) (Decision, error) {
+	now := g.cfg.Now()
+	token := g.cfg.NewToken()
+	maxAttempts := g.maxAttempts(req)
+	exp := g.cfg.Policy.ExpiresAt(now)
+	rec := g.freshRecord(req, token, now, exp)
+	item, err := rec.Item()
+	if err != nil {
+		return Decision{}, err
+	}
+	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(tables.AttrPK))).Build()
+	if err != nil {
+		return Decision{}, fmt.Errorf("gate: build condition: %w", err)
+	}
+	_, err = g.api.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                           aws.String(g.cfg.Table),
+		Item:                                item,
+		ConditionExpression:                 cond.Condition(),
+		ExpressionAttributeNames:            cond.Names(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return Decision{Action: Acquired, MaxAttempts: maxAttempts, Lease: g.lease(req, token, 1, exp)}, nil
+	}
+	existing, cerr := conditionRecord(err)
+	if cerr != nil {
+		return Decision{}, fmt.Errorf("gate: put %s/%s: %w", req.Key, req.MessageType, cerr)
+	}
+	return g.resolve(ctx, req, existing, token, maxAttempts)
+}
+
+// Resolve applies the decision table to a record that already exists (the
+// fused commit path finds it in its cancellation reasons) and performs a
+// takeover when the table says so.
+func (g *Gate) Resolve(ctx context.Context, req *Request, existing *inbox.Record) (Decision, error) {
+	return g.resolve(ctx, req, existing, g.cfg.NewToken(), g.maxAttempts(req))
+}
+
+func (g *Gate) maxAttempts(req *Request) int {
+	if req.MaxAttempts > 0 {
+		return req.MaxAttempts
+	}
+	return g.cfg.MaxAttempts
+}
+
+func (g *Gate) resolve(ctx context.Context, req *Request, rec *inbox.Record, token string, maxAttempts int) (Decision, error) {
+	for range g.cfg.MaxRaces {
+		now := g.cfg.Now()
+		v := Decide(g.cfg.Policy, req, rec, token, maxAttempts, now)
+		d := Decision{Verdict: v, Record: rec, MaxAttempts: maxAttempts}
+		switch v {
+		case VerdictOwn:
+			d.Action = Acquired
+			d.Lease = g.lease(req, token, rec.Attempts, rec.LeaseExpiry)
+			return d, nil
+		case VerdictHashMismatch:
+			d.Action, d.Code = Terminal, failure.CodeHashMismatch
+			d.Message = fmt.Sprintf("idempotency key %q already holds %s work with another request hash (%.12s…, this one %.12s…)", req.Key, req.MessageType, rec.RequestHash, req.RequestHash)
+			return d, nil
+		case VerdictDuplicate:
+			d.Action = Duplicate
+			return d, nil
+		case VerdictTerminalAgain:
+			d.Action, d.Code, d.Message = Terminal, rec.FailureCode, rec.FailureMessage
+			return d, nil
+		case VerdictInFlight:
+			d.Action = InFlight
+			d.RetryAfter = g.cfg.Policy.Remaining(rec.LeaseExpiry, now)
+			return d, nil
+		}
+
+		var code, msg string
+		switch v {
+		case VerdictAttemptsExhausted:
+			code = failure.CodeMaxAttempts
+			msg = fmt.Sprintf("%d of %d business attempts used", rec.Attempts, maxAttempts)
+			if rec.FailureCode != "" {
+				msg += "; last failure " + rec.FailureCode + ": " + rec.FailureMessage
+			}
+		case VerdictRetryWindowExpired:
+			code = failure.CodeRetryWindowExpired
+			msg = "retryableUntil " + inbox.FormatTime(req.RetryableUntil) + " has passed"
+		}
+		upd, exp := g.takeoverUpdate(req, rec, token, now, code, msg)
+		next, err := g.fencedUpdate(ctx, req, rec, now, upd)
+		if err != nil {
+			return Decision{}, err
+		}
+		if next != nil { // lost the race: decide again from what is there now
+			rec = next
+			continue
+		}
+		if code != "" {
+			d.Action, d.Code, d.Message = Terminal, code, msg
+			return d, nil
+		}
+		d.Action = Acquired
+		d.Lease = g.lease(req, token, rec.Attempts+1, exp)
+		return d, nil
+	}
+	return Decision{}, fmt.Errorf("%w: %s/%s", ErrRaceLimit, req.Key, req.MessageType)
+}
+
+func (g *Gate) lease(req *Request, token string, attempts int, exp time.Time) inbox.Lease {
+	return inbox.Lease{Key: req.Key, MessageType: req.MessageType, Token: token, Owner: g.cfg.Owner,
+		Attempts: attempts, ExpiresAt: exp, RequestHash: req.RequestHash}
+}
+
+func (g *Gate) freshRecord(req *Request, token string, now, exp time.Time) *inbox.Record {
+	rec := inbox.NewRecord(&req.Work, now)
+	rec.Status = inbox.StatusProcessing
+	rec.LeaseOwner, rec.LeaseToken, rec.LeaseExpiresAt = g.cfg.Owner, token, exp.UnixMilli()
+	rec.TTL = g.cfg.TTL.For(inbox.StatusProcessing, now)
+	if g.cfg.IndexProcessing {
+		rec.GSI2PK = inbox.AttentionPK(inbox.StatusProcessing, inbox.Shard(req.Key, g.cfg.AttentionShards))
+		rec.GSI2SK = inbox.FormatTime(exp)
+	}
+	return rec
+}
+
+// takeoverUpdate builds the update that claims rec with token (code == "")
+// or ends it as FAILED_TERMINAL with code.
+func (g *Gate) takeoverUpdate(req *Request, rec *inbox.Record, token string, now time.Time, code, msg string) (expression.UpdateBuilder, time.Time) {
+	ts := inbox.FormatTime(now)
+	name := expression.Name
+	if code != "" {
+		shard := inbox.Shard(req.Key, g.cfg.AttentionShards)
+		return expression.Set(name(tables.AttrStatus), expression.Value(string(inbox.StatusFailedTerminal))).
+			Set(name(tables.AttrFailureCode), expression.Value(code)).
+			Set(name(tables.AttrFailureMessage), expression.Value(msg)).
+			Set(name(tables.AttrFailedAt), expression.Value(ts)).
+			Set(name(tables.AttrLastSeenAt), expression.Value(ts)).
+			Set(name(tables.AttrTTL), expression.Value(g.cfg.TTL.For(inbox.StatusFailedTerminal, now))).
+			Set(name(tables.AttrGSI2PK), expression.Value(inbox.AttentionPK(inbox.StatusFailedTerminal, shard))).
+			Set(name(tables.AttrGSI2SK), expression.Value(ts)).
+			Remove(name(tables.AttrLeaseExpiresAt)), time.Time{}
+	}
+	exp := g.cfg.Policy.ExpiresAt(now)
+	upd := expression.Set(name(tables.AttrStatus), expression.Value(string(inbox.StatusProcessing))).
+		Set(name(tables.AttrLeaseToken), expression.Value(token)).
+		Set(name(tables.AttrLeaseOwner), expression.Value(g.cfg.Owner)).
+		Set(name(tables.AttrLeaseExpiresAt), expression.Value(exp.UnixMilli())).
+		Set(name(tables.AttrStartedAt), expression.Value(ts)).
+		Set(name(tables.AttrLastSeenAt), expression.Value(ts)).
+		Set(name(tables.AttrTTL), expression.Value(g.cfg.TTL.For(inbox.StatusProcessing, now))).
+		Set(name(tables.AttrAttempts), name(tables.AttrAttempts).Plus(expression.Value(1))).
+		Set(name(tables.AttrDeliveries), name(tables.AttrDeliveries).Plus(expression.Value(1)))
+	if g.cfg.IndexProcessing {
+		upd = upd.Set(name(tables.AttrGSI2PK), expression.Value(inbox.AttentionPK(inbox.StatusProcessing, inbox.Shard(req.Key, g.cfg.AttentionShards)))).
+			Set(name(tables.AttrGSI2SK), expression.Value(inbox.FormatTime(exp)))
+	} else {
+		upd = upd.Remove(name(tables.AttrGSI2PK)).Remove(name(tables.AttrGSI2SK))
+	}
+	return upd, exp
+}
+
+// fencedUpdate applies upd only if the record is still exactly as decided
+// on: same hash, status, token and attempts, and — for PROCESSING — a lease
+// that is still expired. It returns the record as it is now when another
+// worker got there first.
+func (g *Gate) fencedUpdate(ctx context.Context, req *Request, rec *inbox.Record, now time.Time, upd expression.UpdateBuilder) (*inbox.Record, error) {
+	name, val := expression.Name, expression.Value
+	cond := name(tables.AttrRequestHash).Equal(val(rec.RequestHash)).
+		And(name(tables.AttrStatus).Equal(val(string(rec.Status)))).
+		And(name(tables.AttrAttempts).Equal(val(rec.Attempts)))
+	if rec.LeaseToken == "" {
+		cond = cond.And(expression.AttributeNotExists(name(tables.AttrLeaseToken)))
+	} else {
+		cond = cond.And(name(tables.AttrLeaseToken).Equal(val(rec.LeaseToken)))
+	}
+	if rec.Status == inbox.StatusProcessing {
+		cond = cond.And(name(tables.AttrLeaseExpiresAt).LessThan(val(g.cfg.Policy.StaleBefore(now))))
+	}
+	ex, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
+	if err != nil {
+		return nil, fmt.Errorf("gate: build takeover: %w", err)
+	}
+	_, err = g.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(g.cfg.Table),
+		Key:                                 inbox.KeyOf(req.Key, req.MessageType),
+		UpdateExpression:                    ex.Update(),
+		ConditionExpression:                 ex.Condition(),
+		ExpressionAttributeNames:            ex.Names(),
+		ExpressionAttributeValues:           ex.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return nil, nil
+	}
+	now2, cerr := conditionRecord(err)
+	if cerr != nil {
+		return nil, fmt.Errorf("gate: takeover %s/%s: %w", req.Key, req.MessageType, cerr)
+	}
+	return now2, nil
+}
+
+// ErrRecordMissing reports a failed condition that returned no record (the
+// record vanished, e.g. deleted by TTL, between two calls): retry.
+var ErrRecordMissing = errors.New("gate: condition failed but no record came back")
+
+// conditionRecord extracts the ALL_OLD record from a failed condition, or
+// returns err unchanged when it is another error.
+func conditionRecord(err error) (*inbox.Record, error) {
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return nil, err
+	}
+	if len(ccf.Item) == 0 {
+		return nil, ErrRecordMissing
+	}
+	return inbox.Decode(ccf.Item)
+}
+
+// Rejection describes a message refused before it could be filed under its
+// idempotency key: an invalid envelope, an unknown message type, or a hash
+// mismatch (whose key already holds other work, which stays untouched).
+type Rejection struct {
+	SQSMessageID string
+	Code         string
+	Message      string
+	// Whatever of the work's identity could be read (may be empty).
+	Key         string
+	MessageType string
+	RequestHash string
+}
+
+// Reject records r as a FAILED_TERMINAL rejection record keyed by the SQS
+// message id, in the attention index, so every refused message is accounted
+// for in the inbox. Recording the same message again is a no-op.
+func (g *Gate) Reject(ctx context.Context, r *Rejection) error {
+	now := g.cfg.Now()
+	ts := inbox.FormatTime(now)
+	rec := &inbox.Record{
+		Key: r.Key, MessageType: r.MessageType, RequestHash: r.RequestHash, SQSMessageID: r.SQSMessageID,
+		Status: inbox.StatusFailedTerminal, FailureCode: r.Code, FailureMessage: r.Message,
+		FirstSeenAt: ts, FailedAt: ts, TTL: g.cfg.TTL.For(inbox.StatusFailedTerminal, now),
+		GSI2PK: inbox.AttentionPK(inbox.StatusFailedTerminal, inbox.Shard(r.SQSMessageID, g.cfg.AttentionShards)),
+		GSI2SK: ts,
+	}
+	item, err := rec.Item()
+	if err != nil {
+		return err
+	}
+	for k, v := range inbox.RejectionKeyOf(r.SQSMessageID) {
+		item[k] = v
+	}
+	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(tables.AttrPK))).Build()
+	if err != nil {
+		return fmt.Errorf("gate: build condition: %w", err)
+	}
+	_, err = g.api.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(g.cfg.Table), Item: item,
+		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		return fmt.Errorf("gate: record rejection of %s: %w", r.SQSMessageID, err)
+	}
+	return nil
+}

@@ -1,0 +1,232 @@
+package inbox
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbworker/ddbworker/tables"
+)
+
+// Status of an inbox record.
+type Status string
+
+// The inbox state machine: PROCESSING → COMPLETED | FAILED_RETRYABLE |
+// FAILED_TERMINAL; FAILED_RETRYABLE → PROCESSING (takeover); an expired
+// PROCESSING lease → PROCESSING (takeover) or FAILED_RETRYABLE (sweeper).
+const (
+	StatusProcessing      Status = "PROCESSING"
+	StatusCompleted       Status = "COMPLETED"
+	StatusFailedRetryable Status = "FAILED_RETRYABLE"
+	StatusFailedTerminal  Status = "FAILED_TERMINAL"
+)
+
+// Outcomes of a COMPLETED record. Handlers may report others.
+const (
+	OutcomeApplied    = "APPLIED"
+	OutcomeSuperseded = "SUPERSEDED"
+)
+
+// Key prefixes.
+const (
+	prefixIdempotency = "IDEMP#"
+	prefixWorker      = "WORKER#"
+	prefixAggregate   = "AGG#"
+	prefixRejection   = "REJECT#"
+	rejectionSK       = "REJECT"
+)
+
+// TimeLayout is the fixed-width UTC form of every timestamp attribute except
+// leaseExpiresAt (epoch ms) and ttl (epoch s). Fixed width keeps index sort
+// keys in time order.
+const TimeLayout = "2006-01-02T15:04:05.000Z"
+
+// FormatTime renders t in TimeLayout ("" for the zero time).
+func FormatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(TimeLayout)
+}
+
+// ErrDecode reports an item that is not an inbox record.
+var ErrDecode = errors.New("inbox: not an inbox record")
+
+// Record is one inbox record: the idempotency state of one work item, or a
+// rejection (Rejection true) of a message that had no usable key.
+type Record struct {
+	Key            string    `dynamodbav:"idempotencyKey,omitempty"`
+	MessageType    string    `dynamodbav:"messageType,omitempty"`
+	Status         Status    `dynamodbav:"status"`
+	RequestHash    string    `dynamodbav:"requestHash,omitempty"`
+	SchemaVersion  int       `dynamodbav:"schemaVersion,omitempty"`
+	AggregateType  string    `dynamodbav:"aggregateType,omitempty"`
+	AggregateID    string    `dynamodbav:"aggregateId,omitempty"`
+	CorrelationID  string    `dynamodbav:"correlationId,omitempty"`
+	CausationID    string    `dynamodbav:"causationId,omitempty"`
+	Producer       string    `dynamodbav:"producer,omitempty"`
+	SQSMessageID   string    `dynamodbav:"sqsMessageId,omitempty"`
+	FirstSeenAt    string    `dynamodbav:"firstSeenAt,omitempty"`
+	LastSeenAt     string    `dynamodbav:"lastSeenAt,omitempty"`
+	StartedAt      string    `dynamodbav:"startedAt,omitempty"`
+	CompletedAt    string    `dynamodbav:"completedAt,omitempty"`
+	FailedAt       string    `dynamodbav:"failedAt,omitempty"`
+	Attempts       int       `dynamodbav:"attempts,omitempty"`
+	Deliveries     int       `dynamodbav:"deliveries,omitempty"`
+	LeaseOwner     string    `dynamodbav:"leaseOwner,omitempty"`
+	LeaseToken     string    `dynamodbav:"leaseToken,omitempty"`
+	LeaseExpiresAt int64     `dynamodbav:"leaseExpiresAt,omitempty"` // epoch ms
+	FailureCode    string    `dynamodbav:"failureCode,omitempty"`
+	FailureMessage string    `dynamodbav:"failureMessage,omitempty"`
+	Outcome        string    `dynamodbav:"outcome,omitempty"`
+	ResultRef      string    `dynamodbav:"resultRef,omitempty"`
+	TTL            int64     `dynamodbav:"ttl,omitempty"` // epoch s
+	PK             string    `dynamodbav:"PK"`
+	SK             string    `dynamodbav:"SK"`
+	GSI1PK         string    `dynamodbav:"GSI1PK,omitempty"`
+	GSI1SK         string    `dynamodbav:"GSI1SK,omitempty"`
+	GSI2PK         string    `dynamodbav:"GSI2PK,omitempty"`
+	GSI2SK         string    `dynamodbav:"GSI2SK,omitempty"`
+	Rejection      bool      `dynamodbav:"-"`
+	LeaseExpiry    time.Time `dynamodbav:"-"`
+}
+
+// Decode reads an item (a GetItem result, a query item, or the ALL_OLD image
+// of a failed condition) into a Record.
+func Decode(item map[string]types.AttributeValue) (*Record, error) {
+	if len(item) == 0 {
+		return nil, fmt.Errorf("%w: empty item", ErrDecode)
+	}
+	var r Record
+	if err := attributevalue.UnmarshalMap(item, &r); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrDecode, err)
+	}
+	switch {
+	case strings.HasPrefix(r.PK, prefixIdempotency) && strings.HasPrefix(r.SK, prefixWorker):
+		if r.Key == "" {
+			r.Key = strings.TrimPrefix(r.PK, prefixIdempotency)
+		}
+		if r.MessageType == "" {
+			r.MessageType = strings.TrimPrefix(r.SK, prefixWorker)
+		}
+	case strings.HasPrefix(r.PK, prefixRejection) && r.SK == rejectionSK:
+		r.Rejection = true
+	default:
+		return nil, fmt.Errorf("%w: key %q/%q", ErrDecode, r.PK, r.SK)
+	}
+	if r.LeaseExpiresAt > 0 {
+		r.LeaseExpiry = time.UnixMilli(r.LeaseExpiresAt)
+	}
+	return &r, nil
+}
+
+// Item encodes r for PutItem.
+func (r *Record) Item() (map[string]types.AttributeValue, error) {
+	item, err := attributevalue.MarshalMap(r)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: encode record: %w", err)
+	}
+	return item, nil
+}
+
+// PK is the partition key of key's records.
+func PK(key string) string { return prefixIdempotency + key }
+
+// SK is the sort key of messageType's record.
+func SK(messageType string) string { return prefixWorker + messageType }
+
+// KeyOf is the primary key of the record for (key, messageType).
+func KeyOf(key, messageType string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		tables.AttrPK: &types.AttributeValueMemberS{Value: PK(key)},
+		tables.AttrSK: &types.AttributeValueMemberS{Value: SK(messageType)},
+	}
+}
+
+// RejectionKeyOf is the primary key of the rejection record of an SQS
+// message that could not be filed under an idempotency key.
+func RejectionKeyOf(sqsMessageID string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		tables.AttrPK: &types.AttributeValueMemberS{Value: prefixRejection + sqsMessageID},
+		tables.AttrSK: &types.AttributeValueMemberS{Value: rejectionSK},
+	}
+}
+
+// AggregatePK is the aggregate index partition key.
+func AggregatePK(aggregateType, aggregateID string) string {
+	return prefixAggregate + aggregateType + "#" + aggregateID
+}
+
+// AggregateSK is the aggregate index sort key: first-seen time, then type
+// and key, so one aggregate's history lists in arrival order.
+func AggregateSK(firstSeenAt, messageType, key string) string {
+	return firstSeenAt + "#" + messageType + "#" + key
+}
+
+// Shard spreads attention-index entries of one status over n partitions so
+// a burst of failures does not make one hot key. Stable for a key.
+func Shard(key string, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	h := sha256.Sum256([]byte(key))
+	return int(binary.BigEndian.Uint32(h[:4]) % uint32(n))
+}
+
+// AttentionPK is the attention index partition key of status in shard.
+func AttentionPK(status Status, shard int) string {
+	return string(status) + "#" + fmt.Sprintf("%02d", shard)
+}
+
+// Lease is a worker's claim on one record: proof, by its token, that it may
+// complete or fail the record. A new token is minted at every acquisition, so
+// a worker whose lease was taken over cannot write (fencing).
+type Lease struct {
+	Key         string
+	MessageType string
+	Token       string
+	Owner       string
+	// Attempts is the business attempt this lease runs (1 for a fresh record).
+	Attempts int
+	// ExpiresAt is the lease's end as written to leaseExpiresAt.
+	ExpiresAt time.Time
+	// RequestHash of the work item, carried into the fused path's record.
+	RequestHash string
+}
+
+// Work identifies one work item and carries what its record remembers of
+// the message that first brought it.
+type Work struct {
+	Key           string
+	MessageType   string
+	RequestHash   string
+	SchemaVersion int
+	AggregateType string
+	AggregateID   string
+	CorrelationID string
+	CausationID   string
+	Producer      string
+}
+
+// NewRecord returns the record of w first seen at now: keys, identity,
+// timestamps and aggregate-index keys, with Attempts and Deliveries 1. The
+// caller sets status, lease and TTL.
+func NewRecord(w *Work, now time.Time) *Record {
+	ts := FormatTime(now)
+	return &Record{
+		PK: PK(w.Key), SK: SK(w.MessageType),
+		RequestHash: w.RequestHash, SchemaVersion: w.SchemaVersion,
+		AggregateType: w.AggregateType, AggregateID: w.AggregateID,
+		CorrelationID: w.CorrelationID, CausationID: w.CausationID, Producer: w.Producer,
+		FirstSeenAt: ts, LastSeenAt: ts, StartedAt: ts,
+		Attempts: 1, Deliveries: 1,
+		GSI1PK: AggregatePK(w.AggregateType, w.AggregateID),
+		GSI1SK: AggregateSK(ts, w.MessageType, w.Key),
+	}
+}

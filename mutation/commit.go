@@ -1,0 +1,451 @@
+package mutation
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/stale"
+	"github.com/ddbworker/ddbworker/tables"
+)
+
+// MaxWrites is the most domain writes one commit takes: DynamoDB allows 100
+// actions per transaction and the inbox record is one of them.
+const MaxWrites = 99
+
+// maxFailureMessage bounds failureMessage so a chatty error cannot push the
+// record over a WCU or the item size limit.
+const maxFailureMessage = 512
+
+// API is what the committer needs of DynamoDB.
+type API interface {
+	TransactWriteItems(ctx context.Context, params *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+}
+
+// Config configures a Committer.
+type Config struct {
+	// Table is the inbox table. Required.
+	Table string
+	// TTL per status. Default: stale.TTL{} with its defaults.
+	TTL stale.TTL
+	// AttentionShards must match the gate's. Default: 16.
+	AttentionShards int
+	// Now is the clock. Default: time.Now.
+	Now func() time.Time
+}
+
+// Committer commits domain writes with the inbox flip.
+type Committer struct {
+	api API
+	cfg Config
+}
+
+// New validates cfg and returns a Committer.
+func New(api API, cfg Config) (*Committer, error) {
+	var errs []error
+	if api == nil {
+		errs = append(errs, errors.New("mutation: API is required"))
+	}
+	if cfg.Table == "" {
+		errs = append(errs, errors.New("mutation: Config.Table is required"))
+	}
+	var err error
+	if cfg.TTL, err = cfg.TTL.WithDefaults(); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.AttentionShards == 0 {
+		cfg.AttentionShards = 16
+	}
+	if cfg.AttentionShards < 1 || cfg.AttentionShards > 100 {
+		errs = append(errs, fmt.Errorf("mutation: Config.AttentionShards %d must be within 1..100", cfg.AttentionShards))
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &Committer{api: api, cfg: cfg}, nil
+}
+
+// Completion is what the inbox records about applied work.
+type Completion struct {
+	// Outcome of the work. Default: APPLIED.
+	Outcome string
+	// ResultRef optionally points at what the work produced.
+	ResultRef string
+}
+
+// Sentinels of the commit's typed errors.
+var (
+	ErrLeaseLost    = errors.New("mutation: lease lost")
+	ErrGuard        = errors.New("mutation: domain guard failed")
+	ErrExists       = errors.New("mutation: inbox record exists")
+	ErrInvalidWrite = errors.New("mutation: invalid writes")
+)
+
+// LeaseLostError: the inbox record was not PROCESSING under this lease's
+// token. Record is the record as it was (nil if it did not exist).
+type LeaseLostError struct {
+	Lease  inbox.Lease
+	Record *inbox.Record
+}
+
+func (e *LeaseLostError) Error() string {
+	st := "missing"
+	if e.Record != nil {
+		st = string(e.Record.Status)
+	}
+	return fmt.Sprintf("mutation: lease lost on %s/%s: record is %s", e.Lease.Key, e.Lease.MessageType, st)
+}
+
+// Unwrap returns ErrLeaseLost.
+func (e *LeaseLostError) Unwrap() error { return ErrLeaseLost }
+
+// Completed reports whether the work is COMPLETED anyway (by this lease's
+// own earlier, ambiguous commit, or by another worker): a duplicate success.
+func (e *LeaseLostError) Completed() bool {
+	return e.Record != nil && e.Record.Status == inbox.StatusCompleted
+}
+
+// GuardError: the domain write at Index failed its condition; Verdict is its
+// guard's judgement and Old the item as it was.
+type GuardError struct {
+	Index   int
+	Verdict Verdict
+	Old     map[string]types.AttributeValue
+}
+
+func (e *GuardError) Error() string {
+	return fmt.Sprintf("mutation: domain write %d failed its condition (verdict %d %s)", e.Index, e.Verdict.Kind, e.Verdict.Code)
+}
+
+// Unwrap returns ErrGuard.
+func (e *GuardError) Unwrap() error { return ErrGuard }
+
+// ExistsError: a fused commit found an inbox record already there.
+type ExistsError struct{ Record *inbox.Record }
+
+func (e *ExistsError) Error() string {
+	return fmt.Sprintf("mutation: inbox record %s/%s exists (%s)", e.Record.Key, e.Record.MessageType, e.Record.Status)
+}
+
+// Unwrap returns ErrExists.
+func (e *ExistsError) Unwrap() error { return ErrExists }
+
+// RequestToken derives the ClientRequestToken of a commit: the same lease
+// and attempt always give the same token, so an SDK retry of a commit whose
+// response was lost is not applied twice; a re-run handler (attempt+1)
+// sends different items under a different token.
+func RequestToken(l inbox.Lease, attempt int) string {
+	h := sha256.New()
+	for _, s := range []string{l.Key, l.MessageType, l.Token, strconv.Itoa(attempt)} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:36]
+}
+
+// Commit applies writes and flips the inbox record to COMPLETED in one
+// transaction, only while the record is PROCESSING under l's token. attempt
+// numbers the handler runs within this lease (0 first). It returns nil,
+// *LeaseLostError, *GuardError, a *failure.Error (retryable cancellations,
+// or terminal for invalid writes), or the SDK's error.
+func (c *Committer) Commit(ctx context.Context, l inbox.Lease, writes []Write, done Completion, attempt int) error {
+	if err := checkWrites(writes); err != nil {
+		return err
+	}
+	now := c.cfg.Now()
+	flip, err := c.completeUpdate(l, now, done)
+	if err != nil {
+		return err
+	}
+	items := make([]types.TransactWriteItem, 0, len(writes)+1)
+	for _, w := range writes {
+		items = append(items, w.Item)
+	}
+	items = append(items, types.TransactWriteItem{Update: flip})
+	_, err = c.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+		TransactItems:      items,
+		ClientRequestToken: aws.String(RequestToken(l, attempt)),
+	})
+	if err == nil {
+		return nil
+	}
+	return c.mapCancellation(err, writes, func(item map[string]types.AttributeValue) error {
+		lost := &LeaseLostError{Lease: l}
+		if len(item) > 0 {
+			lost.Record, _ = inbox.Decode(item)
+		}
+		return lost
+	})
+}
+
+// CommitFused writes rec as COMPLETED (only if no record exists) with the
+// domain writes in one transaction: one round trip for handlers that need no
+// PROCESSING phase. rec comes from inbox.NewRecord with LeaseToken set; the
+// token keys the ClientRequestToken. When a record exists it returns
+// *ExistsError with it, unless that record is this commit's own (an
+// ambiguous earlier attempt), which is success.
+func (c *Committer) CommitFused(ctx context.Context, rec *inbox.Record, writes []Write, done Completion, attempt int) error {
+	if err := checkWrites(writes); err != nil {
+		return err
+	}
+	now := c.cfg.Now()
+	r := *rec
+	r.Status = inbox.StatusCompleted
+	r.CompletedAt = inbox.FormatTime(now)
+	r.Outcome = outcome(done.Outcome)
+	r.ResultRef = done.ResultRef
+	r.TTL = c.cfg.TTL.For(inbox.StatusCompleted, now)
+	r.LeaseExpiresAt, r.GSI2PK, r.GSI2SK = 0, "", ""
+	item, err := r.Item()
+	if err != nil {
+		return err
+	}
+	cond := CreateOnly()
+	put, err := Put(c.cfg.Table, item, &cond, nil)
+	if err != nil {
+		return err
+	}
+	items := make([]types.TransactWriteItem, 0, len(writes)+1)
+	for _, w := range writes {
+		items = append(items, w.Item)
+	}
+	items = append(items, put.Item)
+	l := inbox.Lease{Key: rec.Key, MessageType: rec.MessageType, Token: rec.LeaseToken}
+	_, err = c.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+		TransactItems:      items,
+		ClientRequestToken: aws.String(RequestToken(l, attempt)),
+	})
+	if err == nil {
+		return nil
+	}
+	return c.mapCancellation(err, writes, func(old map[string]types.AttributeValue) error {
+		existing, derr := inbox.Decode(old)
+		if derr != nil {
+			return failure.Wrap(failure.Retryable, failure.CodeTransactionConflict, fmt.Errorf("fused commit: inbox condition failed without a readable record: %w", derr))
+		}
+		if existing.Status == inbox.StatusCompleted && existing.LeaseToken == rec.LeaseToken {
+			return nil
+		}
+		return &ExistsError{Record: existing}
+	})
+}
+
+func outcome(o string) string {
+	if o == "" {
+		return inbox.OutcomeApplied
+	}
+	return o
+}
+
+func checkWrites(writes []Write) error {
+	if len(writes) > MaxWrites {
+		return failure.Wrap(failure.Terminal, failure.CodeInvalidResult, fmt.Errorf("%w: %d domain writes, at most %d", ErrInvalidWrite, len(writes), MaxWrites))
+	}
+	for i, w := range writes {
+		n := 0
+		for _, set := range []bool{w.Item.Put != nil, w.Item.Update != nil, w.Item.Delete != nil, w.Item.ConditionCheck != nil} {
+			if set {
+				n++
+			}
+		}
+		if n != 1 {
+			return failure.Wrap(failure.Terminal, failure.CodeInvalidResult, fmt.Errorf("%w: write %d must set exactly one of Put, Update, Delete, ConditionCheck", ErrInvalidWrite, i))
+		}
+	}
+	return nil
+}
+
+// Cancellation reason codes of TransactionCanceledException.
+const (
+	ReasonNone                  = "None"
+	ReasonConditionalCheck      = "ConditionalCheckFailed"
+	ReasonTransactionConflict   = "TransactionConflict"
+	ReasonThrottling            = "ThrottlingError"
+	ReasonProvisionedThroughput = "ProvisionedThroughputExceeded"
+	ReasonValidation            = "ValidationError"
+)
+
+// CancellationReason returns the reason code of action i of a cancelled
+// transaction in err's chain ("" and false when err is not a cancellation
+// or has no reason i).
+func CancellationReason(err error, i int) (string, bool) {
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) || i < 0 || i >= len(tce.CancellationReasons) {
+		return "", false
+	}
+	return aws.ToString(tce.CancellationReasons[i].Code), true
+}
+
+// mapCancellation maps the cancellation reasons of a commit, by index: the
+// inbox action (last) failing its condition wins (onInbox decides what it
+// means), then the first domain write whose condition failed (its guard),
+// then conflicts and throttling (retryable), then validation (terminal).
+func (c *Committer) mapCancellation(err error, writes []Write, onInbox func(old map[string]types.AttributeValue) error) error {
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		if failure.IsValidation(err) {
+			return failure.Wrap(failure.Terminal, failure.CodeInvalidTransaction, err)
+		}
+		return fmt.Errorf("mutation: commit: %w", err)
+	}
+	reasons := tce.CancellationReasons
+	inboxIdx := len(writes)
+	if inboxIdx < len(reasons) && aws.ToString(reasons[inboxIdx].Code) == ReasonConditionalCheck {
+		return onInbox(reasons[inboxIdx].Item)
+	}
+	var retryable, invalid string
+	for i, r := range reasons {
+		switch code := aws.ToString(r.Code); code {
+		case ReasonConditionalCheck:
+			if i < len(writes) {
+				return &GuardError{Index: i, Verdict: writes[i].verdict(r.Item), Old: r.Item}
+			}
+		case ReasonTransactionConflict:
+			retryable = failure.CodeTransactionConflict
+		case ReasonThrottling, ReasonProvisionedThroughput, "RequestLimitExceeded":
+			if retryable == "" {
+				retryable = failure.CodeThrottled
+			}
+		case ReasonValidation:
+			invalid = aws.ToString(r.Message)
+		case ReasonNone, "":
+		default:
+			if retryable == "" {
+				retryable = failure.CodeServiceUnavailable
+			}
+		}
+	}
+	switch {
+	case retryable != "":
+		return failure.Wrap(failure.Retryable, retryable, err)
+	case invalid != "":
+		return failure.Wrap(failure.Terminal, failure.CodeInvalidTransaction, err)
+	default:
+		return failure.Wrap(failure.Retryable, failure.CodeTransactionConflict, err)
+	}
+}
+
+func (c *Committer) fence(l inbox.Lease) expression.ConditionBuilder {
+	return expression.Name(tables.AttrStatus).Equal(expression.Value(string(inbox.StatusProcessing))).
+		And(expression.Name(tables.AttrLeaseToken).Equal(expression.Value(l.Token)))
+}
+
+func (c *Committer) completeUpdate(l inbox.Lease, now time.Time, done Completion) (*types.Update, error) {
+	ts := inbox.FormatTime(now)
+	name, val := expression.Name, expression.Value
+	upd := expression.Set(name(tables.AttrStatus), val(string(inbox.StatusCompleted))).
+		Set(name(tables.AttrCompletedAt), val(ts)).
+		Set(name(tables.AttrLastSeenAt), val(ts)).
+		Set(name(tables.AttrOutcome), val(outcome(done.Outcome))).
+		Set(name(tables.AttrTTL), val(c.cfg.TTL.For(inbox.StatusCompleted, now))).
+		Remove(name(tables.AttrLeaseExpiresAt)).
+		Remove(name(tables.AttrGSI2PK)).
+		Remove(name(tables.AttrGSI2SK))
+	if done.ResultRef != "" {
+		upd = upd.Set(name(tables.AttrResultRef), val(done.ResultRef))
+	}
+	ex, err := expression.NewBuilder().WithUpdate(upd).WithCondition(c.fence(l)).Build()
+	if err != nil {
+		return nil, fmt.Errorf("mutation: build inbox flip: %w", err)
+	}
+	return &types.Update{
+		TableName: aws.String(c.cfg.Table), Key: inbox.KeyOf(l.Key, l.MessageType),
+		UpdateExpression: ex.Update(), ConditionExpression: ex.Condition(),
+		ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}, nil
+}
+
+// Supersede completes the record with outcome (default SUPERSEDED) and no
+// domain writes, fenced by l's token: one UpdateItem. It returns nil or
+// *LeaseLostError (check Completed) or the SDK's error.
+func (c *Committer) Supersede(ctx context.Context, l inbox.Lease, outcome string) error {
+	if outcome == "" {
+		outcome = inbox.OutcomeSuperseded
+	}
+	flip, err := c.completeUpdate(l, c.cfg.Now(), Completion{Outcome: outcome})
+	if err != nil {
+		return err
+	}
+	return c.fencedUpdate(ctx, l, flip)
+}
+
+// Fail records f on the record and releases the lease, fenced by l's token:
+// FAILED_RETRYABLE (a later delivery takes over) or FAILED_TERMINAL (never
+// re-run), with code, message, time and an attention-index entry. It returns
+// nil, *LeaseLostError (check Completed: an ambiguous commit that did apply
+// shows up here as COMPLETED) or the SDK's error.
+func (c *Committer) Fail(ctx context.Context, l inbox.Lease, f *failure.Error) error {
+	now := c.cfg.Now()
+	ts := inbox.FormatTime(now)
+	status := inbox.StatusFailedRetryable
+	if f.IsTerminal() {
+		status = inbox.StatusFailedTerminal
+	}
+	name, val := expression.Name, expression.Value
+	upd := expression.Set(name(tables.AttrStatus), val(string(status))).
+		Set(name(tables.AttrFailureCode), val(f.Code)).
+		Set(name(tables.AttrFailureMessage), val(truncate(f.Message, maxFailureMessage))).
+		Set(name(tables.AttrFailedAt), val(ts)).
+		Set(name(tables.AttrLastSeenAt), val(ts)).
+		Set(name(tables.AttrTTL), val(c.cfg.TTL.For(status, now))).
+		Set(name(tables.AttrGSI2PK), val(inbox.AttentionPK(status, inbox.Shard(l.Key, c.cfg.AttentionShards)))).
+		Set(name(tables.AttrGSI2SK), val(ts)).
+		Remove(name(tables.AttrLeaseExpiresAt))
+	ex, err := expression.NewBuilder().WithUpdate(upd).WithCondition(c.fence(l)).Build()
+	if err != nil {
+		return fmt.Errorf("mutation: build failure update: %w", err)
+	}
+	return c.fencedUpdate(ctx, l, &types.Update{
+		TableName: aws.String(c.cfg.Table), Key: inbox.KeyOf(l.Key, l.MessageType),
+		UpdateExpression: ex.Update(), ConditionExpression: ex.Condition(),
+		ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(),
+	})
+}
+
+func (c *Committer) fencedUpdate(ctx context.Context, l inbox.Lease, u *types.Update) error {
+	_, err := c.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,
+		ConditionExpression: u.ConditionExpression, ExpressionAttributeNames: u.ExpressionAttributeNames,
+		ExpressionAttributeValues:           u.ExpressionAttributeValues,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		lost := &LeaseLostError{Lease: l}
+		if len(ccf.Item) > 0 {
+			lost.Record, _ = inbox.Decode(ccf.Item)
+		}
+		return lost
+	}
+	if err != nil {
+		return fmt.Errorf("mutation: update %s/%s: %w", l.Key, l.MessageType, err)
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,76 @@
+package tables_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ddbworker/ddbworker/internal/testenv"
+	"github.com/ddbworker/ddbworker/tables"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func TestEnsureCreatesAndIsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	ddb := dynamodb.NewFromConfig(testenv.AWSConfig(t))
+	name := testenv.Unique("tables")
+	t.Cleanup(func() { _, _ = ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)}) })
+
+	// Two concurrent first calls, then a third: all succeed.
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range errs {
+		wg.Go(func() { errs[i] = tables.Ensure(ctx, ddb, tables.Config{Name: name}) })
+	}
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
+	require.NoError(t, tables.Ensure(ctx, ddb, tables.Config{Name: name}))
+
+	desc, err := ddb.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	require.NoError(t, err)
+	require.Equal(t, types.TableStatusActive, desc.Table.TableStatus)
+	require.Equal(t, types.BillingModePayPerRequest, desc.Table.BillingModeSummary.BillingMode)
+	idx := map[string]types.ProjectionType{}
+	for _, g := range desc.Table.GlobalSecondaryIndexes {
+		idx[aws.ToString(g.IndexName)] = g.Projection.ProjectionType
+	}
+	require.Equal(t, map[string]types.ProjectionType{tables.IndexAggregate: types.ProjectionTypeKeysOnly, tables.IndexAttention: types.ProjectionTypeKeysOnly}, idx)
+
+	ttl, err := ddb.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(name)})
+	require.NoError(t, err)
+	require.Equal(t, types.TimeToLiveStatusEnabled, ttl.TimeToLiveDescription.TimeToLiveStatus)
+	require.Equal(t, tables.AttrTTL, aws.ToString(ttl.TimeToLiveDescription.AttributeName))
+}
+
+func TestEnsureRejectsForeignTable(t *testing.T) {
+	ctx := context.Background()
+	ddb := dynamodb.NewFromConfig(testenv.AWSConfig(t))
+	name := testenv.Unique("foreign")
+	_, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(name),
+		BillingMode:          types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)}) })
+
+	err = tables.Ensure(ctx, ddb, tables.Config{Name: name})
+	require.ErrorIs(t, err, tables.ErrIncompatible)
+	var inc *tables.IncompatibleError
+	require.ErrorAs(t, err, &inc)
+	require.Equal(t, name, inc.Table)
+}
+
+func TestConfigValidation(t *testing.T) {
+	err := tables.Ensure(context.Background(), nil, tables.Config{WaitTimeout: -1})
+	require.ErrorContains(t, err, "Name is required")
+	require.ErrorContains(t, err, "WaitTimeout must not be negative")
+}

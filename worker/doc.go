@@ -1,0 +1,14 @@
+// Package worker owns the SQS side of ddbworker: long polling with a bounded
+// pool (no receive while the pool is full), the handler registry by
+// messageType, the per-message protocol that ties envelope, gate, handler,
+// commit and ack together (DESIGN §4), batched deletes only after a commit
+// or a known-COMPLETED duplicate, visibility changes for backoff, in-flight
+// duplicates and notBefore, lease heartbeats, business-attempt policy
+// (maxBusinessAttempts, notBefore, retryableUntil, terminalAfterCodes), the
+// three terminal policies (dlq, quarantine, redrive), FIFO group order,
+// graceful shutdown, metrics and one JSON log line per message; and queue
+// creation (queue + DLQ + redrive policy).
+//
+// It does not own the inbox record (inbox), the decision table (gate), the
+// transaction (mutation) or lease timing (stale).
+package worker

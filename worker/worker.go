@@ -1,0 +1,474 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/ddbworker/ddbworker/envelope"
+	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/gate"
+	"github.com/ddbworker/ddbworker/mutation"
+	"github.com/ddbworker/ddbworker/stale"
+)
+
+// DynamoDBAPI is what the worker needs of DynamoDB: the gate's PutItem and
+// UpdateItem, the commit's TransactWriteItems.
+type DynamoDBAPI interface {
+	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	TransactWriteItems(ctx context.Context, params *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+}
+
+// SQSAPI is what the worker needs of SQS.
+type SQSAPI interface {
+	ReceiveMessage(ctx context.Context, params *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessageBatch(ctx context.Context, params *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+	ChangeMessageVisibility(ctx context.Context, params *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+	SendMessage(ctx context.Context, params *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+}
+
+// TerminalPolicy says what happens to a message whose work failed for good.
+type TerminalPolicy string
+
+const (
+	// PolicyDLQ sends a copy with the failure as message attributes to the
+	// DLQ, then deletes the message. The default.
+	PolicyDLQ TerminalPolicy = "dlq"
+	// PolicyQuarantine records the failure in the inbox only and deletes.
+	PolicyQuarantine TerminalPolicy = "quarantine"
+	// PolicyRedrive leaves the message to the queue's redrive policy.
+	PolicyRedrive TerminalPolicy = "redrive"
+)
+
+// Named failpoints: places where a chaos harness may crash the process.
+const (
+	FailpointAfterGate    = "after-gate"
+	FailpointAfterCommit  = "after-commit"
+	FailpointBeforeDelete = "before-delete"
+	FailpointMidBatch     = "mid-batch"
+)
+
+// Config configures a Worker.
+type Config struct {
+	// Table is the inbox (and, usually, domain) table. Required.
+	Table string
+	// QueueURL is the work queue. Required. A URL ending in ".fifo" turns
+	// on FIFO group order.
+	QueueURL string
+	// DLQURL receives terminal messages under PolicyDLQ. Required then.
+	DLQURL string
+	// Concurrency caps messages in flight. Default: 16.
+	Concurrency int
+	// BatchSize is the most messages one receive asks for (1..10). A poller
+	// receives only once that many slots are free. Default: min(10, Concurrency).
+	BatchSize int
+	// Pollers is the number of concurrent long polls. Default:
+	// ceil(Concurrency / BatchSize).
+	Pollers int
+	// WaitTime is the long-poll wait. Default: 20s.
+	WaitTime time.Duration
+	// VisibilityTimeout is set on every receive and is the lease length.
+	// Default: 30s.
+	VisibilityTimeout time.Duration
+	// ClockSkew is the lease's clock-skew margin. Default: 2s.
+	ClockSkew time.Duration
+	// MessageTimeout is the per-message deadline for handler and commit;
+	// leases are renewed (heartbeat) until it. Default: 2m.
+	MessageTimeout time.Duration
+	// MaxAttempts is the business-attempt limit unless a message's
+	// attemptPolicy sets one. Default: 5.
+	MaxAttempts int
+	// MaxGuardRetries bounds handler re-runs after a Retry guard. Default: 3.
+	MaxGuardRetries int
+	// Backoff spaces retries by visibility. Default: see Backoff.
+	Backoff Backoff
+	// TerminalPolicy for failed-for-good work. Default: PolicyDLQ.
+	TerminalPolicy TerminalPolicy
+	// DeleteFlushInterval is the longest a delete waits for its batch to
+	// fill. Default: 50ms.
+	DeleteFlushInterval time.Duration
+	// DrainTimeout bounds graceful shutdown: in-flight work gets this long
+	// to finish after Run's context ends. Default: 30s.
+	DrainTimeout time.Duration
+	// TTL per inbox status. Default: stale.TTL{} with its defaults.
+	TTL stale.TTL
+	// AttentionShards spreads the attention index. Default: 16.
+	AttentionShards int
+	// IndexProcessing puts PROCESSING records in the attention index for
+	// the sweeper (costs index writes). Default: false.
+	IndexProcessing bool
+	// Owner names this worker in leases. Default: hostname/pid.
+	Owner string
+	// Envelope limits. Default: envelope.Config{} with its defaults.
+	Envelope envelope.Config
+	// Now is the clock. Default: time.Now.
+	Now func() time.Time
+}
+
+// Deps are the worker's collaborators.
+type Deps struct {
+	// DynamoDB client. Required.
+	DynamoDB DynamoDBAPI
+	// SQS client. Required.
+	SQS SQSAPI
+	// Handlers by message type. Required.
+	Handlers *Registry
+	// Logger for JSON logs. Default: discard.
+	Logger *slog.Logger
+	// Metrics collectors. Default: NewMetrics(nil).
+	Metrics *Metrics
+	// OnEvent is called after each delivery's disposition. Optional.
+	OnEvent func(Event)
+	// Failpoint is called at each named failpoint. Optional (tests, chaos).
+	Failpoint func(name string)
+}
+
+// Worker consumes one queue.
+type Worker struct {
+	cfg       Config
+	deps      Deps
+	routes    map[string]route
+	decoder   *envelope.Decoder
+	gate      *gate.Gate
+	committer *mutation.Committer
+	renewer   *stale.Renewer
+	policy    stale.Policy
+	fifo      bool
+	log       *slog.Logger
+	metrics   *Metrics
+	fail      func(string)
+	ran       sync.Once
+}
+
+// New validates deps and cfg and returns a Worker; every problem is
+// reported, joined.
+func New(deps Deps, cfg Config) (*Worker, error) {
+	var errs []error
+	if deps.DynamoDB == nil {
+		errs = append(errs, errors.New("worker: Deps.DynamoDB is required"))
+	}
+	if deps.SQS == nil {
+		errs = append(errs, errors.New("worker: Deps.SQS is required"))
+	}
+	if deps.Handlers == nil || len(deps.Handlers.routes) == 0 {
+		errs = append(errs, errors.New("worker: Deps.Handlers must register at least one message type"))
+	}
+	if cfg.Table == "" {
+		errs = append(errs, errors.New("worker: Config.Table is required"))
+	}
+	if cfg.QueueURL == "" {
+		errs = append(errs, errors.New("worker: Config.QueueURL is required"))
+	}
+	if cfg.TerminalPolicy == "" {
+		cfg.TerminalPolicy = PolicyDLQ
+	}
+	switch cfg.TerminalPolicy {
+	case PolicyDLQ:
+		if cfg.DLQURL == "" {
+			errs = append(errs, errors.New("worker: Config.DLQURL is required with the dlq terminal policy"))
+		}
+	case PolicyQuarantine, PolicyRedrive:
+	default:
+		errs = append(errs, fmt.Errorf("worker: Config.TerminalPolicy %q must be dlq, quarantine or redrive", cfg.TerminalPolicy))
+	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = 16
+	}
+	if cfg.Concurrency < 1 || cfg.Concurrency > 10000 {
+		errs = append(errs, fmt.Errorf("worker: Config.Concurrency %d must be within 1..10000", cfg.Concurrency))
+	}
+	if cfg.BatchSize == 0 {
+		cfg.BatchSize = min(10, max(cfg.Concurrency, 1))
+	}
+	if cfg.BatchSize < 1 || cfg.BatchSize > 10 || cfg.BatchSize > max(cfg.Concurrency, 1) {
+		errs = append(errs, fmt.Errorf("worker: Config.BatchSize %d must be within 1..min(10, Concurrency)", cfg.BatchSize))
+	}
+	if cfg.Pollers == 0 && cfg.BatchSize > 0 {
+		cfg.Pollers = max(1, (cfg.Concurrency+cfg.BatchSize-1)/cfg.BatchSize)
+	}
+	if cfg.Pollers < 1 {
+		errs = append(errs, fmt.Errorf("worker: Config.Pollers %d must be at least 1", cfg.Pollers))
+	}
+	if cfg.WaitTime == 0 {
+		cfg.WaitTime = 20 * time.Second
+	}
+	if cfg.WaitTime < 0 || cfg.WaitTime > 20*time.Second {
+		errs = append(errs, fmt.Errorf("worker: Config.WaitTime %s must be within 0..20s", cfg.WaitTime))
+	}
+	if cfg.VisibilityTimeout == 0 {
+		cfg.VisibilityTimeout = 30 * time.Second
+	}
+	if cfg.VisibilityTimeout < time.Second || cfg.VisibilityTimeout > maxVisibility || cfg.VisibilityTimeout%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("worker: Config.VisibilityTimeout %s must be whole seconds within 1s..12h", cfg.VisibilityTimeout))
+	}
+	if cfg.MessageTimeout == 0 {
+		cfg.MessageTimeout = 2 * time.Minute
+	}
+	if cfg.MessageTimeout < 0 {
+		errs = append(errs, errors.New("worker: Config.MessageTimeout must not be negative"))
+	}
+	if cfg.MaxGuardRetries == 0 {
+		cfg.MaxGuardRetries = 3
+	}
+	if cfg.MaxGuardRetries < 0 {
+		errs = append(errs, errors.New("worker: Config.MaxGuardRetries must not be negative"))
+	}
+	var err error
+	if cfg.Backoff, err = cfg.Backoff.withDefaults(); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.DeleteFlushInterval == 0 {
+		cfg.DeleteFlushInterval = 50 * time.Millisecond
+	}
+	if cfg.DrainTimeout == 0 {
+		cfg.DrainTimeout = 30 * time.Second
+	}
+	if cfg.DeleteFlushInterval < 0 || cfg.DrainTimeout < 0 {
+		errs = append(errs, errors.New("worker: Config.DeleteFlushInterval and DrainTimeout must not be negative"))
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	w := &Worker{cfg: cfg, deps: deps, fifo: strings.HasSuffix(cfg.QueueURL, ".fifo")}
+	if w.policy, err = (stale.Policy{Lease: cfg.VisibilityTimeout, Skew: cfg.ClockSkew}).WithDefaults(); err != nil {
+		errs = append(errs, err)
+	}
+	if w.decoder, err = envelope.NewDecoder(cfg.Envelope); err != nil {
+		errs = append(errs, err)
+	}
+	if deps.DynamoDB != nil && cfg.Table != "" {
+		if w.gate, err = gate.New(deps.DynamoDB, gate.Config{Table: cfg.Table, Owner: cfg.Owner, Policy: w.policy, TTL: cfg.TTL,
+			MaxAttempts: cfg.MaxAttempts, AttentionShards: cfg.AttentionShards, IndexProcessing: cfg.IndexProcessing, Now: cfg.Now}); err != nil {
+			errs = append(errs, err)
+		}
+		if w.committer, err = mutation.New(deps.DynamoDB, mutation.Config{Table: cfg.Table, TTL: cfg.TTL, AttentionShards: cfg.AttentionShards, Now: cfg.Now}); err != nil {
+			errs = append(errs, err)
+		}
+		if w.renewer, err = stale.NewRenewer(deps.DynamoDB, stale.RenewerConfig{Table: cfg.Table, Policy: w.policy, IndexProcessing: cfg.IndexProcessing, Now: cfg.Now}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	w.routes = make(map[string]route, len(deps.Handlers.routes))
+	for k, v := range deps.Handlers.routes {
+		w.routes[k] = v
+	}
+	w.log = deps.Logger
+	if w.log == nil {
+		w.log = slog.New(slog.DiscardHandler)
+	}
+	w.metrics = deps.Metrics
+	if w.metrics == nil {
+		w.metrics, _ = NewMetrics(nil)
+	}
+	w.metrics.Concurrency.Set(float64(cfg.Concurrency))
+	w.fail = deps.Failpoint
+	if w.fail == nil {
+		w.fail = func(string) {}
+	}
+	return w, nil
+}
+
+// ErrAlreadyRan reports a second call of Run.
+var ErrAlreadyRan = errors.New("worker: Run called twice")
+
+// Run consumes the queue until ctx ends, then shuts down gracefully: it
+// stops receiving, lets in-flight work finish for up to DrainTimeout,
+// releases received messages it did not start (visibility 0), flushes the
+// pending deletes and returns. It returns nil after a graceful stop.
+func (w *Worker) Run(ctx context.Context) error {
+	first := false
+	w.ran.Do(func() { first = true })
+	if !first {
+		return ErrAlreadyRan
+	}
+	// Work outlives ctx by up to DrainTimeout.
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	del := newDeleter(w.deps.SQS, w.cfg.QueueURL, w.cfg.DeleteFlushInterval, w.log, w.metrics, w.fail)
+	go del.run(workCtx)
+
+	slots := semaphore.NewWeighted(int64(w.cfg.Concurrency))
+	var work sync.WaitGroup
+	var pollers sync.WaitGroup
+	for range w.cfg.Pollers {
+		pollers.Go(func() { w.poll(ctx, workCtx, slots, &work, del) })
+	}
+	pollers.Wait()
+
+	drained := make(chan struct{})
+	go func() { work.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(w.cfg.DrainTimeout):
+		w.log.Warn("drain timeout: cancelling in-flight work; its leases and visibility will expire", "drainTimeout", w.cfg.DrainTimeout.String())
+		cancelWork()
+		<-drained
+	}
+	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	del.close(flushCtx)
+	return nil
+}
+
+func (w *Worker) poll(ctx, workCtx context.Context, slots *semaphore.Weighted, work *sync.WaitGroup, del *deleter) {
+	receiveFailures := 0
+	for ctx.Err() == nil {
+		// No receive while the pool cannot take at least half a batch; then
+		// take as much of a batch as is free. Half-batch receives keep SQS
+		// calls per message low without starving the pool behind one slow
+		// handler.
+		n, err := w.acquireBatch(ctx, slots)
+		if err != nil {
+			return
+		}
+		out, err := w.deps.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl:                    aws.String(w.cfg.QueueURL),
+			MaxNumberOfMessages:         int32(n),
+			WaitTimeSeconds:             int32(w.cfg.WaitTime / time.Second),
+			VisibilityTimeout:           int32(w.cfg.VisibilityTimeout / time.Second),
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+			MessageAttributeNames:       []string{"All"},
+		})
+		if err != nil {
+			slots.Release(n)
+			if ctx.Err() != nil {
+				return
+			}
+			receiveFailures++
+			w.metrics.ReceiveErrors.Inc()
+			if failure.IsThrottle(err) {
+				w.metrics.Throttles.Inc()
+			}
+			wait := w.cfg.Backoff.delay(min(receiveFailures, 6))
+			w.log.Warn("receive failed", "error", err.Error(), "retryIn", wait.String())
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			continue
+		}
+		receiveFailures = 0
+		msgs := out.Messages
+		if unused := n - int64(len(msgs)); unused > 0 {
+			slots.Release(unused)
+		}
+		if len(msgs) == 0 {
+			continue
+		}
+		w.metrics.Received.Add(float64(len(msgs)))
+		w.dispatch(ctx, workCtx, msgs, slots, work, del)
+	}
+}
+
+// acquireBatch blocks until at least half a batch of pool slots is free and
+// returns how many it took (at most BatchSize).
+func (w *Worker) acquireBatch(ctx context.Context, slots *semaphore.Weighted) (int64, error) {
+	want := int64(w.cfg.BatchSize)
+	least := max(1, want/2)
+	if err := slots.Acquire(ctx, least); err != nil {
+		return 0, err
+	}
+	n := least
+	for n < want && slots.TryAcquire(1) {
+		n++
+	}
+	return n, nil
+}
+
+// dispatch starts the batch's messages: each on its own, or, on a FIFO
+// queue, each group in order, stopping a group at its first failure.
+func (w *Worker) dispatch(ctx, workCtx context.Context, msgs []types.Message, slots *semaphore.Weighted, work *sync.WaitGroup, del *deleter) {
+	groups := [][]types.Message{}
+	if w.fifo {
+		index := map[string]int{}
+		for _, m := range msgs {
+			g := m.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)]
+			i, ok := index[g]
+			if !ok {
+				i = len(groups)
+				index[g] = i
+				groups = append(groups, nil)
+			}
+			groups[i] = append(groups[i], m)
+		}
+	} else {
+		for _, m := range msgs {
+			groups = append(groups, []types.Message{m})
+		}
+	}
+	for gi, group := range groups {
+		if gi == len(groups)/2 && len(groups) > 1 {
+			w.fail(FailpointMidBatch)
+		}
+		work.Go(func() {
+			ok := true
+			for _, m := range group {
+				func() {
+					defer slots.Release(1)
+					// After a failure in its group, or when shutting down, a
+					// FIFO message is not started: it goes back in order.
+					if !ok || (w.fifo && ctx.Err() != nil) {
+						w.release(workCtx, m)
+						return
+					}
+					ok = w.process(workCtx, m, del)
+				}()
+			}
+		})
+	}
+}
+
+// release makes a received message visible again at once (it was not
+// started) so another consumer takes it without waiting for the timeout.
+func (w *Worker) release(ctx context.Context, m types.Message) {
+	w.changeVisibility(ctx, m, 0)
+	w.emit(Event{SQSMessageID: aws.ToString(m.MessageId), Outcome: OutcomeReleased})
+	w.metrics.Outcomes.WithLabelValues("", OutcomeReleased).Inc()
+}
+
+func (w *Worker) changeVisibility(ctx context.Context, m types.Message, d time.Duration) {
+	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_, err := w.deps.SQS.ChangeMessageVisibility(callCtx, &sqs.ChangeMessageVisibilityInput{
+		QueueUrl: aws.String(w.cfg.QueueURL), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: visibilitySeconds(d),
+	})
+	if err != nil {
+		// Harmless: the message reappears when its current visibility ends.
+		w.log.Warn("change visibility failed", "sqsMessageId", aws.ToString(m.MessageId), "visibility", d.String(), "error", err.Error())
+	}
+}
+
+func (w *Worker) emit(ev Event) {
+	if w.deps.OnEvent != nil {
+		w.deps.OnEvent(ev)
+	}
+}
+
+func receiveCount(m types.Message) int {
+	n, _ := strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
+	return n
+}
+
+func sentAt(m types.Message) time.Time {
+	ms, err := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
