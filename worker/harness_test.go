@@ -3,7 +3,6 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"os"
 	"strconv"
@@ -150,10 +149,6 @@ func (h *harness) allEvents() []worker.Event {
 
 func final(ev worker.Event) bool { return ev.Final }
 
-func forKey(key string) func(worker.Event) bool {
-	return func(ev worker.Event) bool { return ev.IdempotencyKey == key }
-}
-
 func (h *harness) seedCases(ids ...string) {
 	require.NoError(h.t, caseflow.SeedCases(context.Background(), h.env.DynamoDB, h.env.Table, ids))
 }
@@ -263,8 +258,6 @@ func jsonBody(t *testing.T, v any) string {
 	require.NoError(t, err)
 	return string(b)
 }
-
-var errBoom = errors.New("boom")
 
 // dynamodbWithAttempts is a client (with the harness's injector) whose SDK
 // retryer makes at most attempts attempts.

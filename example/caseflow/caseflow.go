@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -319,6 +318,3 @@ func Resend(env *envelope.Envelope) *envelope.Envelope {
 	c.CorrelationID = NewID("c-")
 	return &c
 }
-
-// keep aws imported for helpers below
-var _ = aws.String

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// envPrefix: every flag --some-flag can also be set as DDBWORKER_SOME_FLAG.
+const envPrefix = "DDBWORKER_"
+
+// envName is the environment variable of a flag.
+func envName(flag string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// globals are the flags every command shares.
+type globals struct {
+	region      string
+	ddbEndpoint string
+	sqsEndpoint string
+	logLevel    string
+	table       string
+}
+
+func newRootCmd() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:   "ddbworker",
+		Short: "Exactly-once effects from SQS into DynamoDB",
+		Long: `ddbworker consumes SQS and writes DynamoDB without double writes: the domain
+write and the inbox PROCESSING → COMPLETED flip commit in one TransactWriteItems,
+fenced by a lease token.
+
+Every flag can also be set through the environment: --queue-url is
+DDBWORKER_QUEUE_URL. AWS credentials, region and endpoints also come from the
+SDK's own variables (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS…).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return bindEnv(cmd)
+		},
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.region, "region", "", "AWS region (default: the SDK's, e.g. AWS_REGION)")
+	pf.StringVar(&g.ddbEndpoint, "dynamodb-endpoint", "", "DynamoDB endpoint URL (default: the SDK's, e.g. AWS_ENDPOINT_URL_DYNAMODB)")
+	pf.StringVar(&g.sqsEndpoint, "sqs-endpoint", "", "SQS endpoint URL (default: the SDK's, e.g. AWS_ENDPOINT_URL_SQS)")
+	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	pf.StringVar(&g.table, "table", "ddbworker", "DynamoDB table (inbox and example domain)")
+
+	root.AddCommand(newRunCmd(g), newTablesCmd(g), newQueuesCmd(g), newSendCmd(g), newDemoCmd(g), newEmulatorsCmd())
+	return root
+}
+
+// bindEnv sets every flag not given on the command line from its
+// DDBWORKER_* variable.
+func bindEnv(cmd *cobra.Command) error {
+	var errs []string
+	set := func(f *pflag.Flag) {
+		if f.Changed {
+			return
+		}
+		if v, ok := os.LookupEnv(envName(f.Name)); ok {
+			if err := f.Value.Set(v); err != nil {
+				errs = append(errs, fmt.Sprintf("%s=%q: %v", envName(f.Name), v, err))
+			}
+		}
+	}
+	cmd.Flags().VisitAll(set)
+	cmd.InheritedFlags().VisitAll(set)
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid environment: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// awsConfig loads the SDK configuration, honouring --region.
+func (g *globals) awsConfig(ctx context.Context) (aws.Config, error) {
+	var opts []func(*config.LoadOptions) error
+	if g.region != "" {
+		opts = append(opts, config.WithRegion(g.region))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	return cfg, nil
+}
+
+// clients builds the DynamoDB and SQS clients; --*-endpoint set the SDK's
+// BaseEndpoint.
+func (g *globals) clients(cfg aws.Config, ddbOpts []func(*dynamodb.Options), sqsOpts []func(*sqs.Options)) (*dynamodb.Client, *sqs.Client) {
+	if g.ddbEndpoint != "" {
+		ddbOpts = append(ddbOpts, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(g.ddbEndpoint) })
+	}
+	if g.sqsEndpoint != "" {
+		sqsOpts = append(sqsOpts, func(o *sqs.Options) { o.BaseEndpoint = aws.String(g.sqsEndpoint) })
+	}
+	return dynamodb.NewFromConfig(cfg, ddbOpts...), sqs.NewFromConfig(cfg, sqsOpts...)
+}
+
+// logger returns a JSON logger at --log-level.
+func (g *globals) logger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: %w", g.logLevel, err)
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})), nil
+}

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/ddbworker/ddbworker/example/caseflow"
+	"github.com/ddbworker/ddbworker/worker"
+)
+
+type runFlags struct {
+	queueURL          string
+	dlqURL            string
+	concurrency       int
+	batchSize         int
+	waitTime          time.Duration
+	visibility        time.Duration
+	clockSkew         time.Duration
+	messageTimeout    time.Duration
+	drainTimeout      time.Duration
+	maxAttempts       int
+	terminalPolicy    string
+	metricsAddr       string
+	fused             bool
+	trackApplications bool
+	indexProcessing   bool
+	depthInterval     time.Duration
+}
+
+func (f *runFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.queueURL, "queue-url", "", "work queue URL (required)")
+	fl.StringVar(&f.dlqURL, "dlq-url", "", "DLQ URL (required with --terminal-policy dlq)")
+	fl.IntVar(&f.concurrency, "concurrency", 16, "messages in flight at most")
+	fl.IntVar(&f.batchSize, "batch-size", 0, "messages per receive, 1..10 (default min(10, concurrency))")
+	fl.DurationVar(&f.waitTime, "wait-time", 20*time.Second, "long-poll wait, at most 20s")
+	fl.DurationVar(&f.visibility, "visibility-timeout", 30*time.Second, "visibility timeout set on receive; also the lease length")
+	fl.DurationVar(&f.clockSkew, "clock-skew", 2*time.Second, "clock-skew margin before an expired lease may be taken over")
+	fl.DurationVar(&f.messageTimeout, "message-timeout", 2*time.Minute, "per-message deadline (the lease is renewed until then)")
+	fl.DurationVar(&f.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long in-flight work may take to finish")
+	fl.IntVar(&f.maxAttempts, "max-attempts", 5, "business attempts unless a message's attemptPolicy sets its own")
+	fl.StringVar(&f.terminalPolicy, "terminal-policy", string(worker.PolicyDLQ), "terminal failures: dlq, quarantine or redrive")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "127.0.0.1:9090", "address of /metrics, /healthz and /readyz (empty: off)")
+	fl.BoolVar(&f.fused, "fused", false, "use the fused commit (one round trip per fresh message)")
+	fl.BoolVar(&f.trackApplications, "track-applications", false, "example domain: keep an application counter per work item")
+	fl.BoolVar(&f.indexProcessing, "index-processing", false, "index PROCESSING records for the sweeper (costs index writes)")
+	fl.DurationVar(&f.depthInterval, "depth-interval", 15*time.Second, "how often to read queue and DLQ depth for metrics (0: never)")
+}
+
+func (f *runFlags) workerConfig(table string) worker.Config {
+	return worker.Config{
+		Table: table, QueueURL: f.queueURL, DLQURL: f.dlqURL,
+		Concurrency: f.concurrency, BatchSize: f.batchSize, WaitTime: f.waitTime,
+		VisibilityTimeout: f.visibility, ClockSkew: f.clockSkew, MessageTimeout: f.messageTimeout,
+		DrainTimeout: f.drainTimeout, MaxAttempts: f.maxAttempts, TerminalPolicy: worker.TerminalPolicy(f.terminalPolicy),
+		IndexProcessing: f.indexProcessing,
+	}
+}
+
+func newRunCmd(g *globals) *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the worker daemon (the example case domain's handlers) until SIGTERM",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := g.logger(os.Stderr)
+			if err != nil {
+				return err
+			}
+			return runDaemon(cmd.Context(), g, f, log)
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+// runDaemon serves metrics and health, checks the table and queue until
+// they answer, then runs the worker until ctx ends.
+func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) error {
+	cfg, err := g.awsConfig(ctx)
+	if err != nil {
+		return err
+	}
+	ddb, q := g.clients(cfg, nil, nil)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics, err := worker.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	handlers := worker.NewRegistry()
+	var opts []worker.RouteOption
+	if f.fused {
+		opts = append(opts, worker.Fused())
+	}
+	if err := (&caseflow.Handlers{Table: g.table, TrackApplications: f.trackApplications}).Register(handlers, opts...); err != nil {
+		return err
+	}
+	w, err := worker.New(worker.Deps{DynamoDB: ddb, SQS: q, Handlers: handlers, Logger: log, Metrics: metrics}, f.workerConfig(g.table))
+	if err != nil {
+		return err
+	}
+
+	var ready atomic.Bool
+	if f.metricsAddr != "" {
+		srv, err := serveOps(f.metricsAddr, reg, &ready, log)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+	}
+	if err := waitDependencies(ctx, ddb, q, g.table, f.queueURL, log); err != nil {
+		return err
+	}
+	if f.depthInterval > 0 {
+		go watchDepth(ctx, q, f.queueURL, f.dlqURL, f.depthInterval, reg, log)
+	}
+	ready.Store(true)
+	log.Info("worker started", "table", g.table, "queueUrl", f.queueURL, "concurrency", f.concurrency,
+		"visibilityTimeout", f.visibility.String(), "terminalPolicy", f.terminalPolicy, "fused", f.fused)
+	err = w.Run(ctx)
+	ready.Store(false)
+	log.Info("worker stopped", "error", fmt.Sprint(err))
+	return err
+}
+
+// serveOps serves /metrics, /healthz (the process answers) and /readyz
+// (dependencies answered and the worker is consuming).
+func serveOps(addr string, reg *prometheus.Registry, ready *atomic.Bool, log *slog.Logger) (*http.Server, error) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listener %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server stopped", "error", err.Error())
+		}
+	}()
+	log.Info("serving /metrics, /healthz, /readyz", "addr", ln.Addr().String())
+	return srv, nil
+}
+
+// waitDependencies retries until the table and the queue answer (a
+// container may start before LocalStack or the network), or ctx ends.
+func waitDependencies(ctx context.Context, ddb *dynamodb.Client, q *sqs.Client, table, queueURL string, log *slog.Logger) error {
+	if queueURL == "" {
+		return errors.New("--queue-url (DDBWORKER_QUEUE_URL) is required")
+	}
+	delay := 500 * time.Millisecond
+	for {
+		_, derr := ddb.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+		_, qerr := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queueURL),
+			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameVisibilityTimeout}})
+		if derr == nil && qerr == nil {
+			return nil
+		}
+		log.Warn("waiting for the table and queue", "table", table, "queueUrl", queueURL, "tableError", fmt.Sprint(derr), "queueError", fmt.Sprint(qerr))
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("dependencies never answered: %w", errors.Join(derr, qerr))
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 10*time.Second)
+	}
+}
+
+// watchDepth exports the queue's backlog and the DLQ's depth.
+func watchDepth(ctx context.Context, q *sqs.Client, queueURL, dlqURL string, every time.Duration, reg prometheus.Registerer, log *slog.Logger) {
+	depth := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "ddbworker", Name: "queue_messages",
+		Help: "Approximate messages per queue (work, dlq) and state (visible, in_flight, delayed)."}, []string{"queue", "state"})
+	if err := reg.Register(depth); err != nil {
+		log.Warn("queue depth metric not registered", "error", err.Error())
+		return
+	}
+	read := func(name, url string) {
+		if url == "" {
+			return
+		}
+		out, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{
+			sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+			sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed}})
+		if err != nil {
+			log.Warn("queue depth", "queue", name, "error", err.Error())
+			return
+		}
+		for state, attr := range map[string]sqstypes.QueueAttributeName{"visible": sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+			"in_flight": sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible, "delayed": sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed} {
+			n, _ := strconv.ParseFloat(out.Attributes[string(attr)], 64)
+			depth.WithLabelValues(name, state).Set(n)
+		}
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		read("work", queueURL)
+		read("dlq", dlqURL)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

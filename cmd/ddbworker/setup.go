@@ -1,0 +1,66 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ddbworker/ddbworker/tables"
+	"github.com/ddbworker/ddbworker/worker"
+)
+
+func newTablesCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "tables", Short: "Manage the DynamoDB table"}
+	var wait time.Duration
+	create := &cobra.Command{
+		Use:   "create",
+		Short: "Create the table (keys, aggregate and attention indexes, TTL) if missing; a no-op when it exists",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := g.awsConfig(cmd.Context())
+			if err != nil {
+				return err
+			}
+			ddb, _ := g.clients(cfg, nil, nil)
+			if err := tables.Ensure(cmd.Context(), ddb, tables.Config{Name: g.table, WaitTimeout: wait}); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "table %s is ACTIVE with indexes %s, %s and TTL on %q\n", g.table, tables.IndexAggregate, tables.IndexAttention, tables.AttrTTL)
+			return nil
+		},
+	}
+	create.Flags().DurationVar(&wait, "wait", 5*time.Minute, "how long to wait for the table to become ACTIVE")
+	cmd.AddCommand(create)
+	return cmd
+}
+
+func newQueuesCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "queues", Short: "Manage the SQS queues"}
+	var qc worker.QueueConfig
+	create := &cobra.Command{
+		Use:   "create",
+		Short: "Create the work queue, its DLQ and the redrive policy between them",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := g.awsConfig(cmd.Context())
+			if err != nil {
+				return err
+			}
+			_, q := g.clients(cfg, nil, nil)
+			out, err := worker.CreateQueues(cmd.Context(), q, qc)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "DDBWORKER_QUEUE_URL=%s\nDDBWORKER_DLQ_URL=%s\n", out.URL, out.DLQURL)
+			return nil
+		},
+	}
+	f := create.Flags()
+	f.StringVar(&qc.Name, "queue", "ddbworker-work", "work queue name (FIFO names end in .fifo)")
+	f.StringVar(&qc.DLQName, "dlq", "", "DLQ name (default: <queue>-dlq)")
+	f.BoolVar(&qc.FIFO, "fifo", false, "create FIFO queues")
+	f.DurationVar(&qc.VisibilityTimeout, "visibility-timeout", 30*time.Second, "work queue visibility timeout; keep it equal to the worker's")
+	f.IntVar(&qc.MaxReceiveCount, "max-receive-count", 10, "receives before SQS moves a message to the DLQ")
+	cmd.AddCommand(create)
+	return cmd
+}
