@@ -71,8 +71,20 @@ func (h *harness) caseHandlers(opts ...worker.RouteOption) *worker.Registry {
 	return reg
 }
 
-// start runs a worker until the test ends (or the returned stop is called).
-func (h *harness) start(cfg worker.Config, deps worker.Deps) (stop func()) {
+// running is a started worker.
+type running struct {
+	cancel context.CancelFunc
+	stop   func()
+}
+
+// Cancel asks the worker to shut down and returns at once.
+func (r *running) Cancel() { r.cancel() }
+
+// Stop shuts the worker down and waits until Run returned.
+func (r *running) Stop() { r.stop() }
+
+// start runs a worker until the test ends (or Stop is called).
+func (h *harness) start(cfg worker.Config, deps worker.Deps) *running {
 	h.t.Helper()
 	if deps.DynamoDB == nil {
 		deps.DynamoDB = h.ddb
@@ -102,7 +114,7 @@ func (h *harness) start(cfg worker.Config, deps worker.Deps) (stop func()) {
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	var once sync.Once
-	stop = func() {
+	stop := func() {
 		once.Do(func() {
 			cancel()
 			select {
@@ -114,7 +126,7 @@ func (h *harness) start(cfg worker.Config, deps worker.Deps) (stop func()) {
 		})
 	}
 	h.t.Cleanup(stop)
-	return stop
+	return &running{cancel: cancel, stop: stop}
 }
 
 // waitEvents blocks until match has accepted n events or the timeout passes.

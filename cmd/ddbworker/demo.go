@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -296,25 +297,25 @@ func printDemo(out io.Writer, plan *caseflow.Plan, outcomes map[string]int, tall
 	row("poison messages", len(plan.PoisonList))
 
 	section("DELIVERIES (worker outcomes)")
-	for _, k := range sortedKeys(outcomes) {
+	for _, k := range slices.Sorted(maps.Keys(outcomes)) {
 		row(k, outcomes[k])
 	}
 	tally.mu.Lock()
-	for _, code := range sortedKeys(tally.terminal) {
+	for _, code := range slices.Sorted(maps.Keys(tally.terminal)) {
 		row("terminal "+code, tally.terminal[code])
 	}
 	tally.mu.Unlock()
 	row("throughput", fmt.Sprintf("%.0f msg/s over %s", float64(sent)/elapsed.Seconds(), elapsed.Round(time.Millisecond)))
 
 	section("WORK ITEMS (read back from DynamoDB)")
-	for _, k := range sortedKeys(r.WorkStates) {
+	for _, k := range slices.Sorted(maps.Keys(r.WorkStates)) {
 		row(k, r.WorkStates[k])
 	}
-	for _, k := range sortedKeys(r.Rejections) {
+	for _, k := range slices.Sorted(maps.Keys(r.Rejections)) {
 		row("rejected "+k, r.Rejections[k])
 	}
 	dlq := 0
-	for _, k := range sortedKeys(r.DLQ) {
+	for _, k := range slices.Sorted(maps.Keys(r.DLQ)) {
 		row("in DLQ "+k, r.DLQ[k])
 		dlq += r.DLQ[k]
 	}
@@ -345,13 +346,4 @@ func printDemo(out io.Writer, plan *caseflow.Plan, outcomes map[string]int, tall
 	}
 	fmt.Fprintf(tw, "\nexactly-once invariant\t%s\t\n", verdict)
 	_ = tw.Flush()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -42,6 +42,7 @@ type runFlags struct {
 	trackApplications bool
 	indexProcessing   bool
 	depthInterval     time.Duration
+	faults            faultFlags
 }
 
 func (f *runFlags) register(cmd *cobra.Command) {
@@ -62,6 +63,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.trackApplications, "track-applications", false, "example domain: keep an application counter per work item")
 	fl.BoolVar(&f.indexProcessing, "index-processing", false, "index PROCESSING records for the sweeper (costs index writes)")
 	fl.DurationVar(&f.depthInterval, "depth-interval", 15*time.Second, "how often to read queue and DLQ depth for metrics (0: never)")
+	f.faults.register(cmd)
 }
 
 func (f *runFlags) workerConfig(table string) worker.Config {
@@ -98,7 +100,16 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 	if err != nil {
 		return err
 	}
-	ddb, q := g.clients(cfg, nil, nil)
+	var ddbOpts []func(*dynamodb.Options)
+	var sqsOpts []func(*sqs.Options)
+	if inj := f.faults.injector(log); inj != nil {
+		ddbOpts, sqsOpts = append(ddbOpts, inj.DynamoDB), append(sqsOpts, inj.SQS)
+	}
+	failpoint, err := f.faults.failpoint(log)
+	if err != nil {
+		return err
+	}
+	ddb, q := g.clients(cfg, ddbOpts, sqsOpts)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics, err := worker.NewMetrics(reg)
@@ -113,7 +124,7 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 	if err := (&caseflow.Handlers{Table: g.table, TrackApplications: f.trackApplications}).Register(handlers, opts...); err != nil {
 		return err
 	}
-	w, err := worker.New(worker.Deps{DynamoDB: ddb, SQS: q, Handlers: handlers, Logger: log, Metrics: metrics}, f.workerConfig(g.table))
+	w, err := worker.New(worker.Deps{DynamoDB: ddb, SQS: q, Handlers: handlers, Logger: log, Metrics: metrics, Failpoint: failpoint}, f.workerConfig(g.table))
 	if err != nil {
 		return err
 	}

@@ -70,6 +70,10 @@ type rule struct {
 // Injector holds rules and tallies; its methods are safe for concurrent
 // use. Attach it to clients with DynamoDB and SQS.
 type Injector struct {
+	// OnFire, when set before the injector is installed, is called each
+	// time a rule fires (outside the injector's lock).
+	OnFire func(kind Kind, service, operation string)
+
 	mu    sync.Mutex
 	rules []*rule
 	calls map[string]int // per "Service.Operation": API calls (not attempts)
@@ -164,6 +168,9 @@ func (i *Injector) install(stack *middleware.Stack) error {
 		r := i.pick(service, op, ctx)
 		if r == nil {
 			return next.HandleFinalize(ctx, in)
+		}
+		if i.OnFire != nil {
+			i.OnFire(r.Kind, service, op)
 		}
 		switch r.Kind {
 		case KindDelay:

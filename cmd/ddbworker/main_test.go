@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ddbworker/ddbworker/example/caseflow"
+	"github.com/ddbworker/ddbworker/internal/testenv"
+)
+
+// The compose test needs no services; the others run against the emulators
+// that testenv.Main provides.
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// The demo, small: it must pass its own invariant check.
+func TestDemoHoldsInvariant(t *testing.T) {
+	g := &globals{ddbEndpoint: os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"), sqsEndpoint: os.Getenv("AWS_ENDPOINT_URL_SQS"), logLevel: "info"}
+	f := &demoFlags{scenario: caseflow.ScenarioConfig{Messages: 300, Seed: 11}, concurrency: 8, visibility: 3 * time.Second, timeout: 2 * time.Minute}
+	var out, errw bytes.Buffer
+	err := runDemo(context.Background(), g, f, &out, &errw)
+	require.NoError(t, err, "stdout:\n%s\nstderr:\n%s", out.String(), errw.String())
+	require.Contains(t, out.String(), "exactly-once invariant  HOLDS")
+	require.Contains(t, out.String(), "terminal IDEMPOTENCY_HASH_MISMATCH")
+	require.NotContains(t, out.String(), "FAILED")
+}
+
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "ddbworker")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, string(out))
+	return bin
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// metricSum adds up every sample of a metric family from /metrics.
+func metricSum(t *testing.T, addr, family string) float64 {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sum := 0.0
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, family+"{") || strings.HasPrefix(line, family+" ") {
+			f := strings.Fields(line)
+			v, err := strconv.ParseFloat(f[len(f)-1], 64)
+			require.NoError(t, err)
+			sum += v
+		}
+	}
+	return sum
+}
+
+// The daemon as users run it: configured by DDBWORKER_* variables, serving
+// metrics and health, stopped by SIGTERM mid-stream (exit 0, in-flight work
+// finished), restarted, and in the end every work item applied exactly once.
+func TestDaemonSIGTERMAndRestart(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	bin := buildBinary(t)
+	common := append(os.Environ(), "DDBWORKER_TABLE="+env.Table, "DDBWORKER_QUEUE_URL="+env.Queues.URL, "DDBWORKER_DLQ_URL="+env.Queues.DLQURL)
+
+	sc := caseflow.ScenarioConfig{Messages: 120, Poison: -1, Seed: 5}
+	send := exec.Command(bin, "send", "--count", "120", "--poison", "-1", "--seed", "5")
+	send.Env = common
+	out, err := send.CombinedOutput()
+	require.NoError(t, err, string(out))
+	require.Contains(t, string(out), "sent 120 messages")
+
+	run := func(addr string) (*exec.Cmd, *bytes.Buffer) {
+		cmd := exec.Command(bin, "run")
+		var logs bytes.Buffer
+		cmd.Stdout, cmd.Stderr = io.Discard, &logs
+		cmd.Env = append(common, "DDBWORKER_METRICS_ADDR="+addr, "DDBWORKER_CONCURRENCY=4", "DDBWORKER_VISIBILITY_TIMEOUT=3s",
+			"DDBWORKER_WAIT_TIME=1s", "DDBWORKER_TRACK_APPLICATIONS=true", "DDBWORKER_LOG_LEVEL=info")
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd, &logs
+	}
+	addr := freeAddr(t)
+	first, logs := run(addr)
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, "/readyz never became ready")
+	testenv.Eventually(t, 30*time.Second, func() bool { return metricSum(t, addr, "ddbworker_messages_total") >= 20 }, "no progress")
+
+	require.NoError(t, first.Process.Signal(syscall.SIGTERM))
+	done := make(chan error, 1)
+	go func() { done <- first.Wait() }()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "SIGTERM must end the daemon cleanly; logs:\n%s", logs.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("daemon did not stop after SIGTERM; logs:\n%s", logs.String())
+	}
+	require.Contains(t, logs.String(), `"msg":"worker stopped"`)
+	require.Contains(t, logs.String(), `"idempotencyKey"`, "one JSON log line per message")
+
+	second, _ := run(freeAddr(t))
+	plan, err := caseflow.GeneratePlan(sc)
+	require.NoError(t, err)
+	testenv.Eventually(t, 60*time.Second, func() bool {
+		return testenv.InspectQueue(t, env.Queues.URL).Total() == 0
+	}, "the restarted daemon did not drain the queue")
+	require.NoError(t, second.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, second.Wait())
+
+	report, err := caseflow.Verify(context.Background(), env.DynamoDB, env.Table, plan, nil)
+	require.NoError(t, err)
+	require.True(t, report.OK(), "violations: %v", report.Violations)
+	require.Equal(t, len(plan.Work), report.WorkStates["APPLIED"]+report.WorkStates["SUPERSEDED"])
+}
+
+// Flags come from DDBWORKER_* variables unless given on the command line.
+func TestEnvBinding(t *testing.T) {
+	t.Setenv("DDBWORKER_CONCURRENCY", "7")
+	t.Setenv("DDBWORKER_TABLE", "from-env")
+	root := newRootCmd()
+	run, _, err := root.Find([]string{"run"})
+	require.NoError(t, err)
+	require.NoError(t, run.ParseFlags([]string{"--table", "from-flag"}))
+	require.NoError(t, bindEnv(run))
+	c, _ := run.Flags().GetInt("concurrency")
+	require.Equal(t, 7, c)
+	tbl, _ := run.Flags().GetString("table")
+	require.Equal(t, "from-flag", tbl, "the command line wins over the environment")
+
+	t.Setenv("DDBWORKER_MAX_ATTEMPTS", "many")
+	run2, _, _ := newRootCmd().Find([]string{"run"})
+	require.ErrorContains(t, bindEnv(run2), "DDBWORKER_MAX_ATTEMPTS")
+}
