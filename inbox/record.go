@@ -214,13 +214,14 @@ type Work struct {
 	Producer      string
 }
 
-// NewRecord returns the record of w first seen at now: keys, identity,
+// NewRecord returns the record of w first seen at now: keys, messageType
+// (the key itself lives only in PK, it may be long), identity,
 // timestamps and aggregate-index keys, with Attempts and Deliveries 1. The
 // caller sets status, lease and TTL.
 func NewRecord(w *Work, now time.Time) *Record {
 	ts := FormatTime(now)
 	return &Record{
-		PK: PK(w.Key), SK: SK(w.MessageType),
+		PK: PK(w.Key), SK: SK(w.MessageType), MessageType: w.MessageType,
 		RequestHash: w.RequestHash, SchemaVersion: w.SchemaVersion,
 		AggregateType: w.AggregateType, AggregateID: w.AggregateID,
 		CorrelationID: w.CorrelationID, CausationID: w.CausationID, Producer: w.Producer,

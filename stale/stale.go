@@ -62,10 +62,17 @@ func (p Policy) Expired(expiresAt, now time.Time) bool {
 	return now.After(expiresAt.Add(p.Skew))
 }
 
-// StaleBefore is the largest leaseExpiresAt (epoch ms) that counts as
-// expired at now; conditions compare against it.
+// StaleBefore is the bound a condition compares leaseExpiresAt (epoch ms)
+// against: a lease is expired exactly when leaseExpiresAt < StaleBefore(now),
+// the same instant Expired says so. It rounds up, because the stored expiry
+// is whole milliseconds and now is not.
 func (p Policy) StaleBefore(now time.Time) int64 {
-	return now.Add(-p.Skew).UnixMilli()
+	t := now.Add(-p.Skew)
+	ms := t.UnixMilli()
+	if time.UnixMilli(ms).Before(t) {
+		ms++
+	}
+	return ms
 }
 
 // Remaining is how long until a lease ending at expiresAt may be taken over

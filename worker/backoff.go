@@ -11,10 +11,10 @@ import (
 // maxVisibility is SQS's ceiling for a visibility timeout.
 const maxVisibility = 12 * time.Hour
 
-// Backoff spaces retries: Base·2^(n-1), capped at Max, stretched by up to
-// Jitter (a fraction) at random so failures that happened together do not
-// retry together. With Jitter ≤ 1 each step is at least as long as the one
-// before, until the cap.
+// Backoff spaces retries: Base·2^(n-1), stretched by up to Jitter (a
+// fraction) at random so failures that happened together do not retry
+// together, and never longer than Max. With Jitter < 1 each step is longer
+// than the one before, until the cap.
 type Backoff struct {
 	// Base is the first delay. Default: 1s. SQS counts visibility in whole
 	// seconds, so delays round up to seconds.
@@ -51,10 +51,10 @@ func (b Backoff) Delay(n int, u float64) time.Duration {
 	if n < 1 {
 		n = 1
 	}
+	// Cap the step before stretching it, so the stretched delay never
+	// exceeds Max and steps at the cap still spread out.
 	d := float64(b.Base) * math.Pow(2, float64(min(n-1, 40)))
-	if d > float64(b.Max) {
-		d = float64(b.Max)
-	}
+	d = min(d, float64(b.Max)/(1+b.Jitter))
 	d *= 1 + b.Jitter*u
 	return min(time.Duration(d), maxVisibility)
 }

@@ -25,6 +25,7 @@ const (
 	TypeDeadline     = "CaseDeadlineCalculationRequested"
 	TypeStageChanged = "CaseStageChanged"
 	TypeLedger       = "LedgerEntryRequested"
+	TypeNote         = "CaseNoteRecorded"
 	AggregateType    = "Case"
 	Producer         = "caseflow-example"
 
@@ -48,7 +49,8 @@ const (
 	AttrAmountCents     = "amountCents"
 	AttrCurrency        = "currency"
 	AttrApplications    = "applications"
-	AttrNotes           = "notes"
+	AttrLastNote        = "lastNote"
+	AttrNoteCount       = "noteCount"
 )
 
 // SLA is the time allowed per stage.
@@ -83,6 +85,13 @@ type LedgerEntry struct {
 	SourceEventID string `json:"sourceEventId"`
 	AmountCents   int64  `json:"amountCents"`
 	Currency      string `json:"currency"`
+}
+
+// NoteRecorded is the payload of CaseNoteRecorded: the benchmark's message,
+// one update of one case item that the note makes about 1 KB.
+type NoteRecorded struct {
+	CaseID string `json:"caseId"`
+	Note   string `json:"note"`
 }
 
 // CaseKey is the primary key of a case item.
@@ -130,6 +139,7 @@ func (h *Handlers) Register(reg *worker.Registry, opts ...worker.RouteOption) er
 		reg.Register(TypeDeadline, worker.HandlerFunc(h.Deadline), opts...),
 		reg.Register(TypeStageChanged, worker.HandlerFunc(h.StageChanged), opts...),
 		reg.Register(TypeLedger, worker.HandlerFunc(h.Ledger), opts...),
+		reg.Register(TypeNote, worker.HandlerFunc(h.Note), opts...),
 	)
 }
 
@@ -225,6 +235,35 @@ func (h *Handlers) Ledger(_ context.Context, msg *worker.Message) (worker.Result
 		return worker.Result{}, err
 	}
 	return h.result(msg, p.CaseID, entry, balance)
+}
+
+// NoteUpdate is the update CaseNoteRecorded applies to the case item; the
+// benchmark's baseline and bare loops issue exactly this update.
+func NoteUpdate(p NoteRecorded) expression.UpdateBuilder {
+	return expression.Set(expression.Name(AttrLastNote), expression.Value(p.Note)).
+		Add(expression.Name(AttrNoteCount), expression.Value(1))
+}
+
+// Note handles CaseNoteRecorded: one guarded update of the case item.
+func (h *Handlers) Note(_ context.Context, msg *worker.Message) (worker.Result, error) {
+	var p NoteRecorded
+	if err := decode(msg, &p); err != nil {
+		return worker.Result{}, err
+	}
+	if p.CaseID == "" {
+		return worker.Result{}, failure.NewTerminal(CodeInvalidPayload, "caseId is required")
+	}
+	exists := mutation.MustExist()
+	w, err := mutation.Update(h.Table, CaseKey(p.CaseID), NoteUpdate(p), &exists, caseMissing)
+	if err != nil {
+		return worker.Result{}, err
+	}
+	return h.result(msg, p.CaseID, w)
+}
+
+// NewNote builds a CaseNoteRecorded envelope.
+func NewNote(key, caseID, note string) (*envelope.Envelope, error) {
+	return newEnvelope(key, TypeNote, caseID, NoteRecorded{CaseID: caseID, Note: note}, nil)
 }
 
 func (h *Handlers) result(msg *worker.Message, caseID string, writes ...mutation.Write) (worker.Result, error) {

@@ -1,0 +1,830 @@
+package gate_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/gate"
+	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/faults"
+	"github.com/ddbworker/ddbworker/internal/testenv"
+	"github.com/ddbworker/ddbworker/mutation"
+	"github.com/ddbworker/ddbworker/stale"
+	"github.com/ddbworker/ddbworker/tables"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+const (
+	lease   = 30 * time.Second
+	skew    = 2 * time.Second
+	msgType = "CaseOpened"
+	hashA   = "3f1c0a9b7e2d4c5a8b6f0e1d2c3b4a5968778695a4b3c2d1e0f1a2b3c4d5e6f7"
+	hashB   = "0000000000000000000000000000000000000000000000000000000000000000"
+	opPut   = "DynamoDB.PutItem"
+	opUpd   = "DynamoDB.UpdateItem"
+	opGet   = "DynamoDB.GetItem"
+)
+
+// clock is a fake clock safe for concurrent use: tests move it instead of
+// sleeping.
+type clock struct{ ns atomic.Int64 }
+
+func newClock() *clock {
+	c := &clock{}
+	c.ns.Store(time.Now().Truncate(time.Millisecond).UnixNano())
+	return c
+}
+
+func (c *clock) Now() time.Time          { return time.Unix(0, c.ns.Load()).UTC() }
+func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+type fixture struct {
+	t     *testing.T
+	env   *testenv.Env
+	inj   *faults.Injector
+	ddb   *dynamodb.Client // through the fault injector; reads for assertions use env.DynamoDB
+	clock *clock
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	env := testenv.New(t, testenv.Options{NoQueue: true})
+	inj := faults.New(1)
+	ddb := dynamodb.NewFromConfig(env.AWS, inj.DynamoDB, func(o *dynamodb.Options) {
+		// The SDK's standard retryer, without the backoff sleep: injected
+		// faults are retried exactly as real ones, only faster.
+		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
+			so.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
+		})
+	})
+	return &fixture{t: t, env: env, inj: inj, ddb: ddb, clock: newClock()}
+}
+
+func (f *fixture) gate(mods ...func(*gate.Config)) *gate.Gate {
+	f.t.Helper()
+	cfg := gate.Config{Table: f.env.Table, Owner: "worker-1", Now: f.clock.Now, Policy: stale.Policy{Lease: lease, Skew: skew}}
+	for _, m := range mods {
+		m(&cfg)
+	}
+	g, err := gate.New(f.ddb, cfg)
+	require.NoError(f.t, err)
+	return g
+}
+
+func (f *fixture) committer() *mutation.Committer {
+	f.t.Helper()
+	c, err := mutation.New(f.ddb, mutation.Config{Table: f.env.Table, Now: f.clock.Now})
+	require.NoError(f.t, err)
+	return c
+}
+
+func owner(name string) func(*gate.Config) { return func(c *gate.Config) { c.Owner = name } }
+
+func indexProcessing(on bool) func(*gate.Config) {
+	return func(c *gate.Config) { c.IndexProcessing = on }
+}
+
+func request(key string) *gate.Request {
+	return &gate.Request{Work: inbox.Work{
+		Key: key, MessageType: msgType, RequestHash: hashA, SchemaVersion: 1,
+		AggregateType: "Case", AggregateID: "case-" + key, CorrelationID: "corr-" + key, Producer: "intake",
+	}}
+}
+
+// raw reads the stored item as it is (consistent read, not counted).
+func (f *fixture) raw(key map[string]types.AttributeValue) map[string]types.AttributeValue {
+	f.t.Helper()
+	out, err := f.env.DynamoDB.GetItem(context.Background(), &dynamodb.GetItemInput{
+		TableName: aws.String(f.env.Table), Key: key, ConsistentRead: aws.Bool(true),
+	})
+	require.NoError(f.t, err)
+	return out.Item
+}
+
+func (f *fixture) record(key string) (*inbox.Record, map[string]types.AttributeValue) {
+	f.t.Helper()
+	item := f.raw(inbox.KeyOf(key, msgType))
+	require.NotEmpty(f.t, item, "record %s missing", key)
+	rec, err := inbox.Decode(item)
+	require.NoError(f.t, err)
+	return rec, item
+}
+
+// seed writes a record in a given state directly (not through the gate).
+func (f *fixture) seed(req *gate.Request, mod func(r *inbox.Record)) {
+	f.t.Helper()
+	rec := inbox.NewRecord(&req.Work, f.clock.Now().Add(-time.Hour))
+	mod(rec)
+	item, err := rec.Item()
+	require.NoError(f.t, err)
+	_, err = f.env.DynamoDB.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(f.env.Table), Item: item})
+	require.NoError(f.t, err)
+}
+
+func has(item map[string]types.AttributeValue, name string) bool { _, ok := item[name]; return ok }
+
+func str(t *testing.T, item map[string]types.AttributeValue, name string) string {
+	t.Helper()
+	v, ok := item[name].(*types.AttributeValueMemberS)
+	require.True(t, ok, "attribute %s is not a string: %#v", name, item[name])
+	return v.Value
+}
+
+func num(t *testing.T, item map[string]types.AttributeValue, name string) int64 {
+	t.Helper()
+	v, ok := item[name].(*types.AttributeValueMemberN)
+	require.True(t, ok, "attribute %s is not a number: %#v", name, item[name])
+	n, err := strconv.ParseInt(v.Value, 10, 64)
+	require.NoError(t, err)
+	return n
+}
+
+func TestAcquireFresh(t *testing.T) {
+	tests := []struct {
+		name            string
+		indexProcessing bool
+		reqMax          int
+		wantMax         int
+	}{
+		{"default config", false, 0, 5},
+		{"processing indexed", true, 0, 5},
+		{"request overrides max attempts", false, 9, 9},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			g := f.gate(indexProcessing(tt.indexProcessing), func(c *gate.Config) { c.AttentionShards = 8 })
+			req := request("k-fresh")
+			req.MaxAttempts = tt.reqMax
+			now := f.clock.Now()
+
+			d, err := g.Acquire(context.Background(), req)
+			require.NoError(t, err)
+			require.Equal(t, gate.Acquired, d.Action)
+			require.Zero(t, d.Verdict, "a fresh record has no decision-table row")
+			require.Nil(t, d.Record)
+			require.Equal(t, tt.wantMax, d.MaxAttempts)
+			require.Len(t, d.Lease.Token, 32)
+			require.Equal(t, inbox.Lease{
+				Key: req.Key, MessageType: msgType, Token: d.Lease.Token, Owner: "worker-1",
+				Attempts: 1, ExpiresAt: now.Add(lease), RequestHash: hashA,
+			}, d.Lease)
+			require.Equal(t, map[string]int{opPut: 1}, f.inj.Calls(), "a fresh acquisition is exactly one PutItem")
+
+			rec, item := f.record(req.Key)
+			ts := inbox.FormatTime(now)
+			require.Equal(t, inbox.StatusProcessing, rec.Status)
+			require.Equal(t, 1, rec.Attempts)
+			require.Equal(t, 1, rec.Deliveries)
+			require.Equal(t, d.Lease.Token, rec.LeaseToken)
+			require.Equal(t, "worker-1", rec.LeaseOwner)
+			require.Equal(t, now.Add(lease).UnixMilli(), num(t, item, tables.AttrLeaseExpiresAt))
+			require.Equal(t, hashA, str(t, item, tables.AttrRequestHash))
+			require.Equal(t, ts, rec.FirstSeenAt)
+			require.Equal(t, ts, rec.StartedAt)
+			require.Equal(t, "corr-"+req.Key, rec.CorrelationID)
+			require.Equal(t, now.Add(7*24*time.Hour).Unix(), num(t, item, tables.AttrTTL))
+			require.Equal(t, "AGG#Case#case-"+req.Key, str(t, item, tables.AttrGSI1PK))
+			require.Equal(t, ts+"#"+msgType+"#"+req.Key, str(t, item, tables.AttrGSI1SK))
+			if tt.indexProcessing {
+				require.Equal(t, inbox.AttentionPK(inbox.StatusProcessing, inbox.Shard(req.Key, 8)), str(t, item, tables.AttrGSI2PK))
+				require.Equal(t, inbox.FormatTime(now.Add(lease)), str(t, item, tables.AttrGSI2SK))
+			} else {
+				require.False(t, has(item, tables.AttrGSI2PK), "PROCESSING records stay out of the attention index by default")
+				require.False(t, has(item, tables.AttrGSI2SK))
+			}
+			for _, a := range []string{tables.AttrCompletedAt, tables.AttrFailedAt, tables.AttrFailureCode, tables.AttrOutcome} {
+				require.False(t, has(item, a), "fresh record must not carry %s", a)
+			}
+		})
+	}
+}
+
+// TestAcquireExistingRecordOneCall: every decision that does not take over
+// costs exactly one PutItem (the existing record comes back with the failed
+// condition: no GetItem) and leaves the record untouched.
+func TestAcquireExistingRecordOneCall(t *testing.T) {
+	tests := []struct {
+		name       string
+		seed       func(r *inbox.Record, now time.Time)
+		reqHash    string
+		action     gate.Action
+		verdict    gate.Verdict
+		code       string
+		retryAfter time.Duration
+	}{
+		{
+			name: "COMPLETED is a duplicate",
+			seed: func(r *inbox.Record, now time.Time) {
+				r.Status, r.LeaseToken, r.Outcome, r.CompletedAt = inbox.StatusCompleted, "old", inbox.OutcomeApplied, inbox.FormatTime(now)
+			},
+			action: gate.Duplicate, verdict: gate.VerdictDuplicate,
+		},
+		{
+			name: "PROCESSING with a live lease is in flight",
+			seed: func(r *inbox.Record, now time.Time) {
+				r.Status, r.LeaseToken, r.LeaseExpiresAt = inbox.StatusProcessing, "other", now.Add(10*time.Second).UnixMilli()
+			},
+			action: gate.InFlight, verdict: gate.VerdictInFlight, retryAfter: 10*time.Second + skew,
+		},
+		{
+			name: "PROCESSING that ended within the skew margin is in flight",
+			seed: func(r *inbox.Record, now time.Time) {
+				r.Status, r.LeaseToken, r.LeaseExpiresAt = inbox.StatusProcessing, "other", now.Add(-time.Second).UnixMilli()
+			},
+			action: gate.InFlight, verdict: gate.VerdictInFlight, retryAfter: skew - time.Second,
+		},
+		{
+			name: "hash mismatch on COMPLETED",
+			seed: func(r *inbox.Record, now time.Time) {
+				r.Status, r.LeaseToken, r.Outcome = inbox.StatusCompleted, "old", inbox.OutcomeApplied
+			},
+			reqHash: hashB, action: gate.Terminal, verdict: gate.VerdictHashMismatch, code: failure.CodeHashMismatch,
+		},
+		{
+			name: "hash mismatch on an expired lease is not taken over",
+			seed: func(r *inbox.Record, now time.Time) {
+				r.Status, r.LeaseToken, r.LeaseExpiresAt = inbox.StatusProcessing, "other", now.Add(-time.Hour).UnixMilli()
+			},
+			reqHash: hashB, action: gate.Terminal, verdict: gate.VerdictHashMismatch, code: failure.CodeHashMismatch,
+		},
+		{
+			name: "hash mismatch on FAILED_RETRYABLE is not taken over",
+			seed: func(r *inbox.Record, now time.Time) {
+				r.Status, r.LeaseToken, r.FailureCode = inbox.StatusFailedRetryable, "other", "DOWNSTREAM"
+			},
+			reqHash: hashB, action: gate.Terminal, verdict: gate.VerdictHashMismatch, code: failure.CodeHashMismatch,
+		},
+		{
+			name: "FAILED_TERMINAL is terminal again with its own code",
+			seed: func(r *inbox.Record, now time.Time) {
+				r.Status, r.LeaseToken, r.FailureCode, r.FailureMessage = inbox.StatusFailedTerminal, "old", "CASE_NOT_FOUND", "case c-9 does not exist"
+			},
+			action: gate.Terminal, verdict: gate.VerdictTerminalAgain, code: "CASE_NOT_FOUND",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			g := f.gate()
+			req := request("k-existing")
+			now := f.clock.Now()
+			f.seed(req, func(r *inbox.Record) { tt.seed(r, now) })
+			before := f.raw(inbox.KeyOf(req.Key, msgType))
+			if tt.reqHash != "" {
+				req.RequestHash = tt.reqHash
+			}
+
+			d, err := g.Acquire(context.Background(), req)
+			require.NoError(t, err)
+			require.Equal(t, tt.action, d.Action)
+			require.Equal(t, tt.verdict, d.Verdict)
+			require.Equal(t, tt.code, d.Code)
+			require.Equal(t, tt.retryAfter, d.RetryAfter)
+			require.NotNil(t, d.Record)
+			require.Equal(t, hashA, d.Record.RequestHash, "the decision carries the existing record")
+			require.Empty(t, d.Lease.Token, "no lease unless acquired")
+			if tt.code != "" {
+				require.NotEmpty(t, d.Message)
+			}
+			require.Equal(t, map[string]int{opPut: 1}, f.inj.Calls(), "one DynamoDB call, no read")
+			require.Equal(t, before, f.raw(inbox.KeyOf(req.Key, msgType)), "the existing record must not be touched")
+		})
+	}
+}
+
+func TestAcquireTakeoverOfExpiredLease(t *testing.T) {
+	for _, ip := range []bool{false, true} {
+		t.Run("IndexProcessing="+strconv.FormatBool(ip), func(t *testing.T) {
+			ctx := context.Background()
+			f := newFixture(t)
+			g1, g2 := f.gate(owner("worker-1"), indexProcessing(ip)), f.gate(owner("worker-2"), indexProcessing(ip))
+			req := request("k-takeover")
+			first, err := g1.Acquire(ctx, req)
+			require.NoError(t, err)
+			require.Equal(t, gate.Acquired, first.Action)
+			_, item0 := f.record(req.Key)
+
+			// Exactly at the end of the skew margin the lease is still held.
+			f.clock.Advance(lease + skew)
+			d, err := g2.Acquire(ctx, req)
+			require.NoError(t, err)
+			require.Equal(t, gate.InFlight, d.Action)
+			require.Zero(t, d.RetryAfter)
+
+			// One millisecond later it may be taken over.
+			f.clock.Advance(time.Millisecond)
+			now := f.clock.Now()
+			f.inj.ResetCalls()
+			d, err = g2.Acquire(ctx, req)
+			require.NoError(t, err)
+			require.Equal(t, gate.Acquired, d.Action)
+			require.Equal(t, gate.VerdictTakeover, d.Verdict)
+			require.NotEqual(t, first.Lease.Token, d.Lease.Token, "a takeover mints a new fencing token")
+			require.Equal(t, 2, d.Lease.Attempts)
+			require.Equal(t, "worker-2", d.Lease.Owner)
+			require.Equal(t, now.Add(lease), d.Lease.ExpiresAt)
+			require.Equal(t, first.Lease.Token, d.Record.LeaseToken, "the decision was read from the old record")
+			require.Equal(t, map[string]int{opPut: 1, opUpd: 1}, f.inj.Calls())
+
+			rec, item := f.record(req.Key)
+			require.Equal(t, inbox.StatusProcessing, rec.Status)
+			require.Equal(t, d.Lease.Token, rec.LeaseToken)
+			require.Equal(t, "worker-2", rec.LeaseOwner)
+			require.Equal(t, 2, rec.Attempts)
+			require.Equal(t, 2, rec.Deliveries)
+			require.Equal(t, now.Add(lease).UnixMilli(), rec.LeaseExpiresAt)
+			require.Equal(t, inbox.FormatTime(now), rec.StartedAt)
+			require.Equal(t, str(t, item0, tables.AttrFirstSeenAt), rec.FirstSeenAt)
+			require.Equal(t, item0[tables.AttrGSI1PK], item[tables.AttrGSI1PK], "aggregate-index keys never change after the gate")
+			require.Equal(t, item0[tables.AttrGSI1SK], item[tables.AttrGSI1SK])
+			if ip {
+				require.Equal(t, inbox.FormatTime(now.Add(lease)), str(t, item, tables.AttrGSI2SK))
+			} else {
+				require.False(t, has(item, tables.AttrGSI2PK))
+			}
+
+			// The old holder is fenced out: it can neither commit nor renew.
+			c := f.committer()
+			err = c.Commit(ctx, first.Lease, nil, mutation.Completion{}, 0)
+			var lost *mutation.LeaseLostError
+			require.ErrorAs(t, err, &lost)
+			require.False(t, lost.Completed())
+			require.Equal(t, d.Lease.Token, lost.Record.LeaseToken)
+			ren, err := stale.NewRenewer(f.ddb, stale.RenewerConfig{Table: f.env.Table, Policy: stale.Policy{Lease: lease, Skew: skew}, Now: f.clock.Now})
+			require.NoError(t, err)
+			_, err = ren.Renew(ctx, first.Lease)
+			require.ErrorIs(t, err, stale.ErrLeaseLost)
+
+			// The new holder commits.
+			require.NoError(t, c.Commit(ctx, d.Lease, nil, mutation.Completion{}, 0))
+			rec, _ = f.record(req.Key)
+			require.Equal(t, inbox.StatusCompleted, rec.Status)
+		})
+	}
+}
+
+func TestAcquireTakeoverOfFailedRetryable(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	g := f.gate()
+	req := request("k-retryable")
+	first, err := g.Acquire(ctx, req)
+	require.NoError(t, err)
+	require.NoError(t, f.committer().Fail(ctx, first.Lease, failure.NewRetryable("DOWNSTREAM_DOWN", "pricing is down")))
+	_, failed := f.record(req.Key)
+	require.True(t, has(failed, tables.AttrGSI2PK), "a failed record is in the attention index")
+
+	// No clock movement: FAILED_RETRYABLE needs no lease expiry.
+	f.inj.ResetCalls()
+	d, err := g.Acquire(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, gate.Acquired, d.Action)
+	require.Equal(t, gate.VerdictTakeover, d.Verdict)
+	require.Equal(t, 2, d.Lease.Attempts)
+	require.NotEqual(t, first.Lease.Token, d.Lease.Token)
+	require.Equal(t, inbox.StatusFailedRetryable, d.Record.Status)
+	require.Equal(t, map[string]int{opPut: 1, opUpd: 1}, f.inj.Calls())
+
+	rec, item := f.record(req.Key)
+	require.Equal(t, inbox.StatusProcessing, rec.Status)
+	require.Equal(t, d.Lease.Token, rec.LeaseToken)
+	require.Equal(t, 2, rec.Attempts)
+	require.Equal(t, f.clock.Now().Add(lease).UnixMilli(), rec.LeaseExpiresAt)
+	require.False(t, has(item, tables.AttrGSI2PK), "taken over: out of the attention index")
+	require.False(t, has(item, tables.AttrGSI2SK))
+}
+
+func TestAcquireEndsExhaustedAttempts(t *testing.T) {
+	tests := []struct {
+		name      string
+		status    inbox.Status
+		cfgMax    int
+		reqMax    int
+		attempts  int
+		lastCode  string
+		wantInMsg string
+	}{
+		{"expired PROCESSING, request limit", inbox.StatusProcessing, 0, 3, 3, "", "3 of 3 business attempts used"},
+		{"FAILED_RETRYABLE, request limit", inbox.StatusFailedRetryable, 0, 3, 3, "DOWNSTREAM_DOWN", "last failure DOWNSTREAM_DOWN: pricing is down"},
+		{"FAILED_RETRYABLE over the config limit", inbox.StatusFailedRetryable, 2, 0, 4, "DOWNSTREAM_DOWN", "4 of 2 business attempts used"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			f := newFixture(t)
+			g := f.gate(func(c *gate.Config) { c.MaxAttempts = tt.cfgMax; c.AttentionShards = 4 })
+			req := request("k-exhausted")
+			req.MaxAttempts = tt.reqMax
+			now := f.clock.Now()
+			f.seed(req, func(r *inbox.Record) {
+				r.Status, r.LeaseToken, r.Attempts, r.Deliveries = tt.status, "old", tt.attempts, tt.attempts
+				if tt.status == inbox.StatusProcessing {
+					r.LeaseExpiresAt = now.Add(-time.Minute).UnixMilli()
+				}
+				if tt.lastCode != "" {
+					r.FailureCode, r.FailureMessage = tt.lastCode, "pricing is down"
+				}
+			})
+
+			d, err := g.Acquire(ctx, req)
+			require.NoError(t, err)
+			require.Equal(t, gate.Terminal, d.Action)
+			require.Equal(t, gate.VerdictAttemptsExhausted, d.Verdict)
+			require.Equal(t, failure.CodeMaxAttempts, d.Code)
+			require.Contains(t, d.Message, tt.wantInMsg)
+			require.Empty(t, d.Lease.Token)
+
+			rec, item := f.record(req.Key)
+			ts := inbox.FormatTime(now)
+			require.Equal(t, inbox.StatusFailedTerminal, rec.Status)
+			require.Equal(t, failure.CodeMaxAttempts, rec.FailureCode)
+			require.Equal(t, d.Message, rec.FailureMessage)
+			require.Equal(t, ts, rec.FailedAt)
+			require.Equal(t, tt.attempts, rec.Attempts, "ending a record is not an attempt")
+			require.Equal(t, "old", rec.LeaseToken, "no new lease was granted")
+			require.False(t, has(item, tables.AttrLeaseExpiresAt))
+			require.Equal(t, inbox.AttentionPK(inbox.StatusFailedTerminal, inbox.Shard(req.Key, 4)), str(t, item, tables.AttrGSI2PK))
+			require.Equal(t, ts, str(t, item, tables.AttrGSI2SK))
+			require.Equal(t, now.Add(35*24*time.Hour).Unix(), rec.TTL)
+
+			// A later delivery never re-runs it: terminal again, one call.
+			f.inj.ResetCalls()
+			again, err := g.Acquire(ctx, req)
+			require.NoError(t, err)
+			require.Equal(t, gate.Terminal, again.Action)
+			require.Equal(t, gate.VerdictTerminalAgain, again.Verdict)
+			require.Equal(t, failure.CodeMaxAttempts, again.Code)
+			require.Equal(t, map[string]int{opPut: 1}, f.inj.Calls())
+		})
+	}
+}
+
+func TestAcquireRetryWindowExpired(t *testing.T) {
+	tests := []struct {
+		name   string
+		status inbox.Status
+	}{
+		{"FAILED_RETRYABLE", inbox.StatusFailedRetryable},
+		{"expired PROCESSING", inbox.StatusProcessing},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			g := f.gate()
+			now := f.clock.Now()
+			req := request("k-window")
+			req.RetryableUntil = now.Add(-time.Second)
+			f.seed(req, func(r *inbox.Record) {
+				r.Status, r.LeaseToken = tt.status, "old"
+				if tt.status == inbox.StatusProcessing {
+					r.LeaseExpiresAt = now.Add(-time.Minute).UnixMilli()
+				}
+			})
+			d, err := g.Acquire(context.Background(), req)
+			require.NoError(t, err)
+			require.Equal(t, gate.Terminal, d.Action)
+			require.Equal(t, gate.VerdictRetryWindowExpired, d.Verdict)
+			require.Equal(t, failure.CodeRetryWindowExpired, d.Code)
+			require.Contains(t, d.Message, inbox.FormatTime(req.RetryableUntil))
+
+			rec, item := f.record(req.Key)
+			require.Equal(t, inbox.StatusFailedTerminal, rec.Status)
+			require.Equal(t, failure.CodeRetryWindowExpired, rec.FailureCode)
+			require.Equal(t, 1, rec.Attempts)
+			require.True(t, has(item, tables.AttrGSI2PK))
+		})
+	}
+
+	t.Run("retryableUntil ahead is a takeover", func(t *testing.T) {
+		f := newFixture(t)
+		req := request("k-window-ahead")
+		req.RetryableUntil = f.clock.Now().Add(time.Hour)
+		f.seed(req, func(r *inbox.Record) { r.Status, r.LeaseToken = inbox.StatusFailedRetryable, "old" })
+		d, err := f.gate().Acquire(context.Background(), req)
+		require.NoError(t, err)
+		require.Equal(t, gate.Acquired, d.Action)
+		require.Equal(t, gate.VerdictTakeover, d.Verdict)
+	})
+}
+
+// TestAcquireConcurrentTakeover: several workers receive the same expired
+// work at once; the fenced takeover lets exactly one of them in.
+func TestAcquireConcurrentTakeover(t *testing.T) {
+	const keys, workers = 6, 3
+	ctx := context.Background()
+	f := newFixture(t)
+	g0 := f.gate(owner("worker-0"))
+	for k := range keys {
+		d, err := g0.Acquire(ctx, request("k-race-"+strconv.Itoa(k)))
+		require.NoError(t, err)
+		require.Equal(t, gate.Acquired, d.Action)
+	}
+	f.clock.Advance(lease + skew + time.Second)
+
+	gates := make([]*gate.Gate, workers)
+	for w := range gates {
+		gates[w] = f.gate(owner("worker-" + strconv.Itoa(w+1)))
+	}
+	type result struct {
+		d   gate.Decision
+		err error
+	}
+	results := make([][]result, keys)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for k := range keys {
+		results[k] = make([]result, workers)
+		for w := range workers {
+			wg.Go(func() {
+				<-start
+				d, err := gates[w].Acquire(ctx, request("k-race-"+strconv.Itoa(k)))
+				results[k][w] = result{d, err}
+			})
+		}
+	}
+	close(start)
+	wg.Wait()
+
+	for k := range keys {
+		var winner *gate.Decision
+		for w := range workers {
+			r := results[k][w]
+			require.NoError(t, r.err)
+			switch r.d.Action {
+			case gate.Acquired:
+				require.Nil(t, winner, "key %d: two workers acquired the same work", k)
+				require.Equal(t, gate.VerdictTakeover, r.d.Verdict)
+				winner = &r.d
+			case gate.InFlight:
+				require.Equal(t, gate.VerdictInFlight, r.d.Verdict)
+			default:
+				require.Failf(t, "unexpected action", "key %d worker %d: %s", k, w, r.d.Action)
+			}
+		}
+		require.NotNil(t, winner, "key %d: nobody took over", k)
+		rec, _ := f.record("k-race-" + strconv.Itoa(k))
+		require.Equal(t, winner.Lease.Token, rec.LeaseToken)
+		require.Equal(t, winner.Lease.Owner, rec.LeaseOwner)
+		require.Equal(t, 2, rec.Attempts, "exactly one takeover counted")
+	}
+}
+
+// TestAcquireLostResponse: the write was applied but its response lost; the
+// SDK retries the identical request, whose condition now fails against our
+// own record. The gate must recognise its token and hold the lease.
+func TestAcquireLostResponse(t *testing.T) {
+	t.Run("fresh PutItem", func(t *testing.T) {
+		ctx := context.Background()
+		f := newFixture(t)
+		g := f.gate()
+		req := request("k-lost-put")
+		now := f.clock.Now()
+		f.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "PutItem", Kind: faults.KindLostResponse, Times: 1})
+
+		d, err := g.Acquire(ctx, req)
+		require.NoError(t, err)
+		require.Equal(t, 1, f.inj.Fired()[faults.KindLostResponse], "the fault must have fired")
+		require.Equal(t, gate.Acquired, d.Action)
+		require.Equal(t, gate.VerdictOwn, d.Verdict)
+		require.Equal(t, 1, d.Lease.Attempts)
+		require.True(t, now.Add(lease).Equal(d.Lease.ExpiresAt), "lease %s, want %s", d.Lease.ExpiresAt, now.Add(lease))
+		require.Equal(t, map[string]int{opPut: 1}, f.inj.Calls(), "one API call (two attempts), no read")
+
+		rec, _ := f.record(req.Key)
+		require.Equal(t, d.Lease.Token, rec.LeaseToken)
+		require.Equal(t, 1, rec.Attempts)
+		require.Equal(t, 1, rec.Deliveries)
+		require.NoError(t, f.committer().Commit(ctx, d.Lease, nil, mutation.Completion{}, 0), "the recovered lease commits")
+	})
+
+	t.Run("UpdateItem that ends the record", func(t *testing.T) {
+		f := newFixture(t)
+		req := request("k-lost-end")
+		req.MaxAttempts = 2
+		f.seed(req, func(r *inbox.Record) { r.Status, r.LeaseToken, r.Attempts = inbox.StatusFailedRetryable, "old", 2 })
+		f.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "UpdateItem", Kind: faults.KindLostResponse, Times: 1})
+		d, err := f.gate().Acquire(context.Background(), req)
+		require.NoError(t, err)
+		require.Equal(t, 1, f.inj.Fired()[faults.KindLostResponse])
+		require.Equal(t, gate.Terminal, d.Action)
+		require.Equal(t, failure.CodeMaxAttempts, d.Code, "the retried write finds its own terminal record")
+		rec, _ := f.record(req.Key)
+		require.Equal(t, inbox.StatusFailedTerminal, rec.Status)
+		require.Equal(t, failure.CodeMaxAttempts, rec.FailureCode)
+	})
+
+	t.Run("takeover UpdateItem", func(t *testing.T) {
+		ctx := context.Background()
+		f := newFixture(t)
+		g := f.gate()
+		req := request("k-lost-update")
+		first, err := g.Acquire(ctx, req)
+		require.NoError(t, err)
+		f.clock.Advance(time.Minute)
+		f.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "UpdateItem", Kind: faults.KindLostResponse, Times: 1})
+
+		d, err := g.Acquire(ctx, req)
+		require.NoError(t, err)
+		require.Equal(t, 1, f.inj.Fired()[faults.KindLostResponse])
+		require.Equal(t, gate.Acquired, d.Action)
+		require.Equal(t, gate.VerdictOwn, d.Verdict)
+		require.NotEqual(t, first.Lease.Token, d.Lease.Token)
+		require.Equal(t, 2, d.Lease.Attempts)
+		rec, _ := f.record(req.Key)
+		require.Equal(t, d.Lease.Token, rec.LeaseToken)
+		require.Equal(t, 2, rec.Attempts, "the retried takeover is counted once")
+		require.NoError(t, f.committer().Commit(ctx, d.Lease, nil, mutation.Completion{}, 0))
+	})
+}
+
+// TestAcquireConcurrentFirstDeliveries: the same new work arrives at several
+// workers at once; the conditional PutItem admits exactly one, the others
+// see its live lease.
+func TestAcquireConcurrentFirstDeliveries(t *testing.T) {
+	const workers = 4
+	ctx := context.Background()
+	f := newFixture(t)
+	decisions := make([]gate.Decision, workers)
+	errs := make([]error, workers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range workers {
+		g := f.gate(owner("worker-" + strconv.Itoa(w)))
+		wg.Go(func() {
+			<-start
+			decisions[w], errs[w] = g.Acquire(ctx, request("k-first"))
+		})
+	}
+	close(start)
+	wg.Wait()
+	acquired := 0
+	for w := range workers {
+		require.NoError(t, errs[w])
+		switch decisions[w].Action {
+		case gate.Acquired:
+			acquired++
+			rec, _ := f.record("k-first")
+			require.Equal(t, decisions[w].Lease.Token, rec.LeaseToken)
+		case gate.InFlight:
+			require.Equal(t, lease+skew, decisions[w].RetryAfter)
+		default:
+			require.Failf(t, "unexpected action", "worker %d: %s", w, decisions[w].Action)
+		}
+	}
+	require.Equal(t, 1, acquired)
+	require.Equal(t, map[string]int{opPut: workers}, f.inj.Calls())
+}
+
+// TestAcquireTakeoverWithinTheLastMillisecond: Decide compares the lease end
+// with nanosecond precision, the fenced UpdateItem with StaleBefore's
+// millisecond-truncated value. In the sub-millisecond window after the skew
+// margin the two disagree: every re-decision says "takeover" and every
+// conditional update fails, until ErrRaceLimit.
+func TestAcquireTakeoverWithinTheLastMillisecond(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	g := f.gate()
+	req := request("k-ms")
+	_, err := g.Acquire(ctx, req)
+	require.NoError(t, err)
+	f.clock.Advance(lease + skew + 500*time.Microsecond)
+	d, err := g.Acquire(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, gate.Acquired, d.Action)
+	require.Equal(t, gate.VerdictTakeover, d.Verdict)
+}
+
+// TestFreshRecordStoresMessageType: DESIGN §2 lists messageType among the
+// inbox record's attributes.
+func TestFreshRecordStoresMessageType(t *testing.T) {
+	f := newFixture(t)
+	req := request("k-type")
+	_, err := f.gate().Acquire(context.Background(), req)
+	require.NoError(t, err)
+	_, item := f.record(req.Key)
+	require.Equal(t, msgType, str(t, item, tables.AttrMessageType))
+}
+
+func TestReject(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	g := f.gate(func(c *gate.Config) { c.AttentionShards = 10 })
+	now := f.clock.Now()
+	r := &gate.Rejection{SQSMessageID: "msg-0001", Code: "INVALID_ENVELOPE", Message: "payload is not JSON", Key: "k-bad", MessageType: msgType, RequestHash: hashA}
+	require.NoError(t, g.Reject(ctx, r))
+
+	key := inbox.RejectionKeyOf(r.SQSMessageID)
+	item := f.raw(key)
+	require.NotEmpty(t, item)
+	rec, err := inbox.Decode(item)
+	require.NoError(t, err)
+	require.True(t, rec.Rejection)
+	ts := inbox.FormatTime(now)
+	require.Equal(t, inbox.StatusFailedTerminal, rec.Status)
+	require.Equal(t, "INVALID_ENVELOPE", rec.FailureCode)
+	require.Equal(t, "payload is not JSON", rec.FailureMessage)
+	require.Equal(t, "msg-0001", rec.SQSMessageID)
+	require.Equal(t, "k-bad", rec.Key)
+	require.Equal(t, ts, rec.FailedAt)
+	require.Equal(t, inbox.AttentionPK(inbox.StatusFailedTerminal, inbox.Shard("msg-0001", 10)), rec.GSI2PK)
+	require.Equal(t, ts, rec.GSI2SK)
+	require.Equal(t, now.Add(35*24*time.Hour).Unix(), rec.TTL)
+	require.Empty(t, f.raw(inbox.KeyOf("k-bad", msgType)), "a rejection never files under the idempotency key")
+
+	// Recording the same message again is a no-op, even with other details.
+	f.clock.Advance(time.Minute)
+	require.NoError(t, g.Reject(ctx, &gate.Rejection{SQSMessageID: "msg-0001", Code: "OTHER"}))
+	require.Equal(t, item, f.raw(key))
+
+	// A message with no readable identity is still accounted for.
+	require.NoError(t, g.Reject(ctx, &gate.Rejection{SQSMessageID: "msg-0002", Code: "INVALID_ENVELOPE"}))
+	rec2, err := inbox.Decode(f.raw(inbox.RejectionKeyOf("msg-0002")))
+	require.NoError(t, err)
+	require.True(t, rec2.Rejection)
+	require.Equal(t, map[string]int{opPut: 3}, f.inj.Calls())
+	require.NotContains(t, f.inj.Calls(), opGet)
+}
+
+func TestNewValidation(t *testing.T) {
+	api := dynamodb.New(dynamodb.Options{Region: "us-east-1"})
+	t.Run("every problem at once", func(t *testing.T) {
+		_, err := gate.New(nil, gate.Config{
+			MaxAttempts: 101, AttentionShards: -1, MaxRaces: -2,
+			Policy: stale.Policy{Lease: 10 * time.Millisecond}, TTL: stale.TTL{Completed: 24 * time.Hour},
+		})
+		require.Error(t, err)
+		joined, ok := err.(interface{ Unwrap() []error })
+		require.True(t, ok, "errors.Join result expected, got %T", err)
+		require.GreaterOrEqual(t, len(joined.Unwrap()), 7)
+		for _, want := range []string{"API is required", "Config.Table is required", "MaxAttempts 101", "AttentionShards -1", "MaxRaces -2", "Policy.Lease", "TTL.Completed"} {
+			require.ErrorContains(t, err, want)
+		}
+	})
+	tests := []struct {
+		name string
+		cfg  gate.Config
+		want string
+	}{
+		{"max attempts below 1", gate.Config{Table: "t", MaxAttempts: -1}, "MaxAttempts -1"},
+		{"too many shards", gate.Config{Table: "t", AttentionShards: 101}, "AttentionShards 101"},
+		{"skew not below lease", gate.Config{Table: "t", Policy: stale.Policy{Lease: 5 * time.Second, Skew: 5 * time.Second}}, "Policy.Skew"},
+		{"negative skew", gate.Config{Table: "t", Policy: stale.Policy{Skew: -time.Second}}, "Policy.Skew"},
+		{"short processing TTL", gate.Config{Table: "t", TTL: stale.TTL{Processing: time.Minute}}, "TTL.Processing"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := gate.New(api, tt.cfg)
+			require.ErrorContains(t, err, tt.want)
+		})
+	}
+	t.Run("defaults", func(t *testing.T) {
+		g, err := gate.New(api, gate.Config{Table: "t"})
+		require.NoError(t, err)
+		require.Equal(t, stale.Policy{Lease: stale.DefaultLease, Skew: stale.DefaultSkew}, g.Policy())
+		host, _ := os.Hostname()
+		require.Equal(t, host+"/"+strconv.Itoa(os.Getpid()), g.Owner())
+	})
+}
+
+func TestNewToken(t *testing.T) {
+	seen := map[string]bool{}
+	for range 100 {
+		tok := gate.NewToken()
+		require.Len(t, tok, 32)
+		require.Equal(t, strings.ToLower(tok), tok)
+		require.False(t, seen[tok], "tokens must not repeat")
+		seen[tok] = true
+	}
+}
+
+// TestAcquireSDKErrorsSurface: a failure that is not a condition failure
+// (here: throttling beyond the SDK's retries) is returned as an error the
+// caller classifies, never as a decision.
+func TestAcquireSDKErrorsSurface(t *testing.T) {
+	f := newFixture(t)
+	g := f.gate()
+	f.inj.Add(faults.Rule{Operation: "PutItem", Kind: faults.KindThrottle, Times: 10})
+	_, err := g.Acquire(context.Background(), request("k-throttled"))
+	require.Error(t, err)
+	fe := failure.Classify(err, failure.CodeServiceUnavailable)
+	require.Equal(t, failure.Retryable, fe.Kind)
+	require.Equal(t, failure.CodeThrottled, fe.Code)
+	require.False(t, errors.Is(err, gate.ErrRaceLimit))
+	require.Empty(t, f.raw(inbox.KeyOf("k-throttled", msgType)))
+}

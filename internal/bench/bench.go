@@ -1,0 +1,586 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/ddbworker/ddbworker/envelope"
+	"github.com/ddbworker/ddbworker/example/caseflow"
+	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/stale"
+	"github.com/ddbworker/ddbworker/tables"
+	"github.com/ddbworker/ddbworker/worker"
+)
+
+// Kind is a worker under measurement.
+type Kind string
+
+// The workers compared.
+const (
+	KindNaive   Kind = "naive"   // UpdateItem, then DeleteMessage; no inbox
+	KindDefault Kind = "default" // gate PutItem + transactional commit
+	KindFused   Kind = "fused"   // one transaction with the inbox record
+)
+
+var leasePolicy = stale.Policy{Lease: 60 * time.Second}
+
+// Config shapes a benchmark.
+type Config struct {
+	// Messages per run (fresh + duplicates). Default: 2000.
+	Messages int
+	// DuplicateRatio of each run's messages. Default: 0.25.
+	DuplicateRatio float64
+	// Concurrency sweep. Default: 1, 4, 16, 64.
+	Concurrency []int
+	// Sizes sweep (messages per run, default worker, SizeConcurrency), on
+	// one table so the inbox grows run after run. Default: none.
+	Sizes []int
+	// SizeConcurrency of the size sweep. Default: 16.
+	SizeConcurrency int
+	// BatchSize per receive. Default: the worker's (min(10, concurrency)).
+	BatchSize int
+	// Kinds to run. Default: naive, default, fused.
+	Kinds []Kind
+	// NoteBytes is the note that makes the case item about 1 KB. Default: 800.
+	NoteBytes int
+	// Progress receives one line per finished measurement. Default: none.
+	Progress io.Writer
+}
+
+func (c *Config) defaults() error {
+	if c.Messages == 0 {
+		c.Messages = 2000
+	}
+	if c.DuplicateRatio == 0 {
+		c.DuplicateRatio = 0.25
+	}
+	if len(c.Concurrency) == 0 {
+		c.Concurrency = []int{1, 4, 16, 64}
+	}
+	if c.SizeConcurrency == 0 {
+		c.SizeConcurrency = 16
+	}
+	if len(c.Kinds) == 0 {
+		c.Kinds = []Kind{KindNaive, KindDefault, KindFused}
+	}
+	if c.NoteBytes == 0 {
+		c.NoteBytes = 800
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	if c.Messages < 10 || c.DuplicateRatio < 0 || c.DuplicateRatio >= 1 {
+		return errors.New("bench: need at least 10 messages and a duplicate ratio in [0, 1)")
+	}
+	for _, k := range c.Kinds {
+		if k != KindNaive && k != KindDefault && k != KindFused {
+			return fmt.Errorf("bench: unknown worker %q (naive, default, fused)", k)
+		}
+	}
+	return nil
+}
+
+// Env says where to run.
+type Env struct {
+	AWS      aws.Config
+	DynamoDB []func(*dynamodb.Options)
+	SQS      []func(*sqs.Options)
+	// Table is created (tables.Ensure) if missing and shared by all runs.
+	Table string
+}
+
+// Phase is the measurement of one message set through one consumer.
+type Phase struct {
+	Messages      int             `json:"messages"`
+	Elapsed       time.Duration   `json:"elapsedNs"`
+	DynamoDBCalls int             `json:"dynamodbCalls"`
+	SQSCalls      int             `json:"sqsCalls"`
+	LocalCapacity float64         `json:"localCapacityUnits"`
+	CPU           time.Duration   `json:"cpuNs"`
+	PeakRSS       int64           `json:"peakRssBytes"`
+	Latencies     []time.Duration `json:"-"`
+	Calls         map[string]int  `json:"calls"`
+}
+
+// Measure is a consumer's fresh and duplicate phases together.
+type Measure struct {
+	Fresh      Phase         `json:"fresh"`
+	Duplicate  Phase         `json:"duplicate"`
+	Throughput float64       `json:"messagesPerSecond"`
+	P50        time.Duration `json:"p50Ns"`
+	P99        time.Duration `json:"p99Ns"`
+}
+
+// Result is one worker at one concurrency.
+type Result struct {
+	Kind        Kind    `json:"kind"`
+	Concurrency int     `json:"concurrency"`
+	Messages    int     `json:"messages"`
+	Duplicates  int     `json:"duplicates"`
+	InboxBefore int     `json:"inboxRecordsBefore"`
+	Worker      Measure `json:"worker"`
+	Ceiling     Measure `json:"ceiling"`
+	Efficiency  float64 `json:"efficiency"`
+	VsNaive     float64 `json:"throughputVsNaive"`
+	// Per message.
+	DynamoDBFresh float64       `json:"dynamodbCallsPerFresh"`
+	DynamoDBDup   float64       `json:"dynamodbCallsPerDuplicate"`
+	SQSFresh      float64       `json:"sqsCallsPerFresh"`
+	SQSDup        float64       `json:"sqsCallsPerDuplicate"`
+	CPUPerMessage time.Duration `json:"cpuPerMessageNs"`
+	PeakRSS       int64         `json:"peakRssBytes"`
+	LocalWCUFresh float64       `json:"localWcuPerFresh"`
+	LocalWCUDup   float64       `json:"localWcuPerDuplicate"`
+	AWSWCUFresh   float64       `json:"awsWcuPerFresh"`
+	AWSWCUDup     float64       `json:"awsWcuPerDuplicate"`
+	// DoubleApplies counts duplicates whose effect was applied again
+	// (read back from the case items; only the naive worker has any).
+	DoubleApplies int `json:"doubleApplies"`
+}
+
+// Report is a whole benchmark.
+type Report struct {
+	Config      Config   `json:"-"`
+	Concurrency []Result `json:"concurrencySweep"`
+	Sizes       []Result `json:"sizeSweep"`
+}
+
+// Run runs the concurrency sweep for every kind, then the size sweep.
+func Run(ctx context.Context, env Env, cfg Config) (*Report, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	setup := dynamodb.NewFromConfig(env.AWS, env.DynamoDB...)
+	if err := tables.Ensure(ctx, setup, tables.Config{Name: env.Table}); err != nil {
+		return nil, err
+	}
+	r := &Report{Config: cfg}
+	inboxRecords := 0
+	for _, conc := range cfg.Concurrency {
+		var naive float64
+		for _, kind := range cfg.Kinds {
+			res, err := runOne(ctx, env, cfg, kind, conc, cfg.Messages, inboxRecords)
+			if err != nil {
+				return nil, err
+			}
+			if kind != KindNaive {
+				inboxRecords += 2 * (res.Messages - res.Duplicates)
+			}
+			if kind == KindNaive {
+				naive = res.Worker.Throughput
+			}
+			if naive > 0 {
+				res.VsNaive = res.Worker.Throughput / naive
+			}
+			fmt.Fprintf(cfg.Progress, "[bench] %-7s c=%-3d %6.0f msg/s  ceiling %6.0f  efficiency %.2f\n",
+				kind, conc, res.Worker.Throughput, res.Ceiling.Throughput, res.Efficiency)
+			r.Concurrency = append(r.Concurrency, *res)
+		}
+	}
+	for _, n := range cfg.Sizes {
+		res, err := runOne(ctx, env, cfg, KindDefault, cfg.SizeConcurrency, n, inboxRecords)
+		if err != nil {
+			return nil, err
+		}
+		inboxRecords += 2 * (res.Messages - res.Duplicates)
+		fmt.Fprintf(cfg.Progress, "[bench] size %-6d inbox before %-7d %6.0f msg/s  efficiency %.2f\n", n, res.InboxBefore, res.Worker.Throughput, res.Efficiency)
+		r.Sizes = append(r.Sizes, *res)
+	}
+	return r, nil
+}
+
+// messageSet is one run's messages.
+type messageSet struct {
+	fresh, dups []string
+	envs        map[string]*envelope.Envelope // by body
+	cases       []string
+}
+
+func makeMessages(kind Kind, run string, n int, ratio float64, noteBytes int) (*messageSet, error) {
+	rng := rand.New(rand.NewPCG(uint64(len(run)), uint64(n)))
+	nDup := int(float64(n) * ratio)
+	nFresh := n - nDup
+	cases := max(1, min(1000, nFresh))
+	ms := &messageSet{envs: map[string]*envelope.Envelope{}}
+	for i := range cases {
+		ms.cases = append(ms.cases, fmt.Sprintf("%s-case-%05d", run, i))
+	}
+	note := strings.Repeat("case note text ", noteBytes/15+1)[:noteBytes]
+	var originals []*envelope.Envelope
+	for i := range nFresh {
+		env, err := caseflow.NewNote(fmt.Sprintf("%s-%s-%06d", kind, run, i), ms.cases[i%cases], note)
+		if err != nil {
+			return nil, err
+		}
+		originals = append(originals, env)
+		body, err := envelope.Encode(env)
+		if err != nil {
+			return nil, err
+		}
+		ms.fresh = append(ms.fresh, string(body))
+		ms.envs[string(body)] = env
+	}
+	for range nDup {
+		env := caseflow.Resend(originals[rng.IntN(len(originals))])
+		body, err := envelope.Encode(env)
+		if err != nil {
+			return nil, err
+		}
+		ms.dups = append(ms.dups, string(body))
+		ms.envs[string(body)] = env
+	}
+	return ms, nil
+}
+
+func runOne(ctx context.Context, env Env, cfg Config, kind Kind, conc, n, inboxBefore int) (*Result, error) {
+	res := &Result{Kind: kind, Concurrency: conc, Messages: n, InboxBefore: inboxBefore}
+	for _, ceiling := range []bool{false, true} {
+		run := caseflow.NewID("")[:10]
+		ms, err := makeMessages(kind, run, n, cfg.DuplicateRatio, cfg.NoteBytes)
+		if err != nil {
+			return nil, err
+		}
+		res.Duplicates = len(ms.dups)
+		setup := dynamodb.NewFromConfig(env.AWS, env.DynamoDB...)
+		if err := caseflow.SeedCases(ctx, setup, env.Table, ms.cases); err != nil {
+			return nil, err
+		}
+		m, err := measure(ctx, env, cfg, kind, conc, ms, ceiling)
+		if err != nil {
+			return nil, err
+		}
+		if ceiling {
+			res.Ceiling = *m
+			continue
+		}
+		res.Worker = *m
+		if res.DoubleApplies, err = doubleApplies(ctx, setup, env.Table, ms); err != nil {
+			return nil, err
+		}
+		if res.AWSWCUFresh, res.AWSWCUDup, err = awsWCU(ctx, setup, env.Table, kind, ms); err != nil {
+			return nil, err
+		}
+	}
+	w := res.Worker
+	res.Efficiency = w.Throughput / res.Ceiling.Throughput
+	nf, nd := float64(w.Fresh.Messages), float64(max(1, w.Duplicate.Messages))
+	res.DynamoDBFresh, res.DynamoDBDup = float64(w.Fresh.DynamoDBCalls)/nf, float64(w.Duplicate.DynamoDBCalls)/nd
+	res.SQSFresh, res.SQSDup = float64(w.Fresh.SQSCalls)/nf, float64(w.Duplicate.SQSCalls)/nd
+	res.LocalWCUFresh, res.LocalWCUDup = w.Fresh.LocalCapacity/nf, w.Duplicate.LocalCapacity/nd
+	res.CPUPerMessage = (w.Fresh.CPU + w.Duplicate.CPU) / time.Duration(w.Fresh.Messages+w.Duplicate.Messages)
+	res.PeakRSS = max(w.Fresh.PeakRSS, w.Duplicate.PeakRSS)
+	return res, nil
+}
+
+// measure runs the fresh messages, then the duplicates, each through a
+// consumer started for that phase on a queue of its own.
+func measure(ctx context.Context, env Env, cfg Config, kind Kind, conc int, ms *messageSet, ceiling bool) (*Measure, error) {
+	var preps map[string]*prepared
+	if ceiling {
+		preps = map[string]*prepared{}
+		byKey := map[string]*prepared{}
+		for body, e := range ms.envs {
+			if p, ok := byKey[e.IdempotencyKey]; ok {
+				preps[body] = p // a duplicate sends its original's calls
+				continue
+			}
+			p, err := prepare(kind, env.Table, e)
+			if err != nil {
+				return nil, err
+			}
+			byKey[e.IdempotencyKey], preps[body] = p, p
+		}
+	}
+	m := &Measure{}
+	var all []time.Duration
+	for i, bodies := range [][]string{ms.fresh, ms.dups} {
+		ph, err := phase(ctx, env, cfg, kind, conc, bodies, preps)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, ph.Latencies...)
+		if i == 0 {
+			m.Fresh = *ph
+		} else {
+			m.Duplicate = *ph
+		}
+	}
+	m.Throughput = float64(m.Fresh.Messages+m.Duplicate.Messages) / (m.Fresh.Elapsed + m.Duplicate.Elapsed).Seconds()
+	slices.Sort(all)
+	if len(all) > 0 {
+		m.P50, m.P99 = all[len(all)/2], all[min(len(all)-1, len(all)*99/100)]
+	}
+	return m, nil
+}
+
+func phase(ctx context.Context, env Env, cfg Config, kind Kind, conc int, bodies []string, preps map[string]*prepared) (*Phase, error) {
+	ph := &Phase{Messages: len(bodies)}
+	if len(bodies) == 0 {
+		return ph, nil
+	}
+	plainSQS := sqs.NewFromConfig(env.AWS, env.SQS...)
+	q, err := worker.CreateQueues(ctx, plainSQS, worker.QueueConfig{Name: "bench-" + caseflow.NewID("")[:10], VisibilityTimeout: 60 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, u := range []string{q.URL, q.DLQURL} {
+			_, _ = plainSQS.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(u)})
+		}
+	}()
+	if err := send(ctx, plainSQS, q.URL, bodies); err != nil {
+		return nil, err
+	}
+	met := newMeter()
+	ddb := dynamodb.NewFromConfig(env.AWS, append(slices.Clone(env.DynamoDB), met.dynamodb)...)
+	sq := sqs.NewFromConfig(env.AWS, append(slices.Clone(env.SQS), met.sqs)...)
+
+	var mu sync.Mutex
+	lat := make([]time.Duration, 0, len(bodies))
+	done := make(chan struct{})
+	var last time.Time
+	settled := func(d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		lat = append(lat, d)
+		if len(lat) == len(bodies) {
+			last = time.Now()
+			close(done)
+		}
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	batch := cfg.BatchSize
+	if batch == 0 {
+		batch = min(10, conc)
+	}
+	resetPeakRSS()
+	cpu0 := cpuTime()
+	start := time.Now()
+	finished := make(chan error, 1)
+	switch {
+	case preps != nil || kind == KindNaive:
+		l := &loop{sqs: sq, queueURL: q.URL, concurrency: conc, batch: batch, visibility: 60,
+			batchDelete: kind != KindNaive, settled: settled}
+		if preps != nil {
+			l.handle = func(ctx context.Context, m types.Message) bool {
+				return bareHandle(kind, ddb, preps[aws.ToString(m.Body)])(ctx)
+			}
+		} else {
+			l.handle = naiveHandle(ddb, env.Table)
+		}
+		go func() { l.run(runCtx); finished <- nil }()
+	default:
+		reg := worker.NewRegistry()
+		var opts []worker.RouteOption
+		if kind == KindFused {
+			opts = append(opts, worker.Fused())
+		}
+		if err := (&caseflow.Handlers{Table: env.Table}).Register(reg, opts...); err != nil {
+			return nil, err
+		}
+		w, err := worker.New(worker.Deps{DynamoDB: ddb, SQS: sq, Handlers: reg, Logger: slog.New(slog.DiscardHandler),
+			OnEvent: func(ev worker.Event) {
+				if ev.Final {
+					settled(ev.Duration)
+				}
+			}}, worker.Config{Table: env.Table, QueueURL: q.URL, DLQURL: q.DLQURL, Concurrency: conc, BatchSize: cfg.BatchSize,
+			VisibilityTimeout: leasePolicy.Lease, WaitTime: time.Second})
+		if err != nil {
+			return nil, err
+		}
+		go func() { finished <- w.Run(runCtx) }()
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Minute):
+		stop()
+		<-finished
+		return nil, fmt.Errorf("bench: %s c=%d: only %d of %d messages settled in 10 minutes", kind, conc, len(lat), len(bodies))
+	}
+	stop()
+	if err := <-finished; err != nil {
+		return nil, err
+	}
+	ph.Elapsed = last.Sub(start)
+	ph.CPU = cpuTime() - cpu0
+	ph.PeakRSS = peakRSS()
+	r := met.read()
+	ph.DynamoDBCalls, ph.SQSCalls, ph.LocalCapacity, ph.Calls = r.DynamoDB, r.SQS, r.Capacity, r.Calls
+	ph.Latencies = lat
+	return ph, nil
+}
+
+// naiveHandle is the worker a team writes first: decode, update, done.
+func naiveHandle(ddb *dynamodb.Client, table string) func(context.Context, types.Message) bool {
+	return func(ctx context.Context, m types.Message) bool {
+		var env envelope.Envelope
+		if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &env); err != nil {
+			return false
+		}
+		p, err := prepare(KindNaive, table, &env)
+		if err != nil {
+			return false
+		}
+		_, err = ddb.UpdateItem(ctx, p.update)
+		return err == nil
+	}
+}
+
+func send(ctx context.Context, q *sqs.Client, url string, bodies []string) error {
+	for start := 0; start < len(bodies); start += 10 {
+		var entries []types.SendMessageBatchRequestEntry
+		for i, b := range bodies[start:min(start+10, len(bodies))] {
+			entries = append(entries, types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(b)})
+		}
+		out, err := q.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: entries})
+		if err != nil {
+			return fmt.Errorf("bench: send: %w", err)
+		}
+		if len(out.Failed) > 0 {
+			return fmt.Errorf("bench: send: %d refused", len(out.Failed))
+		}
+	}
+	return nil
+}
+
+// doubleApplies reads the run's case items back: every message that was
+// applied incremented noteCount, so the sum minus the distinct work items
+// is how many duplicates were applied again.
+func doubleApplies(ctx context.Context, ddb *dynamodb.Client, table string, ms *messageSet) (int, error) {
+	total := 0
+	for start := 0; start < len(ms.cases); start += 100 {
+		var keys []map[string]ddbtypes.AttributeValue
+		for _, c := range ms.cases[start:min(start+100, len(ms.cases))] {
+			keys = append(keys, caseflow.CaseKey(c))
+		}
+		in := &dynamodb.BatchGetItemInput{RequestItems: map[string]ddbtypes.KeysAndAttributes{table: {Keys: keys, ConsistentRead: aws.Bool(true)}}}
+		for len(in.RequestItems) > 0 {
+			out, err := ddb.BatchGetItem(ctx, in)
+			if err != nil {
+				return 0, err
+			}
+			for _, it := range out.Responses[table] {
+				if v, ok := it[caseflow.AttrNoteCount].(*ddbtypes.AttributeValueMemberN); ok {
+					n, _ := strconv.Atoi(v.Value)
+					total += n
+				}
+			}
+			in.RequestItems = out.UnprocessedKeys
+		}
+	}
+	return total - len(ms.fresh), nil
+}
+
+// awsWCU computes write units per fresh and per duplicate message in AWS
+// terms from the sizes of the items this run wrote: a standard write costs
+// one unit per started KB, a transactional write two, a KEYS_ONLY index
+// entry one per started KB of keys; a failed conditional write is charged
+// like the write; a cancelled transaction is counted as if it had applied
+// (an upper bound).
+func awsWCU(ctx context.Context, ddb *dynamodb.Client, table string, kind Kind, ms *messageSet) (fresh, dup float64, err error) {
+	e := ms.envs[ms.fresh[0]]
+	var p caseflow.NoteRecorded
+	if err := json.Unmarshal(e.Payload, &p); err != nil {
+		return 0, 0, err
+	}
+	get := func(key map[string]ddbtypes.AttributeValue) (map[string]ddbtypes.AttributeValue, error) {
+		out, err := ddb.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key, ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			return nil, err
+		}
+		return out.Item, nil
+	}
+	caseItem, err := get(caseflow.CaseKey(p.CaseID))
+	if err != nil {
+		return 0, 0, err
+	}
+	domain := kb(itemSize(caseItem))
+	if kind == KindNaive {
+		return domain, domain, nil
+	}
+	completed, err := get(inbox.KeyOf(e.IdempotencyKey, e.MessageType))
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(completed) == 0 {
+		return 0, 0, fmt.Errorf("bench: no inbox record for %s", e.IdempotencyKey)
+	}
+	index := kb(indexEntrySize(completed, tables.AttrPK, tables.AttrSK, tables.AttrGSI1PK, tables.AttrGSI1SK))
+	done := kb(itemSize(completed))
+	if kind == KindFused {
+		return 2*domain + 2*done + index, 2*domain + 2*done, nil
+	}
+	// The PROCESSING record the gate wrote: the completed one without the
+	// completion attributes, plus the lease expiry.
+	processing := 0
+	for k, v := range completed {
+		switch k {
+		case tables.AttrCompletedAt, tables.AttrOutcome:
+		default:
+			processing += len(k) + valueSize(v)
+		}
+	}
+	processing += len(tables.AttrLeaseExpiresAt) + 8
+	gateWCU := kb(processing)
+	return gateWCU + index + 2*domain + 2*max(done, kb(processing)), gateWCU, nil
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// resetPeakRSS resets the kernel's high-water mark of this process's RSS.
+func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
+
+// peakRSS reads the RSS high-water mark (VmHWM) in bytes.
+func peakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				kbs, _ := strconv.ParseInt(f[0], 10, 64)
+				return kbs * 1024
+			}
+		}
+	}
+	return 0
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+func isConditionFailed(err error) bool {
+	var ccf *ddbtypes.ConditionalCheckFailedException
+	return errors.As(err, &ccf)
+}
+
+func isCancelled(err error) bool {
+	var tce *ddbtypes.TransactionCanceledException
+	return errors.As(err, &tce)
+}
