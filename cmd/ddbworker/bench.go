@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -21,12 +23,13 @@ import (
 
 func newBenchCmd(g *globals) *cobra.Command {
 	var (
-		cfg    bench.Config
-		conc   string
-		sizes  string
-		kinds  string
-		asJSON bool
-		emuDir string
+		cfg     bench.Config
+		conc    string
+		sizes   string
+		kinds   string
+		asJSON  bool
+		emuDir  string
+		profile string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -67,6 +70,17 @@ computed in AWS terms from item sizes.`,
 			}
 			env.DynamoDB = []func(*dynamodb.Options){func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(g.ddbEndpoint) }}
 			env.SQS = []func(*sqs.Options){func(o *sqs.Options) { o.BaseEndpoint = aws.String(g.sqsEndpoint) }}
+			if profile != "" {
+				f, err := os.Create(profile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
 			started := time.Now()
 			report, err := bench.Run(ctx, env, cfg)
 			if err != nil {
@@ -91,6 +105,7 @@ computed in AWS terms from item sizes.`,
 	f.StringVar(&kinds, "workers", "naive,default,fused", "workers to compare")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	f.StringVar(&emuDir, "emulators-dir", "", "directory of the emulators' npm install")
+	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	return cmd
 }
 
