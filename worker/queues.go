@@ -18,6 +18,8 @@ import (
 type QueueAPI interface {
 	CreateQueue(ctx context.Context, params *sqs.CreateQueueInput, optFns ...func(*sqs.Options)) (*sqs.CreateQueueOutput, error)
 	GetQueueAttributes(ctx context.Context, params *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+	GetQueueUrl(ctx context.Context, params *sqs.GetQueueUrlInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error)
+	SetQueueAttributes(ctx context.Context, params *sqs.SetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.SetQueueAttributesOutput, error)
 }
 
 // QueueConfig describes a work queue and its dead-letter queue.
@@ -90,7 +92,8 @@ func (c *QueueConfig) validate() error {
 }
 
 // CreateQueues creates the DLQ, then the work queue with a RedrivePolicy that
-// points at it. Both calls are idempotent when the attributes are unchanged.
+// points at it. Running it again is safe: a queue that exists with other
+// attributes (SQS refuses CreateQueue then) gets them set instead.
 func CreateQueues(ctx context.Context, api QueueAPI, cfg QueueConfig) (Queues, error) {
 	if err := cfg.validate(); err != nil {
 		return Queues{}, err
@@ -102,17 +105,14 @@ func CreateQueues(ctx context.Context, api QueueAPI, cfg QueueConfig) (Queues, e
 		}
 		return attrs
 	}
-	dlq, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{
-		QueueName: aws.String(cfg.DLQName),
-		Attributes: fifo(map[string]string{
-			string(types.QueueAttributeNameMessageRetentionPeriod): secs(cfg.DLQRetention),
-		}),
-	})
+	dlqURL, err := ensureQueue(ctx, api, cfg.DLQName, fifo(map[string]string{
+		string(types.QueueAttributeNameMessageRetentionPeriod): secs(cfg.DLQRetention),
+	}))
 	if err != nil {
 		return Queues{}, fmt.Errorf("worker: create DLQ %s: %w", cfg.DLQName, err)
 	}
 	attrs, err := api.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
-		QueueUrl:       dlq.QueueUrl,
+		QueueUrl:       aws.String(dlqURL),
 		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn},
 	})
 	if err != nil {
@@ -123,16 +123,40 @@ func CreateQueues(ctx context.Context, api QueueAPI, cfg QueueConfig) (Queues, e
 	if err != nil {
 		return Queues{}, fmt.Errorf("worker: redrive policy: %w", err)
 	}
-	q, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{
-		QueueName: aws.String(cfg.Name),
-		Attributes: fifo(map[string]string{
-			string(types.QueueAttributeNameVisibilityTimeout):      secs(cfg.VisibilityTimeout),
-			string(types.QueueAttributeNameMessageRetentionPeriod): secs(cfg.Retention),
-			string(types.QueueAttributeNameRedrivePolicy):          string(redrive),
-		}),
-	})
+	url, err := ensureQueue(ctx, api, cfg.Name, fifo(map[string]string{
+		string(types.QueueAttributeNameVisibilityTimeout):      secs(cfg.VisibilityTimeout),
+		string(types.QueueAttributeNameMessageRetentionPeriod): secs(cfg.Retention),
+		string(types.QueueAttributeNameRedrivePolicy):          string(redrive),
+	}))
 	if err != nil {
 		return Queues{}, fmt.Errorf("worker: create queue %s: %w", cfg.Name, err)
 	}
-	return Queues{URL: aws.ToString(q.QueueUrl), DLQURL: aws.ToString(dlq.QueueUrl), DLQARN: arn}, nil
+	return Queues{URL: url, DLQURL: dlqURL, DLQARN: arn}, nil
+}
+
+// ensureQueue creates the queue, or sets attrs on it when it exists with
+// other attributes. FifoQueue cannot change; SQS reports that itself.
+func ensureQueue(ctx context.Context, api QueueAPI, name string, attrs map[string]string) (string, error) {
+	out, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+	if err == nil {
+		return aws.ToString(out.QueueUrl), nil
+	}
+	var exists *types.QueueNameExists
+	if !errors.As(err, &exists) {
+		return "", err
+	}
+	got, gerr := api.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+	if gerr != nil {
+		return "", errors.Join(err, gerr)
+	}
+	set := make(map[string]string, len(attrs))
+	for k, v := range attrs {
+		if k != string(types.QueueAttributeNameFifoQueue) {
+			set[k] = v
+		}
+	}
+	if _, serr := api.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: got.QueueUrl, Attributes: set}); serr != nil {
+		return "", fmt.Errorf("queue %s exists with other attributes and they cannot be set: %w", name, serr)
+	}
+	return aws.ToString(got.QueueUrl), nil
 }

@@ -15,6 +15,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -743,6 +744,14 @@ func (r *recordingQueues) CreateQueue(_ context.Context, in *sqs.CreateQueueInpu
 	name := aws.ToString(in.QueueName)
 	r.writes = append(r.writes, queueWrite{name: name, attrs: in.Attributes})
 	return &sqs.CreateQueueOutput{QueueUrl: aws.String(fakeQueueURL(name))}, nil
+}
+
+func (r *recordingQueues) GetQueueUrl(context.Context, *sqs.GetQueueUrlInput, ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error) {
+	return nil, errors.New("recordingQueues: a fresh CreateQueues never looks a queue up")
+}
+
+func (r *recordingQueues) SetQueueAttributes(context.Context, *sqs.SetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.SetQueueAttributesOutput, error) {
+	return nil, errors.New("recordingQueues: a fresh CreateQueues never sets attributes")
 }
 
 func (r *recordingQueues) GetQueueAttributes(_ context.Context, in *sqs.GetQueueAttributesInput, _ ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
