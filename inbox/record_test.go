@@ -86,7 +86,7 @@ func TestNewRecord(t *testing.T) {
 	r := inbox.NewRecord(w, now)
 	ts := "2026-03-01T11:00:00.007Z"
 	require.Equal(t, &inbox.Record{
-		PK: "IDEMP#k-1", SK: "WORKER#CaseOpened", RequestHash: "h", SchemaVersion: 1,
+		PK: "IDEMP#k-1", SK: "WORKER#CaseOpened", MessageType: "CaseOpened", RequestHash: "h", SchemaVersion: 1,
 		AggregateType: "Case", AggregateID: "c-1", CorrelationID: "corr", CausationID: "cause", Producer: "intake",
 		FirstSeenAt: ts, LastSeenAt: ts, StartedAt: ts, Attempts: 1, Deliveries: 1,
 		GSI1PK: "AGG#Case#c-1", GSI1SK: ts + "#CaseOpened#k-1",
