@@ -155,9 +155,8 @@ func TestHandlerPanicIsRetryable(t *testing.T) {
 	h := newHarness(t, testenv.Options{})
 	reg := worker.NewRegistry()
 	require.NoError(t, reg.Register(caseflow.TypeDeadline, worker.HandlerFunc(func(context.Context, *worker.Message) (worker.Result, error) {
-		var m map[string]int
-		m["boom"]++ // nil map write: a real panic
-		return worker.Result{}, nil
+		var notes []string
+		return worker.Result{Outcome: notes[len(notes)]}, nil // index out of range: a real runtime panic
 	})))
 	h.start(h.testConfig(), worker.Deps{Handlers: reg})
 	env := mustEnv(t)(caseflow.NewDeadlineRequest("k-panic", "c1", "intake", effective))

@@ -45,16 +45,6 @@ func (m *meter) read() reading {
 	return r
 }
 
-func (r reading) minus(o reading) reading {
-	d := reading{DynamoDB: r.DynamoDB - o.DynamoDB, SQS: r.SQS - o.SQS, Capacity: r.Capacity - o.Capacity, Calls: map[string]int{}}
-	for k, v := range r.Calls {
-		if n := v - o.Calls[k]; n != 0 {
-			d.Calls[k] = n
-		}
-	}
-	return d
-}
-
 func (m *meter) dynamodb(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, m.install) }
 func (m *meter) sqs(o *sqs.Options)           { o.APIOptions = append(o.APIOptions, m.install) }
 
