@@ -19,6 +19,7 @@ import (
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/gate"
+	"github.com/ddbworker/ddbworker/internal/slots"
 	"github.com/ddbworker/ddbworker/mutation"
 	"github.com/ddbworker/ddbworker/stale"
 )
@@ -72,7 +73,8 @@ type Config struct {
 	// Concurrency caps messages in flight. Default: 16.
 	Concurrency int
 	// BatchSize is the most messages one receive asks for (1..10). A poller
-	// receives only once that many slots are free. Default: min(10, Concurrency).
+	// receives once half of that is free, waiting briefly for the rest.
+	// Default: min(10, Concurrency).
 	BatchSize int
 	// Pollers is the number of concurrent long polls. Default:
 	// ceil(Concurrency / BatchSize).
@@ -96,8 +98,10 @@ type Config struct {
 	Backoff Backoff
 	// TerminalPolicy for failed-for-good work. Default: PolicyDLQ.
 	TerminalPolicy TerminalPolicy
-	// DeleteFlushInterval is the longest a delete waits for its batch to
-	// fill. Default: 50ms.
+	// DeleteFlushInterval is the longest a delete waits for its batch of 10
+	// to fill. Waiting is safe (the work is committed) and keeps SQS calls
+	// per message low. Default: 250ms; 20ms on a FIFO queue, where a pending
+	// delete holds back the rest of its group.
 	DeleteFlushInterval time.Duration
 	// DrainTimeout bounds graceful shutdown: in-flight work gets this long
 	// to finish after Run's context ends. Default: 30s.
@@ -230,7 +234,10 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 		errs = append(errs, err)
 	}
 	if cfg.DeleteFlushInterval == 0 {
-		cfg.DeleteFlushInterval = 50 * time.Millisecond
+		cfg.DeleteFlushInterval = 250 * time.Millisecond
+		if strings.HasSuffix(cfg.QueueURL, ".fifo") {
+			cfg.DeleteFlushInterval = 20 * time.Millisecond
+		}
 	}
 	if cfg.DrainTimeout == 0 {
 		cfg.DrainTimeout = 30 * time.Second
@@ -302,11 +309,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	del := newDeleter(w.deps.SQS, w.cfg.QueueURL, w.cfg.DeleteFlushInterval, w.log, w.metrics, w.fail)
 	go del.run(workCtx)
 
-	slots := semaphore.NewWeighted(int64(w.cfg.Concurrency))
+	pool := semaphore.NewWeighted(int64(w.cfg.Concurrency))
 	var work sync.WaitGroup
 	var pollers sync.WaitGroup
 	for range w.cfg.Pollers {
-		pollers.Go(func() { w.poll(ctx, workCtx, slots, &work, del) })
+		pollers.Go(func() { w.poll(ctx, workCtx, pool, &work, del) })
 	}
 	pollers.Wait()
 
@@ -325,14 +332,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-func (w *Worker) poll(ctx, workCtx context.Context, slots *semaphore.Weighted, work *sync.WaitGroup, del *deleter) {
+func (w *Worker) poll(ctx, workCtx context.Context, pool *semaphore.Weighted, work *sync.WaitGroup, del *deleter) {
 	receiveFailures := 0
 	for ctx.Err() == nil {
-		// No receive while the pool cannot take at least half a batch; then
-		// take as much of a batch as is free. Half-batch receives keep SQS
-		// calls per message low without starving the pool behind one slow
-		// handler.
-		n, err := w.acquireBatch(ctx, slots)
+		// No receive while the pool is full (internal/slots).
+		n, err := slots.AcquireBatch(ctx, pool, int64(w.cfg.BatchSize))
 		if err != nil {
 			return
 		}
@@ -345,7 +349,7 @@ func (w *Worker) poll(ctx, workCtx context.Context, slots *semaphore.Weighted, w
 			MessageAttributeNames:       []string{"All"},
 		})
 		if err != nil {
-			slots.Release(n)
+			pool.Release(n)
 			if ctx.Err() != nil {
 				return
 			}
@@ -366,34 +370,19 @@ func (w *Worker) poll(ctx, workCtx context.Context, slots *semaphore.Weighted, w
 		receiveFailures = 0
 		msgs := out.Messages
 		if unused := n - int64(len(msgs)); unused > 0 {
-			slots.Release(unused)
+			pool.Release(unused)
 		}
 		if len(msgs) == 0 {
 			continue
 		}
 		w.metrics.Received.Add(float64(len(msgs)))
-		w.dispatch(ctx, workCtx, msgs, slots, work, del)
+		w.dispatch(ctx, workCtx, msgs, pool, work, del)
 	}
-}
-
-// acquireBatch blocks until at least half a batch of pool slots is free and
-// returns how many it took (at most BatchSize).
-func (w *Worker) acquireBatch(ctx context.Context, slots *semaphore.Weighted) (int64, error) {
-	want := int64(w.cfg.BatchSize)
-	least := max(1, want/2)
-	if err := slots.Acquire(ctx, least); err != nil {
-		return 0, err
-	}
-	n := least
-	for n < want && slots.TryAcquire(1) {
-		n++
-	}
-	return n, nil
 }
 
 // dispatch starts the batch's messages: each on its own, or, on a FIFO
 // queue, each group in order, stopping a group at its first failure.
-func (w *Worker) dispatch(ctx, workCtx context.Context, msgs []types.Message, slots *semaphore.Weighted, work *sync.WaitGroup, del *deleter) {
+func (w *Worker) dispatch(ctx, workCtx context.Context, msgs []types.Message, pool *semaphore.Weighted, work *sync.WaitGroup, del *deleter) {
 	groups := [][]types.Message{}
 	if w.fifo {
 		index := map[string]int{}
@@ -420,7 +409,7 @@ func (w *Worker) dispatch(ctx, workCtx context.Context, msgs []types.Message, sl
 			ok := true
 			for _, m := range group {
 				func() {
-					defer slots.Release(1)
+					defer pool.Release(1)
 					// After a failure in its group, or when shutting down, a
 					// FIFO message is not started: it goes back in order.
 					if !ok || (w.fifo && ctx.Err() != nil) {

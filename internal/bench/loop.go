@@ -10,11 +10,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"golang.org/x/sync/semaphore"
+
+	"github.com/ddbworker/ddbworker/internal/slots"
 )
 
 // loop is the smallest consumer that can carry a per-message function: long
-// polls, a bounded pool with the worker's receive policy (no receive until
-// half a batch of slots is free), and deletes — batched, or one
+// polls, a bounded pool with the worker's receive policy (internal/slots),
+// and deletes — batched, or one
 // DeleteMessage per message like a first naive worker. The naive baseline
 // and every ceiling run on it.
 type loop struct {
@@ -31,7 +33,7 @@ type loop struct {
 }
 
 func (l *loop) run(ctx context.Context) {
-	slots := semaphore.NewWeighted(int64(l.concurrency))
+	pool := semaphore.NewWeighted(int64(l.concurrency))
 	deletes := make(chan string, 256)
 	var flushed sync.WaitGroup
 	flushed.Go(func() { l.deleter(deletes) })
@@ -40,24 +42,20 @@ func (l *loop) run(ctx context.Context) {
 	for range max(1, (l.concurrency+l.batch-1)/l.batch) {
 		pollers.Go(func() {
 			for ctx.Err() == nil {
-				least := max(1, batch/2)
-				if slots.Acquire(ctx, least) != nil {
+				n, err := slots.AcquireBatch(ctx, pool, batch)
+				if err != nil {
 					return
-				}
-				n := least
-				for n < batch && slots.TryAcquire(1) {
-					n++
 				}
 				out, err := l.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(l.queueURL),
 					MaxNumberOfMessages: int32(n), WaitTimeSeconds: 1, VisibilityTimeout: l.visibility})
 				if err != nil {
-					slots.Release(n)
+					pool.Release(n)
 					continue
 				}
-				slots.Release(n - int64(len(out.Messages)))
+				pool.Release(n - int64(len(out.Messages)))
 				for _, m := range out.Messages {
 					work.Go(func() {
-						defer slots.Release(1)
+						defer pool.Release(1)
 						start := time.Now()
 						if !l.handle(context.WithoutCancel(ctx), m) {
 							return
@@ -79,7 +77,8 @@ func (l *loop) run(ctx context.Context) {
 	flushed.Wait()
 }
 
-// deleter sends DeleteMessageBatch when 10 handles wait or 50 ms passed.
+// deleter sends DeleteMessageBatch when 10 handles wait or, like the
+// worker's default, 250 ms passed.
 func (l *loop) deleter(in <-chan string) {
 	var batch []string
 	flush := func() {
@@ -93,7 +92,7 @@ func (l *loop) deleter(in <-chan string) {
 		_, _ = l.sqs.DeleteMessageBatch(context.Background(), &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(l.queueURL), Entries: entries})
 		batch = batch[:0]
 	}
-	tick := time.NewTicker(50 * time.Millisecond)
+	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
