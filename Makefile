@@ -28,6 +28,9 @@ test/short: deps build ## Unit tests and the fast protocol tests only
 bench: deps build ## Go micro-benchmarks (ns/op, allocs)
 	$(GO) test -run '^$$' -bench . -benchmem ./envelope ./gate ./mutation ./worker
 
+chaos: deps build ## Kill -9 and fault-injection run with an invariant check
+	$(BIN) chaos
+
 fuzz: ## Fuzz the envelope decoder for 60s
 	$(GO) test ./envelope -run '^$$' -fuzz FuzzDecode -fuzztime 60s
 

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ddbworker/ddbworker/internal/chaos"
+)
+
+func newChaosCmd(g *globals) *cobra.Command {
+	cfg := chaos.Config{Faults: chaos.DefaultFaults()}
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "chaos",
+		Short: "Kill -9 and fault-injection run of real worker processes, with an exactly-once invariant check",
+		Long: `chaos starts DynamoDB Local and the SQS emulator (unless --dynamodb-endpoint and
+--sqs-endpoint are given), creates a private table and queues, and runs several
+ddbworker worker processes with injected faults (throttling, TransactionConflict,
+timeouts, lost responses, failed SQS deletes, commits delayed past the
+visibility timeout) and failpoints that SIGKILL a worker at a named line. While
+the example traffic flows (duplicates, concurrent duplicates, out-of-order
+versions, poison), it SIGKILLs random workers and restarts them, and pauses a
+few with SIGSTOP past their visibility timeout. When the stream has drained it
+checks, against DynamoDB and SQS themselves, that every work item was applied
+exactly once, that no state rolled back, that every terminal message is in the
+DLQ with its code and no other is, and that the queue is empty. It prints what
+happened and exits non-zero on any violation or on timeout.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			bin, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("chaos: the worker binary: %w", err)
+			}
+			cfg.Binary = bin
+			cfg.DynamoDBEndpoint, cfg.SQSEndpoint = g.ddbEndpoint, g.sqsEndpoint
+			if cfg.DynamoDBEndpoint != "" && cfg.SQSEndpoint != "" {
+				if cfg.AWS, err = g.awsConfig(cmd.Context()); err != nil {
+					return err
+				}
+			}
+			cfg.Progress = cmd.ErrOrStderr()
+			return runChaos(cmd, cfg, asJSON, cmd.OutOrStdout())
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&cfg.Count, "count", 10000, "SQS messages to send (≥ 25% duplicates, out-of-order versions, poison)")
+	fl.IntVar(&cfg.Workers, "workers", 4, "worker processes")
+	fl.IntVar(&cfg.Concurrency, "concurrency", 8, "concurrency of each worker process")
+	fl.IntVar(&cfg.Kills, "kills", 20, "least number of SIGKILLs by the harness")
+	fl.IntVar(&cfg.Pauses, "pauses", 3, "SIGSTOP pauses of visibility+2s")
+	fl.DurationVar(&cfg.Timeout, "timeout", 15*time.Minute, "give up (exit non-zero) when the run has not drained by then")
+	fl.DurationVar(&cfg.Visibility, "visibility-timeout", 3*time.Second, "visibility timeout and lease")
+	fl.IntVar(&cfg.MaxAttempts, "max-attempts", 20, "business attempts of each worker (high: injected faults alone must not exhaust them)")
+	fl.BoolVar(&cfg.Fused, "fused", false, "run the workers with the fused commit")
+	fl.Uint64Var(&cfg.Seed, "seed", 1, "seed of the plan and of the fault injectors")
+	fl.Float64Var(&cfg.SendRate, "send-rate", 0, "phase 1 send rate in messages/s (0: as fast as SQS takes them)")
+	fl.Float64Var(&cfg.Faults.Throttle, "throttle", cfg.Faults.Throttle, "rate of DynamoDB calls throttled")
+	fl.Float64Var(&cfg.Faults.Conflict, "conflict", cfg.Faults.Conflict, "rate of commits cancelled with TransactionConflict")
+	fl.Float64Var(&cfg.Faults.Timeout, "timeout-rate", cfg.Faults.Timeout, "rate of DynamoDB calls timing out before they are sent")
+	fl.Float64Var(&cfg.Faults.LostResponse, "lost-response", cfg.Faults.LostResponse, "rate of DynamoDB writes applied whose response is lost")
+	fl.Float64Var(&cfg.Faults.SQSDelete, "sqs-delete", cfg.Faults.SQSDelete, "rate of DeleteMessageBatch calls that fail")
+	fl.Float64Var(&cfg.Faults.Delay, "delay", cfg.Faults.Delay, "rate of commits delayed by visibility+1s")
+	fl.StringVar(&cfg.Failpoints, "failpoints", chaos.DefaultFailpoints, `SIGKILL rates at failpoints: name=rate,… (after-gate, after-commit, before-delete, mid-batch; "none")`)
+	fl.StringVar(&cfg.LogDir, "log-dir", "", "directory for workers.log (and table.jsonl on a violation) (default: a new temporary directory)")
+	fl.StringVar(&cfg.EmulatorsDir, "emulators-dir", "", "directory of the emulators' npm install (default: found from the working directory)")
+	fl.BoolVar(&asJSON, "json", false, "print the report as JSON instead of a table")
+	return cmd
+}
+
+func runChaos(cmd *cobra.Command, cfg chaos.Config, asJSON bool, out io.Writer) error {
+	if cfg.Faults == (chaos.Faults{}) {
+		cfg.NoFaults = true
+	}
+	// On the command line 0 means none; in chaos.Config it means the default.
+	if cfg.Kills == 0 {
+		cfg.Kills = -1
+	}
+	if cfg.Pauses == 0 {
+		cfg.Pauses = -1
+	}
+	rep, err := chaos.Run(cmd.Context(), cfg)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		if err := rep.WriteJSON(out); err != nil {
+			return err
+		}
+	} else {
+		rep.Print(out)
+	}
+	if !rep.OK() {
+		msg := "chaos: invariant violated"
+		if rep.TimedOut {
+			msg = "chaos: the run did not drain before --timeout"
+		}
+		return &exitError{code: 1, msg: msg}
+	}
+	return nil
+}

@@ -1,0 +1,143 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/ddbworker/ddbworker/example/caseflow"
+	"github.com/ddbworker/ddbworker/worker"
+)
+
+// DLQCopy is one message found in the DLQ.
+type DLQCopy struct {
+	SourceID       string // ddbworker.sourceMessageId: the work queue's SQS message id
+	Code           string // ddbworker.failureCode
+	IdempotencyKey string
+}
+
+// drainDLQ receives every DLQ message (hiding each for 5 minutes, deleting
+// none, so they stay for inspection) until two receives in a row come back
+// empty.
+func drainDLQ(ctx context.Context, q *sqs.Client, url string) ([]DLQCopy, error) {
+	var out []DLQCopy
+	for empty := 0; empty < 2; {
+		res, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10,
+			WaitTimeSeconds: 1, VisibilityTimeout: 300, MessageAttributeNames: []string{"All"}})
+		if err != nil {
+			return nil, fmt.Errorf("chaos: read the DLQ: %w", err)
+		}
+		if len(res.Messages) == 0 {
+			empty++
+			continue
+		}
+		empty = 0
+		for _, m := range res.Messages {
+			attr := func(name string) string {
+				if a, ok := m.MessageAttributes[name]; ok {
+					return aws.ToString(a.StringValue)
+				}
+				return ""
+			}
+			out = append(out, DLQCopy{SourceID: attr(worker.AttrSourceMessageID), Code: attr(worker.AttrFailureCode),
+				IdempotencyKey: attr(worker.AttrIdempotencyKey)})
+		}
+	}
+	return out, nil
+}
+
+// DLQStats summarises the DLQ.
+type DLQStats struct {
+	Copies  int            `json:"copies"`
+	Sources int            `json:"distinctSources"`
+	ByCode  map[string]int `json:"copiesByCode"`
+	// Extra copies of a source beyond its first: a worker killed after its
+	// DLQ send and before its delete (or a delete that failed) leaves the
+	// message in the queue, and the redelivery finds the record
+	// FAILED_TERMINAL and sends another copy. Legitimate; counted, not a
+	// violation.
+	Extra int `json:"extraCopies"`
+	// Expected is how many plan messages must end in the DLQ.
+	Expected int `json:"expectedSources"`
+}
+
+// expectedCode is the failure code a plan message must end with, "" when
+// it must not end terminal (see caseflow.Plan.TerminalMessages).
+func expectedCode(p *caseflow.Plan, i int) string {
+	m := p.Messages[i]
+	switch {
+	case m.Poison >= 0:
+		return p.PoisonList[m.Poison].Code
+	case m.Work >= 0 && p.Work[m.Work].Expect == caseflow.ExpectCaseNotFound:
+		return caseflow.CodeCaseNotFound
+	}
+	return ""
+}
+
+// CheckDLQ checks the DLQ by source message id against the plan: sent maps
+// each SQS message id the harness sent to its index in plan.Messages.
+// Every message that must end terminal has at least one copy with its code
+// and no copy with another; no other message (and no unknown source) has a
+// copy. Several copies of one source are legitimate (counted in Extra).
+func CheckDLQ(p *caseflow.Plan, sent map[string]int, copies []DLQCopy) (DLQStats, []string, []string) {
+	st := DLQStats{Copies: len(copies), ByCode: map[string]int{}}
+	bySource := map[string][]DLQCopy{}
+	for _, c := range copies {
+		st.ByCode[c.Code]++
+		bySource[c.SourceID] = append(bySource[c.SourceID], c)
+	}
+	st.Sources = len(bySource)
+	st.Extra = st.Copies - st.Sources
+
+	var missing, unexpected []string
+	ids := make([]string, 0, len(sent))
+	for id := range sent {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		i := sent[id]
+		want := expectedCode(p, i)
+		got := bySource[id]
+		if want != "" {
+			st.Expected++
+		}
+		switch {
+		case want != "" && len(got) == 0:
+			missing = append(missing, fmt.Sprintf("message %s (plan #%d) must end in the DLQ with %s: no copy", id, i, want))
+		case want == "" && len(got) > 0:
+			unexpected = append(unexpected, fmt.Sprintf("message %s (plan #%d, %s) must not end terminal: %d DLQ copies, code %s",
+				id, i, describe(p, i), len(got), got[0].Code))
+		default:
+			for _, c := range got {
+				if c.Code != want {
+					missing = append(missing, fmt.Sprintf("message %s (plan #%d) must end with %s: a DLQ copy has %s", id, i, want, c.Code))
+					break
+				}
+			}
+		}
+	}
+	var unknown []string
+	for src := range bySource {
+		if _, ok := sent[src]; !ok {
+			unknown = append(unknown, src)
+		}
+	}
+	sort.Strings(unknown)
+	for _, src := range unknown {
+		unexpected = append(unexpected, fmt.Sprintf("DLQ copy of %q (code %s): not a message this run sent", src, bySource[src][0].Code))
+	}
+	return st, missing, unexpected
+}
+
+func describe(p *caseflow.Plan, i int) string {
+	m := p.Messages[i]
+	if m.Work >= 0 {
+		w := p.Work[m.Work]
+		return fmt.Sprintf("%s %s expect %s", w.MessageType, w.Key, w.Expect)
+	}
+	return "poison"
+}
