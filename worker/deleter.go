@@ -57,17 +57,19 @@ func (d *deleter) close(ctx context.Context) {
 
 func (d *deleter) run(ctx context.Context) {
 	defer close(d.stopped)
-	var batch []deletion
+	var pending []deletion
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
+	// flush sends the oldest (at most) 10 pending deletes — SQS refuses a
+	// bigger batch — and keeps the rest and the entries worth a retry.
 	flush := func() {
-		if len(batch) == 0 {
+		if len(pending) == 0 {
 			return
 		}
-		retry := d.send(ctx, batch)
-		batch = batch[:0]
-		batch = append(batch, retry...)
-		if len(batch) > 0 {
+		n := min(len(pending), 10)
+		retry := d.send(ctx, pending[:n])
+		pending = append(pending[n:], retry...)
+		if len(pending) > 0 {
 			timer.Reset(d.interval)
 		}
 	}
@@ -75,18 +77,21 @@ func (d *deleter) run(ctx context.Context) {
 		select {
 		case del, ok := <-d.in:
 			if !ok {
-				for len(batch) > 0 {
+				for len(pending) > 0 {
 					flush()
 				}
 				return
 			}
-			if len(batch) == 0 {
+			if len(pending) == 0 {
 				timer.Reset(d.interval)
 			}
-			batch = append(batch, del)
-			if len(batch) == 10 {
-				timer.Stop()
+			pending = append(pending, del)
+			for len(pending) >= 10 {
+				before := len(pending)
 				flush()
+				if len(pending) >= before {
+					break // the batch failed; retry when the timer fires
+				}
 			}
 		case <-timer.C:
 			flush()

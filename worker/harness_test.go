@@ -276,3 +276,14 @@ func jsonBody(t *testing.T, v any) string {
 func dynamodbWithAttempts(h *harness, attempts int) *dynamodb.Client {
 	return dynamodb.NewFromConfig(h.env.AWS, h.inj.DynamoDB, func(o *dynamodb.Options) { o.RetryMaxAttempts = attempts })
 }
+
+// waitEventsNow returns the events so far that match.
+func (h *harness) waitEventsNow(match func(worker.Event) bool) []worker.Event {
+	var got []worker.Event
+	for _, ev := range h.allEvents() {
+		if match(ev) {
+			got = append(got, ev)
+		}
+	}
+	return got
+}

@@ -116,8 +116,15 @@ func (w *Worker) unleased(d *delivery, err error) disposition {
 	if f.IsTerminal() { // a request the database refuses will not heal by waiting, but needs a record
 		f = failure.Wrap(failure.Retryable, f.Code, err)
 	}
-	return keepFor(OutcomeRetry, w.cfg.Backoff.delay(max(1, receiveCount(d.m))), f)
+	return keepFor(OutcomeRetry, w.cfg.Backoff.delay(unleasedStep(d.m)), f)
 }
+
+// unleasedStep is the backoff step of a delivery that failed before it held
+// a lease (no business attempt is counted): its receive count, capped low —
+// innocent redeliveries (in-flight duplicates, a storm after an outage)
+// raise the count, and one throttle must not then hide a message for
+// minutes. Database-wide trouble is the poller's to handle.
+func unleasedStep(m types.Message) int { return min(max(1, receiveCount(m)), 4) }
 
 // reject records a message that cannot be filed under its key, then ends it
 // with the terminal policy. If the record cannot be written, the message
@@ -254,10 +261,10 @@ func (w *Worker) failLease(ctx context.Context, d *delivery, lease inbox.Lease, 
 	f = w.escalate(d.env, lease.Attempts, maxAttempts, f)
 	err := w.committer.Fail(ctx, lease, f)
 	var lost *mutation.LeaseLostError
-	if errors.As(err, &lost) {
+	if errors.As(err, &lost) && !recordedOurs(lost, f) {
 		return w.lostLease(lost, lease.Attempts)
 	}
-	if err != nil {
+	if err != nil && lost == nil {
 		// The failure could not be recorded; the lease will expire and the
 		// redelivery takes over (counting this attempt).
 		w.log.Warn("could not record failure", "idempotencyKey", lease.Key, "code", f.Code, "error", err.Error())
@@ -273,6 +280,21 @@ func (w *Worker) failLease(ctx context.Context, d *delivery, lease inbox.Lease, 
 	disp := keepFor(OutcomeRetry, w.cfg.Backoff.delay(lease.Attempts), f)
 	disp.attempt = lease.Attempts
 	return disp
+}
+
+// recordedOurs: the fenced failure update found the record already failed
+// under our own token — an earlier attempt of the same update applied and
+// its response was lost (the SDK retried). The failure is recorded.
+func recordedOurs(lost *mutation.LeaseLostError, f *failure.Error) bool {
+	r := lost.Record
+	if r == nil || r.LeaseToken != lost.Lease.Token || r.FailureCode != f.Code {
+		return false
+	}
+	want := inbox.StatusFailedRetryable
+	if f.IsTerminal() {
+		want = inbox.StatusFailedTerminal
+	}
+	return r.Status == want
 }
 
 // escalate makes a retryable failure terminal when the attempt policy ends
@@ -431,7 +453,7 @@ func (w *Worker) finish(ctx context.Context, d *delivery, disp disposition, del 
 				// Not in the DLQ yet: keep it; the next delivery finds the
 				// record FAILED_TERMINAL and tries the DLQ again.
 				w.log.Error("DLQ send failed; message kept", "sqsMessageId", aws.ToString(d.m.MessageId), "error", err.Error())
-				w.changeVisibility(ctx, d.m, w.cfg.Backoff.delay(max(1, receiveCount(d.m))))
+				w.changeVisibility(ctx, d.m, w.cfg.Backoff.delay(unleasedStep(d.m)))
 				break
 			}
 			w.metrics.DLQSent.Inc()

@@ -15,6 +15,7 @@ import (
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/internal/faults"
 	"github.com/ddbworker/ddbworker/internal/testenv"
 	"github.com/ddbworker/ddbworker/worker"
 )
@@ -180,4 +181,56 @@ func TestDLQKeepsProducerAttributes(t *testing.T) {
 	m := h.dlq(1)[0]
 	require.Equal(t, "acme", aws.ToString(m.MessageAttributes["tenant"].StringValue))
 	require.Equal(t, string(envelope.CodeInvalidJSON), aws.ToString(m.MessageAttributes[worker.AttrFailureCode].StringValue))
+}
+
+// A failed DeleteMessageBatch of a full batch is retried without ever
+// sending more than 10 entries (SQS refuses the whole request then), and
+// every message ends deleted.
+func TestDeleteBatchFailureRetried(t *testing.T) {
+	h := newHarness(t, testenv.Options{})
+	ids := make([]string, 40)
+	var envs []*envelope.Envelope
+	for i := range ids {
+		ids[i] = "c" + strconv.Itoa(i)
+		envs = append(envs, mustEnv(t)(caseflow.NewDeadlineRequest("k-del-"+ids[i], ids[i], "intake", effective)))
+	}
+	h.seedCases(ids...)
+	h.inj.Add(faults.Rule{Service: "SQS", Operation: "DeleteMessageBatch", Kind: faults.KindSQSError, Times: 2})
+	var tooMany atomic.Int32
+	h.inj.Add(faults.Rule{Service: "SQS", Operation: "DeleteMessageBatch", Kind: faults.KindDelay, Rate: 1, Match: func(in any) bool {
+		if b, ok := in.(*sqs.DeleteMessageBatchInput); ok && len(b.Entries) > 10 {
+			tooMany.Add(1)
+		}
+		return false
+	}})
+	cfg := h.testConfig()
+	cfg.Concurrency = 10
+	cfg.DeleteFlushInterval = 200 * time.Millisecond
+	h.start(cfg, worker.Deps{Handlers: h.caseHandlers()})
+	h.send(envs...)
+	evs := h.waitEvents(40, 30*time.Second, final)
+	for _, ev := range evs[:40] {
+		require.Equal(t, worker.OutcomeApplied, ev.Outcome)
+	}
+	h.requireQueueEmpty()
+	require.Equal(t, 2, h.inj.Fired()[faults.KindSQSError])
+	require.Zero(t, tooMany.Load(), "a DeleteMessageBatch carried more than 10 entries")
+	require.Empty(t, h.waitEventsNow(func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeDuplicate }), "no redelivery")
+}
+
+// A lost response on the fenced failure update: the SDK's retry finds the
+// record already failed under our own token. That is recorded, not a lost
+// lease: the message backs off and the retry applies.
+func TestLostResponseOnFailureUpdate(t *testing.T) {
+	h := newHarness(t, testenv.Options{})
+	h.seedCases("c1")
+	h.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "UpdateItem", Kind: faults.KindLostResponse, Times: 1})
+	h.start(h.testConfig(), worker.Deps{Handlers: flaky(h, 1, func(string) bool { return true })})
+	h.send(mustEnv(t)(caseflow.NewDeadlineRequest("k-lostfail", "c1", "intake", effective)))
+	ev := h.waitEvents(1, 20*time.Second, final)[0]
+	require.Equal(t, worker.OutcomeApplied, ev.Outcome)
+	require.Equal(t, 1, h.inj.Fired()[faults.KindLostResponse])
+	retry := h.waitEvents(1, time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeRetry })[0]
+	require.Equal(t, "DOWNSTREAM_DOWN", retry.Code)
+	require.Empty(t, h.waitEventsNow(func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeLeaseLost }))
 }

@@ -3,6 +3,7 @@ package caseflow
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -161,11 +162,13 @@ func GeneratePlan(cfg ScenarioConfig) (*Plan, error) {
 		p.CaseIDs = append(p.CaseIDs, fmt.Sprintf("case-%05d", i+1))
 	}
 	dups := int(float64(cfg.Messages) * cfg.DuplicateRatio)
-	unique := cfg.Messages - dups - cfg.Poison
 	caseNotFound := 0
 	if cfg.Poison > 0 {
 		caseNotFound = max(1, cfg.Poison/6)
 	}
+	// Work items (first copies) include the CASE_NOT_FOUND ones, which are
+	// also part of the poison count.
+	unique := cfg.Messages - dups - (cfg.Poison - caseNotFound)
 	mismatches := 0
 	if cfg.Poison > 0 {
 		mismatches = max(1, cfg.Poison/6)
@@ -210,7 +213,8 @@ func GeneratePlan(cfg ScenarioConfig) (*Plan, error) {
 	for i, wi := range order {
 		pos[wi] = i
 	}
-	for _, idx := range stageIdx {
+	for _, c := range slices.Sorted(maps.Keys(stageIdx)) { // sorted: the same seed gives the same plan
+		idx := stageIdx[c]
 		slots := make([]int, len(idx))
 		for i, wi := range idx {
 			slots[i] = pos[wi]
