@@ -25,8 +25,9 @@ test/race: test ## Same as test (the suite always runs with -race)
 test/short: deps build ## Unit tests and the fast protocol tests only
 	$(BIN) emulators exec -- $(GOTEST) -short ./...
 
-bench: deps build ## Go micro-benchmarks (ns/op, allocs)
-	$(GO) test -run '^$$' -bench . -benchmem ./envelope ./gate ./mutation ./worker
+bench: deps build ## Benchmark: naive vs default vs fused against their ceilings, then Go micro-benchmarks
+	$(BIN) bench $(BENCH_ARGS)
+	$(GO) test -run '^$$' -bench . -benchmem ./envelope ./gate ./mutation
 
 chaos: deps build ## Kill -9 and fault-injection run with an invariant check
 	$(BIN) chaos
