@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,25 +39,12 @@ const (
 	opGet   = "DynamoDB.GetItem"
 )
 
-// clock is a fake clock safe for concurrent use: tests move it instead of
-// sleeping.
-type clock struct{ ns atomic.Int64 }
-
-func newClock() *clock {
-	c := &clock{}
-	c.ns.Store(time.Now().Truncate(time.Millisecond).UnixNano())
-	return c
-}
-
-func (c *clock) Now() time.Time          { return time.Unix(0, c.ns.Load()).UTC() }
-func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
-
 type fixture struct {
 	t     *testing.T
 	env   *testenv.Env
 	inj   *faults.Injector
 	ddb   *dynamodb.Client // through the fault injector; reads for assertions use env.DynamoDB
-	clock *clock
+	clock *testenv.Clock
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -72,7 +58,7 @@ func newFixture(t *testing.T) *fixture {
 			so.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
 		})
 	})
-	return &fixture{t: t, env: env, inj: inj, ddb: ddb, clock: newClock()}
+	return &fixture{t: t, env: env, inj: inj, ddb: ddb, clock: testenv.NewClock()}
 }
 
 func (f *fixture) gate(mods ...func(*gate.Config)) *gate.Gate {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -38,23 +37,12 @@ const (
 	shards  = 16
 )
 
-type clock struct{ ns atomic.Int64 }
-
-func newClock() *clock {
-	c := &clock{}
-	c.ns.Store(time.Now().Truncate(time.Millisecond).UnixNano())
-	return c
-}
-
-func (c *clock) Now() time.Time          { return time.Unix(0, c.ns.Load()).UTC() }
-func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
-
 type fixture struct {
 	t     *testing.T
 	env   *testenv.Env
 	inj   *faults.Injector
 	ddb   *dynamodb.Client // through the fault injector; assertions read with env.DynamoDB
-	clock *clock
+	clock *testenv.Clock
 	gate  *gate.Gate
 	c     *mutation.Committer
 }
@@ -69,7 +57,7 @@ func newFixture(t *testing.T, indexProcessing bool) *fixture {
 			so.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
 		})
 	})
-	f := &fixture{t: t, env: env, inj: inj, ddb: ddb, clock: newClock()}
+	f := &fixture{t: t, env: env, inj: inj, ddb: ddb, clock: testenv.NewClock()}
 	var err error
 	f.gate, err = gate.New(ddb, gate.Config{Table: env.Table, Owner: "worker-1", Now: f.clock.Now, IndexProcessing: indexProcessing,
 		Policy: stale.Policy{Lease: lease}, AttentionShards: shards})

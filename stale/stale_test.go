@@ -3,7 +3,6 @@ package stale_test
 import (
 	"context"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -170,17 +169,12 @@ func TestTTLFor(t *testing.T) {
 
 // Renewer, against DynamoDB Local.
 
-type clock struct{ ns atomic.Int64 }
-
-func (c *clock) Now() time.Time          { return time.Unix(0, c.ns.Load()).UTC() }
-func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
-
 type fixture struct {
 	t     *testing.T
 	env   *testenv.Env
 	inj   *faults.Injector
 	ddb   *dynamodb.Client
-	clock *clock
+	clock *testenv.Clock
 	gate  *gate.Gate
 }
 
@@ -189,8 +183,7 @@ var policy = stale.Policy{Lease: 30 * time.Second, Skew: 2 * time.Second}
 func newFixture(t *testing.T, indexProcessing bool) *fixture {
 	t.Helper()
 	env := testenv.New(t, testenv.Options{NoQueue: true})
-	f := &fixture{t: t, env: env, inj: faults.New(3), clock: &clock{}}
-	f.clock.ns.Store(time.Now().Truncate(time.Millisecond).UnixNano())
+	f := &fixture{t: t, env: env, inj: faults.New(3), clock: testenv.NewClock()}
 	f.ddb = dynamodb.NewFromConfig(env.AWS, f.inj.DynamoDB)
 	var err error
 	f.gate, err = gate.New(f.ddb, gate.Config{Table: env.Table, Owner: "worker-1", Policy: policy, Now: f.clock.Now, IndexProcessing: indexProcessing, AttentionShards: 4})

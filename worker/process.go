@@ -179,13 +179,10 @@ func (w *Worker) runLease(ctx context.Context, d *delivery, lease inbox.Lease, m
 			return w.lostLease(&mutation.LeaseLostError{Lease: lease, Record: lost.Record}, lease.Attempts)
 		}
 		if err == nil {
-			start := w.cfg.Now()
-			err = w.committer.Commit(ctx, lease, res.Writes, mutation.Completion{Outcome: res.Outcome, ResultRef: res.ResultRef}, run)
-			w.metrics.Commit.Observe(w.cfg.Now().Sub(start).Seconds())
-			if err == nil {
-				w.fail(FailpointAfterCommit)
-				disp := ackWith(appliedOutcome(res.Outcome))
-				disp.attempt = lease.Attempts
+			var disp disposition
+			if disp, err = w.commit(res, lease.Attempts, func(done mutation.Completion) error {
+				return w.committer.Commit(ctx, lease, res.Writes, done, run)
+			}); err == nil {
 				return disp
 			}
 		}
@@ -195,6 +192,21 @@ func (w *Worker) runLease(ctx context.Context, d *delivery, lease inbox.Lease, m
 		}
 		return w.settle(ctx, d, lease, maxAttempts, err)
 	}
+}
+
+// commit runs one commit of a handler's result and times it; after a
+// commit the after-commit failpoint passes and the message is acked.
+func (w *Worker) commit(res Result, attempt int, do func(mutation.Completion) error) (disposition, error) {
+	start := w.cfg.Now()
+	err := do(mutation.Completion{Outcome: res.Outcome, ResultRef: res.ResultRef})
+	w.metrics.Commit.Observe(w.cfg.Now().Sub(start).Seconds())
+	if err != nil {
+		return disposition{}, err
+	}
+	w.fail(FailpointAfterCommit)
+	disp := ackWith(appliedOutcome(res.Outcome))
+	disp.attempt = attempt
+	return disp, nil
 }
 
 func appliedOutcome(o string) string {
@@ -363,13 +375,10 @@ func (w *Worker) deliverFused(ctx context.Context, d *delivery) disposition {
 		msg := &Message{Envelope: d.env, SQSMessageID: aws.ToString(d.m.MessageId), ReceiveCount: receiveCount(d.m), Attempt: 1, Run: run}
 		res, err := w.callHandler(ctx, d.rt.handler, msg)
 		if err == nil {
-			start := w.cfg.Now()
-			err = w.committer.CommitFused(ctx, rec, res.Writes, mutation.Completion{Outcome: res.Outcome, ResultRef: res.ResultRef}, run)
-			w.metrics.Commit.Observe(w.cfg.Now().Sub(start).Seconds())
-			if err == nil {
-				w.fail(FailpointAfterCommit)
-				disp := ackWith(appliedOutcome(res.Outcome))
-				disp.attempt = 1
+			var disp disposition
+			if disp, err = w.commit(res, 1, func(done mutation.Completion) error {
+				return w.committer.CommitFused(ctx, rec, res.Writes, done, run)
+			}); err == nil {
 				return disp
 			}
 			var exists *mutation.ExistsError

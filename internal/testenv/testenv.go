@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -157,3 +158,21 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() bool, msgAndArg
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Clock is a fake clock, safe for concurrent use: tests move it instead of
+// sleeping. Pass its Now as a component's Config.Now.
+type Clock struct{ ns atomic.Int64 }
+
+// NewClock returns a clock set to the current time, truncated to the
+// millisecond (the precision of stored lease expiries).
+func NewClock() *Clock {
+	c := &Clock{}
+	c.ns.Store(time.Now().Truncate(time.Millisecond).UnixNano())
+	return c
+}
+
+// Now reads the clock.
+func (c *Clock) Now() time.Time { return time.Unix(0, c.ns.Load()).UTC() }
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
