@@ -126,7 +126,7 @@ func ints(s string) ([]int, error) {
 
 func printBench(out io.Writer, r *bench.Report, took time.Duration) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	header := "worker\tconc\tmsg/s\tceiling\tefficiency\tvs naive\tp50\tp99\tCPU/msg\tpeak RSS\tDDB fresh\tDDB dup\tSQS fresh\tSQS dup\tWCU AWS fresh/dup\tWCU Local fresh/dup\tapplied twice\t"
+	header := "worker\tconc\tmsg/s\tceiling\tefficiency\tvs naive\tp50\tp99\tCPU/msg\tpeak RSS\tDDB fresh\tDDB dup\tSQS fresh\tSQS dup\tWCU AWS fresh/dup\tWCU Local fresh/dup\tapplied twice\tredone\t"
 	rows := func(title string, results []bench.Result) {
 		if len(results) == 0 {
 			return
@@ -146,10 +146,10 @@ func printBench(out io.Writer, r *bench.Report, took time.Duration) {
 			if x.VsNaive > 0 {
 				vs = fmt.Sprintf("%.2f", x.VsNaive)
 			}
-			fmt.Fprintf(tw, "%s%s\t%d\t%.0f\t%.0f\t%.2f\t%s\t%s\t%s\t%s\t%.0f MiB\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f / %.0f\t%.1f / %.1f\t%d\t\n",
+			fmt.Fprintf(tw, "%s%s\t%d\t%.0f\t%.0f\t%.2f\t%s\t%s\t%s\t%s\t%.0f MiB\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f / %.0f\t%.1f / %.1f\t%d\t%d\t\n",
 				prefix, x.Kind, x.Concurrency, x.Worker.Throughput, x.Ceiling.Throughput, x.Efficiency, vs,
 				ms(x.Worker.P50), ms(x.Worker.P99), us(x.CPUPerMessage), float64(x.PeakRSS)/(1<<20),
-				x.DynamoDBFresh, x.DynamoDBDup, x.SQSFresh, x.SQSDup, x.AWSWCUFresh, x.AWSWCUDup, x.LocalWCUFresh, x.LocalWCUDup, x.DoubleApplies)
+				x.DynamoDBFresh, x.DynamoDBDup, x.SQSFresh, x.SQSDup, x.AWSWCUFresh, x.AWSWCUDup, x.LocalWCUFresh, x.LocalWCUDup, x.DoubleApplies, x.Redone)
 		}
 	}
 	rows("CONCURRENCY SWEEP", r.Concurrency)

@@ -15,24 +15,26 @@ import (
 // meter counts API calls per service and the write capacity DynamoDB
 // reports (it asks for ReturnConsumedCapacity=TOTAL on every write).
 type meter struct {
-	mu       sync.Mutex
-	calls    map[string]int
-	capacity float64
+	mu           sync.Mutex
+	calls        map[string]int
+	capacity     float64
+	lostReceives int
 }
 
 func newMeter() *meter { return &meter{calls: map[string]int{}} }
 
 type reading struct {
-	DynamoDB int
-	SQS      int
-	Capacity float64
-	Calls    map[string]int
+	DynamoDB     int
+	SQS          int
+	Capacity     float64
+	Calls        map[string]int
+	LostReceives int
 }
 
 func (m *meter) read() reading {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r := reading{Capacity: m.capacity, Calls: map[string]int{}}
+	r := reading{Capacity: m.capacity, Calls: map[string]int{}, LostReceives: m.lostReceives}
 	for k, v := range m.calls {
 		r.Calls[k] = v
 		switch {
@@ -49,6 +51,21 @@ func (m *meter) dynamodb(o *dynamodb.Options) { o.APIOptions = append(o.APIOptio
 func (m *meter) sqs(o *sqs.Options)           { o.APIOptions = append(o.APIOptions, m.install) }
 
 func (m *meter) install(stack *middleware.Stack) error {
+	// Inside the retry loop: a receive attempt that failed while the call
+	// went on (the SDK retries it) may have taken messages with it, which
+	// then stay invisible for a whole visibility timeout.
+	lost := middleware.FinalizeMiddlewareFunc("bench.lostReceives", func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+		out, md, err := next.HandleFinalize(ctx, in)
+		if err != nil && ctx.Err() == nil && awsmiddleware.GetOperationName(ctx) == "ReceiveMessage" {
+			m.mu.Lock()
+			m.lostReceives++
+			m.mu.Unlock()
+		}
+		return out, md, err
+	})
+	if err := stack.Finalize.Insert(lost, "Retry", middleware.After); err != nil {
+		return err
+	}
 	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("bench.meter", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 		switch p := in.Parameters.(type) {
 		case *dynamodb.PutItemInput:
