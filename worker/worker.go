@@ -77,7 +77,7 @@ type Config struct {
 	// Default: min(10, Concurrency).
 	BatchSize int
 	// Pollers is the number of concurrent long polls. Default:
-	// ceil(Concurrency / BatchSize).
+	// ceil(Concurrency / (4·BatchSize)).
 	Pollers int
 	// WaitTime is the long-poll wait. Default: 20s.
 	WaitTime time.Duration
@@ -200,7 +200,7 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 		errs = append(errs, fmt.Errorf("worker: Config.BatchSize %d must be within 1..min(10, Concurrency)", cfg.BatchSize))
 	}
 	if cfg.Pollers == 0 && cfg.BatchSize > 0 {
-		cfg.Pollers = max(1, (cfg.Concurrency+cfg.BatchSize-1)/cfg.BatchSize)
+		cfg.Pollers = slots.Pollers(cfg.Concurrency, cfg.BatchSize)
 	}
 	if cfg.Pollers < 1 {
 		errs = append(errs, fmt.Errorf("worker: Config.Pollers %d must be at least 1", cfg.Pollers))

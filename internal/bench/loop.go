@@ -39,7 +39,7 @@ func (l *loop) run(ctx context.Context) {
 	flushed.Go(func() { l.deleter(deletes) })
 	var work, pollers sync.WaitGroup
 	batch := int64(l.batch)
-	for range max(1, (l.concurrency+l.batch-1)/l.batch) {
+	for range slots.Pollers(l.concurrency, l.batch) {
 		pollers.Go(func() {
 			for ctx.Err() == nil {
 				n, err := slots.AcquireBatch(ctx, pool, batch)

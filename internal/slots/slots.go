@@ -38,3 +38,12 @@ func AcquireBatch(ctx context.Context, sem *semaphore.Weighted, want int64) (int
 	}
 	return n, nil
 }
+
+// Pollers is the default number of concurrent long polls for a pool of
+// concurrency slots and receive batches of batch: one per four batches of
+// slots. A receive returns in about a millisecond when messages wait, so
+// few pollers keep a pool full; more of them only split the free slots
+// into partial batches, and partial batches cost SQS calls.
+func Pollers(concurrency, batch int) int {
+	return max(1, (concurrency+4*batch-1)/(4*batch))
+}
