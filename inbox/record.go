@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -127,11 +128,55 @@ func Decode(item map[string]types.AttributeValue) (*Record, error) {
 }
 
 // Item encodes r for PutItem.
+//
+// It is written out by hand, not by reflection: the gate and the fused
+// commit encode a record for every fresh message. It leaves out empty
+// attributes exactly as the dynamodbav tags (omitempty) say, so Decode reads
+// back what Item wrote.
 func (r *Record) Item() (map[string]types.AttributeValue, error) {
-	item, err := attributevalue.MarshalMap(r)
-	if err != nil {
-		return nil, fmt.Errorf("inbox: encode record: %w", err)
+	item := make(map[string]types.AttributeValue, 24)
+	str := func(name, v string) {
+		if v != "" {
+			item[name] = &types.AttributeValueMemberS{Value: v}
+		}
 	}
+	num := func(name string, v int64) {
+		if v != 0 {
+			item[name] = &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+		}
+	}
+	item[tables.AttrPK] = &types.AttributeValueMemberS{Value: r.PK}
+	item[tables.AttrSK] = &types.AttributeValueMemberS{Value: r.SK}
+	item[tables.AttrStatus] = &types.AttributeValueMemberS{Value: string(r.Status)}
+	str(tables.AttrIdempotencyKey, r.Key)
+	str(tables.AttrMessageType, r.MessageType)
+	str(tables.AttrRequestHash, r.RequestHash)
+	num(tables.AttrSchemaVersion, int64(r.SchemaVersion))
+	str(tables.AttrAggregateType, r.AggregateType)
+	str(tables.AttrAggregateID, r.AggregateID)
+	str(tables.AttrCorrelationID, r.CorrelationID)
+	str(tables.AttrCausationID, r.CausationID)
+	str(tables.AttrProducer, r.Producer)
+	str(tables.AttrSQSMessageID, r.SQSMessageID)
+	str(tables.AttrFirstSeenAt, r.FirstSeenAt)
+	str(tables.AttrLastSeenAt, r.LastSeenAt)
+	str(tables.AttrStartedAt, r.StartedAt)
+	str(tables.AttrCompletedAt, r.CompletedAt)
+	str(tables.AttrFailedAt, r.FailedAt)
+	num(tables.AttrAttempts, int64(r.Attempts))
+	num(tables.AttrDeliveries, int64(r.Deliveries))
+	str(tables.AttrLeaseOwner, r.LeaseOwner)
+	str(tables.AttrLeaseToken, r.LeaseToken)
+	num(tables.AttrLeaseExpiresAt, r.LeaseExpiresAt)
+	str(tables.AttrFailureCode, r.FailureCode)
+	str(tables.AttrFailureMessage, r.FailureMessage)
+	str(tables.AttrOutcome, r.Outcome)
+	str(tables.AttrResultRef, r.ResultRef)
+	num(tables.AttrTTL, r.TTL)
+	str(tables.AttrGSI1PK, r.GSI1PK)
+	str(tables.AttrGSI1SK, r.GSI1SK)
+	str(tables.AttrGSI2PK, r.GSI2PK)
+	str(tables.AttrGSI2SK, r.GSI2SK)
 	return item, nil
 }
 

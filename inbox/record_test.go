@@ -2,6 +2,7 @@ package inbox_test
 
 import (
 	"fmt"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"math/rand/v2"
 	"sort"
 	"strconv"
@@ -250,4 +251,30 @@ func ExampleDecode() {
 	// order-7 CaseOpened PROCESSING 2
 	// 2026-03-01T12:00:30.000Z
 	// FAILED_TERMINAL#00
+}
+
+// Item is hand-written; it must say exactly what the dynamodbav tags say.
+func TestItemMatchesTags(t *testing.T) {
+	full := inbox.Record{Key: "k", MessageType: "T", Status: inbox.StatusFailedRetryable, RequestHash: "h", SchemaVersion: 1,
+		AggregateType: "A", AggregateID: "a", CorrelationID: "c", CausationID: "z", Producer: "p", SQSMessageID: "m",
+		FirstSeenAt: "1", LastSeenAt: "2", StartedAt: "3", CompletedAt: "4", FailedAt: "5", Attempts: 2, Deliveries: 3,
+		LeaseOwner: "o", LeaseToken: "t", LeaseExpiresAt: 99, FailureCode: "F", FailureMessage: "fm", Outcome: "O",
+		ResultRef: "r", TTL: 7, PK: "IDEMP#k", SK: "WORKER#T", GSI1PK: "g1", GSI1SK: "g1s", GSI2PK: "g2", GSI2SK: "g2s"}
+	for _, r := range []inbox.Record{full, {PK: "IDEMP#k", SK: "WORKER#T", Status: inbox.StatusProcessing}} {
+		got, err := r.Item()
+		require.NoError(t, err)
+		want, err := attributevalue.MarshalMap(r)
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+	}
+}
+
+func BenchmarkItem(b *testing.B) {
+	r := inbox.NewRecord(&inbox.Work{Key: "k-123", MessageType: "CaseNoteRecorded", RequestHash: "0123456789abcdef", SchemaVersion: 1,
+		AggregateType: "Case", AggregateID: "c-1", Producer: "p"}, time.Now())
+	r.Status, r.LeaseToken, r.LeaseExpiresAt, r.TTL = inbox.StatusProcessing, "tok", 1, 2
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _ = r.Item()
+	}
 }
