@@ -18,7 +18,6 @@ import (
 
 	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/internal/bench"
-	"github.com/ddbworker/ddbworker/internal/emulators"
 )
 
 func newBenchCmd(g *globals) *cobra.Command {
@@ -56,18 +55,12 @@ computed in AWS terms from item sizes.`,
 			}
 			cfg.Progress = cmd.ErrOrStderr()
 			ctx := cmd.Context()
-			env := bench.Env{AWS: emulators.AWSConfig(), Table: "ddbworker-bench-" + caseflow.NewID("")[:8]}
-			if g.ddbEndpoint == "" || g.sqsEndpoint == "" {
-				fmt.Fprintln(cmd.ErrOrStderr(), "[bench] starting DynamoDB Local and the SQS emulator on 127.0.0.1 …")
-				emu, err := emulators.Start(ctx, emulators.Config{Dir: emuDir})
-				if err != nil {
-					return err
-				}
-				defer emu.Stop()
-				g.ddbEndpoint, g.sqsEndpoint = emu.DynamoDBEndpoint, emu.SQSEndpoint
-			} else if env.AWS, err = g.awsConfig(ctx); err != nil {
+			awsCfg, stop, err := g.localOrGiven(ctx, emuDir, cmd.ErrOrStderr(), "bench")
+			if err != nil {
 				return err
 			}
+			defer stop()
+			env := bench.Env{AWS: awsCfg, Table: "ddbworker-bench-" + caseflow.NewID("")[:8]}
 			env.DynamoDB = []func(*dynamodb.Options){func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(g.ddbEndpoint) }}
 			env.SQS = []func(*sqs.Options){func(o *sqs.Options) { o.BaseEndpoint = aws.String(g.sqsEndpoint) }}
 			if profile != "" {

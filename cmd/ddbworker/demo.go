@@ -19,7 +19,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ddbworker/ddbworker/example/caseflow"
-	"github.com/ddbworker/ddbworker/internal/emulators"
 	"github.com/ddbworker/ddbworker/internal/faults"
 	"github.com/ddbworker/ddbworker/tables"
 	"github.com/ddbworker/ddbworker/worker"
@@ -100,25 +99,11 @@ func (t *demoTally) snapshot() (final int, outcomes map[string]int) {
 
 func runDemo(ctx context.Context, g *globals, f *demoFlags, out, errw io.Writer) error {
 	started := time.Now()
-	cfg := emulators.AWSConfig()
-	if g.ddbEndpoint == "" || g.sqsEndpoint == "" {
-		fmt.Fprintln(errw, "[demo] starting DynamoDB Local and the SQS emulator on 127.0.0.1 …")
-		env, err := emulators.Start(ctx, emulators.Config{Dir: f.dir})
-		if err != nil {
-			return err
-		}
-		defer func() {
-			_ = env.Stop()
-			fmt.Fprintln(errw, "[demo] emulators stopped")
-		}()
-		g.ddbEndpoint, g.sqsEndpoint = env.DynamoDBEndpoint, env.SQSEndpoint
-		fmt.Fprintf(errw, "[demo] DynamoDB Local %s, SQS %s (ready in %s)\n", env.DynamoDBEndpoint, env.SQSEndpoint, time.Since(started).Round(time.Millisecond))
-	} else {
-		var err error
-		if cfg, err = g.awsConfig(ctx); err != nil {
-			return err
-		}
+	cfg, stop, err := g.localOrGiven(ctx, f.dir, errw, "demo")
+	if err != nil {
+		return err
 	}
+	defer stop()
 	counter := faults.New(1) // counts calls only: no rules
 	ddb, q := g.clients(cfg, []func(*dynamodb.Options){counter.DynamoDB}, []func(*sqs.Options){counter.SQS})
 
@@ -239,29 +224,25 @@ func waitDrained(ctx context.Context, tally *demoTally, want int, deadline time.
 	}
 }
 
-// drainDLQ receives every DLQ message and returns their failure codes.
+// drainDLQ returns the failure code of every DLQ message ("(none)" for a
+// message without one).
 func drainDLQ(ctx context.Context, q *sqs.Client, url string) ([]string, error) {
-	codes := []string{}
-	empty := 0
-	for empty < 2 {
-		out, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10,
-			WaitTimeSeconds: 1, VisibilityTimeout: 300, MessageAttributeNames: []string{worker.AttrFailureCode}})
-		if err != nil {
-			return nil, fmt.Errorf("read DLQ: %w", err)
-		}
-		if len(out.Messages) == 0 {
-			empty++
-			continue
-		}
-		for _, m := range out.Messages {
-			code := "(none)"
-			if a, ok := m.MessageAttributes[worker.AttrFailureCode]; ok {
-				code = aws.ToString(a.StringValue)
-			}
-			codes = append(codes, code)
-		}
+	msgs, err := worker.PeekDLQ(ctx, q, url, 5*time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	codes := make([]string, len(msgs))
+	for i, m := range msgs {
+		codes[i] = orNone(m.FailureCode)
 	}
 	return codes, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
 }
 
 // queueLeft reports how many messages the work queue still holds.

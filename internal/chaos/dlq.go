@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ddbworker/ddbworker/example/caseflow"
@@ -19,32 +19,16 @@ type DLQCopy struct {
 	IdempotencyKey string
 }
 
-// drainDLQ receives every DLQ message (hiding each for 5 minutes, deleting
-// none, so they stay for inspection) until two receives in a row come back
-// empty.
+// drainDLQ reads every DLQ copy (each hidden for 5 minutes, none deleted,
+// so they stay for inspection).
 func drainDLQ(ctx context.Context, q *sqs.Client, url string) ([]DLQCopy, error) {
-	var out []DLQCopy
-	for empty := 0; empty < 2; {
-		res, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10,
-			WaitTimeSeconds: 1, VisibilityTimeout: 300, MessageAttributeNames: []string{"All"}})
-		if err != nil {
-			return nil, fmt.Errorf("chaos: read the DLQ: %w", err)
-		}
-		if len(res.Messages) == 0 {
-			empty++
-			continue
-		}
-		empty = 0
-		for _, m := range res.Messages {
-			attr := func(name string) string {
-				if a, ok := m.MessageAttributes[name]; ok {
-					return aws.ToString(a.StringValue)
-				}
-				return ""
-			}
-			out = append(out, DLQCopy{SourceID: attr(worker.AttrSourceMessageID), Code: attr(worker.AttrFailureCode),
-				IdempotencyKey: attr(worker.AttrIdempotencyKey)})
-		}
+	msgs, err := worker.PeekDLQ(ctx, q, url, 5*time.Minute)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: %w", err)
+	}
+	out := make([]DLQCopy, len(msgs))
+	for i, m := range msgs {
+		out[i] = DLQCopy{SourceID: m.SourceMessageID, Code: m.FailureCode, IdempotencyKey: m.IdempotencyKey}
 	}
 	return out, nil
 }
