@@ -61,7 +61,16 @@ SDK's own variables (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	pf.StringVar(&g.table, "table", "ddbworker", "DynamoDB table (inbox and example domain)")
 
-	root.AddCommand(newRunCmd(g), newTablesCmd(g), newQueuesCmd(g), newSendCmd(g), newDemoCmd(g), newBenchCmd(g), newChaosCmd(g), newEmulatorsCmd())
+	root.AddCommand(
+		newRunCmd(g),
+		newTablesCmd(g),
+		newQueuesCmd(g),
+		newSendCmd(g),
+		newDemoCmd(g),
+		newBenchCmd(g),
+		newChaosCmd(g),
+		newEmulatorsCmd(),
+	)
 	return root
 }
 
