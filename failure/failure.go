@@ -48,6 +48,8 @@ const (
 	CodeThrottled              = "THROTTLED"
 	CodeTransactionConflict    = "TRANSACTION_CONFLICT"
 	CodeTimeout                = "TIMEOUT"
+	CodeMessageTimeout         = "MESSAGE_TIMEOUT"
+	CodeLeaseAbandoned         = "LEASE_ABANDONED"
 	CodeServiceUnavailable     = "SERVICE_UNAVAILABLE"
 	CodeHandlerError           = "HANDLER_ERROR"
 	CodeHandlerPanic           = "HANDLER_PANIC"

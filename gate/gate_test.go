@@ -814,3 +814,44 @@ func TestAcquireSDKErrorsSurface(t *testing.T) {
 	require.False(t, errors.Is(err, gate.ErrRaceLimit))
 	require.Empty(t, f.raw(inbox.KeyOf("k-throttled", msgType)))
 }
+
+// A takeover is fenced on the lease still being expired: when the holder's
+// renewal lands between the decision (read from the expired record) and the
+// takeover UpdateItem, token, status and attempts are unchanged, so only
+// the lease condition stops the takeover. The gate must then re-decide:
+// in flight, the holder keeps its lease.
+func TestTakeoverFailsWhenLeaseRenewedMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	g1, g2 := f.gate(owner("worker-1")), f.gate(owner("worker-2"))
+	req := request("k-renewed")
+	first, err := g1.Acquire(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, gate.Acquired, first.Action)
+
+	f.clock.Advance(lease + skew + time.Second) // expired: the decision will be a takeover
+	ren, err := stale.NewRenewer(f.env.DynamoDB, stale.RenewerConfig{Table: f.env.Table, Policy: stale.Policy{Lease: lease, Skew: skew}, Now: f.clock.Now})
+	require.NoError(t, err)
+	var renewed inbox.Lease
+	f.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "UpdateItem", Kind: faults.KindHook, Times: 1,
+		Hook: func(ctx context.Context, _ any) {
+			var rerr error
+			renewed, rerr = ren.Renew(ctx, first.Lease) // the holder's heartbeat wins the race
+			require.NoError(t, rerr)
+		}})
+
+	d, err := g2.Acquire(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, 1, f.inj.Fired()[faults.KindHook], "the renewal landed between decide and takeover")
+	require.Equal(t, gate.InFlight, d.Action, "a takeover of a renewed lease must fail its condition")
+	require.Equal(t, gate.VerdictInFlight, d.Verdict)
+	require.Equal(t, lease+skew, d.RetryAfter)
+
+	rec, _ := f.record(req.Key)
+	require.Equal(t, inbox.StatusProcessing, rec.Status)
+	require.Equal(t, first.Lease.Token, rec.LeaseToken, "the holder keeps its lease")
+	require.Equal(t, "worker-1", rec.LeaseOwner)
+	require.Equal(t, 1, rec.Attempts, "no takeover counted")
+	require.Equal(t, renewed.ExpiresAt.UnixMilli(), rec.LeaseExpiresAt)
+	require.NoError(t, f.committer().Commit(ctx, renewed, nil, mutation.Completion{}, 0), "the holder still commits")
+}

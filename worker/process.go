@@ -190,8 +190,35 @@ func (w *Worker) runLease(ctx context.Context, d *delivery, lease inbox.Lease, m
 		if errors.As(err, &ge) && ge.Verdict.Kind == mutation.Retry && run < w.cfg.MaxGuardRetries {
 			continue
 		}
-		return w.settle(ctx, d, lease, maxAttempts, err)
+		err = w.overran(ctx, err)
+		settleCtx, cancel := detached(ctx)
+		defer cancel()
+		return w.settle(settleCtx, d, lease, maxAttempts, err)
 	}
+}
+
+// settleTimeout bounds the inbox writes that settle a delivery once its
+// handler is done, which may be after the per-message deadline.
+const settleTimeout = 10 * time.Second
+
+// detached is the context that settles a delivery: not ended by the
+// per-message deadline or by shutdown (a failure must be recorded, or the
+// record stays PROCESSING until its lease ends), but bounded.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+}
+
+// overran names a failure caused by the per-message deadline: the handler
+// or its commit ran past MessageTimeout.
+func (w *Worker) overran(ctx context.Context, err error) error {
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return err
+	}
+	if f, ok := failure.As(err); ok && f.Code != failure.CodeTimeout {
+		return err // the handler chose its own failure
+	}
+	return failure.Wrap(failure.Retryable, failure.CodeMessageTimeout,
+		fmt.Errorf("handler and commit ran past MessageTimeout (%s): %w", w.cfg.MessageTimeout, err))
 }
 
 // commit runs one commit of a handler's result and times it; after a
@@ -395,14 +422,17 @@ func (w *Worker) deliverFused(ctx context.Context, d *delivery) disposition {
 			}
 		}
 		// Record what happened under a lease, as the gated path would.
-		dec, aerr := w.gate.Acquire(ctx, d.req)
+		err = w.overran(ctx, err)
+		settleCtx, cancel := detached(ctx)
+		defer cancel()
+		dec, aerr := w.gate.Acquire(settleCtx, d.req)
 		if aerr != nil {
 			return w.unleased(d, aerr)
 		}
 		if dec.Action != gate.Acquired {
-			return w.decided(ctx, d, dec)
+			return w.decided(settleCtx, d, dec)
 		}
-		return w.settle(ctx, d, dec.Lease, dec.MaxAttempts, err)
+		return w.settle(settleCtx, d, dec.Lease, dec.MaxAttempts, err)
 	}
 }
 

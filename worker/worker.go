@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -154,6 +155,7 @@ type Worker struct {
 	metrics   *Metrics
 	fail      func(string)
 	ran       sync.Once
+	ready     atomic.Bool
 }
 
 // New validates deps and cfg and returns a Worker; every problem is
@@ -309,13 +311,19 @@ func (w *Worker) Run(ctx context.Context) error {
 	del := newDeleter(w.deps.SQS, w.cfg.QueueURL, w.cfg.DeleteFlushInterval, w.log, w.metrics, w.fail)
 	go del.run(workCtx)
 
+	// A permanent receive error stops every poller; in-flight work still
+	// drains, then Run returns the error.
+	pollCtx, stopPolling := context.WithCancelCause(ctx)
+	defer stopPolling(nil)
 	pool := semaphore.NewWeighted(int64(w.cfg.Concurrency))
 	var work sync.WaitGroup
 	var pollers sync.WaitGroup
+	w.ready.Store(true)
 	for range w.cfg.Pollers {
-		pollers.Go(func() { w.poll(ctx, workCtx, pool, &work, del) })
+		pollers.Go(func() { w.poll(pollCtx, workCtx, pool, &work, del, stopPolling) })
 	}
 	pollers.Wait()
+	w.ready.Store(false)
 
 	drained := make(chan struct{})
 	go func() { work.Wait(); close(drained) }()
@@ -329,10 +337,56 @@ func (w *Worker) Run(ctx context.Context) error {
 	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
 	del.close(flushCtx)
+	if cause := context.Cause(pollCtx); ctx.Err() == nil && cause != nil {
+		return cause
+	}
 	return nil
 }
 
-func (w *Worker) poll(ctx, workCtx context.Context, pool *semaphore.Weighted, work *sync.WaitGroup, del *deleter) {
+// Ready reports whether the worker is consuming: Run is polling and the
+// last receives succeeded. It turns false after receiveFailuresUnready
+// failed receives in a row, when a permanent receive error stopped Run,
+// and when Run returns.
+func (w *Worker) Ready() bool { return w.ready.Load() }
+
+// receiveFailuresUnready is how many failed receives in a row make the
+// worker not ready (one is a blip; SQS or the network is down after three).
+const receiveFailuresUnready = 3
+
+// ErrQueueUnusable is the sentinel of *ReceiveError.
+var ErrQueueUnusable = errors.New("worker: queue unusable")
+
+// ReceiveError is a receive failure that waiting will not heal: access
+// denied, a queue that does not exist, bad credentials, a KMS key the
+// worker may not use. Run returns it after draining in-flight work.
+type ReceiveError struct {
+	QueueURL string
+	Code     string
+	Err      error
+}
+
+func (e *ReceiveError) Error() string {
+	return fmt.Sprintf("worker: receive from %s failed for good (%s): %v", e.QueueURL, e.Code, e.Err)
+}
+
+// Unwrap returns ErrQueueUnusable and the SDK's error.
+func (e *ReceiveError) Unwrap() []error { return []error{ErrQueueUnusable, e.Err} }
+
+// permanentReceive reports whether an SQS error code (without the
+// "AWS.SimpleQueueService." prefix) is one that retrying cannot fix.
+func permanentReceive(code string) bool {
+	switch code {
+	case "AccessDenied", "AccessDeniedException",
+		"QueueDoesNotExist", "NonExistentQueue", "InvalidAddress",
+		"InvalidClientTokenId", "UnrecognizedClientException", "InvalidSecurity",
+		"SignatureDoesNotMatch", "MissingAuthenticationToken",
+		"KmsAccessDenied", "KmsDisabled", "KmsNotFound", "KmsInvalidState", "KmsInvalidKeyUsage":
+		return true
+	}
+	return false
+}
+
+func (w *Worker) poll(ctx, workCtx context.Context, pool *semaphore.Weighted, work *sync.WaitGroup, del *deleter, stop context.CancelCauseFunc) {
 	receiveFailures := 0
 	for ctx.Err() == nil {
 		// No receive while the pool is full (internal/slots).
@@ -355,8 +409,18 @@ func (w *Worker) poll(ctx, workCtx context.Context, pool *semaphore.Weighted, wo
 			}
 			receiveFailures++
 			w.metrics.ReceiveErrors.Inc()
+			if code := failure.APICode(err); permanentReceive(code) {
+				w.ready.Store(false)
+				rerr := &ReceiveError{QueueURL: w.cfg.QueueURL, Code: code, Err: err}
+				w.log.Error("receive failed for good; stopping", "error", rerr.Error())
+				stop(rerr)
+				return
+			}
 			if failure.IsThrottle(err) {
 				w.metrics.Throttles.Inc()
+			}
+			if receiveFailures >= receiveFailuresUnready {
+				w.ready.Store(false)
 			}
 			wait := w.cfg.Backoff.delay(min(receiveFailures, 6))
 			w.log.Warn("receive failed", "error", err.Error(), "retryIn", wait.String())
@@ -368,6 +432,7 @@ func (w *Worker) poll(ctx, workCtx context.Context, pool *semaphore.Weighted, wo
 			continue
 		}
 		receiveFailures = 0
+		w.ready.Store(true)
 		msgs := out.Messages
 		if unused := n - int64(len(msgs)); unused > 0 {
 			pool.Release(unused)

@@ -131,7 +131,7 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 
 	var ready atomic.Bool
 	if f.metricsAddr != "" {
-		srv, err := serveOps(f.metricsAddr, reg, &ready, log)
+		srv, err := serveOps(f.metricsAddr, reg, func() bool { return ready.Load() && w.Ready() }, log)
 		if err != nil {
 			return err
 		}
@@ -158,12 +158,12 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 
 // serveOps serves /metrics, /healthz (the process answers) and /readyz
 // (dependencies answered and the worker is consuming).
-func serveOps(addr string, reg *prometheus.Registry, ready *atomic.Bool, log *slog.Logger) (*http.Server, error) {
+func serveOps(addr string, reg *prometheus.Registry, ready func() bool, log *slog.Logger) (*http.Server, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready.Load() {
+		if !ready() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return
 		}

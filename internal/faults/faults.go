@@ -40,6 +40,7 @@ const (
 	KindServerError  Kind = "server_error"
 	KindDelay        Kind = "delay"
 	KindSQSError     Kind = "sqs_error"
+	KindHook         Kind = "hook"
 )
 
 // Rule is one fault.
@@ -60,6 +61,12 @@ type Rule struct {
 	Delay time.Duration
 	// Match, when set, must accept the operation input.
 	Match func(input any) bool
+	// Err, when set, is the error the rule fails the attempt with (before
+	// it is sent), instead of the one Kind chooses.
+	Err error
+	// Hook, when set, runs just before the attempt is sent, which then goes
+	// on normally: a concurrent writer whose change lands between two calls.
+	Hook func(ctx context.Context, input any)
 }
 
 type rule struct {
@@ -171,6 +178,13 @@ func (i *Injector) install(stack *middleware.Stack) error {
 		}
 		if i.OnFire != nil {
 			i.OnFire(r.Kind, service, op)
+		}
+		switch {
+		case r.Hook != nil:
+			r.Hook(ctx, ctx.Value(inputKey{}))
+			return next.HandleFinalize(ctx, in)
+		case r.Err != nil:
+			return middleware.FinalizeOutput{}, middleware.Metadata{}, r.Err
 		}
 		switch r.Kind {
 		case KindDelay:

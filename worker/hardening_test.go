@@ -1,0 +1,225 @@
+package worker_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/smithy-go"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ddbworker/ddbworker/example/caseflow"
+	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/faults"
+	"github.com/ddbworker/ddbworker/internal/testenv"
+	"github.com/ddbworker/ddbworker/worker"
+)
+
+// A handler that overruns MessageTimeout: the failure is recorded at once
+// (FAILED_RETRYABLE MESSAGE_TIMEOUT, lease released) on a context the
+// expired deadline does not end, so the record does not sit in PROCESSING
+// until its lease runs out; the retry then applies.
+func TestHandlerOverrunsMessageTimeout(t *testing.T) {
+	h := newHarness(t, testenv.Options{})
+	h.seedCases("c1")
+	inner := &caseflow.Handlers{Table: h.env.Table, TrackApplications: true}
+	var runs atomic.Int32
+	reg := worker.NewRegistry()
+	require.NoError(t, reg.Register(caseflow.TypeDeadline, worker.HandlerFunc(func(ctx context.Context, m *worker.Message) (worker.Result, error) {
+		if runs.Add(1) == 1 {
+			<-ctx.Done() // the first run hangs until the per-message deadline
+			return worker.Result{}, ctx.Err()
+		}
+		return inner.Deadline(ctx, m)
+	})))
+	var atRetry *inbox.Record
+	var mu sync.Mutex
+	cfg := h.testConfig()
+	cfg.MessageTimeout = 400 * time.Millisecond
+	h.start(cfg, worker.Deps{Handlers: reg, OnEvent: func(ev worker.Event) {
+		if ev.Outcome == worker.OutcomeRetry {
+			rec := h.record("k-overrun", caseflow.TypeDeadline)
+			mu.Lock()
+			atRetry = rec
+			mu.Unlock()
+		}
+	}})
+	h.send(mustEnv(t)(caseflow.NewDeadlineRequest("k-overrun", "c1", "intake", effective)))
+
+	ev := h.waitEvents(1, 20*time.Second, final)[0]
+	require.Equal(t, worker.OutcomeApplied, ev.Outcome)
+	require.Equal(t, 2, ev.Attempt)
+	retry := h.waitEvents(1, time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeRetry })[0]
+	require.Equal(t, failure.CodeMessageTimeout, retry.Code)
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotNil(t, atRetry)
+	require.Equal(t, inbox.StatusFailedRetryable, atRetry.Status, "the overrun must be recorded, not left PROCESSING")
+	require.Equal(t, failure.CodeMessageTimeout, atRetry.FailureCode)
+	require.Zero(t, atRetry.LeaseExpiresAt, "the lease is released")
+	require.EqualValues(t, 1, h.applications("c1", caseflow.TypeDeadline, "k-overrun"))
+}
+
+// Receive errors that waiting cannot heal stop the worker: Run returns a
+// *worker.ReceiveError and the worker is not ready. Transient ones make it
+// unready after three in a row and ready again when receiving works.
+func TestPermanentReceiveErrors(t *testing.T) {
+	cases := []struct {
+		name   string
+		inject error // nil: a real error from the emulator
+		code   string
+		queue  func(h *harness) string
+	}{
+		{name: "queue does not exist", queue: func(h *harness) string { return h.env.Queues.URL + "-missing" }},
+		{name: "access denied", code: "AccessDenied",
+			inject: &smithy.GenericAPIError{Code: "AccessDenied", Message: "injected: not authorized to perform sqs:ReceiveMessage"},
+			queue:  func(h *harness) string { return h.env.Queues.URL }},
+		{name: "KMS key disabled", code: "KmsDisabled",
+			inject: &smithy.GenericAPIError{Code: "KmsDisabled", Message: "injected: the KMS key is disabled"},
+			queue:  func(h *harness) string { return h.env.Queues.URL }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, testenv.Options{})
+			if tc.inject != nil {
+				h.inj.Add(faults.Rule{Service: "SQS", Operation: "ReceiveMessage", Rate: 1, Err: tc.inject})
+			}
+			cfg := h.testConfig()
+			cfg.QueueURL = tc.queue(h)
+			w, err := worker.New(worker.Deps{DynamoDB: h.ddb, SQS: h.sqs, Handlers: h.caseHandlers()}, cfg)
+			require.NoError(t, err)
+			done := make(chan error, 1)
+			go func() { done <- w.Run(context.Background()) }()
+			select {
+			case err = <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatal("Run kept retrying a permanent receive error")
+			}
+			require.ErrorIs(t, err, worker.ErrQueueUnusable)
+			var re *worker.ReceiveError
+			require.ErrorAs(t, err, &re)
+			require.Equal(t, cfg.QueueURL, re.QueueURL)
+			if tc.code != "" {
+				require.Equal(t, tc.code, re.Code)
+			} else {
+				require.NotEmpty(t, re.Code)
+			}
+			require.False(t, w.Ready())
+		})
+	}
+
+	t.Run("transient errors only make it unready", func(t *testing.T) {
+		h := newHarness(t, testenv.Options{})
+		h.seedCases("c1")
+		release := make(chan struct{})
+		h.inj.Add(faults.Rule{Service: "SQS", Operation: "ReceiveMessage", Rate: 1, Err: &smithy.GenericAPIError{Code: "ServiceUnavailable", Message: "injected"},
+			Match: func(any) bool {
+				select {
+				case <-release:
+					return false
+				default:
+					return true
+				}
+			}})
+		cfg := h.testConfig()
+		cfg.Backoff = worker.Backoff{Base: 100 * time.Millisecond, Max: time.Second, Jitter: 0.1}
+		w, err := worker.New(worker.Deps{DynamoDB: h.ddb, SQS: h.sqs, Handlers: h.caseHandlers(), OnEvent: func(ev worker.Event) {
+			h.mu.Lock()
+			h.events = append(h.events, ev)
+			h.mu.Unlock()
+			select {
+			case h.signal <- struct{}{}:
+			default:
+			}
+		}}, cfg)
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		testenv.Eventually(t, 20*time.Second, func() bool {
+			return h.inj.Calls()["SQS.ReceiveMessage"] >= 3 && !w.Ready()
+		}, "three failed receives in a row make the worker unready")
+		close(release)
+		h.send(mustEnv(t)(caseflow.NewDeadlineRequest("k-transient", "c1", "intake", effective)))
+		ev := h.waitEvents(1, 20*time.Second, final)[0]
+		require.Equal(t, worker.OutcomeApplied, ev.Outcome)
+		require.True(t, w.Ready())
+		cancel()
+		require.NoError(t, <-done)
+		require.False(t, w.Ready(), "a stopped worker is not ready")
+	})
+}
+
+// The heartbeat keeps a long handler's lease: a handler running 1.5 leases
+// finishes on its first attempt, with lease extensions. The same work,
+// re-sent while it runs, reaches a second worker, which must find the lease
+// renewed (in flight) and never take it over; it ends as a duplicate.
+func TestHeartbeatKeepsLongHandler(t *testing.T) {
+	h := newHarness(t, testenv.Options{})
+	h.seedCases("c1")
+	cfg := h.testConfig() // 2 s lease and visibility
+	work := 3 * time.Second
+	inner := &caseflow.Handlers{Table: h.env.Table, TrackApplications: true}
+	var runs atomic.Int32
+	started := make(chan struct{})
+	slow := func() *worker.Registry {
+		reg := worker.NewRegistry()
+		require.NoError(t, reg.Register(caseflow.TypeDeadline, worker.HandlerFunc(func(ctx context.Context, m *worker.Message) (worker.Result, error) {
+			if runs.Add(1) == 1 {
+				close(started)
+			}
+			select {
+			case <-time.After(work): // the handler's own slow work
+			case <-ctx.Done():
+				return worker.Result{}, ctx.Err()
+			}
+			return inner.Deadline(ctx, m)
+		})))
+		return reg
+	}
+	m1, err := worker.NewMetrics(prometheus.NewRegistry())
+	require.NoError(t, err)
+	m2, err := worker.NewMetrics(prometheus.NewRegistry())
+	require.NoError(t, err)
+	h.start(cfg, worker.Deps{Handlers: slow(), Metrics: m1})
+	h.start(cfg, worker.Deps{Handlers: slow(), Metrics: m2})
+	env := mustEnv(t)(caseflow.NewDeadlineRequest("k-long", "c1", "intake", effective))
+	h.send(env)
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler never started")
+	}
+	h.send(caseflow.Resend(env)) // the same work as a new message, while it runs
+
+	evs := h.waitEvents(2, 30*time.Second, final)
+	outcomes := []string{evs[0].Outcome, evs[1].Outcome}
+	require.ElementsMatch(t, []string{worker.OutcomeApplied, worker.OutcomeDuplicate}, outcomes)
+	for _, ev := range evs {
+		if ev.Outcome == worker.OutcomeApplied {
+			require.Equal(t, 1, ev.Attempt)
+		}
+	}
+	rec := h.record("k-long", caseflow.TypeDeadline)
+	require.Equal(t, inbox.StatusCompleted, rec.Status)
+	require.Equal(t, 1, rec.Attempts, "no takeover")
+	require.Equal(t, 1, rec.Deliveries)
+	require.EqualValues(t, 1, runs.Load(), "the handler ran once")
+	require.Positive(t, counter(t, m1.Extensions)+counter(t, m2.Extensions), "the lease was extended")
+	require.EqualValues(t, 1, h.applications("c1", caseflow.TypeDeadline, "k-long"))
+	require.NotEmpty(t, h.waitEventsNow(func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeInFlight }),
+		"the re-sent work was seen in flight")
+	require.Empty(t, h.waitEventsNow(func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeLeaseLost }))
+}
+
+func counter(t *testing.T, c prometheus.Counter) float64 {
+	var m dto.Metric
+	require.NoError(t, c.Write(&m))
+	return m.GetCounter().GetValue()
+}
