@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/gate"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/stale"
@@ -22,6 +23,6 @@ func BenchmarkDecide(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		_ = gate.Decide(p, req, recs[i%len(recs)], "tok", 5, now)
+		_ = gate.Decide(p, req, recs[i%len(recs)], "tok", failure.Policy{MaxAttempts: 5}, now)
 	}
 }

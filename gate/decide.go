@@ -3,6 +3,7 @@ package gate
 import (
 	"time"
 
+	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/stale"
 )
@@ -33,9 +34,14 @@ func (v Verdict) String() string {
 }
 
 // Decide reads an existing record and says what a delivery of req may do,
-// at now, holding the freshly minted token. maxAttempts is the effective
-// business-attempt limit (≥ 1).
-func Decide(p stale.Policy, req *Request, rec *inbox.Record, token string, maxAttempts int, now time.Time) Verdict {
+// at now, holding the freshly minted token, under the effective attempts
+// policy (MaxAttempts ≥ 1).
+//
+// A FAILED_TERMINAL record ends every delivery the same way, except one the
+// sweeper marked LEASE_ABANDONED: that verdict was about the lease, not the
+// work, and a delivery of the same work proves its message was not lost,
+// so it is taken over like an expired lease (attempts still count).
+func Decide(p stale.Policy, req *Request, rec *inbox.Record, token string, attempts failure.Policy, now time.Time) Verdict {
 	switch {
 	case rec.Status == inbox.StatusProcessing && rec.LeaseToken == token:
 		return VerdictOwn
@@ -43,17 +49,19 @@ func Decide(p stale.Policy, req *Request, rec *inbox.Record, token string, maxAt
 		return VerdictHashMismatch
 	case rec.Status == inbox.StatusCompleted:
 		return VerdictDuplicate
-	case rec.Status == inbox.StatusFailedTerminal:
+	case rec.Status == inbox.StatusFailedTerminal && rec.FailureCode != failure.CodeLeaseAbandoned:
 		return VerdictTerminalAgain
 	case rec.Status == inbox.StatusProcessing && !p.Expired(rec.LeaseExpiry, now):
 		return VerdictInFlight
-	case rec.Attempts >= maxAttempts:
-		return VerdictAttemptsExhausted
-	case !req.RetryableUntil.IsZero() && now.After(req.RetryableUntil):
-		return VerdictRetryWindowExpired
-	default:
-		// FAILED_RETRYABLE, or PROCESSING whose lease expired; an unknown
-		// status is treated like FAILED_RETRYABLE, fenced by the condition.
-		return VerdictTakeover
 	}
+	if end := attempts.Before(rec.Attempts, now, "", ""); end != nil {
+		if end.Code == failure.CodeMaxAttempts {
+			return VerdictAttemptsExhausted
+		}
+		return VerdictRetryWindowExpired
+	}
+	// FAILED_RETRYABLE, PROCESSING whose lease expired, or an abandoned
+	// lease; an unknown status is treated like FAILED_RETRYABLE, fenced by
+	// the condition.
+	return VerdictTakeover
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/gate"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/stale"
@@ -110,9 +111,37 @@ func TestDecide(t *testing.T) {
 			if !tt.rec.lease.IsZero() {
 				r.LeaseExpiresAt = tt.rec.lease.UnixMilli()
 			}
-			req := &gate.Request{Work: inbox.Work{Key: "k-1", MessageType: "CaseOpened", RequestHash: hash}, RetryableUntil: tt.retryableUntil}
-			got := gate.Decide(policy, req, r, mine, maxTries, now)
+			req := &gate.Request{Work: inbox.Work{Key: "k-1", MessageType: "CaseOpened", RequestHash: hash}}
+			got := gate.Decide(policy, req, r, mine, failure.Policy{MaxAttempts: maxTries, RetryableUntil: tt.retryableUntil}, now)
 			require.Equal(t, tt.want, got, "got %s, want %s", got, tt.want)
+		})
+	}
+}
+
+// A FAILED_TERMINAL record the sweeper marked LEASE_ABANDONED is not a
+// verdict on the work: a delivery of the same work takes it over (its
+// attempts still count); every other terminal code ends it again.
+func TestDecideLeaseAbandoned(t *testing.T) {
+	policy, err := stale.Policy{}.WithDefaults()
+	require.NoError(t, err)
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	req := &gate.Request{Work: inbox.Work{Key: "k-1", MessageType: "CaseOpened", RequestHash: "h"}}
+	tests := []struct {
+		code     string
+		hash     string
+		attempts int
+		want     gate.Verdict
+	}{
+		{failure.CodeLeaseAbandoned, "h", 1, gate.VerdictTakeover},
+		{failure.CodeLeaseAbandoned, "h", 3, gate.VerdictAttemptsExhausted},
+		{failure.CodeLeaseAbandoned, "other", 1, gate.VerdictHashMismatch},
+		{"CASE_NOT_FOUND", "h", 1, gate.VerdictTerminalAgain},
+		{failure.CodeMaxAttempts, "h", 3, gate.VerdictTerminalAgain},
+	}
+	for _, tt := range tests {
+		t.Run(tt.code+"/"+tt.hash, func(t *testing.T) {
+			r := &inbox.Record{Status: inbox.StatusFailedTerminal, RequestHash: tt.hash, LeaseToken: "old", Attempts: tt.attempts, FailureCode: tt.code}
+			require.Equal(t, tt.want, gate.Decide(policy, req, r, "new", failure.Policy{MaxAttempts: 3}, now))
 		})
 	}
 }

@@ -58,11 +58,10 @@ type Config struct {
 // Request describes the work item a delivery wants to claim.
 type Request struct {
 	inbox.Work
-	// MaxAttempts overrides Config.MaxAttempts when > 0.
-	MaxAttempts int
-	// RetryableUntil, when set, ends retries: a takeover after it ends the
-	// record as FAILED_TERMINAL RETRY_WINDOW_EXPIRED.
-	RetryableUntil time.Time
+	// Attempts is the message's attempts policy; MaxAttempts 0 means
+	// Config.MaxAttempts. A takeover it forbids ends the record as
+	// FAILED_TERMINAL MAX_ATTEMPTS_EXCEEDED or RETRY_WINDOW_EXPIRED.
+	Attempts failure.Policy
 }
 
 // Action is what the caller must do with the delivery.
@@ -101,8 +100,8 @@ type Decision struct {
 	Verdict Verdict
 	// Lease is held when Action is Acquired.
 	Lease inbox.Lease
-	// MaxAttempts is the effective business-attempt limit.
-	MaxAttempts int
+	// Attempts is the effective attempts policy (MaxAttempts filled in).
+	Attempts failure.Policy
 	// Record is the existing record the decision was read from (nil when the
 	// record was created fresh).
 	Record *inbox.Record
@@ -193,7 +192,7 @@ var ErrRaceLimit = errors.New("gate: record changed concurrently too many times"
 func (g *Gate) Acquire(ctx context.Context, req *Request) (Decision, error) {
 	now := g.cfg.Now()
 	token := g.cfg.NewToken()
-	maxAttempts := g.maxAttempts(req)
+	attempts := g.attempts(req)
 	exp := g.cfg.Policy.ExpiresAt(now)
 	rec := g.freshRecord(req, token, now, exp)
 	item, err := rec.Item()
@@ -212,34 +211,37 @@ func (g *Gate) Acquire(ctx context.Context, req *Request) (Decision, error) {
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err == nil {
-		return Decision{Action: Acquired, MaxAttempts: maxAttempts, Lease: g.lease(req, token, 1, exp)}, nil
+		return Decision{Action: Acquired, Attempts: attempts, Lease: g.lease(req, token, 1, exp)}, nil
 	}
 	existing, cerr := conditionRecord(err)
 	if cerr != nil {
 		return Decision{}, fmt.Errorf("gate: put %s/%s: %w", req.Key, req.MessageType, cerr)
 	}
-	return g.resolve(ctx, req, existing, token, maxAttempts)
+	return g.resolve(ctx, req, existing, token, attempts)
 }
 
 // Resolve applies the decision table to a record that already exists (the
 // fused commit path finds it in its cancellation reasons) and performs a
 // takeover when the table says so.
 func (g *Gate) Resolve(ctx context.Context, req *Request, existing *inbox.Record) (Decision, error) {
-	return g.resolve(ctx, req, existing, g.cfg.NewToken(), g.maxAttempts(req))
+	return g.resolve(ctx, req, existing, g.cfg.NewToken(), g.attempts(req))
 }
 
-func (g *Gate) maxAttempts(req *Request) int {
-	if req.MaxAttempts > 0 {
-		return req.MaxAttempts
+func (g *Gate) attempts(req *Request) failure.Policy {
+	p := req.Attempts
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = g.cfg.MaxAttempts
 	}
-	return g.cfg.MaxAttempts
+	return p
 }
 
-func (g *Gate) resolve(ctx context.Context, req *Request, rec *inbox.Record, token string, maxAttempts int) (Decision, error) {
+func (g *Gate) resolve(ctx context.Context, req *Request, rec *inbox.Record, token string, attempts failure.Policy) (Decision, error) {
 	for range g.cfg.MaxRaces {
 		now := g.cfg.Now()
-		v := Decide(g.cfg.Policy, req, rec, token, maxAttempts, now)
-		d := Decision{Verdict: v, Record: rec, MaxAttempts: maxAttempts}
+		v := Decide(g.cfg.Policy, req, rec, token, attempts, now)
+		d := Decision{Verdict: v, Record: rec, Attempts: attempts}
+		var t inbox.Transition
+		var end *failure.Error
 		switch v {
 		case VerdictOwn:
 			d.Action = Acquired
@@ -259,22 +261,15 @@ func (g *Gate) resolve(ctx context.Context, req *Request, rec *inbox.Record, tok
 			d.Action = InFlight
 			d.RetryAfter = g.cfg.Policy.Remaining(rec.LeaseExpiry, now)
 			return d, nil
+		case VerdictAttemptsExhausted, VerdictRetryWindowExpired:
+			end = attempts.Before(rec.Attempts, now, rec.FailureCode, rec.FailureMessage)
+			t = inbox.End(rec, now, end.Code, end.Message, g.cfg.TTL.For(inbox.StatusFailedTerminal, now), g.cfg.AttentionShards, g.cfg.Policy.StaleBefore(now))
+		default:
+			t = inbox.Takeover(rec, inbox.Claim{Token: token, Owner: g.cfg.Owner, Now: now, Expires: g.cfg.Policy.ExpiresAt(now),
+				TTL: g.cfg.TTL.For(inbox.StatusProcessing, now), IndexProcessing: g.cfg.IndexProcessing, Shards: g.cfg.AttentionShards},
+				g.cfg.Policy.StaleBefore(now))
 		}
-
-		var code, msg string
-		switch v {
-		case VerdictAttemptsExhausted:
-			code = failure.CodeMaxAttempts
-			msg = fmt.Sprintf("%d of %d business attempts used", rec.Attempts, maxAttempts)
-			if rec.FailureCode != "" {
-				msg += "; last failure " + rec.FailureCode + ": " + rec.FailureMessage
-			}
-		case VerdictRetryWindowExpired:
-			code = failure.CodeRetryWindowExpired
-			msg = "retryableUntil " + inbox.FormatTime(req.RetryableUntil) + " has passed"
-		}
-		upd, exp := g.takeoverUpdate(req, rec, token, now, code, msg)
-		next, err := g.fencedUpdate(ctx, req, rec, now, upd)
+		next, err := g.fencedUpdate(ctx, req, t)
 		if err != nil {
 			return Decision{}, err
 		}
@@ -282,12 +277,12 @@ func (g *Gate) resolve(ctx context.Context, req *Request, rec *inbox.Record, tok
 			rec = next
 			continue
 		}
-		if code != "" {
-			d.Action, d.Code, d.Message = Terminal, code, msg
+		if end != nil {
+			d.Action, d.Code, d.Message = Terminal, end.Code, end.Message
 			return d, nil
 		}
 		d.Action = Acquired
-		d.Lease = g.lease(req, token, rec.Attempts+1, exp)
+		d.Lease = g.lease(req, token, rec.Attempts+1, g.cfg.Policy.ExpiresAt(now))
 		return d, nil
 	}
 	return Decision{}, fmt.Errorf("%w: %s/%s", ErrRaceLimit, req.Key, req.MessageType)
@@ -310,62 +305,13 @@ func (g *Gate) freshRecord(req *Request, token string, now, exp time.Time) *inbo
 	return rec
 }
 
-// takeoverUpdate builds the update that claims rec with token (code == "")
-// or ends it as FAILED_TERMINAL with code.
-func (g *Gate) takeoverUpdate(req *Request, rec *inbox.Record, token string, now time.Time, code, msg string) (expression.UpdateBuilder, time.Time) {
-	ts := inbox.FormatTime(now)
-	name := expression.Name
-	if code != "" {
-		shard := inbox.Shard(req.Key, g.cfg.AttentionShards)
-		return expression.Set(name(tables.AttrStatus), expression.Value(string(inbox.StatusFailedTerminal))).
-			Set(name(tables.AttrFailureCode), expression.Value(code)).
-			Set(name(tables.AttrFailureMessage), expression.Value(msg)).
-			Set(name(tables.AttrFailedAt), expression.Value(ts)).
-			Set(name(tables.AttrLastSeenAt), expression.Value(ts)).
-			Set(name(tables.AttrTTL), expression.Value(g.cfg.TTL.For(inbox.StatusFailedTerminal, now))).
-			Set(name(tables.AttrGSI2PK), expression.Value(inbox.AttentionPK(inbox.StatusFailedTerminal, shard))).
-			Set(name(tables.AttrGSI2SK), expression.Value(ts)).
-			Remove(name(tables.AttrLeaseExpiresAt)), time.Time{}
-	}
-	exp := g.cfg.Policy.ExpiresAt(now)
-	upd := expression.Set(name(tables.AttrStatus), expression.Value(string(inbox.StatusProcessing))).
-		Set(name(tables.AttrLeaseToken), expression.Value(token)).
-		Set(name(tables.AttrLeaseOwner), expression.Value(g.cfg.Owner)).
-		Set(name(tables.AttrLeaseExpiresAt), expression.Value(exp.UnixMilli())).
-		Set(name(tables.AttrStartedAt), expression.Value(ts)).
-		Set(name(tables.AttrLastSeenAt), expression.Value(ts)).
-		Set(name(tables.AttrTTL), expression.Value(g.cfg.TTL.For(inbox.StatusProcessing, now))).
-		Set(name(tables.AttrAttempts), name(tables.AttrAttempts).Plus(expression.Value(1))).
-		Set(name(tables.AttrDeliveries), name(tables.AttrDeliveries).Plus(expression.Value(1)))
-	if g.cfg.IndexProcessing {
-		upd = upd.Set(name(tables.AttrGSI2PK), expression.Value(inbox.AttentionPK(inbox.StatusProcessing, inbox.Shard(req.Key, g.cfg.AttentionShards)))).
-			Set(name(tables.AttrGSI2SK), expression.Value(inbox.FormatTime(exp)))
-	} else {
-		upd = upd.Remove(name(tables.AttrGSI2PK)).Remove(name(tables.AttrGSI2SK))
-	}
-	return upd, exp
-}
-
-// fencedUpdate applies upd only if the record is still exactly as decided
-// on: same hash, status, token and attempts, and — for PROCESSING — a lease
-// that is still expired. It returns the record as it is now when another
-// worker got there first.
-func (g *Gate) fencedUpdate(ctx context.Context, req *Request, rec *inbox.Record, now time.Time, upd expression.UpdateBuilder) (*inbox.Record, error) {
-	name, val := expression.Name, expression.Value
-	cond := name(tables.AttrRequestHash).Equal(val(rec.RequestHash)).
-		And(name(tables.AttrStatus).Equal(val(string(rec.Status)))).
-		And(name(tables.AttrAttempts).Equal(val(rec.Attempts)))
-	if rec.LeaseToken == "" {
-		cond = cond.And(expression.AttributeNotExists(name(tables.AttrLeaseToken)))
-	} else {
-		cond = cond.And(name(tables.AttrLeaseToken).Equal(val(rec.LeaseToken)))
-	}
-	if rec.Status == inbox.StatusProcessing {
-		cond = cond.And(name(tables.AttrLeaseExpiresAt).LessThan(val(g.cfg.Policy.StaleBefore(now))))
-	}
-	ex, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
+// fencedUpdate applies a transition decided on a record this delivery does
+// not hold (inbox.Unchanged fences it). It returns the record as it is now
+// when another worker got there first.
+func (g *Gate) fencedUpdate(ctx context.Context, req *Request, t inbox.Transition) (*inbox.Record, error) {
+	ex, err := t.Build()
 	if err != nil {
-		return nil, fmt.Errorf("gate: build takeover: %w", err)
+		return nil, fmt.Errorf("gate: takeover: %w", err)
 	}
 	_, err = g.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(g.cfg.Table),
@@ -379,11 +325,11 @@ func (g *Gate) fencedUpdate(ctx context.Context, req *Request, rec *inbox.Record
 	if err == nil {
 		return nil, nil
 	}
-	now2, cerr := conditionRecord(err)
+	now, cerr := conditionRecord(err)
 	if cerr != nil {
 		return nil, fmt.Errorf("gate: takeover %s/%s: %w", req.Key, req.MessageType, cerr)
 	}
-	return now2, nil
+	return now, nil
 }
 
 // ErrRecordMissing reports a failed condition that returned no record (the

@@ -156,7 +156,7 @@ func TestAcquireFresh(t *testing.T) {
 			f := newFixture(t)
 			g := f.gate(indexProcessing(tt.indexProcessing), func(c *gate.Config) { c.AttentionShards = 8 })
 			req := request("k-fresh")
-			req.MaxAttempts = tt.reqMax
+			req.Attempts.MaxAttempts = tt.reqMax
 			now := f.clock.Now()
 
 			d, err := g.Acquire(context.Background(), req)
@@ -164,7 +164,7 @@ func TestAcquireFresh(t *testing.T) {
 			require.Equal(t, gate.Acquired, d.Action)
 			require.Zero(t, d.Verdict, "a fresh record has no decision-table row")
 			require.Nil(t, d.Record)
-			require.Equal(t, tt.wantMax, d.MaxAttempts)
+			require.Equal(t, tt.wantMax, d.Attempts.MaxAttempts)
 			require.Len(t, d.Lease.Token, 32)
 			require.Equal(t, inbox.Lease{
 				Key: req.Key, MessageType: msgType, Token: d.Lease.Token, Owner: "worker-1",
@@ -348,14 +348,14 @@ func TestAcquireTakeoverOfExpiredLease(t *testing.T) {
 			// The old holder is fenced out: it can neither commit nor renew.
 			c := f.committer()
 			err = c.Commit(ctx, first.Lease, nil, mutation.Completion{}, 0)
-			var lost *mutation.LeaseLostError
+			var lost *inbox.LeaseLostError
 			require.ErrorAs(t, err, &lost)
 			require.False(t, lost.Completed())
 			require.Equal(t, d.Lease.Token, lost.Record.LeaseToken)
 			ren, err := stale.NewRenewer(f.ddb, stale.RenewerConfig{Table: f.env.Table, Policy: stale.Policy{Lease: lease, Skew: skew}, Now: f.clock.Now})
 			require.NoError(t, err)
 			_, err = ren.Renew(ctx, first.Lease)
-			require.ErrorIs(t, err, stale.ErrLeaseLost)
+			require.ErrorIs(t, err, inbox.ErrLeaseLost)
 
 			// The new holder commits.
 			require.NoError(t, c.Commit(ctx, d.Lease, nil, mutation.Completion{}, 0))
@@ -416,7 +416,7 @@ func TestAcquireEndsExhaustedAttempts(t *testing.T) {
 			f := newFixture(t)
 			g := f.gate(func(c *gate.Config) { c.MaxAttempts = tt.cfgMax; c.AttentionShards = 4 })
 			req := request("k-exhausted")
-			req.MaxAttempts = tt.reqMax
+			req.Attempts.MaxAttempts = tt.reqMax
 			now := f.clock.Now()
 			f.seed(req, func(r *inbox.Record) {
 				r.Status, r.LeaseToken, r.Attempts, r.Deliveries = tt.status, "old", tt.attempts, tt.attempts
@@ -475,7 +475,7 @@ func TestAcquireRetryWindowExpired(t *testing.T) {
 			g := f.gate()
 			now := f.clock.Now()
 			req := request("k-window")
-			req.RetryableUntil = now.Add(-time.Second)
+			req.Attempts.RetryableUntil = now.Add(-time.Second)
 			f.seed(req, func(r *inbox.Record) {
 				r.Status, r.LeaseToken = tt.status, "old"
 				if tt.status == inbox.StatusProcessing {
@@ -487,7 +487,7 @@ func TestAcquireRetryWindowExpired(t *testing.T) {
 			require.Equal(t, gate.Terminal, d.Action)
 			require.Equal(t, gate.VerdictRetryWindowExpired, d.Verdict)
 			require.Equal(t, failure.CodeRetryWindowExpired, d.Code)
-			require.Contains(t, d.Message, inbox.FormatTime(req.RetryableUntil))
+			require.Contains(t, d.Message, inbox.FormatTime(req.Attempts.RetryableUntil))
 
 			rec, item := f.record(req.Key)
 			require.Equal(t, inbox.StatusFailedTerminal, rec.Status)
@@ -500,7 +500,7 @@ func TestAcquireRetryWindowExpired(t *testing.T) {
 	t.Run("retryableUntil ahead is a takeover", func(t *testing.T) {
 		f := newFixture(t)
 		req := request("k-window-ahead")
-		req.RetryableUntil = f.clock.Now().Add(time.Hour)
+		req.Attempts.RetryableUntil = f.clock.Now().Add(time.Hour)
 		f.seed(req, func(r *inbox.Record) { r.Status, r.LeaseToken = inbox.StatusFailedRetryable, "old" })
 		d, err := f.gate().Acquire(context.Background(), req)
 		require.NoError(t, err)
@@ -602,7 +602,7 @@ func TestAcquireLostResponse(t *testing.T) {
 	t.Run("UpdateItem that ends the record", func(t *testing.T) {
 		f := newFixture(t)
 		req := request("k-lost-end")
-		req.MaxAttempts = 2
+		req.Attempts.MaxAttempts = 2
 		f.seed(req, func(r *inbox.Record) { r.Status, r.LeaseToken, r.Attempts = inbox.StatusFailedRetryable, "old", 2 })
 		f.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "UpdateItem", Kind: faults.KindLostResponse, Times: 1})
 		d, err := f.gate().Acquire(context.Background(), req)

@@ -11,14 +11,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/stale"
-	"github.com/ddbworker/ddbworker/tables"
 )
 
 // MaxWrites is the most domain writes one commit takes: DynamoDB allows 100
@@ -91,35 +89,10 @@ type Completion struct {
 
 // Sentinels of the commit's typed errors.
 var (
-	ErrLeaseLost    = errors.New("mutation: lease lost")
 	ErrGuard        = errors.New("mutation: domain guard failed")
 	ErrExists       = errors.New("mutation: inbox record exists")
 	ErrInvalidWrite = errors.New("mutation: invalid writes")
 )
-
-// LeaseLostError: the inbox record was not PROCESSING under this lease's
-// token. Record is the record as it was (nil if it did not exist).
-type LeaseLostError struct {
-	Lease  inbox.Lease
-	Record *inbox.Record
-}
-
-func (e *LeaseLostError) Error() string {
-	st := "missing"
-	if e.Record != nil {
-		st = string(e.Record.Status)
-	}
-	return fmt.Sprintf("mutation: lease lost on %s/%s: record is %s", e.Lease.Key, e.Lease.MessageType, st)
-}
-
-// Unwrap returns ErrLeaseLost.
-func (e *LeaseLostError) Unwrap() error { return ErrLeaseLost }
-
-// Completed reports whether the work is COMPLETED anyway (by this lease's
-// own earlier, ambiguous commit, or by another worker): a duplicate success.
-func (e *LeaseLostError) Completed() bool {
-	return e.Record != nil && e.Record.Status == inbox.StatusCompleted
-}
 
 // GuardError: the domain write at Index failed its condition; Verdict is its
 // guard's judgement and Old the item as it was.
@@ -162,7 +135,7 @@ func RequestToken(l inbox.Lease, attempt int) string {
 // Commit applies writes and flips the inbox record to COMPLETED in one
 // transaction, only while the record is PROCESSING under l's token. attempt
 // numbers the handler runs within this lease (0 first). It returns nil,
-// *LeaseLostError, *GuardError, a *failure.Error (retryable cancellations,
+// *inbox.LeaseLostError, *GuardError, a *failure.Error (retryable cancellations,
 // or terminal for invalid writes), or the SDK's error.
 func (c *Committer) Commit(ctx context.Context, l inbox.Lease, writes []Write, done Completion, attempt int) error {
 	if err := checkWrites(writes); err != nil {
@@ -185,12 +158,8 @@ func (c *Committer) Commit(ctx context.Context, l inbox.Lease, writes []Write, d
 	if err == nil {
 		return nil
 	}
-	return c.mapCancellation(err, writes, func(item map[string]types.AttributeValue) error {
-		lost := &LeaseLostError{Lease: l}
-		if len(item) > 0 {
-			lost.Record, _ = inbox.Decode(item)
-		}
-		return lost
+	return c.mapCancellation(err, writes, func(old map[string]types.AttributeValue) error {
+		return inbox.LostLease(l, old)
 	})
 }
 
@@ -341,28 +310,10 @@ func (c *Committer) mapCancellation(err error, writes []Write, onInbox func(old 
 	}
 }
 
-func (c *Committer) fence(l inbox.Lease) expression.ConditionBuilder {
-	return expression.Name(tables.AttrStatus).Equal(expression.Value(string(inbox.StatusProcessing))).
-		And(expression.Name(tables.AttrLeaseToken).Equal(expression.Value(l.Token)))
-}
-
 func (c *Committer) completeUpdate(l inbox.Lease, now time.Time, done Completion) (*types.Update, error) {
-	ts := inbox.FormatTime(now)
-	name, val := expression.Name, expression.Value
-	upd := expression.Set(name(tables.AttrStatus), val(string(inbox.StatusCompleted))).
-		Set(name(tables.AttrCompletedAt), val(ts)).
-		Set(name(tables.AttrLastSeenAt), val(ts)).
-		Set(name(tables.AttrOutcome), val(outcome(done.Outcome))).
-		Set(name(tables.AttrTTL), val(c.cfg.TTL.For(inbox.StatusCompleted, now))).
-		Remove(name(tables.AttrLeaseExpiresAt)).
-		Remove(name(tables.AttrGSI2PK)).
-		Remove(name(tables.AttrGSI2SK))
-	if done.ResultRef != "" {
-		upd = upd.Set(name(tables.AttrResultRef), val(done.ResultRef))
-	}
-	ex, err := expression.NewBuilder().WithUpdate(upd).WithCondition(c.fence(l)).Build()
+	ex, err := inbox.Complete(l, now, done.Outcome, done.ResultRef, c.cfg.TTL.For(inbox.StatusCompleted, now)).Build()
 	if err != nil {
-		return nil, fmt.Errorf("mutation: build inbox flip: %w", err)
+		return nil, fmt.Errorf("mutation: inbox flip: %w", err)
 	}
 	return &types.Update{
 		TableName: aws.String(c.cfg.Table), Key: inbox.KeyOf(l.Key, l.MessageType),
@@ -374,7 +325,7 @@ func (c *Committer) completeUpdate(l inbox.Lease, now time.Time, done Completion
 
 // Supersede completes the record with outcome (default SUPERSEDED) and no
 // domain writes, fenced by l's token: one UpdateItem. It returns nil or
-// *LeaseLostError (check Completed) or the SDK's error.
+// *inbox.LeaseLostError (check Completed) or the SDK's error.
 func (c *Committer) Supersede(ctx context.Context, l inbox.Lease, outcome string) error {
 	if outcome == "" {
 		outcome = inbox.OutcomeSuperseded
@@ -389,28 +340,17 @@ func (c *Committer) Supersede(ctx context.Context, l inbox.Lease, outcome string
 // Fail records f on the record and releases the lease, fenced by l's token:
 // FAILED_RETRYABLE (a later delivery takes over) or FAILED_TERMINAL (never
 // re-run), with code, message, time and an attention-index entry. It returns
-// nil, *LeaseLostError (check Completed: an ambiguous commit that did apply
+// nil, *inbox.LeaseLostError (check Completed: an ambiguous commit that did apply
 // shows up here as COMPLETED) or the SDK's error.
 func (c *Committer) Fail(ctx context.Context, l inbox.Lease, f *failure.Error) error {
 	now := c.cfg.Now()
-	ts := inbox.FormatTime(now)
 	status := inbox.StatusFailedRetryable
 	if f.IsTerminal() {
 		status = inbox.StatusFailedTerminal
 	}
-	name, val := expression.Name, expression.Value
-	upd := expression.Set(name(tables.AttrStatus), val(string(status))).
-		Set(name(tables.AttrFailureCode), val(f.Code)).
-		Set(name(tables.AttrFailureMessage), val(truncate(f.Message, maxFailureMessage))).
-		Set(name(tables.AttrFailedAt), val(ts)).
-		Set(name(tables.AttrLastSeenAt), val(ts)).
-		Set(name(tables.AttrTTL), val(c.cfg.TTL.For(status, now))).
-		Set(name(tables.AttrGSI2PK), val(inbox.AttentionPK(status, inbox.Shard(l.Key, c.cfg.AttentionShards)))).
-		Set(name(tables.AttrGSI2SK), val(ts)).
-		Remove(name(tables.AttrLeaseExpiresAt))
-	ex, err := expression.NewBuilder().WithUpdate(upd).WithCondition(c.fence(l)).Build()
+	ex, err := inbox.Fail(l, now, status, f.Code, truncate(f.Message, maxFailureMessage), c.cfg.TTL.For(status, now), c.cfg.AttentionShards).Build()
 	if err != nil {
-		return fmt.Errorf("mutation: build failure update: %w", err)
+		return fmt.Errorf("mutation: failure update: %w", err)
 	}
 	return c.fencedUpdate(ctx, l, &types.Update{
 		TableName: aws.String(c.cfg.Table), Key: inbox.KeyOf(l.Key, l.MessageType),
@@ -428,11 +368,7 @@ func (c *Committer) fencedUpdate(ctx context.Context, l inbox.Lease, u *types.Up
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		lost := &LeaseLostError{Lease: l}
-		if len(ccf.Item) > 0 {
-			lost.Record, _ = inbox.Decode(ccf.Item)
-		}
-		return lost
+		return inbox.LostLease(l, ccf.Item)
 	}
 	if err != nil {
 		return fmt.Errorf("mutation: update %s/%s: %w", l.Key, l.MessageType, err)

@@ -281,8 +281,8 @@ func TestCommitLeaseLost(t *testing.T) {
 			rawBefore := f.raw(inbox.KeyOf("k-lost", msgType))
 
 			err := f.c.Commit(ctx, old, []mutation.Write{f.count("CASE#9"), f.ledger("CASE#9", 1, nil)}, mutation.Completion{}, 0)
-			require.ErrorIs(t, err, mutation.ErrLeaseLost)
-			var lost *mutation.LeaseLostError
+			require.ErrorIs(t, err, inbox.ErrLeaseLost)
+			var lost *inbox.LeaseLostError
 			require.ErrorAs(t, err, &lost)
 			require.Equal(t, tt.wantCompleted, lost.Completed())
 			require.Equal(t, old, lost.Lease)
@@ -429,7 +429,7 @@ func TestCommitLeaseLostWinsOverGuard(t *testing.T) {
 	w := f.setStage("CASE#1", "ESCALATED", 2, ptr(mutation.MustExist()), mutation.Superseded(""))
 	err := f.c.Commit(ctx, old, []mutation.Write{w, f.count("CASE#2")}, mutation.Completion{}, 0)
 	require.NotErrorIs(t, err, mutation.ErrGuard)
-	var lost *mutation.LeaseLostError
+	var lost *inbox.LeaseLostError
 	require.ErrorAs(t, err, &lost)
 	require.Equal(t, current.Token, lost.Record.LeaseToken)
 	require.Nil(t, f.get("CASE#1", "STATE"))
@@ -452,7 +452,7 @@ func TestCommitTransactionConflict(t *testing.T) {
 	require.Equal(t, failure.Retryable, fe.Kind)
 	require.Equal(t, failure.CodeTransactionConflict, fe.Code)
 	require.ErrorIs(t, err, failure.ErrRetryable)
-	require.NotErrorIs(t, err, mutation.ErrLeaseLost)
+	require.NotErrorIs(t, err, inbox.ErrLeaseLost)
 	require.NotErrorIs(t, err, mutation.ErrGuard)
 
 	reasons := []struct {
@@ -546,7 +546,7 @@ func TestCommitLostResponseAppliesOnce(t *testing.T) {
 
 	// A replay with a fresh request token is fenced by the inbox instead.
 	err := f.c.Commit(ctx, l, writes, mutation.Completion{}, 1)
-	var lost *mutation.LeaseLostError
+	var lost *inbox.LeaseLostError
 	require.ErrorAs(t, err, &lost)
 	require.True(t, lost.Completed())
 	require.Equal(t, int64(1), f.get("CASE#1", "COUNTER").N)
@@ -789,7 +789,7 @@ func TestSupersede(t *testing.T) {
 			require.False(t, has(item, tables.AttrLeaseExpiresAt))
 
 			// Again with the same lease: the record is COMPLETED already.
-			var lost *mutation.LeaseLostError
+			var lost *inbox.LeaseLostError
 			require.ErrorAs(t, f.c.Supersede(ctx, l, tt.outcome), &lost)
 			require.True(t, lost.Completed())
 		})
@@ -802,7 +802,7 @@ func TestSupersede(t *testing.T) {
 		current := f.takeover("k-super")
 		before := f.raw(inbox.KeyOf("k-super", msgType))
 		err := f.c.Supersede(ctx, old, "")
-		var lost *mutation.LeaseLostError
+		var lost *inbox.LeaseLostError
 		require.ErrorAs(t, err, &lost)
 		require.False(t, lost.Completed())
 		require.Equal(t, current.Token, lost.Record.LeaseToken)
@@ -852,7 +852,7 @@ func TestFail(t *testing.T) {
 			require.Equal(t, 1, rec.Attempts)
 
 			// The lease is gone: the same holder can neither commit nor fail again.
-			var lost *mutation.LeaseLostError
+			var lost *inbox.LeaseLostError
 			require.ErrorAs(t, f.c.Commit(ctx, l, nil, mutation.Completion{}, 0), &lost)
 			require.False(t, lost.Completed())
 			require.ErrorAs(t, f.c.Fail(ctx, l, tt.f), &lost)
@@ -866,8 +866,8 @@ func TestFail(t *testing.T) {
 		current := f.takeover("k-fail")
 		before := f.raw(inbox.KeyOf("k-fail", msgType))
 		err := f.c.Fail(ctx, old, failure.NewRetryable("X", "y"))
-		require.ErrorIs(t, err, mutation.ErrLeaseLost)
-		var lost *mutation.LeaseLostError
+		require.ErrorIs(t, err, inbox.ErrLeaseLost)
+		var lost *inbox.LeaseLostError
 		require.ErrorAs(t, err, &lost)
 		require.False(t, lost.Completed())
 		require.Equal(t, current.Token, lost.Record.LeaseToken)
@@ -885,7 +885,7 @@ func TestFail(t *testing.T) {
 		f.inj.Clear()
 
 		err = f.c.Fail(ctx, l, failure.Classify(err, failure.CodeTimeout))
-		var lost *mutation.LeaseLostError
+		var lost *inbox.LeaseLostError
 		require.ErrorAs(t, err, &lost)
 		require.True(t, lost.Completed(), "the ambiguous commit did apply: a duplicate success")
 		rec, _ := f.inbox("k-fail")

@@ -7,12 +7,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbworker/ddbworker/inbox"
-	"github.com/ddbworker/ddbworker/tables"
 )
 
 // Policy says how long a lease lasts and when it is stale.
@@ -140,26 +138,6 @@ func (t TTL) For(status inbox.Status, now time.Time) int64 {
 	}
 }
 
-// ErrLeaseLost reports that a renewal found the record no longer held by the
-// lease's token: another worker took it over, or it was completed.
-var ErrLeaseLost = errors.New("stale: lease lost")
-
-// LeaseLostError carries the record as it was when the renewal failed.
-type LeaseLostError struct {
-	Lease  inbox.Lease
-	Record *inbox.Record
-}
-
-func (e *LeaseLostError) Error() string {
-	if e.Record == nil {
-		return fmt.Sprintf("stale: lease lost on %s/%s (record missing)", e.Lease.Key, e.Lease.MessageType)
-	}
-	return fmt.Sprintf("stale: lease lost on %s/%s: record is %s with another token", e.Lease.Key, e.Lease.MessageType, e.Record.Status)
-}
-
-// Unwrap returns ErrLeaseLost.
-func (e *LeaseLostError) Unwrap() error { return ErrLeaseLost }
-
 // RenewAPI is what a Renewer needs of DynamoDB.
 type RenewAPI interface {
 	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
@@ -208,20 +186,13 @@ func NewRenewer(api RenewAPI, cfg RenewerConfig) (*Renewer, error) {
 
 // Renew extends l by one lease from now, fenced by its token: the update
 // applies only while the record is PROCESSING under l.Token. It returns the
-// renewed lease, or a *LeaseLostError when the record moved on.
+// renewed lease, or an *inbox.LeaseLostError when the record moved on.
 func (r *Renewer) Renew(ctx context.Context, l inbox.Lease) (inbox.Lease, error) {
 	now := r.cfg.Now()
 	exp := r.cfg.Policy.ExpiresAt(now)
-	upd := expression.Set(expression.Name(tables.AttrLeaseExpiresAt), expression.Value(exp.UnixMilli())).
-		Set(expression.Name(tables.AttrLastSeenAt), expression.Value(inbox.FormatTime(now)))
-	if r.cfg.IndexProcessing {
-		upd = upd.Set(expression.Name(tables.AttrGSI2SK), expression.Value(inbox.FormatTime(exp)))
-	}
-	cond := expression.Name(tables.AttrStatus).Equal(expression.Value(string(inbox.StatusProcessing))).
-		And(expression.Name(tables.AttrLeaseToken).Equal(expression.Value(l.Token)))
-	ex, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
+	ex, err := inbox.Renew(l, now, exp, r.cfg.IndexProcessing).Build()
 	if err != nil {
-		return l, fmt.Errorf("stale: build renewal: %w", err)
+		return l, fmt.Errorf("stale: renewal: %w", err)
 	}
 	_, err = r.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(r.cfg.Table),
@@ -234,11 +205,7 @@ func (r *Renewer) Renew(ctx context.Context, l inbox.Lease) (inbox.Lease, error)
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		lost := &LeaseLostError{Lease: l}
-		if rec, derr := inbox.Decode(ccf.Item); derr == nil {
-			lost.Record = rec
-		}
-		return l, lost
+		return l, inbox.LostLease(l, ccf.Item)
 	}
 	if err != nil {
 		return l, fmt.Errorf("stale: renew %s/%s: %w", l.Key, l.MessageType, err)

@@ -318,8 +318,8 @@ func TestRenewLeaseLost(t *testing.T) {
 			f.clock.Advance(time.Second)
 
 			got, err := f.renewer(false).Renew(context.Background(), l)
-			require.ErrorIs(t, err, stale.ErrLeaseLost)
-			var lost *stale.LeaseLostError
+			require.ErrorIs(t, err, inbox.ErrLeaseLost)
+			var lost *inbox.LeaseLostError
 			require.ErrorAs(t, err, &lost)
 			require.Equal(t, l, got, "the lease comes back unchanged")
 			require.Equal(t, l, lost.Lease)

@@ -19,7 +19,6 @@ import (
 	"github.com/ddbworker/ddbworker/gate"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/mutation"
-	"github.com/ddbworker/ddbworker/stale"
 )
 
 // disposition is what must happen to a delivery's SQS message.
@@ -94,9 +93,9 @@ func (w *Worker) deliver(ctx context.Context, d *delivery) disposition {
 		CorrelationID: env.CorrelationID, CausationID: env.CausationID, Producer: env.Producer,
 	}}
 	if ap := env.AttemptPolicy; ap != nil {
-		d.req.MaxAttempts = ap.MaxBusinessAttempts
+		d.req.Attempts = failure.Policy{MaxAttempts: ap.MaxBusinessAttempts, TerminalAfterCodes: ap.TerminalAfterCodes}
 		if ap.RetryableUntil != nil {
-			d.req.RetryableUntil = *ap.RetryableUntil
+			d.req.Attempts.RetryableUntil = *ap.RetryableUntil
 		}
 	}
 	if rt.fused {
@@ -160,14 +159,14 @@ func (w *Worker) decided(ctx context.Context, d *delivery, dec gate.Decision) di
 		return disp
 	case gate.Acquired:
 		w.fail(FailpointAfterGate)
-		return w.runLease(ctx, d, dec.Lease, dec.MaxAttempts)
+		return w.runLease(ctx, d, dec.Lease, dec.Attempts)
 	}
 	return keepFor(OutcomeRetry, w.cfg.Backoff.delay(1), failure.NewRetryable(failure.CodeServiceUnavailable, "gate: unknown action "+dec.Action.String()))
 }
 
 // runLease runs the handler and commits under lease, renewing it while the
 // handler runs long, re-running the handler after Retry guards.
-func (w *Worker) runLease(ctx context.Context, d *delivery, lease inbox.Lease, maxAttempts int) disposition {
+func (w *Worker) runLease(ctx context.Context, d *delivery, lease inbox.Lease, attempts failure.Policy) disposition {
 	handlerCtx, abort := context.WithCancelCause(ctx)
 	defer abort(nil)
 	stopBeat := w.startHeartbeat(handlerCtx, d.m, lease, abort)
@@ -176,7 +175,7 @@ func (w *Worker) runLease(ctx context.Context, d *delivery, lease inbox.Lease, m
 		msg := &Message{Envelope: d.env, SQSMessageID: aws.ToString(d.m.MessageId), ReceiveCount: receiveCount(d.m), Attempt: lease.Attempts, Run: run}
 		res, err := w.callHandler(handlerCtx, d.rt.handler, msg)
 		if lost := leaseLostCause(handlerCtx); lost != nil {
-			return w.lostLease(&mutation.LeaseLostError{Lease: lease, Record: lost.Record}, lease.Attempts)
+			return w.lostLease(&inbox.LeaseLostError{Lease: lease, Record: lost.Record}, lease.Attempts)
 		}
 		if err == nil {
 			var disp disposition
@@ -193,7 +192,7 @@ func (w *Worker) runLease(ctx context.Context, d *delivery, lease inbox.Lease, m
 		err = w.overran(ctx, err)
 		settleCtx, cancel := detached(ctx)
 		defer cancel()
-		return w.settle(settleCtx, d, lease, maxAttempts, err)
+		return w.settle(settleCtx, d, lease, attempts, err)
 	}
 }
 
@@ -246,8 +245,8 @@ func appliedOutcome(o string) string {
 	return strings.ToLower(o)
 }
 
-func leaseLostCause(ctx context.Context) *stale.LeaseLostError {
-	var lost *stale.LeaseLostError
+func leaseLostCause(ctx context.Context) *inbox.LeaseLostError {
+	var lost *inbox.LeaseLostError
 	if errors.As(context.Cause(ctx), &lost) {
 		return lost
 	}
@@ -256,8 +255,8 @@ func leaseLostCause(ctx context.Context) *stale.LeaseLostError {
 
 // settle turns a failed handler run or commit into an inbox transition and
 // a disposition.
-func (w *Worker) settle(ctx context.Context, d *delivery, lease inbox.Lease, maxAttempts int, err error) disposition {
-	var lost *mutation.LeaseLostError
+func (w *Worker) settle(ctx context.Context, d *delivery, lease inbox.Lease, attempts failure.Policy, err error) disposition {
+	var lost *inbox.LeaseLostError
 	if errors.As(err, &lost) {
 		return w.lostLease(lost, lease.Attempts)
 	}
@@ -284,7 +283,7 @@ func (w *Worker) settle(ctx context.Context, d *delivery, lease inbox.Lease, max
 	} else {
 		f = failure.Classify(err, failure.CodeHandlerError)
 	}
-	return w.failLease(ctx, d, lease, maxAttempts, f)
+	return w.failLease(ctx, d, lease, attempts, f)
 }
 
 func orDefault(s, def string) string {
@@ -294,13 +293,19 @@ func orDefault(s, def string) string {
 	return s
 }
 
-// failLease records f on the record (escalated to terminal when the
-// message's attempt policy says so) and keeps or ends the message.
-func (w *Worker) failLease(ctx context.Context, d *delivery, lease inbox.Lease, maxAttempts int, f *failure.Error) disposition {
-	f = w.escalate(d.env, lease.Attempts, maxAttempts, f)
+// failLease records f on the record (made terminal when the attempts
+// policy ends retries) and keeps or ends the message.
+func (w *Worker) failLease(ctx context.Context, d *delivery, lease inbox.Lease, attempts failure.Policy, f *failure.Error) disposition {
+	f = attempts.After(f, lease.Attempts, w.cfg.Now())
 	err := w.committer.Fail(ctx, lease, f)
-	var lost *mutation.LeaseLostError
-	if errors.As(err, &lost) && !recordedOurs(lost, f) {
+	var lost *inbox.LeaseLostError
+	status := inbox.StatusFailedRetryable
+	if f.IsTerminal() {
+		status = inbox.StatusFailedTerminal
+	}
+	// Ours: an earlier try of the same fenced update applied and its
+	// response was lost (the SDK retried); the failure is recorded.
+	if errors.As(err, &lost) && !lost.Ours(status, f.Code) {
 		return w.lostLease(lost, lease.Attempts)
 	}
 	if err != nil && lost == nil {
@@ -321,47 +326,11 @@ func (w *Worker) failLease(ctx context.Context, d *delivery, lease inbox.Lease, 
 	return disp
 }
 
-// recordedOurs: the fenced failure update found the record already failed
-// under our own token — an earlier attempt of the same update applied and
-// its response was lost (the SDK retried). The failure is recorded.
-func recordedOurs(lost *mutation.LeaseLostError, f *failure.Error) bool {
-	r := lost.Record
-	if r == nil || r.LeaseToken != lost.Lease.Token || r.FailureCode != f.Code {
-		return false
-	}
-	want := inbox.StatusFailedRetryable
-	if f.IsTerminal() {
-		want = inbox.StatusFailedTerminal
-	}
-	return r.Status == want
-}
-
-// escalate makes a retryable failure terminal when the attempt policy ends
-// retries: its code is in terminalAfterCodes, attempts are used up, or
-// retryableUntil has passed.
-func (w *Worker) escalate(env *envelope.Envelope, attempts, maxAttempts int, f *failure.Error) *failure.Error {
-	if f.IsTerminal() {
-		return f
-	}
-	ap := env.AttemptPolicy
-	switch {
-	case ap != nil && slices.Contains(ap.TerminalAfterCodes, f.Code):
-		return &failure.Error{Kind: failure.Terminal, Code: f.Code, Message: f.Message + " (code listed in terminalAfterCodes)", Err: f.Err}
-	case attempts >= maxAttempts:
-		return &failure.Error{Kind: failure.Terminal, Code: failure.CodeMaxAttempts,
-			Message: fmt.Sprintf("%d of %d business attempts used; last failure %s: %s", attempts, maxAttempts, f.Code, f.Message), Err: f}
-	case ap != nil && ap.RetryableUntil != nil && w.cfg.Now().After(*ap.RetryableUntil):
-		return &failure.Error{Kind: failure.Terminal, Code: failure.CodeRetryWindowExpired,
-			Message: fmt.Sprintf("retryableUntil %s passed; last failure %s: %s", inbox.FormatTime(*ap.RetryableUntil), f.Code, f.Message), Err: f}
-	}
-	return f
-}
-
 // lostLease: the record is not ours any more. COMPLETED means the work is
 // done (by our own ambiguous commit, or by the worker that took over): the
 // message is a duplicate. Otherwise another worker holds it: keep the
 // message hidden while that lease runs.
-func (w *Worker) lostLease(lost *mutation.LeaseLostError, attempt int) disposition {
+func (w *Worker) lostLease(lost *inbox.LeaseLostError, attempt int) disposition {
 	if lost.Completed() {
 		outcome := OutcomeDuplicate
 		if lost.Record.LeaseToken == lost.Lease.Token {
@@ -432,7 +401,7 @@ func (w *Worker) deliverFused(ctx context.Context, d *delivery) disposition {
 		if dec.Action != gate.Acquired {
 			return w.decided(settleCtx, d, dec)
 		}
-		return w.settle(settleCtx, d, dec.Lease, dec.MaxAttempts, err)
+		return w.settle(settleCtx, d, dec.Lease, dec.Attempts, err)
 	}
 }
 
@@ -453,7 +422,7 @@ func (w *Worker) startHeartbeat(ctx context.Context, m types.Message, lease inbo
 			}
 			w.changeVisibility(hbCtx, m, w.cfg.VisibilityTimeout)
 			renewed, err := w.renewer.Renew(hbCtx, lease)
-			var lost *stale.LeaseLostError
+			var lost *inbox.LeaseLostError
 			switch {
 			case errors.As(err, &lost):
 				abort(lost)

@@ -1,0 +1,210 @@
+package inbox
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbworker/ddbworker/tables"
+)
+
+// Transition is one fenced change of an inbox record: the update and the
+// condition that must hold for it to apply. This file is the state machine;
+// the gate, the committer, the renewer and the sweeper send these (the
+// commit inside the handler's transaction), and none builds its own.
+//
+//	(none)            → PROCESSING        gate: conditional PutItem (NewRecord)
+//	PROCESSING(token) → COMPLETED         Complete (in the commit transaction)
+//	PROCESSING(token) → FAILED_*          Fail
+//	PROCESSING(token) → PROCESSING        Renew (later expiry)
+//	decided-on record → PROCESSING        Takeover (new token, attempt + 1)
+//	decided-on record → FAILED_TERMINAL   End (attempts or retry window used
+//	                                      up; the sweeper's LEASE_ABANDONED)
+type Transition struct {
+	Update    expression.UpdateBuilder
+	Condition expression.ConditionBuilder
+}
+
+// Build renders the transition's expressions.
+func (t Transition) Build() (expression.Expression, error) {
+	ex, err := expression.NewBuilder().WithUpdate(t.Update).WithCondition(t.Condition).Build()
+	if err != nil {
+		return expression.Expression{}, fmt.Errorf("inbox: build transition: %w", err)
+	}
+	return ex, nil
+}
+
+// ErrLeaseLost is the sentinel of *LeaseLostError.
+var ErrLeaseLost = errors.New("inbox: lease lost")
+
+// LeaseLostError reports that a fenced transition found the record no
+// longer PROCESSING under the lease's token: another worker took it over,
+// or it was completed or failed (possibly by this lease's own earlier
+// attempt, whose response was lost). Record is the record as it was (nil
+// when it did not exist or could not be read).
+type LeaseLostError struct {
+	Lease  Lease
+	Record *Record
+}
+
+// LostLease builds the error from the ALL_OLD image a failed condition
+// returned (empty when the record did not exist).
+func LostLease(l Lease, old map[string]types.AttributeValue) *LeaseLostError {
+	e := &LeaseLostError{Lease: l}
+	if len(old) > 0 {
+		e.Record, _ = Decode(old)
+	}
+	return e
+}
+
+func (e *LeaseLostError) Error() string {
+	if e.Record == nil {
+		return fmt.Sprintf("inbox: lease lost on %s/%s: record missing", e.Lease.Key, e.Lease.MessageType)
+	}
+	owner := "another token"
+	if e.Record.LeaseToken == e.Lease.Token {
+		owner = "this token"
+	}
+	return fmt.Sprintf("inbox: lease lost on %s/%s: record is %s under %s", e.Lease.Key, e.Lease.MessageType, e.Record.Status, owner)
+}
+
+// Unwrap returns ErrLeaseLost.
+func (e *LeaseLostError) Unwrap() error { return ErrLeaseLost }
+
+// Completed reports whether the work is COMPLETED anyway (by this lease's
+// own earlier, ambiguous commit, or by another worker): a duplicate success.
+func (e *LeaseLostError) Completed() bool {
+	return e.Record != nil && e.Record.Status == StatusCompleted
+}
+
+// Ours reports whether the record is in status under this lease's own token
+// with code: a fenced update of ours applied and its response was lost.
+func (e *LeaseLostError) Ours(status Status, code string) bool {
+	r := e.Record
+	return r != nil && r.LeaseToken == e.Lease.Token && r.Status == status && r.FailureCode == code
+}
+
+// Fence is the condition of every transition a lease holder makes: the
+// record is PROCESSING under the lease's token.
+func Fence(l Lease) expression.ConditionBuilder {
+	return expression.Name(tables.AttrStatus).Equal(expression.Value(string(StatusProcessing))).
+		And(expression.Name(tables.AttrLeaseToken).Equal(expression.Value(l.Token)))
+}
+
+// Complete flips a held record to COMPLETED with outcome (default APPLIED):
+// the lease and the attention-index entry go; ttl (epoch s) must outlive
+// every redelivery.
+func Complete(l Lease, now time.Time, outcome, resultRef string, ttl int64) Transition {
+	if outcome == "" {
+		outcome = OutcomeApplied
+	}
+	ts := FormatTime(now)
+	upd := expression.Set(expression.Name(tables.AttrStatus), expression.Value(string(StatusCompleted))).
+		Set(expression.Name(tables.AttrCompletedAt), expression.Value(ts)).
+		Set(expression.Name(tables.AttrLastSeenAt), expression.Value(ts)).
+		Set(expression.Name(tables.AttrOutcome), expression.Value(outcome)).
+		Set(expression.Name(tables.AttrTTL), expression.Value(ttl)).
+		Remove(expression.Name(tables.AttrLeaseExpiresAt)).
+		Remove(expression.Name(tables.AttrGSI2PK)).
+		Remove(expression.Name(tables.AttrGSI2SK))
+	if resultRef != "" {
+		upd = upd.Set(expression.Name(tables.AttrResultRef), expression.Value(resultRef))
+	}
+	return Transition{Update: upd, Condition: Fence(l)}
+}
+
+// Fail records a failure on a held record and releases the lease:
+// FAILED_RETRYABLE (a later delivery takes over) or FAILED_TERMINAL (never
+// re-run), with code, message, time and an attention-index entry in one of
+// shards partitions.
+func Fail(l Lease, now time.Time, status Status, code, message string, ttl int64, shards int) Transition {
+	return Transition{Update: failed(l.Key, now, status, code, message, ttl, shards), Condition: Fence(l)}
+}
+
+func failed(key string, now time.Time, status Status, code, message string, ttl int64, shards int) expression.UpdateBuilder {
+	ts := FormatTime(now)
+	return expression.Set(expression.Name(tables.AttrStatus), expression.Value(string(status))).
+		Set(expression.Name(tables.AttrFailureCode), expression.Value(code)).
+		Set(expression.Name(tables.AttrFailureMessage), expression.Value(message)).
+		Set(expression.Name(tables.AttrFailedAt), expression.Value(ts)).
+		Set(expression.Name(tables.AttrLastSeenAt), expression.Value(ts)).
+		Set(expression.Name(tables.AttrTTL), expression.Value(ttl)).
+		Set(expression.Name(tables.AttrGSI2PK), expression.Value(AttentionPK(status, Shard(key, shards)))).
+		Set(expression.Name(tables.AttrGSI2SK), expression.Value(ts)).
+		Remove(expression.Name(tables.AttrLeaseExpiresAt))
+}
+
+// Renew extends a held lease to exp. With indexProcessing the attention
+// index sort key follows the expiry.
+func Renew(l Lease, now, exp time.Time, indexProcessing bool) Transition {
+	upd := expression.Set(expression.Name(tables.AttrLeaseExpiresAt), expression.Value(exp.UnixMilli())).
+		Set(expression.Name(tables.AttrLastSeenAt), expression.Value(FormatTime(now)))
+	if indexProcessing {
+		upd = upd.Set(expression.Name(tables.AttrGSI2SK), expression.Value(FormatTime(exp)))
+	}
+	return Transition{Update: upd, Condition: Fence(l)}
+}
+
+// Unchanged is the condition of a transition decided on rec by someone who
+// does not hold it (a takeover, the sweeper): the record is still exactly
+// as read — same request hash, status, attempts and token — and, when it is
+// PROCESSING, its lease is still expired (leaseExpiresAt < staleBefore, in
+// epoch ms), so a renewal landing in between makes the transition fail.
+func Unchanged(rec *Record, staleBefore int64) expression.ConditionBuilder {
+	cond := expression.Name(tables.AttrRequestHash).Equal(expression.Value(rec.RequestHash)).
+		And(expression.Name(tables.AttrStatus).Equal(expression.Value(string(rec.Status)))).
+		And(expression.Name(tables.AttrAttempts).Equal(expression.Value(rec.Attempts)))
+	if rec.LeaseToken == "" {
+		cond = cond.And(expression.AttributeNotExists(expression.Name(tables.AttrLeaseToken)))
+	} else {
+		cond = cond.And(expression.Name(tables.AttrLeaseToken).Equal(expression.Value(rec.LeaseToken)))
+	}
+	if rec.Status == StatusProcessing {
+		cond = cond.And(expression.Name(tables.AttrLeaseExpiresAt).LessThan(expression.Value(staleBefore)))
+	}
+	return cond
+}
+
+// Claim describes a takeover: the new holder and its lease.
+type Claim struct {
+	Token, Owner string
+	Now, Expires time.Time
+	// TTL is the PROCESSING record's ttl (epoch s).
+	TTL int64
+	// IndexProcessing keeps PROCESSING records in the attention index
+	// (sorted by expiry) in one of Shards partitions.
+	IndexProcessing bool
+	Shards          int
+}
+
+// Takeover claims rec, decided on at a moment its lease had expired (or it
+// was FAILED_RETRYABLE): a new token, attempt + 1, delivery + 1.
+func Takeover(rec *Record, c Claim, staleBefore int64) Transition {
+	ts := FormatTime(c.Now)
+	upd := expression.Set(expression.Name(tables.AttrStatus), expression.Value(string(StatusProcessing))).
+		Set(expression.Name(tables.AttrLeaseToken), expression.Value(c.Token)).
+		Set(expression.Name(tables.AttrLeaseOwner), expression.Value(c.Owner)).
+		Set(expression.Name(tables.AttrLeaseExpiresAt), expression.Value(c.Expires.UnixMilli())).
+		Set(expression.Name(tables.AttrStartedAt), expression.Value(ts)).
+		Set(expression.Name(tables.AttrLastSeenAt), expression.Value(ts)).
+		Set(expression.Name(tables.AttrTTL), expression.Value(c.TTL)).
+		Set(expression.Name(tables.AttrAttempts), expression.Name(tables.AttrAttempts).Plus(expression.Value(1))).
+		Set(expression.Name(tables.AttrDeliveries), expression.Name(tables.AttrDeliveries).Plus(expression.Value(1)))
+	if c.IndexProcessing {
+		upd = upd.Set(expression.Name(tables.AttrGSI2PK), expression.Value(AttentionPK(StatusProcessing, Shard(rec.Key, c.Shards)))).
+			Set(expression.Name(tables.AttrGSI2SK), expression.Value(FormatTime(c.Expires)))
+	} else {
+		upd = upd.Remove(expression.Name(tables.AttrGSI2PK)).Remove(expression.Name(tables.AttrGSI2SK))
+	}
+	return Transition{Update: upd, Condition: Unchanged(rec, staleBefore)}
+}
+
+// End ends rec, decided on by someone who does not hold it, as
+// FAILED_TERMINAL with code: a delivery whose business attempts or retry
+// window are used up, or the sweeper marking an abandoned lease.
+func End(rec *Record, now time.Time, code, message string, ttl int64, shards int, staleBefore int64) Transition {
+	return Transition{Update: failed(rec.Key, now, StatusFailedTerminal, code, message, ttl, shards), Condition: Unchanged(rec, staleBefore)}
+}
