@@ -1,0 +1,339 @@
+package stale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/tables"
+)
+
+// SweepAPI is what a Sweeper needs of DynamoDB: the operator reads (the
+// attention index), Scan (without it) and UpdateItem (the fenced mark).
+type SweepAPI interface {
+	inbox.ReadAPI
+	Scan(ctx context.Context, params *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+}
+
+// SweepConfig configures a Sweeper.
+type SweepConfig struct {
+	// Table is the inbox table. Required.
+	Table string
+	// Policy is the workers' lease policy: a lease is expired Skew after its
+	// end. Default: Policy{} with its defaults.
+	Policy Policy
+	// TTL per status, for the records the sweeper marks. Default: TTL{}
+	// with its defaults.
+	TTL TTL
+	// Grace is how long a lease must have been expired before its record is
+	// abandoned: no delivery came to take it over in that time, so its
+	// message is likely in the DLQ (moved by the redrive policy) or gone.
+	// Keep it well above the queue's longest backoff. Default: 1h.
+	Grace time.Duration
+	// UseIndex finds PROCESSING records through the attention index, which
+	// holds them only when the workers run with IndexProcessing. Without
+	// it the sweeper scans the whole table (every item read costs RCU).
+	// Default: false (scan).
+	UseIndex bool
+	// AttentionShards must match the workers'. Default: 16.
+	AttentionShards int
+	// PageSize is how many items one Query or Scan page reads. Default: 200.
+	PageSize int
+	// Metrics, when set, receives each sweep's figures. Default: nil.
+	Metrics *SweepMetrics
+	// Now is the clock. Default: time.Now.
+	Now func() time.Time
+}
+
+// SweepMetrics are the sweeper's Prometheus collectors.
+type SweepMetrics struct {
+	// Stuck is the number of PROCESSING records with an expired lease, by
+	// state: expired (within Grace) or abandoned (past it).
+	Stuck *prometheus.GaugeVec
+	// Marked counts records the sweeper marked LEASE_ABANDONED.
+	Marked prometheus.Counter
+	// Sweeps counts sweeps, by result (ok or error).
+	Sweeps *prometheus.CounterVec
+}
+
+// NewSweepMetrics creates the collectors and registers them with reg (when
+// not nil).
+func NewSweepMetrics(reg prometheus.Registerer) (*SweepMetrics, error) {
+	m := &SweepMetrics{
+		Stuck: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "ddbworker", Name: "stuck_records",
+			Help: "PROCESSING records whose lease expired, as of the last sweep, by state (expired, abandoned)."}, []string{"state"}),
+		Marked: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ddbworker", Name: "sweep_marked_total",
+			Help: "Records the sweeper marked FAILED_TERMINAL LEASE_ABANDONED."}),
+		Sweeps: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ddbworker", Name: "sweeps_total",
+			Help: "Sweeps run, by result."}, []string{"result"}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.Stuck, m.Marked, m.Sweeps} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("stale: register sweep metrics: %w", err)
+			}
+		}
+	}
+	return m, nil
+}
+
+// Sweeper finds PROCESSING records whose lease expired and no delivery took
+// over, reports them, and marks the abandoned ones (expired for longer than
+// Grace) FAILED_TERMINAL LEASE_ABANDONED, fenced, so they show up in the
+// attention index for operators and alerts.
+//
+// Marking loses nothing: a later delivery of the same work (a DLQ redrive)
+// takes an abandoned record over like an expired lease (gate.Decide).
+// Leases that expired within Grace are only reported: the next delivery
+// takes them over at once anyway.
+type Sweeper struct {
+	api    SweepAPI
+	reader *inbox.Reader
+	cfg    SweepConfig
+}
+
+// NewSweeper validates cfg and returns a Sweeper.
+func NewSweeper(api SweepAPI, cfg SweepConfig) (*Sweeper, error) {
+	var errs []error
+	if api == nil {
+		errs = append(errs, errors.New("stale: SweepAPI is required"))
+	}
+	if cfg.Table == "" {
+		errs = append(errs, errors.New("stale: SweepConfig.Table is required"))
+	}
+	var err error
+	if cfg.Policy, err = cfg.Policy.WithDefaults(); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.TTL, err = cfg.TTL.WithDefaults(); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.Grace == 0 {
+		cfg.Grace = time.Hour
+	}
+	if cfg.Grace < 0 {
+		errs = append(errs, fmt.Errorf("stale: SweepConfig.Grace %s must not be negative", cfg.Grace))
+	}
+	if cfg.AttentionShards == 0 {
+		cfg.AttentionShards = 16
+	}
+	if cfg.PageSize == 0 {
+		cfg.PageSize = 200
+	}
+	if cfg.PageSize < 1 || cfg.PageSize > inbox.MaxPageLimit {
+		errs = append(errs, fmt.Errorf("stale: SweepConfig.PageSize %d must be within 1..%d", cfg.PageSize, inbox.MaxPageLimit))
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Sweeper{api: api, cfg: cfg}
+	if api != nil && cfg.Table != "" {
+		if s.reader, err = inbox.NewReader(api, inbox.ReaderConfig{Table: cfg.Table, AttentionShards: cfg.AttentionShards}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// SweepOptions are one sweep's choices.
+type SweepOptions struct {
+	// DryRun reports without marking anything.
+	DryRun bool
+	// MaxMarks bounds the records marked in one sweep (0: no bound).
+	MaxMarks int
+}
+
+// Stuck is one PROCESSING record whose lease expired.
+type Stuck struct {
+	Record *inbox.Record
+	// ExpiredFor is how long ago its lease ended.
+	ExpiredFor time.Duration
+	// Abandoned: expired for longer than Grace.
+	Abandoned bool
+	// Marked: this sweep marked it FAILED_TERMINAL LEASE_ABANDONED.
+	Marked bool
+	// Note says why an abandoned record was not marked (dry run, another
+	// worker got there first, an error).
+	Note string
+}
+
+// SweepReport is what one sweep found and did.
+type SweepReport struct {
+	// Source is "index" (attention index) or "scan".
+	Source string
+	// Read is the number of PROCESSING records with an expired lease read.
+	Read int
+	// Expired and Abandoned count the stuck records by state.
+	Expired, Abandoned int
+	// Marked counts records marked LEASE_ABANDONED by this sweep.
+	Marked int
+	// Stuck lists them, longest expired first.
+	Stuck []Stuck
+	// At is when the sweep started.
+	At time.Time
+}
+
+// Sweep runs one sweep.
+func (s *Sweeper) Sweep(ctx context.Context, opts SweepOptions) (SweepReport, error) {
+	rep, err := s.sweep(ctx, opts)
+	if m := s.cfg.Metrics; m != nil {
+		if err != nil {
+			m.Sweeps.WithLabelValues("error").Inc()
+		} else {
+			m.Sweeps.WithLabelValues("ok").Inc()
+			m.Stuck.WithLabelValues("expired").Set(float64(rep.Expired))
+			m.Stuck.WithLabelValues("abandoned").Set(float64(rep.Abandoned - rep.Marked))
+			m.Marked.Add(float64(rep.Marked))
+		}
+	}
+	return rep, err
+}
+
+func (s *Sweeper) sweep(ctx context.Context, opts SweepOptions) (SweepReport, error) {
+	now := s.cfg.Now()
+	rep := SweepReport{Source: "scan", At: now}
+	var recs []*inbox.Record
+	var err error
+	if s.cfg.UseIndex {
+		rep.Source = "index"
+		recs, err = s.fromIndex(ctx, now)
+	} else {
+		recs, err = s.fromScan(ctx, now)
+	}
+	if err != nil {
+		return rep, err
+	}
+	rep.Read = len(recs)
+	staleBefore := s.cfg.Policy.StaleBefore(now)
+	abandonBefore := s.cfg.Policy.StaleBefore(now.Add(-s.cfg.Grace))
+	for _, rec := range recs {
+		if rec.Status != inbox.StatusProcessing || rec.LeaseExpiresAt == 0 || rec.LeaseExpiresAt >= staleBefore {
+			continue // moved on since the index entry, or not expired
+		}
+		st := Stuck{Record: rec, ExpiredFor: now.Sub(rec.LeaseExpiry), Abandoned: rec.LeaseExpiresAt < abandonBefore}
+		if !st.Abandoned {
+			rep.Expired++
+			rep.Stuck = append(rep.Stuck, st)
+			continue
+		}
+		rep.Abandoned++
+		switch {
+		case opts.DryRun:
+			st.Note = "dry run"
+		case opts.MaxMarks > 0 && rep.Marked >= opts.MaxMarks:
+			st.Note = "over --max"
+		default:
+			marked, err := s.abandon(ctx, rec, now, abandonBefore)
+			switch {
+			case err != nil:
+				return rep, err
+			case marked:
+				st.Marked = true
+				rep.Marked++
+			default:
+				st.Note = "changed meanwhile (taken over, renewed or settled)"
+			}
+		}
+		rep.Stuck = append(rep.Stuck, st)
+	}
+	slices.SortStableFunc(rep.Stuck, func(a, b Stuck) int { return int(b.ExpiredFor - a.ExpiredFor) })
+	return rep, nil
+}
+
+// fromIndex pages every PROCESSING record whose lease expired before now
+// (minus the skew margin) out of the attention index.
+func (s *Sweeper) fromIndex(ctx context.Context, now time.Time) ([]*inbox.Record, error) {
+	var out []*inbox.Record
+	page := inbox.Page{Limit: s.cfg.PageSize}
+	for {
+		l, err := s.reader.ListAttention(ctx, inbox.StatusProcessing, inbox.AttentionFilter{Until: now.Add(-s.cfg.Policy.Skew)}, page)
+		if err != nil {
+			return nil, fmt.Errorf("stale: sweep the attention index: %w", err)
+		}
+		out = append(out, l.Records...)
+		if l.Next == "" {
+			return out, nil
+		}
+		page.Cursor = l.Next
+	}
+}
+
+// fromScan reads the whole table for PROCESSING records whose lease
+// expired: the way to sweep when the workers do not index PROCESSING.
+func (s *Sweeper) fromScan(ctx context.Context, now time.Time) ([]*inbox.Record, error) {
+	filter := expression.Name(tables.AttrStatus).Equal(expression.Value(string(inbox.StatusProcessing))).
+		And(expression.Name(tables.AttrLeaseExpiresAt).LessThan(expression.Value(s.cfg.Policy.StaleBefore(now))))
+	ex, err := expression.NewBuilder().WithFilter(filter).Build()
+	if err != nil {
+		return nil, fmt.Errorf("stale: build sweep filter: %w", err)
+	}
+	var out []*inbox.Record
+	var start map[string]types.AttributeValue
+	for {
+		res, err := s.api.Scan(ctx, &dynamodb.ScanInput{
+			TableName: aws.String(s.cfg.Table), FilterExpression: ex.Filter(),
+			ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(),
+			Limit: aws.Int32(int32(s.cfg.PageSize)), ExclusiveStartKey: start, ConsistentRead: aws.Bool(true),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("stale: sweep scan of %s: %w", s.cfg.Table, err)
+		}
+		for _, item := range res.Items {
+			rec, err := inbox.Decode(item)
+			if err != nil {
+				continue // a domain item that happens to carry these attributes
+			}
+			out = append(out, rec)
+		}
+		if len(res.LastEvaluatedKey) == 0 {
+			return out, nil
+		}
+		start = res.LastEvaluatedKey
+	}
+}
+
+// abandon marks rec FAILED_TERMINAL LEASE_ABANDONED, fenced: only if it is
+// still exactly as read and its lease ended before abandonBefore. It
+// reports false when the record changed meanwhile.
+func (s *Sweeper) abandon(ctx context.Context, rec *inbox.Record, now time.Time, abandonBefore int64) (bool, error) {
+	msg := fmt.Sprintf("lease of %s expired at %s (%s ago) and no delivery took it over; its message is likely in the DLQ or gone: a redrive of the same work takes it over",
+		orUnknown(rec.LeaseOwner), inbox.FormatTime(rec.LeaseExpiry), now.Sub(rec.LeaseExpiry).Round(time.Second))
+	ex, err := inbox.End(rec, now, failure.CodeLeaseAbandoned, msg, s.cfg.TTL.For(inbox.StatusFailedTerminal, now), s.cfg.AttentionShards, abandonBefore).Build()
+	if err != nil {
+		return false, fmt.Errorf("stale: abandon: %w", err)
+	}
+	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.cfg.Table), Key: inbox.KeyOf(rec.Key, rec.MessageType),
+		UpdateExpression: ex.Update(), ConditionExpression: ex.Condition(),
+		ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(),
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("stale: mark %s/%s abandoned: %w", rec.Key, rec.MessageType, err)
+	}
+	return true, nil
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "an unknown worker"
+	}
+	return s
+}

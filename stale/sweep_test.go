@@ -1,0 +1,166 @@
+package stale_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/gate"
+	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/faults"
+	"github.com/ddbworker/ddbworker/mutation"
+	"github.com/ddbworker/ddbworker/stale"
+)
+
+func (f *fixture) sweeper(useIndex bool, m *stale.SweepMetrics) *stale.Sweeper {
+	f.t.Helper()
+	s, err := stale.NewSweeper(f.ddb, stale.SweepConfig{Table: f.env.Table, Policy: policy, Grace: time.Hour,
+		UseIndex: useIndex, AttentionShards: 4, PageSize: 2, Metrics: m, Now: f.clock.Now})
+	require.NoError(f.t, err)
+	return s
+}
+
+// The sweeper, through the attention index (workers with IndexProcessing)
+// and by scan: it reports expired leases, marks the abandoned ones (expired
+// for longer than Grace) FAILED_TERMINAL LEASE_ABANDONED — fenced, listed
+// for operators — and a later delivery of the same work takes an abandoned
+// record over.
+func TestSweep(t *testing.T) {
+	for _, useIndex := range []bool{true, false} {
+		t.Run("UseIndex="+strconv.FormatBool(useIndex), func(t *testing.T) {
+			ctx := context.Background()
+			f := newFixture(t, useIndex)
+			reg := prometheus.NewRegistry()
+			m, err := stale.NewSweepMetrics(reg)
+			require.NoError(t, err)
+			sw := f.sweeper(useIndex, m)
+
+			for i := range 3 {
+				f.acquire("k-abandoned-" + strconv.Itoa(i)) // expire 2 h ago
+			}
+			f.clock.Advance(time.Hour)
+			f.acquire("k-expired") // expires 1 h ago
+			done := f.acquire("k-done")
+			require.NoError(t, f.committer().Commit(ctx, done, nil, mutation.Completion{}, 0))
+			f.clock.Advance(time.Hour)
+			f.acquire("k-live") // holds a live lease
+
+			// A dry run reports and changes nothing.
+			rep, err := sw.Sweep(ctx, stale.SweepOptions{DryRun: true})
+			require.NoError(t, err)
+			require.Equal(t, map[bool]string{true: "index", false: "scan"}[useIndex], rep.Source)
+			require.Equal(t, 4, rep.Read)
+			require.Equal(t, 1, rep.Expired)
+			require.Equal(t, 3, rep.Abandoned)
+			require.Zero(t, rep.Marked)
+			require.Len(t, rep.Stuck, 4)
+			require.Equal(t, "k-expired", rep.Stuck[3].Record.Key, "longest expired first")
+			require.Equal(t, time.Hour-policy.Lease, rep.Stuck[3].ExpiredFor)
+			require.Equal(t, "dry run", rep.Stuck[0].Note)
+			require.Equal(t, inbox.StatusProcessing, f.record("k-abandoned-0").Status)
+
+			// One at most, then the rest.
+			rep, err = sw.Sweep(ctx, stale.SweepOptions{MaxMarks: 1})
+			require.NoError(t, err)
+			require.Equal(t, 1, rep.Marked)
+			require.Equal(t, 2.0, gauge(t, m.Stuck.WithLabelValues("abandoned")), "two abandoned left unmarked")
+			rep, err = sw.Sweep(ctx, stale.SweepOptions{})
+			require.NoError(t, err)
+			require.Equal(t, 2, rep.Marked)
+			require.Equal(t, 1, rep.Expired, "an expired lease within Grace is only reported")
+			require.Equal(t, 3.0, counter(t, m.Marked))
+			require.Equal(t, 0.0, gauge(t, m.Stuck.WithLabelValues("abandoned")))
+			require.Equal(t, 1.0, gauge(t, m.Stuck.WithLabelValues("expired")))
+
+			for i := range 3 {
+				rec := f.record("k-abandoned-" + strconv.Itoa(i))
+				require.Equal(t, inbox.StatusFailedTerminal, rec.Status)
+				require.Equal(t, failure.CodeLeaseAbandoned, rec.FailureCode)
+				require.Contains(t, rec.FailureMessage, "no delivery took it over")
+				require.Zero(t, rec.LeaseExpiresAt)
+				require.Equal(t, inbox.FormatTime(f.clock.Now()), rec.FailedAt)
+			}
+			require.Equal(t, inbox.StatusProcessing, f.record("k-expired").Status)
+			require.Equal(t, inbox.StatusProcessing, f.record("k-live").Status)
+			require.Equal(t, inbox.StatusCompleted, f.record("k-done").Status)
+
+			// Operators find them in the attention index.
+			reader, err := inbox.NewReader(f.env.DynamoDB, inbox.ReaderConfig{Table: f.env.Table, AttentionShards: 4})
+			require.NoError(t, err)
+			l, err := reader.ListAttention(ctx, inbox.StatusFailedTerminal, inbox.AttentionFilter{Code: failure.CodeLeaseAbandoned}, inbox.Page{})
+			require.NoError(t, err)
+			require.Len(t, l.Records, 3)
+
+			// Nothing is lost: a redelivery of the same work takes it over.
+			d, err := f.gate.Acquire(ctx, &gate.Request{Work: inbox.Work{Key: "k-abandoned-0", MessageType: "CaseOpened", RequestHash: "h"}})
+			require.NoError(t, err)
+			require.Equal(t, gate.Acquired, d.Action)
+			require.Equal(t, 2, d.Lease.Attempts)
+			require.NoError(t, f.committer().Commit(ctx, d.Lease, nil, mutation.Completion{}, 0))
+			require.Equal(t, inbox.StatusCompleted, f.record("k-abandoned-0").Status)
+
+			// A second sweep finds nothing new to mark.
+			rep, err = sw.Sweep(ctx, stale.SweepOptions{})
+			require.NoError(t, err)
+			require.Zero(t, rep.Marked)
+			require.Zero(t, rep.Abandoned)
+		})
+	}
+}
+
+// The mark is fenced: a holder whose renewal lands between the sweeper's
+// read and its mark keeps the lease.
+func TestSweepFencedByRenewal(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, true)
+	l := f.acquire("k-late-renewal")
+	f.clock.Advance(3 * time.Hour)
+	r, err := stale.NewRenewer(f.env.DynamoDB, stale.RenewerConfig{Table: f.env.Table, Policy: policy, IndexProcessing: true, Now: f.clock.Now})
+	require.NoError(t, err)
+	f.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "UpdateItem", Kind: faults.KindHook, Times: 1,
+		Hook: func(ctx context.Context, _ any) {
+			_, err := r.Renew(ctx, l)
+			require.NoError(t, err)
+		}})
+	rep, err := f.sweeper(true, nil).Sweep(ctx, stale.SweepOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Abandoned)
+	require.Zero(t, rep.Marked)
+	require.Contains(t, rep.Stuck[0].Note, "changed meanwhile")
+	rec := f.record("k-late-renewal")
+	require.Equal(t, inbox.StatusProcessing, rec.Status)
+	require.Equal(t, l.Token, rec.LeaseToken)
+}
+
+func TestNewSweeperValidation(t *testing.T) {
+	_, err := stale.NewSweeper(nil, stale.SweepConfig{Grace: -time.Second, PageSize: 5000, Policy: stale.Policy{Lease: time.Millisecond}})
+	require.Error(t, err)
+	for _, want := range []string{"SweepAPI is required", "Table is required", "Grace -1s", "PageSize 5000", "Policy.Lease"} {
+		require.ErrorContains(t, err, want)
+	}
+}
+
+func (f *fixture) committer() *mutation.Committer {
+	f.t.Helper()
+	c, err := mutation.New(f.ddb, mutation.Config{Table: f.env.Table, AttentionShards: 4, Now: f.clock.Now})
+	require.NoError(f.t, err)
+	return c
+}
+
+func gauge(t *testing.T, g prometheus.Gauge) float64 {
+	var m dto.Metric
+	require.NoError(t, g.Write(&m))
+	return m.GetGauge().GetValue()
+}
+
+func counter(t *testing.T, c prometheus.Counter) float64 {
+	var m dto.Metric
+	require.NoError(t, c.Write(&m))
+	return m.GetCounter().GetValue()
+}
