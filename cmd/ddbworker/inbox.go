@@ -1,0 +1,391 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ddbworker/ddbworker/inbox"
+)
+
+type inboxFlags struct {
+	output string
+	// get
+	msgType   string
+	rejection bool
+	// list
+	aggregate  string
+	status     string
+	code       string
+	since      string
+	until      string
+	limit      int
+	cursor     string
+	all        bool
+	descending bool
+	shards     int
+}
+
+func newInboxCmd(g *globals) *cobra.Command {
+	f := &inboxFlags{}
+	cmd := &cobra.Command{
+		Use:   "inbox",
+		Short: "Read inbox records: one work item, an aggregate's history, failed or in-flight work",
+		Long: `inbox reads the idempotency records the worker keeps per work item. It never
+writes. "get" reads one work item by its idempotency key; "list" reads one
+aggregate's history through the aggregate index, or every record of one status
+(FAILED_TERMINAL, FAILED_RETRYABLE, PROCESSING) through the sharded attention
+index, oldest first, a page at a time.`,
+	}
+	cmd.PersistentFlags().StringVarP(&f.output, "output", "o", "table", "output: table or json")
+
+	get := &cobra.Command{
+		Use:   "get KEY",
+		Short: "Show the records of one idempotency key (every message type unless --type)",
+		Example: `  ddbworker inbox get case-42:stage:7
+  ddbworker inbox get case-42:stage:7 --type StageChanged -o json
+  ddbworker inbox get 5f0c…-sqs-message-id --rejection`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := inboxCheckOutput(f.output); err != nil {
+				return err
+			}
+			if f.rejection && f.msgType != "" {
+				return errors.New("--type and --rejection exclude each other")
+			}
+			r, err := newInboxReader(cmd.Context(), g, 0)
+			if err != nil {
+				return err
+			}
+			var recs []*inbox.Record
+			if f.rejection {
+				rec, err := r.GetRejection(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				recs = []*inbox.Record{rec}
+			} else if recs, err = r.Get(cmd.Context(), args[0], f.msgType); err != nil {
+				return err
+			}
+			if f.output == "json" {
+				return inboxWriteJSON(cmd.OutOrStdout(), recs, "")
+			}
+			inboxPrintDetail(cmd.OutOrStdout(), recs, time.Now())
+			return nil
+		},
+	}
+	get.Flags().StringVar(&f.msgType, "type", "", "message type (default: every type under KEY)")
+	get.Flags().BoolVar(&f.rejection, "rejection", false, "KEY is the SQS message id of a message rejected before it had a key")
+
+	list := &cobra.Command{
+		Use:   "list (--aggregate TYPE/ID | --status STATUS [--code C] [--since T] [--until T])",
+		Short: "List one aggregate's records in order, or the records of one status across the attention shards",
+		Long: `list --aggregate TYPE/ID lists what happened to one aggregate, in first-seen
+order. list --status FAILED_TERMINAL|FAILED_RETRYABLE|PROCESSING lists the
+records of that status in failure-time order (lease-expiry order for
+PROCESSING, which is indexed only when the workers run with
+--index-processing); --code keeps one failure code, --since and --until bound
+the time (RFC3339, or a duration meaning that long ago: 1h, 30m).
+Rejected messages are FAILED_TERMINAL records.
+
+A page holds --limit records; "next page: --cursor C" resumes after it, and
+--all follows every page to the end.`,
+		Example: `  ddbworker inbox list --aggregate CASE/case-42
+  ddbworker inbox list --status FAILED_TERMINAL --code HANDLER_ERROR --since 24h
+  ddbworker inbox list --status PROCESSING --until 0s      # expired leases
+  ddbworker inbox list --status FAILED_RETRYABLE --all -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := inboxCheckOutput(f.output); err != nil {
+				return err
+			}
+			list, err := f.lister(cmd, g, time.Now())
+			if err != nil {
+				return err
+			}
+			page := inbox.Page{Limit: f.limit, Cursor: f.cursor, Descending: f.descending}
+			var recs []*inbox.Record
+			for {
+				l, err := list(cmd.Context(), page)
+				if err != nil {
+					return err
+				}
+				recs = append(recs, l.Records...)
+				page.Cursor = l.Next
+				if !f.all || l.Next == "" {
+					break
+				}
+			}
+			if f.output == "json" {
+				return inboxWriteJSON(cmd.OutOrStdout(), recs, page.Cursor)
+			}
+			inboxPrintTable(cmd.OutOrStdout(), recs, page.Cursor, time.Now())
+			return nil
+		},
+	}
+	fl := list.Flags()
+	fl.StringVar(&f.aggregate, "aggregate", "", "list one aggregate: TYPE/ID (the ID may contain '/')")
+	fl.StringVar(&f.status, "status", "", "list one status: FAILED_TERMINAL, FAILED_RETRYABLE or PROCESSING")
+	fl.StringVar(&f.code, "code", "", "with --status: only this failure code")
+	fl.StringVar(&f.since, "since", "", "with --status: from this time on (RFC3339, or a duration ago: 1h)")
+	fl.StringVar(&f.until, "until", "", "with --status: before this time (RFC3339, or a duration ago: 10m)")
+	fl.IntVar(&f.limit, "limit", inbox.DefaultPageLimit, fmt.Sprintf("records per page, 1..%d", inbox.MaxPageLimit))
+	fl.StringVar(&f.cursor, "cursor", "", "resume after a previous page (its \"next page\" cursor)")
+	fl.BoolVar(&f.all, "all", false, "follow every page to the end")
+	fl.BoolVar(&f.descending, "descending", false, "newest first")
+	fl.IntVar(&f.shards, "attention-shards", 16, "attention index shards per status; must match the workers'")
+
+	cmd.AddCommand(get, list)
+	return cmd
+}
+
+// lister checks the list flags and returns the listing they select.
+func (f *inboxFlags) lister(cmd *cobra.Command, g *globals, now time.Time) (func(context.Context, inbox.Page) (inbox.Listing, error), error) {
+	if (f.aggregate == "") == (f.status == "") {
+		return nil, errors.New("give exactly one of --aggregate TYPE/ID or --status STATUS")
+	}
+	if f.limit < 1 || f.limit > inbox.MaxPageLimit {
+		return nil, fmt.Errorf("--limit %d must be within 1..%d", f.limit, inbox.MaxPageLimit)
+	}
+	if f.aggregate != "" {
+		for name, v := range map[string]string{"code": f.code, "since": f.since, "until": f.until} {
+			if v != "" {
+				return nil, fmt.Errorf("--%s applies to --status listings only", name)
+			}
+		}
+		typ, id, ok := strings.Cut(f.aggregate, "/")
+		if !ok || typ == "" || id == "" {
+			return nil, fmt.Errorf("--aggregate %q: want TYPE/ID", f.aggregate)
+		}
+		r, err := newInboxReader(cmd.Context(), g, f.shards)
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, p inbox.Page) (inbox.Listing, error) {
+			return r.ListAggregate(ctx, typ, id, p)
+		}, nil
+	}
+	var filter inbox.AttentionFilter
+	var err error
+	if filter.Since, err = inboxParseTime("since", f.since, now); err != nil {
+		return nil, err
+	}
+	if filter.Until, err = inboxParseTime("until", f.until, now); err != nil {
+		return nil, err
+	}
+	filter.Code = f.code
+	status := inbox.Status(strings.ToUpper(f.status))
+	r, err := newInboxReader(cmd.Context(), g, f.shards)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, p inbox.Page) (inbox.Listing, error) {
+		return r.ListAttention(ctx, status, filter, p)
+	}, nil
+}
+
+func newInboxReader(ctx context.Context, g *globals, shards int) (*inbox.Reader, error) {
+	cfg, err := g.awsConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ddb, _ := g.clients(cfg, nil, nil)
+	return inbox.NewReader(ddb, inbox.ReaderConfig{Table: g.table, AttentionShards: shards})
+}
+
+func inboxCheckOutput(o string) error {
+	if o != "table" && o != "json" {
+		return fmt.Errorf("--output %q: want table or json", o)
+	}
+	return nil
+}
+
+// inboxParseTime reads --since/--until: RFC3339, or a duration before now.
+func inboxParseTime(flag, v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return time.Time{}, fmt.Errorf("--%s %q: want an RFC3339 time (2025-03-01T12:00:00Z) or a duration ago (1h, 30m)", flag, v)
+	}
+	return now.Add(-d), nil
+}
+
+// inboxJSONRecord is a record in JSON output; its field names are the
+// DynamoDB attribute names and every field is always present.
+type inboxJSONRecord struct {
+	Key            string `json:"key"`
+	MessageType    string `json:"messageType"`
+	Status         string `json:"status"`
+	Rejection      bool   `json:"rejection"`
+	SQSMessageID   string `json:"sqsMessageId"`
+	RequestHash    string `json:"requestHash"`
+	SchemaVersion  int    `json:"schemaVersion"`
+	AggregateType  string `json:"aggregateType"`
+	AggregateID    string `json:"aggregateId"`
+	CorrelationID  string `json:"correlationId"`
+	CausationID    string `json:"causationId"`
+	Producer       string `json:"producer"`
+	FirstSeenAt    string `json:"firstSeenAt"`
+	LastSeenAt     string `json:"lastSeenAt"`
+	StartedAt      string `json:"startedAt"`
+	CompletedAt    string `json:"completedAt"`
+	FailedAt       string `json:"failedAt"`
+	Attempts       int    `json:"attempts"`
+	Deliveries     int    `json:"deliveries"`
+	LeaseOwner     string `json:"leaseOwner"`
+	LeaseToken     string `json:"leaseToken"`
+	LeaseExpiresAt string `json:"leaseExpiresAt"` // inbox.TimeLayout, "" when none
+	FailureCode    string `json:"failureCode"`
+	FailureMessage string `json:"failureMessage"`
+	Outcome        string `json:"outcome"`
+	ResultRef      string `json:"resultRef"`
+	TTL            int64  `json:"ttl"` // epoch seconds
+}
+
+type inboxJSONDoc struct {
+	Records []inboxJSONRecord `json:"records"`
+	Next    string            `json:"next"`
+}
+
+func inboxWriteJSON(w io.Writer, recs []*inbox.Record, next string) error {
+	doc := inboxJSONDoc{Records: make([]inboxJSONRecord, 0, len(recs)), Next: next}
+	for _, r := range recs {
+		doc.Records = append(doc.Records, inboxJSONRecord{
+			Key: r.Key, MessageType: r.MessageType, Status: string(r.Status), Rejection: r.Rejection,
+			SQSMessageID: r.SQSMessageID, RequestHash: r.RequestHash, SchemaVersion: r.SchemaVersion,
+			AggregateType: r.AggregateType, AggregateID: r.AggregateID, CorrelationID: r.CorrelationID,
+			CausationID: r.CausationID, Producer: r.Producer, FirstSeenAt: r.FirstSeenAt, LastSeenAt: r.LastSeenAt,
+			StartedAt: r.StartedAt, CompletedAt: r.CompletedAt, FailedAt: r.FailedAt, Attempts: r.Attempts,
+			Deliveries: r.Deliveries, LeaseOwner: r.LeaseOwner, LeaseToken: r.LeaseToken,
+			LeaseExpiresAt: inbox.FormatTime(r.LeaseExpiry), FailureCode: r.FailureCode,
+			FailureMessage: r.FailureMessage, Outcome: r.Outcome, ResultRef: r.ResultRef, TTL: r.TTL,
+		})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(doc)
+}
+
+func inboxDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// inboxName is how a record is named in a table: its key, or the SQS
+// message id of a rejection (what `inbox get --rejection` takes).
+func inboxName(r *inbox.Record) string {
+	if r.Rejection {
+		return "rejected:" + r.SQSMessageID
+	}
+	return r.Key
+}
+
+// inboxLease is a PROCESSING record's lease expiry, marked when past.
+func inboxLease(r *inbox.Record, now time.Time) string {
+	if r.Status != inbox.StatusProcessing || r.LeaseExpiry.IsZero() {
+		return "-"
+	}
+	s := inbox.FormatTime(r.LeaseExpiry)
+	if r.LeaseExpiry.Before(now) {
+		s += " (expired)"
+	}
+	return s
+}
+
+func inboxPrintTable(w io.Writer, recs []*inbox.Record, next string, now time.Time) {
+	if len(recs) == 0 {
+		fmt.Fprintln(w, "no records")
+	} else {
+		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "KEY\tTYPE\tSTATUS\tOUTCOME/CODE\tATTEMPTS\tDELIVERIES\tFIRST SEEN\tFAILED/COMPLETED\tLEASE EXPIRES\tAGGREGATE")
+		for _, r := range recs {
+			result, at := r.Outcome, r.CompletedAt
+			if r.Status == inbox.StatusFailedTerminal || r.Status == inbox.StatusFailedRetryable {
+				result, at = r.FailureCode, r.FailedAt
+			}
+			agg := "-"
+			if r.AggregateType != "" || r.AggregateID != "" {
+				agg = r.AggregateType + "/" + r.AggregateID
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", inboxName(r), inboxDash(r.MessageType), r.Status,
+				inboxDash(result), r.Attempts, r.Deliveries, inboxDash(r.FirstSeenAt), inboxDash(at), inboxLease(r, now), agg)
+		}
+		_ = tw.Flush()
+	}
+	if next != "" {
+		fmt.Fprintf(w, "next page: --cursor %s\n", next)
+	}
+}
+
+// inboxPrintDetail prints every set field of each record, one per line.
+func inboxPrintDetail(w io.Writer, recs []*inbox.Record, now time.Time) {
+	for i, r := range recs {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		field := func(name, v string) {
+			if v != "" {
+				fmt.Fprintf(tw, "%s:\t%s\n", name, v)
+			}
+		}
+		num := func(name string, v int64) {
+			if v != 0 {
+				field(name, strconv.FormatInt(v, 10))
+			}
+		}
+		field("key", r.Key)
+		if r.Rejection {
+			field("rejection", "yes: refused before it was filed under a key")
+			field("sqsMessageId", r.SQSMessageID)
+		}
+		field("messageType", r.MessageType)
+		field("status", string(r.Status))
+		field("outcome", r.Outcome)
+		field("resultRef", r.ResultRef)
+		field("failureCode", r.FailureCode)
+		field("failureMessage", r.FailureMessage)
+		num("attempts", int64(r.Attempts))
+		num("deliveries", int64(r.Deliveries))
+		if r.AggregateType != "" || r.AggregateID != "" {
+			field("aggregate", r.AggregateType+"/"+r.AggregateID)
+		}
+		field("firstSeenAt", r.FirstSeenAt)
+		field("lastSeenAt", r.LastSeenAt)
+		field("startedAt", r.StartedAt)
+		field("completedAt", r.CompletedAt)
+		field("failedAt", r.FailedAt)
+		field("leaseOwner", r.LeaseOwner)
+		field("leaseToken", r.LeaseToken)
+		if !r.LeaseExpiry.IsZero() {
+			field("leaseExpiresAt", inboxLease(&inbox.Record{Status: inbox.StatusProcessing, LeaseExpiry: r.LeaseExpiry}, now))
+		}
+		field("requestHash", r.RequestHash)
+		num("schemaVersion", int64(r.SchemaVersion))
+		field("correlationId", r.CorrelationID)
+		field("causationId", r.CausationID)
+		field("producer", r.Producer)
+		if !r.Rejection {
+			field("sqsMessageId", r.SQSMessageID)
+		}
+		if r.TTL != 0 {
+			field("ttl", time.Unix(r.TTL, 0).UTC().Format(time.RFC3339))
+		}
+		_ = tw.Flush()
+	}
+}

@@ -1,0 +1,421 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/testenv"
+)
+
+// inboxCLI is one test's table, seeded the way the gate and the committer
+// write records, and a way to run `ddbworker inbox …` against it.
+type inboxCLI struct {
+	t   *testing.T
+	env *testenv.Env
+	now time.Time
+}
+
+const inboxTestShards = 4
+
+func newInboxCLI(t *testing.T) *inboxCLI {
+	t.Helper()
+	for _, kv := range os.Environ() { // no stray DDBWORKER_* flag values
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, envPrefix) {
+			t.Setenv(k, "")
+			require.NoError(t, os.Unsetenv(k))
+		}
+	}
+	return &inboxCLI{t: t, env: testenv.New(t, testenv.Options{NoQueue: true}), now: time.Now().UTC().Truncate(time.Millisecond)}
+}
+
+// run executes `ddbworker --dynamodb-endpoint … --table … args…` in-process.
+func (c *inboxCLI) run(args ...string) (string, error) {
+	c.t.Helper()
+	root := newRootCmd()
+	root.SetArgs(append([]string{"--dynamodb-endpoint", os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"), "--table", c.env.Table}, args...))
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	err := root.ExecuteContext(context.Background())
+	require.Empty(c.t, errOut.String(), "nothing on stderr (errors are returned)")
+	return out.String(), err
+}
+
+// runJSON runs args with -o json and decodes the document.
+func (c *inboxCLI) runJSON(args ...string) inboxJSONDoc {
+	c.t.Helper()
+	out, err := c.run(append(args, "-o", "json")...)
+	require.NoError(c.t, err, out)
+	var doc inboxJSONDoc
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	require.NoError(c.t, dec.Decode(&doc), out)
+	return doc
+}
+
+func (c *inboxCLI) put(rec *inbox.Record, key map[string]string) {
+	c.t.Helper()
+	item, err := rec.Item()
+	require.NoError(c.t, err)
+	for k, v := range key { // a rejection's own primary key
+		item[k] = &types.AttributeValueMemberS{Value: v}
+	}
+	_, err = c.env.DynamoDB.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(c.env.Table), Item: item})
+	require.NoError(c.t, err)
+}
+
+func (c *inboxCLI) record(key, msgType, aggType, aggID string, seen time.Time) *inbox.Record {
+	rec := inbox.NewRecord(&inbox.Work{Key: key, MessageType: msgType, RequestHash: "hash-" + key, SchemaVersion: 1,
+		AggregateType: aggType, AggregateID: aggID, CorrelationID: "corr-" + key, Producer: "cli-test"}, seen)
+	rec.LeaseOwner, rec.LeaseToken = "worker-1", "token-"+key
+	return rec
+}
+
+func (c *inboxCLI) completed(key, msgType, aggID string, seen time.Time) {
+	rec := c.record(key, msgType, "CASE", aggID, seen)
+	rec.Status, rec.Outcome, rec.CompletedAt = inbox.StatusCompleted, inbox.OutcomeApplied, inbox.FormatTime(seen.Add(time.Second))
+	c.put(rec, nil)
+}
+
+func (c *inboxCLI) failed(status inbox.Status, key, code string, at time.Time) {
+	rec := c.record(key, "CaseOpened", "CASE", "agg-"+key, at.Add(-time.Minute))
+	ts := inbox.FormatTime(at)
+	rec.Status, rec.FailureCode, rec.FailureMessage, rec.FailedAt, rec.Attempts, rec.Deliveries = status, code, "boom: "+code, ts, 3, 4
+	rec.GSI2PK, rec.GSI2SK = inbox.AttentionPK(status, inbox.Shard(key, inboxTestShards)), ts
+	c.put(rec, nil)
+}
+
+func (c *inboxCLI) processing(key string, expires time.Time) {
+	rec := c.record(key, "CaseOpened", "CASE", "agg-"+key, expires.Add(-time.Minute))
+	rec.Status, rec.LeaseExpiresAt = inbox.StatusProcessing, expires.UnixMilli()
+	rec.GSI2PK, rec.GSI2SK = inbox.AttentionPK(inbox.StatusProcessing, inbox.Shard(key, inboxTestShards)), inbox.FormatTime(expires)
+	c.put(rec, nil)
+}
+
+func (c *inboxCLI) rejection(msgID, code string, at time.Time) {
+	ts := inbox.FormatTime(at)
+	rec := &inbox.Record{SQSMessageID: msgID, Status: inbox.StatusFailedTerminal, FailureCode: code, FailureMessage: "not JSON",
+		FirstSeenAt: ts, FailedAt: ts,
+		GSI2PK: inbox.AttentionPK(inbox.StatusFailedTerminal, inbox.Shard(msgID, inboxTestShards)), GSI2SK: ts}
+	c.put(rec, map[string]string{"PK": "REJECT#" + msgID, "SK": "REJECT"})
+}
+
+// keysOfJSON are the record names of a JSON document, in order.
+func keysOfJSON(doc inboxJSONDoc) []string {
+	var out []string
+	for _, r := range doc.Records {
+		if r.Rejection {
+			out = append(out, "rejected:"+r.SQSMessageID)
+		} else {
+			out = append(out, r.Key)
+		}
+	}
+	return out
+}
+
+// rowsOf are the first column of a table's rows (after the header).
+func rowsOf(t *testing.T, out string) []string {
+	t.Helper()
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	require.NotEmpty(t, lines)
+	require.Regexp(t, `^KEY\s+TYPE\s+STATUS\s+OUTCOME/CODE\s+ATTEMPTS\s+DELIVERIES\s+FIRST SEEN\s+FAILED/COMPLETED\s+LEASE EXPIRES\s+AGGREGATE$`, lines[0])
+	var keys []string
+	for _, l := range lines[1:] {
+		if strings.HasPrefix(l, "next page: ") {
+			break
+		}
+		keys = append(keys, strings.Fields(l)[0])
+	}
+	return keys
+}
+
+var nextRe = regexp.MustCompile(`(?m)^next page: --cursor (\S+)$`)
+
+func TestInboxGet(t *testing.T) {
+	c := newInboxCLI(t)
+	c.completed("case-1:open", "CaseOpened", "case-1", c.now.Add(-time.Hour))
+	c.failed(inbox.StatusFailedRetryable, "case-1:stage", "THROTTLED", c.now.Add(-time.Minute))
+	c.completed("case-1:stage", "StageChanged", "case-1", c.now.Add(-30*time.Minute))
+	c.processing("case-1:open2", c.now.Add(-time.Second))
+	c.rejection("msg-abc", "ENVELOPE_INVALID", c.now)
+
+	t.Run("table, every type", func(t *testing.T) {
+		out, err := c.run("inbox", "get", "case-1:stage")
+		require.NoError(t, err)
+		blocks := strings.Split(out, "\n\n")
+		require.Len(t, blocks, 2, out)
+		require.Regexp(t, `(?m)^key:\s+case-1:stage$`, blocks[0])
+		require.Regexp(t, `(?m)^messageType:\s+CaseOpened$`, blocks[0])
+		require.Regexp(t, `(?m)^status:\s+FAILED_RETRYABLE$`, blocks[0])
+		require.Regexp(t, `(?m)^failureCode:\s+THROTTLED$`, blocks[0])
+		require.Regexp(t, `(?m)^failureMessage:\s+boom: THROTTLED$`, blocks[0])
+		require.Regexp(t, `(?m)^attempts:\s+3$`, blocks[0])
+		require.Regexp(t, `(?m)^messageType:\s+StageChanged$`, blocks[1])
+		require.Regexp(t, `(?m)^outcome:\s+APPLIED$`, blocks[1])
+		require.Regexp(t, `(?m)^aggregate:\s+CASE/case-1$`, blocks[1])
+	})
+	t.Run("table, processing", func(t *testing.T) {
+		out, err := c.run("inbox", "get", "case-1:open2", "--type", "CaseOpened")
+		require.NoError(t, err)
+		require.Regexp(t, `(?m)^leaseExpiresAt:\s+\S+ \(expired\)$`, out)
+		require.Regexp(t, `(?m)^leaseOwner:\s+worker-1$`, out)
+	})
+	t.Run("json, one type", func(t *testing.T) {
+		doc := c.runJSON("inbox", "get", "case-1:stage", "--type", "StageChanged")
+		require.Len(t, doc.Records, 1)
+		r := doc.Records[0]
+		require.Equal(t, "case-1:stage", r.Key)
+		require.Equal(t, "StageChanged", r.MessageType)
+		require.Equal(t, "COMPLETED", r.Status)
+		require.Equal(t, "APPLIED", r.Outcome)
+		require.Equal(t, "hash-case-1:stage", r.RequestHash)
+		require.Equal(t, "case-1", r.AggregateID)
+		require.Equal(t, 1, r.Attempts)
+		require.Empty(t, doc.Next)
+	})
+	t.Run("json keeps every field", func(t *testing.T) {
+		out, err := c.run("inbox", "get", "case-1:open", "-o", "json")
+		require.NoError(t, err)
+		var raw struct {
+			Records []map[string]any `json:"records"`
+			Next    *string          `json:"next"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &raw), out)
+		require.NotNil(t, raw.Next, `"next" is always present`)
+		require.Len(t, raw.Records, 1)
+		for _, f := range []string{"key", "messageType", "status", "failureCode", "failureMessage", "leaseExpiresAt", "ttl", "outcome", "attempts"} {
+			require.Contains(t, raw.Records[0], f, "empty fields are present too")
+		}
+	})
+	t.Run("rejection", func(t *testing.T) {
+		doc := c.runJSON("inbox", "get", "msg-abc", "--rejection")
+		require.Len(t, doc.Records, 1)
+		require.True(t, doc.Records[0].Rejection)
+		require.Equal(t, "ENVELOPE_INVALID", doc.Records[0].FailureCode)
+		out, err := c.run("inbox", "get", "msg-abc", "--rejection")
+		require.NoError(t, err)
+		require.Regexp(t, `(?m)^sqsMessageId:\s+msg-abc$`, out)
+	})
+
+	errs := []struct {
+		name string
+		args []string
+		is   error
+		want string
+	}{
+		{name: "missing key", args: []string{"inbox", "get", "case-404"}, is: inbox.ErrNotFound, want: `"case-404"`},
+		{name: "missing type", args: []string{"inbox", "get", "case-1:open", "--type", "Nope"}, is: inbox.ErrNotFound, want: `"Nope"`},
+		{name: "missing rejection", args: []string{"inbox", "get", "msg-404", "--rejection"}, is: inbox.ErrNotFound, want: "msg-404"},
+		{name: "no key", args: []string{"inbox", "get"}, want: "accepts 1 arg"},
+		{name: "bad output", args: []string{"inbox", "get", "case-1:open", "-o", "yaml"}, want: `--output "yaml"`},
+		{name: "type and rejection", args: []string{"inbox", "get", "x", "--rejection", "--type", "T"}, want: "exclude each other"},
+	}
+	for _, tt := range errs {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := c.run(tt.args...)
+			require.Error(t, err)
+			if tt.is != nil {
+				require.ErrorIs(t, err, tt.is)
+			}
+			require.ErrorContains(t, err, tt.want)
+			require.Empty(t, out)
+		})
+	}
+}
+
+func TestInboxListAggregate(t *testing.T) {
+	c := newInboxCLI(t)
+	var want []string
+	msgTypes := []string{"CaseOpened", "StageChanged", "DeadlineSet"}
+	for i := range 7 {
+		key := fmt.Sprintf("case-9:%d", i)
+		c.completed(key, msgTypes[i%3], "case-9", c.now.Add(time.Duration(i-10)*time.Minute))
+		want = append(want, key)
+	}
+	c.completed("case-8:0", "CaseOpened", "case-8", c.now)
+
+	t.Run("table, pages by cursor", func(t *testing.T) {
+		var got []string
+		args := []string{"inbox", "list", "--aggregate", "CASE/case-9", "--limit", "3"}
+		for range 10 {
+			out, err := c.run(args...)
+			require.NoError(t, err)
+			got = append(got, rowsOf(t, out)...)
+			m := nextRe.FindStringSubmatch(out)
+			if m == nil {
+				break
+			}
+			args = []string{"inbox", "list", "--aggregate", "CASE/case-9", "--limit", "3", "--cursor", m[1]}
+		}
+		require.Equal(t, want, got)
+	})
+	t.Run("table columns", func(t *testing.T) {
+		out, err := c.run("inbox", "list", "--aggregate", "CASE/case-9", "--limit", "1")
+		require.NoError(t, err)
+		lines := strings.Split(out, "\n")
+		require.Regexp(t, `^case-9:0\s+CaseOpened\s+COMPLETED\s+APPLIED\s+1\s+1\s+\S+Z\s+\S+Z\s+-\s+CASE/case-9$`, lines[1])
+		require.Regexp(t, `^next page: --cursor \S+$`, lines[2])
+	})
+	t.Run("json, all pages", func(t *testing.T) {
+		doc := c.runJSON("inbox", "list", "--aggregate", "CASE/case-9", "--limit", "2", "--all")
+		require.Equal(t, want, keysOfJSON(doc))
+		require.Empty(t, doc.Next)
+	})
+	t.Run("json, descending page", func(t *testing.T) {
+		doc := c.runJSON("inbox", "list", "--aggregate", "CASE/case-9", "--limit", "2", "--descending")
+		require.Equal(t, []string{want[6], want[5]}, keysOfJSON(doc))
+		require.NotEmpty(t, doc.Next)
+		rest := c.runJSON("inbox", "list", "--aggregate", "CASE/case-9", "--descending", "--cursor", doc.Next, "--all")
+		require.Equal(t, []string{want[4], want[3], want[2], want[1], want[0]}, keysOfJSON(rest))
+	})
+	t.Run("empty", func(t *testing.T) {
+		out, err := c.run("inbox", "list", "--aggregate", "CASE/none")
+		require.NoError(t, err)
+		require.Equal(t, "no records\n", out)
+		doc := c.runJSON("inbox", "list", "--aggregate", "CASE/none")
+		require.NotNil(t, doc.Records)
+		require.Empty(t, doc.Records)
+	})
+}
+
+func TestInboxListStatus(t *testing.T) {
+	c := newInboxCLI(t)
+	var terminal, recentHandler []string
+	for i := range 12 {
+		key := fmt.Sprintf("w-%02d", i)
+		code := []string{"HANDLER_ERROR", "VALIDATION_FAILED"}[i%2]
+		at := c.now.Add(time.Duration(i-12) * 10 * time.Minute) // 2h ago … 10m ago
+		c.failed(inbox.StatusFailedTerminal, key, code, at)
+		terminal = append(terminal, key)
+		if code == "HANDLER_ERROR" && !at.Before(c.now.Add(-65*time.Minute)) {
+			recentHandler = append(recentHandler, key)
+		}
+	}
+	c.rejection("msg-1", "ENVELOPE_INVALID", c.now.Add(-5*time.Minute))
+	terminal = append(terminal, "rejected:msg-1")
+	c.failed(inbox.StatusFailedRetryable, "r-1", "THROTTLED", c.now)
+	c.processing("p-old", c.now.Add(-time.Minute))
+	c.processing("p-new", c.now.Add(time.Minute))
+	shards := []string{"--attention-shards", fmt.Sprint(inboxTestShards)}
+	list := func(args ...string) []string { return append(append([]string{"inbox", "list"}, args...), shards...) }
+
+	t.Run("all terminal, json, all pages", func(t *testing.T) {
+		doc := c.runJSON(list("--status", "FAILED_TERMINAL", "--limit", "5", "--all")...)
+		require.Equal(t, terminal, keysOfJSON(doc))
+		require.Empty(t, doc.Next)
+		last := doc.Records[len(doc.Records)-1]
+		require.True(t, last.Rejection)
+		require.Equal(t, "ENVELOPE_INVALID", last.FailureCode)
+	})
+	t.Run("code and since, json", func(t *testing.T) {
+		require.NotEmpty(t, recentHandler)
+		doc := c.runJSON(list("--status", "failed_terminal", "--code", "HANDLER_ERROR", "--since", "65m", "--limit", "2", "--all")...)
+		require.Equal(t, recentHandler, keysOfJSON(doc))
+		for _, r := range doc.Records {
+			require.Equal(t, "HANDLER_ERROR", r.FailureCode)
+			require.Equal(t, "boom: HANDLER_ERROR", r.FailureMessage)
+			require.Equal(t, "FAILED_TERMINAL", r.Status)
+		}
+	})
+	t.Run("code, table, pages by cursor", func(t *testing.T) {
+		var got []string
+		args := list("--status", "FAILED_TERMINAL", "--code", "VALIDATION_FAILED", "--limit", "4")
+		for range 10 {
+			out, err := c.run(args...)
+			require.NoError(t, err)
+			rows := rowsOf(t, out)
+			got = append(got, rows...)
+			for _, l := range strings.Split(out, "\n")[1 : len(rows)+1] {
+				require.Regexp(t, `\sFAILED_TERMINAL\s+VALIDATION_FAILED\s+3\s+4\s`, l)
+			}
+			m := nextRe.FindStringSubmatch(out)
+			if m == nil {
+				break
+			}
+			args = list("--status", "FAILED_TERMINAL", "--code", "VALIDATION_FAILED", "--limit", "4", "--cursor", m[1])
+		}
+		require.Equal(t, []string{"w-01", "w-03", "w-05", "w-07", "w-09", "w-11"}, got)
+	})
+	t.Run("until RFC3339", func(t *testing.T) {
+		until := c.now.Add(-95 * time.Minute).Format(time.RFC3339)
+		doc := c.runJSON(list("--status", "FAILED_TERMINAL", "--until", until)...)
+		require.Equal(t, []string{"w-00", "w-01", "w-02"}, keysOfJSON(doc))
+	})
+	t.Run("rejection in the table", func(t *testing.T) {
+		out, err := c.run(list("--status", "FAILED_TERMINAL", "--since", "6m")...)
+		require.NoError(t, err)
+		require.Equal(t, []string{"rejected:msg-1"}, rowsOf(t, out))
+		require.Contains(t, out, "ENVELOPE_INVALID")
+	})
+	t.Run("processing, expired leases", func(t *testing.T) {
+		out, err := c.run(list("--status", "PROCESSING", "--until", "0s")...)
+		require.NoError(t, err)
+		require.Equal(t, []string{"p-old"}, rowsOf(t, out))
+		require.Regexp(t, `\S+Z \(expired\)\s+CASE/agg-p-old`, out)
+		out, err = c.run(list("--status", "PROCESSING")...)
+		require.NoError(t, err)
+		require.Equal(t, []string{"p-old", "p-new"}, rowsOf(t, out))
+	})
+	t.Run("retryable", func(t *testing.T) {
+		doc := c.runJSON(list("--status", "FAILED_RETRYABLE")...)
+		require.Equal(t, []string{"r-1"}, keysOfJSON(doc))
+	})
+
+	errs := []struct {
+		name string
+		args []string
+		is   error
+		want string
+	}{
+		{name: "neither", args: []string{"inbox", "list"}, want: "exactly one of --aggregate"},
+		{name: "both", args: []string{"inbox", "list", "--aggregate", "CASE/1", "--status", "PROCESSING"}, want: "exactly one of --aggregate"},
+		{name: "bad aggregate", args: []string{"inbox", "list", "--aggregate", "CASE"}, want: "want TYPE/ID"},
+		{name: "code with aggregate", args: []string{"inbox", "list", "--aggregate", "CASE/1", "--code", "X"}, want: "--code applies to --status"},
+		{name: "bad status", args: []string{"inbox", "list", "--status", "COMPLETED"}, is: inbox.ErrBadStatus, want: "COMPLETED"},
+		{name: "bad since", args: []string{"inbox", "list", "--status", "PROCESSING", "--since", "yesterday"}, want: `--since "yesterday"`},
+		{name: "negative since", args: []string{"inbox", "list", "--status", "PROCESSING", "--since", "-1h"}, want: `--since "-1h"`},
+		{name: "since after until", args: []string{"inbox", "list", "--status", "PROCESSING", "--since", "1m", "--until", "1h"}, is: inbox.ErrBadQuery},
+		{name: "bad limit", args: []string{"inbox", "list", "--status", "PROCESSING", "--limit", "0"}, want: "--limit 0"},
+		{name: "bad cursor", args: []string{"inbox", "list", "--status", "PROCESSING", "--cursor", "garbage!"}, is: inbox.ErrBadCursor},
+		{name: "bad shards", args: []string{"inbox", "list", "--status", "PROCESSING", "--attention-shards", "101"}, want: "AttentionShards 101"},
+		{name: "bad output", args: []string{"inbox", "list", "--status", "PROCESSING", "-o", "xml"}, want: `--output "xml"`},
+	}
+	for _, tt := range errs {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := c.run(tt.args...)
+			require.Error(t, err)
+			if tt.is != nil {
+				require.ErrorIs(t, err, tt.is)
+			}
+			require.ErrorContains(t, err, tt.want)
+			require.Empty(t, out)
+		})
+	}
+}
+
+// A cursor printed for one status does not resume another listing.
+func TestInboxCursorBelongsToItsListing(t *testing.T) {
+	c := newInboxCLI(t)
+	for i := range 3 {
+		c.failed(inbox.StatusFailedTerminal, fmt.Sprintf("k-%d", i), "X", c.now.Add(time.Duration(-i)*time.Minute))
+	}
+	doc := c.runJSON("inbox", "list", "--status", "FAILED_TERMINAL", "--limit", "1")
+	require.NotEmpty(t, doc.Next)
+	_, err := c.run("inbox", "list", "--status", "FAILED_RETRYABLE", "--cursor", doc.Next)
+	require.ErrorIs(t, err, inbox.ErrBadCursor)
+	_, err = c.run("inbox", "list", "--aggregate", "CASE/agg-k-0", "--cursor", doc.Next)
+	require.ErrorIs(t, err, inbox.ErrBadCursor)
+}
