@@ -69,6 +69,7 @@ SDK's own variables (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS
 		newDemoCmd(g),
 		newBenchCmd(g),
 		newChaosCmd(g),
+		newDLQCmd(g),
 		newInboxCmd(g),
 		newEmulatorsCmd(),
 	)

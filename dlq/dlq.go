@@ -1,0 +1,276 @@
+package dlq
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// Message attributes the worker's terminal policy "dlq" sets on its copy.
+// The values are the ones worker.Attr* use.
+const (
+	AttrFailureCode     = "ddbworker.failureCode"
+	AttrFailureMessage  = "ddbworker.failureMessage"
+	AttrFailedAt        = "ddbworker.failedAt"
+	AttrSourceMessageID = "ddbworker.sourceMessageId"
+	AttrIdempotencyKey  = "ddbworker.idempotencyKey"
+	AttrMessageType     = "ddbworker.messageType"
+	// AttrRedrivenFrom is set by Redrive on the message it sends to the
+	// work queue: the DLQ message id it came from.
+	AttrRedrivenFrom = "ddbworker.redrivenFrom"
+	// AttrPrefix starts every ddbworker attribute; Redrive strips them.
+	AttrPrefix = "ddbworker."
+)
+
+// Placeholders for what a DLQ message does not say.
+const (
+	// CodeNone is the failure code of a message without AttrFailureCode:
+	// SQS's redrive policy moved it (or another sender put it there).
+	CodeNone = "(none: redrive policy)"
+	// TypeUnreadable is the message type of a message whose type is neither
+	// an attribute nor readable from a JSON envelope in its body.
+	TypeUnreadable = "(unreadable)"
+)
+
+// maxBatch is SQS's limit of entries per batch call and messages per receive.
+const maxBatch = 10
+
+// maxAttributes is SQS's limit of message attributes per message.
+const maxAttributes = 10
+
+// API is what this package needs of SQS; *sqs.Client implements it.
+type API interface {
+	ReceiveMessage(ctx context.Context, params *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	ChangeMessageVisibilityBatch(ctx context.Context, params *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
+	SendMessageBatch(ctx context.Context, params *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
+	DeleteMessageBatch(ctx context.Context, params *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+	GetQueueAttributes(ctx context.Context, params *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+}
+
+// Config configures a Queue.
+type Config struct {
+	// DLQURL is the dead-letter queue. Required. A URL ending in ".fifo"
+	// is a FIFO queue.
+	DLQURL string
+	// QueueURL is the work queue Redrive sends to. Default: none; Redrive
+	// (but not a dry run) requires it. A URL ending in ".fifo" gets each
+	// message's MessageGroupId and a MessageDeduplicationId.
+	QueueURL string
+	// Hide is the visibility timeout of every receive: how long a scan may
+	// hold what it received before it makes it visible again. Keep it above
+	// the operation's duration; a message whose Hide ran out mid-scan is
+	// received again and counted once. Default: 30s. Whole seconds, 1s..12h.
+	Hide time.Duration
+	// WaitTime is the long-poll wait of each receive. Default: 1s. 0..20s.
+	WaitTime time.Duration
+	// EmptyReceives ends a scan after this many receives in a row brought
+	// no message it had not seen. Default: 2.
+	EmptyReceives int
+	// MaxScan bounds the messages one Stats, Peek or Redrive receives (and
+	// holds hidden). Default: 100,000 (below SQS's 120,000 in-flight limit).
+	MaxScan int
+	// ReleaseTimeout bounds the calls that make held messages visible again
+	// and that delete moved ones; they run on a context detached from the
+	// caller's, so that a cancelled operation still releases everything.
+	// Default: 30s.
+	ReleaseTimeout time.Duration
+	// Now is the clock. Default: time.Now.
+	Now func() time.Time
+}
+
+// Queue reads and replays one dead-letter queue. It is safe for concurrent
+// use, but concurrent scans of one DLQ hide messages from each other.
+type Queue struct {
+	api   API
+	cfg   Config
+	sleep func(ctx context.Context, d time.Duration) error
+}
+
+// New validates cfg and returns a Queue; every problem is reported, joined.
+func New(api API, cfg Config) (*Queue, error) {
+	var errs []error
+	if api == nil {
+		errs = append(errs, errors.New("dlq: API is required"))
+	}
+	if cfg.DLQURL == "" {
+		errs = append(errs, errors.New("dlq: Config.DLQURL is required"))
+	}
+	if cfg.QueueURL != "" && cfg.QueueURL == cfg.DLQURL {
+		errs = append(errs, errors.New("dlq: Config.QueueURL must not be the DLQ itself"))
+	}
+	if cfg.Hide == 0 {
+		cfg.Hide = 30 * time.Second
+	}
+	if cfg.Hide < time.Second || cfg.Hide > 12*time.Hour || cfg.Hide%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("dlq: Config.Hide %s must be whole seconds within 1s..12h", cfg.Hide))
+	}
+	if cfg.WaitTime == 0 {
+		cfg.WaitTime = time.Second
+	}
+	if cfg.WaitTime < 0 || cfg.WaitTime > 20*time.Second || cfg.WaitTime%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("dlq: Config.WaitTime %s must be whole seconds within 0..20s", cfg.WaitTime))
+	}
+	if cfg.EmptyReceives == 0 {
+		cfg.EmptyReceives = 2
+	}
+	if cfg.EmptyReceives < 1 {
+		errs = append(errs, fmt.Errorf("dlq: Config.EmptyReceives %d must be at least 1", cfg.EmptyReceives))
+	}
+	if cfg.MaxScan == 0 {
+		cfg.MaxScan = 100_000
+	}
+	if cfg.MaxScan < 1 {
+		errs = append(errs, fmt.Errorf("dlq: Config.MaxScan %d must be at least 1", cfg.MaxScan))
+	}
+	if cfg.ReleaseTimeout == 0 {
+		cfg.ReleaseTimeout = 30 * time.Second
+	}
+	if cfg.ReleaseTimeout < 0 {
+		errs = append(errs, errors.New("dlq: Config.ReleaseTimeout must not be negative"))
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &Queue{api: api, cfg: cfg, sleep: sleepCtx}, nil
+}
+
+// Config returns the configuration with its defaults applied.
+func (q *Queue) Config() Config { return q.cfg }
+
+// Message is one DLQ message as a scan saw it.
+type Message struct {
+	// ID is the message's SQS id in the DLQ.
+	ID string `json:"id"`
+	// FailureCode is AttrFailureCode, or CodeNone.
+	FailureCode string `json:"failureCode"`
+	// FailureMessage is AttrFailureMessage ("" without one).
+	FailureMessage string `json:"failureMessage,omitempty"`
+	// FailedAt is AttrFailedAt (zero without one).
+	FailedAt time.Time `json:"failedAt,omitzero"`
+	// SourceMessageID is the work queue's message id the worker failed
+	// (AttrSourceMessageID; "" without one).
+	SourceMessageID string `json:"sourceMessageId,omitempty"`
+	// MessageType is AttrMessageType, else the envelope's messageType read
+	// from the body, else TypeUnreadable.
+	MessageType string `json:"messageType"`
+	// IdempotencyKey is AttrIdempotencyKey, else the envelope's from the
+	// body ("" when neither says).
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	// GroupID is the MessageGroupId on a FIFO DLQ.
+	GroupID string `json:"groupId,omitempty"`
+	// SentAt is when the message was sent to the DLQ — or, after a move by
+	// the redrive policy, to the work queue (SQS keeps SentTimestamp).
+	SentAt time.Time `json:"sentAt,omitzero"`
+	// ReceiveCount is ApproximateReceiveCount, this scan's receive included.
+	ReceiveCount int `json:"receiveCount"`
+	// Body is the original message body.
+	Body string `json:"body"`
+	// Attributes are every message attribute, the ddbworker.* ones included.
+	Attributes map[string]types.MessageAttributeValue `json:"-"`
+
+	receipt string
+}
+
+// FromWorker reports whether the worker's terminal policy put the message
+// there (it carries AttrFailureCode).
+func (m *Message) FromWorker() bool {
+	_, ok := m.Attributes[AttrFailureCode]
+	return ok
+}
+
+// ProducerAttributes are the message attributes without the ddbworker.*
+// ones: what the producer sent.
+func (m *Message) ProducerAttributes() map[string]types.MessageAttributeValue {
+	out := make(map[string]types.MessageAttributeValue, len(m.Attributes))
+	for k, v := range m.Attributes {
+		if !strings.HasPrefix(k, AttrPrefix) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// bodyEnvelope is the part of the JSON envelope a DLQ reader needs; the
+// body is not validated (envelope.Decode's job, in the worker).
+type bodyEnvelope struct {
+	MessageType    string `json:"messageType"`
+	IdempotencyKey string `json:"idempotencyKey"`
+}
+
+// parse reads an SQS message into a Message.
+func parse(m types.Message) Message {
+	attr := func(name string) string {
+		if a, ok := m.MessageAttributes[name]; ok {
+			return aws.ToString(a.StringValue)
+		}
+		return ""
+	}
+	sys := func(name types.MessageSystemAttributeName) string { return m.Attributes[string(name)] }
+	out := Message{
+		ID: aws.ToString(m.MessageId), Body: aws.ToString(m.Body), Attributes: m.MessageAttributes,
+		FailureCode: attr(AttrFailureCode), FailureMessage: attr(AttrFailureMessage),
+		SourceMessageID: attr(AttrSourceMessageID), MessageType: attr(AttrMessageType), IdempotencyKey: attr(AttrIdempotencyKey),
+		GroupID: sys(types.MessageSystemAttributeNameMessageGroupId), receipt: aws.ToString(m.ReceiptHandle),
+	}
+	if out.Attributes == nil {
+		out.Attributes = map[string]types.MessageAttributeValue{}
+	}
+	if out.FailureCode == "" {
+		out.FailureCode = CodeNone
+	}
+	if s := attr(AttrFailedAt); s != "" {
+		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+			out.FailedAt = t.UTC()
+		}
+	}
+	if ms, err := strconv.ParseInt(sys(types.MessageSystemAttributeNameSentTimestamp), 10, 64); err == nil {
+		out.SentAt = time.UnixMilli(ms).UTC()
+	}
+	out.ReceiveCount, _ = strconv.Atoi(sys(types.MessageSystemAttributeNameApproximateReceiveCount))
+	if out.MessageType == "" || out.IdempotencyKey == "" {
+		var env bodyEnvelope
+		if json.Unmarshal([]byte(out.Body), &env) == nil {
+			out.MessageType = firstNonEmpty(out.MessageType, env.MessageType)
+			out.IdempotencyKey = firstNonEmpty(out.IdempotencyKey, env.IdempotencyKey)
+		}
+	}
+	if out.MessageType == "" {
+		out.MessageType = TypeUnreadable
+	}
+	return out
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func isFIFO(url string) bool { return strings.HasSuffix(url, ".fifo") }
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,32 @@
+// Package dlq reads and replays a dead-letter queue: Stats counts what it
+// holds by failure code and message type, Peek shows messages without
+// losing any, and Redrive moves a bounded, paced, filtered selection back to
+// the work queue (DESIGN §8: redrive a few first, never all at once).
+//
+// Two kinds of message reach a DLQ. The worker's terminal policy "dlq"
+// sends a copy carrying the failure as ddbworker.* message attributes
+// (AttrFailureCode and the others); SQS's redrive policy moves a message
+// after maxReceiveCount receives with no such attributes, and then the
+// message type and idempotency key are read from the JSON envelope in the
+// body and the failure code is CodeNone.
+//
+// Reading a queue without deleting means receiving with a visibility
+// timeout (Config.Hide), holding every received message hidden until the
+// operation ends and then making all of them visible again
+// (ChangeMessageVisibility 0), even when the operation fails or its context
+// ends. Every scan adds one to each message's ApproximateReceiveCount in the
+// DLQ: harmless while the DLQ has no redrive policy of its own (ddbworker's
+// queues create none), but a DLQ with one would move messages onward after
+// that many scans.
+//
+// Redrive sends a message's original body and its producer's attributes
+// (the ddbworker.* ones stripped, AttrRedrivenFrom added) to the work queue
+// and deletes it from the DLQ only after the send succeeded. A crash or an
+// error between the two leaves the message in the DLQ as well: a later
+// redrive sends it again, and the consumer's idempotency gate absorbs the
+// copy — a COMPLETED work item comes back as a duplicate, a FAILED_TERMINAL
+// one fails again with its recorded code.
+//
+// It does not process messages (worker), decide what a delivery may do
+// (gate) or create queues (worker.CreateQueues).
+package dlq

@@ -1,0 +1,361 @@
+package dlq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// Filter selects messages by exact failure code and message type; an empty
+// field matches any. CodeNone and TypeUnreadable select what they name.
+type Filter struct {
+	Code string `json:"code,omitempty"`
+	Type string `json:"type,omitempty"`
+}
+
+// Match reports whether m passes the filter.
+func (f Filter) Match(m *Message) bool {
+	return (f.Code == "" || f.Code == m.FailureCode) && (f.Type == "" || f.Type == m.MessageType)
+}
+
+// IsZero reports whether the filter matches every message.
+func (f Filter) IsZero() bool { return f == Filter{} }
+
+// RedriveOptions select and pace a redrive.
+type RedriveOptions struct {
+	// Filter selects the messages to move. Default: every message.
+	Filter Filter
+	// Max is the most messages to move (or, in a dry run, to list).
+	// Default: 10 — redrive a few first, never all at once. Must be 0 with
+	// All.
+	Max int
+	// All lifts Max: every selected message moves. Default: false.
+	All bool
+	// Rate is the most messages sent per second. Default: 10.
+	Rate float64
+	// DryRun lists what would move and moves nothing. Default: false.
+	DryRun bool
+	// Progress is called after each receive's messages were handled.
+	// Optional.
+	Progress func(RedriveProgress)
+}
+
+// RedriveProgress is where a running redrive stands.
+type RedriveProgress struct {
+	Scanned, Skipped, Moved, Failed int
+	// Max is the limit (0 with All).
+	Max int
+}
+
+// Moved is a message moved to the work queue (in a dry run: that would be).
+type Moved struct {
+	// ID is the message id in the DLQ.
+	ID string `json:"id"`
+	// NewID is the message id in the work queue ("" in a dry run).
+	NewID string `json:"newId,omitempty"`
+	Code  string `json:"code"`
+	Type  string `json:"type"`
+	Key   string `json:"idempotencyKey,omitempty"`
+}
+
+// Failed is a selected message that did not move.
+type Failed struct {
+	Moved
+	// Step is "send" (the message is still only in the DLQ) or "delete"
+	// (sent, NewID set, and still in the DLQ: a later redrive sends it
+	// again, which the idempotency gate absorbs).
+	Step  string `json:"step"`
+	Error string `json:"error"`
+}
+
+// RedriveReport is what a redrive did.
+type RedriveReport struct {
+	DLQURL   string  `json:"dlqUrl"`
+	QueueURL string  `json:"queueUrl,omitempty"`
+	DryRun   bool    `json:"dryRun"`
+	Filter   Filter  `json:"filter"`
+	Max      int     `json:"max"` // 0 with All
+	Rate     float64 `json:"rate"`
+	// Scanned is how many distinct DLQ messages were received.
+	Scanned int `json:"scanned"`
+	// Skipped did not match the filter; they stay in the DLQ.
+	Skipped int `json:"skipped"`
+	// Arrived reached the DLQ after the redrive started (for instance a
+	// redriven message that failed again), by SentTimestamp against
+	// Config.Now; they stay in the DLQ: one redrive never moves a message
+	// twice. (A local clock behind SQS's leaves the very newest alone too.)
+	Arrived int `json:"arrived"`
+	// Moved were sent to the work queue and deleted from the DLQ; in a
+	// dry run, they would have been.
+	Moved []Moved `json:"moved"`
+	// Failed were selected and did not move.
+	Failed []Failed `json:"failed"`
+	// MovedByCode and MovedByType count Moved.
+	MovedByCode map[string]int `json:"movedByCode"`
+	MovedByType map[string]int `json:"movedByType"`
+	// LimitReached is true when Max stopped the redrive: more matching
+	// messages may remain.
+	LimitReached bool `json:"limitReached"`
+	// Complete is true when the scan reached the end of the DLQ.
+	Complete bool          `json:"complete"`
+	Duration time.Duration `json:"durationNs"`
+}
+
+// ErrNoQueueURL reports a redrive without Config.QueueURL.
+var ErrNoQueueURL = errors.New("dlq: Config.QueueURL (the work queue to redrive to) is required")
+
+func (o *RedriveOptions) validate(dryRun bool, queueURL string) error {
+	var errs []error
+	if queueURL == "" && !dryRun {
+		errs = append(errs, ErrNoQueueURL)
+	}
+	switch {
+	case o.Max < 0:
+		errs = append(errs, fmt.Errorf("dlq: RedriveOptions.Max %d must not be negative", o.Max))
+	case o.All && o.Max > 0:
+		errs = append(errs, fmt.Errorf("dlq: RedriveOptions.Max %d and All exclude each other", o.Max))
+	case o.Max == 0 && !o.All:
+		o.Max = 10
+	}
+	if o.Rate == 0 {
+		o.Rate = 10
+	}
+	if !(o.Rate > 0) || math.IsInf(o.Rate, 1) {
+		errs = append(errs, fmt.Errorf("dlq: RedriveOptions.Rate %v must be a positive number of messages per second", o.Rate))
+	}
+	return errors.Join(errs...)
+}
+
+// Redrive moves up to opts.Max messages that match opts.Filter from the DLQ
+// to Config.QueueURL, at most opts.Rate a second: each is sent with its
+// original body, its producer's attributes (ddbworker.* stripped) and
+// AttrRedrivenFrom, then deleted from the DLQ once the send succeeded.
+// Everything else it received — filtered out, over the limit, failed, or
+// arrived after it started — is made visible again. It returns an error
+// when the redrive could not run to its end; messages that failed one by
+// one are in the report's Failed.
+func (q *Queue) Redrive(ctx context.Context, opts RedriveOptions) (rep RedriveReport, err error) {
+	if err := opts.validate(opts.DryRun, q.cfg.QueueURL); err != nil {
+		return RedriveReport{}, err
+	}
+	start := q.cfg.Now()
+	rep = RedriveReport{DLQURL: q.cfg.DLQURL, QueueURL: q.cfg.QueueURL, DryRun: opts.DryRun, Filter: opts.Filter, Max: opts.Max, Rate: opts.Rate,
+		Moved: []Moved{}, Failed: []Failed{}, MovedByCode: map[string]int{}, MovedByType: map[string]int{}}
+	limit := opts.Max
+	if opts.All {
+		limit = math.MaxInt
+	}
+	// A message received waits at most 10/Rate before it is sent: receive
+	// no more than can be sent within half of Hide.
+	perReceive := int(min(maxBatch, max(1, opts.Rate*q.cfg.Hide.Seconds()/2)))
+	perSend := int(min(maxBatch, max(1, opts.Rate)))
+	p := &pacer{per: time.Duration(float64(time.Second) / opts.Rate), now: q.cfg.Now, sleep: q.sleep}
+	selected := 0
+
+	s := q.newScan()
+	defer func() {
+		err = errors.Join(err, s.release(ctx))
+		rep.Scanned, rep.Complete = s.scanned, s.complete
+		rep.Duration = q.cfg.Now().Sub(start)
+	}()
+	size := func(int) int {
+		if opts.Filter.IsZero() {
+			return min(perReceive, limit-selected)
+		}
+		return perReceive
+	}
+	err = s.run(ctx, q.cfg.MaxScan, size, func(ctx context.Context, batch []Message) (bool, error) {
+		var pick []Message
+		for _, m := range batch {
+			switch {
+			case !opts.Filter.Match(&m):
+				rep.Skipped++
+			case m.SentAt.After(start.Truncate(time.Millisecond)):
+				rep.Arrived++
+			case selected < limit:
+				selected++
+				pick = append(pick, m)
+			}
+		}
+		var err error
+		if opts.DryRun {
+			for _, m := range pick {
+				rep.add(m, "")
+			}
+		} else {
+			err = q.move(ctx, s, p, pick, perSend, &rep)
+		}
+		if opts.Progress != nil {
+			opts.Progress(RedriveProgress{Scanned: s.scanned, Skipped: rep.Skipped + rep.Arrived, Moved: len(rep.Moved), Failed: len(rep.Failed), Max: opts.Max})
+		}
+		if selected >= limit {
+			rep.LimitReached = true
+			return true, err
+		}
+		return false, err
+	})
+	return rep, err
+}
+
+func (r *RedriveReport) add(m Message, newID string) {
+	r.Moved = append(r.Moved, Moved{ID: m.ID, NewID: newID, Code: m.FailureCode, Type: m.MessageType, Key: m.IdempotencyKey})
+	r.MovedByCode[m.FailureCode]++
+	r.MovedByType[m.MessageType]++
+}
+
+func (r *RedriveReport) fail(m Message, newID, step string, err string) {
+	r.Failed = append(r.Failed, Failed{Moved: Moved{ID: m.ID, NewID: newID, Code: m.FailureCode, Type: m.MessageType, Key: m.IdempotencyKey}, Step: step, Error: err})
+}
+
+// sendBatchBytes keeps a SendMessageBatch within SQS's 256 KiB payload
+// limit (the limit of AWS before 2025; a larger message goes alone).
+const sendBatchBytes = 256 * 1024
+
+// move sends msgs to the work queue in paced batches of at most perSend
+// and deletes the ones sent from the DLQ. It returns an error only when the
+// redrive must stop (ctx ended while pacing); the messages not sent then
+// are in rep.Failed.
+func (q *Queue) move(ctx context.Context, s *scan, p *pacer, msgs []Message, perSend int, rep *RedriveReport) error {
+	for len(msgs) > 0 {
+		n, size := 0, 0
+		for n < min(perSend, len(msgs)) {
+			sz := messageSize(&msgs[n])
+			if n > 0 && size+sz > sendBatchBytes {
+				break
+			}
+			size += sz
+			n++
+		}
+		if err := p.wait(ctx, n); err != nil {
+			for _, m := range msgs {
+				rep.fail(m, "", "send", "not sent: "+err.Error())
+			}
+			return fmt.Errorf("dlq: redrive stopped: %w", err)
+		}
+		q.sendAndDelete(ctx, s, msgs[:n], rep)
+		msgs = msgs[n:]
+	}
+	return nil
+}
+
+func (q *Queue) sendAndDelete(ctx context.Context, s *scan, chunk []Message, rep *RedriveReport) {
+	entries := make([]types.SendMessageBatchRequestEntry, len(chunk))
+	for i := range chunk {
+		entries[i] = q.entry(strconv.Itoa(i), &chunk[i])
+	}
+	out, err := q.api.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(q.cfg.QueueURL), Entries: entries})
+	if err != nil {
+		for _, m := range chunk {
+			rep.fail(m, "", "send", err.Error())
+		}
+		return
+	}
+	sent := map[int]string{}
+	for _, ok := range out.Successful {
+		i, _ := strconv.Atoi(aws.ToString(ok.Id))
+		sent[i] = aws.ToString(ok.MessageId)
+	}
+	for _, f := range out.Failed {
+		i, _ := strconv.Atoi(aws.ToString(f.Id))
+		if i >= 0 && i < len(chunk) {
+			delete(sent, i)
+			rep.fail(chunk[i], "", "send", aws.ToString(f.Code)+": "+aws.ToString(f.Message))
+		}
+	}
+	if len(sent) == 0 {
+		return
+	}
+	// Sent: delete even when ctx ended meanwhile, so that the message does
+	// not stay in both queues.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.cfg.ReleaseTimeout)
+	defer cancel()
+	var del []types.DeleteMessageBatchRequestEntry
+	for i := range chunk {
+		if _, ok := sent[i]; ok {
+			del = append(del, types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(s.receipt(chunk[i].ID))})
+		}
+	}
+	dout, err := q.api.DeleteMessageBatch(dctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(q.cfg.DLQURL), Entries: del})
+	failed := map[int]string{}
+	if err != nil {
+		for i := range sent {
+			failed[i] = err.Error()
+		}
+	} else {
+		for _, f := range dout.Failed {
+			i, _ := strconv.Atoi(aws.ToString(f.Id))
+			failed[i] = aws.ToString(f.Code) + ": " + aws.ToString(f.Message)
+		}
+	}
+	for i := range chunk {
+		newID, ok := sent[i]
+		if !ok {
+			continue
+		}
+		if msg, bad := failed[i]; bad {
+			rep.fail(chunk[i], newID, "delete", msg)
+			continue
+		}
+		s.gone(chunk[i].ID)
+		rep.add(chunk[i], newID)
+	}
+}
+
+// entry is the work-queue copy of m.
+func (q *Queue) entry(id string, m *Message) types.SendMessageBatchRequestEntry {
+	attrs := m.ProducerAttributes()
+	if len(attrs) < maxAttributes {
+		attrs[AttrRedrivenFrom] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(m.ID)}
+	}
+	if len(attrs) == 0 {
+		attrs = nil
+	}
+	e := types.SendMessageBatchRequestEntry{Id: aws.String(id), MessageBody: aws.String(m.Body), MessageAttributes: attrs}
+	if isFIFO(q.cfg.QueueURL) {
+		// The DLQ message id deduplicates a re-send of the same DLQ
+		// message within SQS's 5-minute window.
+		e.MessageGroupId = aws.String(firstNonEmpty(m.GroupID, "ddbworker-redrive"))
+		e.MessageDeduplicationId = aws.String(m.ID)
+	}
+	return e
+}
+
+// messageSize is what m adds to a batch's payload.
+func messageSize(m *Message) int {
+	n := len(m.Body) + len(AttrRedrivenFrom) + len(m.ID) + len("String")
+	for k, v := range m.Attributes {
+		n += len(k) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue)) + len(v.BinaryValue)
+	}
+	return n
+}
+
+// pacer spaces sends to a rate: a batch of n waits until the previous
+// batch's n/rate has passed. The first batch goes at once.
+type pacer struct {
+	per   time.Duration
+	next  time.Time
+	now   func() time.Time
+	sleep func(ctx context.Context, d time.Duration) error
+}
+
+func (p *pacer) wait(ctx context.Context, n int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	now := p.now()
+	if d := p.next.Sub(now); d > 0 {
+		if err := p.sleep(ctx, d); err != nil {
+			return err
+		}
+		now = p.next
+	}
+	p.next = now.Add(time.Duration(n) * p.per)
+	return nil
+}
