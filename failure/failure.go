@@ -56,6 +56,7 @@ const (
 	CodeConcurrentModification = "CONCURRENT_MODIFICATION"
 	CodeInvalidTransaction     = "INVALID_TRANSACTION"
 	CodeInvalidResult          = "INVALID_HANDLER_RESULT"
+	CodeInvalidPayload         = "INVALID_PAYLOAD"
 )
 
 // Sentinels matched by errors.Is on every *Error of that kind.

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/tables"
 )
 
 // BenchmarkBuildCommit: the transaction items of one commit — a guarded
@@ -23,7 +24,7 @@ func BenchmarkBuildCommit(b *testing.B) {
 	now := time.Now()
 	b.ReportAllocs()
 	for b.Loop() {
-		cond := MustExist().And(NewerVersion("stageVersion", 5))
+		cond := MustExist(tables.AttrPK).And(NewerVersion("stageVersion", 5))
 		w, err := Update("t", key, expression.Set(expression.Name("stage"), expression.Value("review")).
 			Set(expression.Name("stageVersion"), expression.Value(5)), &cond, IfMissing(Terminal("X", ""), Superseded("")))
 		if err != nil {

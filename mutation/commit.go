@@ -17,6 +17,7 @@ import (
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/stale"
+	"github.com/ddbworker/ddbworker/tables"
 )
 
 // MaxWrites is the most domain writes one commit takes: DynamoDB allows 100
@@ -185,7 +186,7 @@ func (c *Committer) CommitFused(ctx context.Context, rec *inbox.Record, writes [
 	if err != nil {
 		return err
 	}
-	cond := CreateOnly()
+	cond := CreateOnly(tables.AttrPK)
 	put, err := Put(c.cfg.Table, item, &cond, nil)
 	if err != nil {
 		return err

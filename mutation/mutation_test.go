@@ -160,7 +160,7 @@ func (f *fixture) setStage(pk, stage string, version int64, cond *expression.Con
 func (f *fixture) ledger(pk string, n int, g mutation.Guard) mutation.Write {
 	item, err := attributevalue.MarshalMap(domainItem{PK: pk, SK: "LEDGER#" + strconv.Itoa(n), N: int64(n)})
 	require.NoError(f.t, err)
-	return f.must(mutation.Put(f.env.Table, item, ptr(mutation.CreateOnly()), g))
+	return f.must(mutation.Put(f.env.Table, item, ptr(mutation.CreateOnly(tables.AttrPK)), g))
 }
 
 func (f *fixture) count(pk string) mutation.Write {
@@ -191,7 +191,7 @@ func TestCommitAppliesWritesAndCompletes(t *testing.T) {
 			writes := []mutation.Write{
 				f.setStage("CASE#1", "ESCALATED", 2, ptr(mutation.NewerVersion("version", 2)), mutation.Superseded("")),
 				f.ledger("CASE#1", 1, mutation.Terminal("DUPLICATE_ENTRY", "")),
-				f.must(mutation.Check(f.env.Table, dkey("CUSTOMER#1", "PROFILE"), mutation.MustExist(),
+				f.must(mutation.Check(f.env.Table, dkey("CUSTOMER#1", "PROFILE"), mutation.MustExist(tables.AttrPK),
 					mutation.IfMissing(mutation.Terminal("CUSTOMER_NOT_FOUND", ""), mutation.RetryConflict()))),
 				f.must(mutation.Delete(f.env.Table, dkey("CASE#1", "DRAFT"), nil, nil)),
 				f.setStage("CASE#2", "OPEN", 1, ptr(mutation.NewerVersion("version", 1)), mutation.Superseded("")), // absent version passes
@@ -313,7 +313,7 @@ func TestCommitGuardFailures(t *testing.T) {
 		{
 			name: "MustExist on a missing item: IfMissing's missing branch",
 			write: func(f *fixture) mutation.Write {
-				return f.setStage("CASE#1", "ESCALATED", 2, ptr(mutation.MustExist()), mutation.IfMissing(caseNotFound, mutation.RetryConflict()))
+				return f.setStage("CASE#1", "ESCALATED", 2, ptr(mutation.MustExist(tables.AttrPK)), mutation.IfMissing(caseNotFound, mutation.RetryConflict()))
 			},
 			verdict: mutation.Verdict{Kind: mutation.Fail, Code: "CASE_NOT_FOUND", Message: "case c-1 does not exist"},
 		},
@@ -321,7 +321,7 @@ func TestCommitGuardFailures(t *testing.T) {
 			name: "MustExist and ExpectVersion on a present item: IfMissing's present branch",
 			seed: []domainItem{{PK: "CASE#1", SK: "STATE", Version: 5, Stage: "OPEN"}},
 			write: func(f *fixture) mutation.Write {
-				cond := mutation.MustExist().And(mutation.ExpectVersion("version", 3))
+				cond := mutation.MustExist(tables.AttrPK).And(mutation.ExpectVersion("version", 3))
 				return f.setStage("CASE#1", "ESCALATED", 4, &cond, mutation.IfMissing(caseNotFound, mutation.RetryConflict()))
 			},
 			verdict: mutation.Verdict{Kind: mutation.Retry}, oldSet: true,
@@ -369,7 +369,7 @@ func TestCommitGuardFailures(t *testing.T) {
 		{
 			name: "ConditionCheck on a missing item",
 			write: func(f *fixture) mutation.Write {
-				return f.must(mutation.Check(f.env.Table, dkey("CUSTOMER#1", "PROFILE"), mutation.MustExist(),
+				return f.must(mutation.Check(f.env.Table, dkey("CUSTOMER#1", "PROFILE"), mutation.MustExist(tables.AttrPK),
 					mutation.IfMissing(mutation.Terminal("CUSTOMER_NOT_FOUND", ""), mutation.RetryConflict())))
 			},
 			verdict: mutation.Verdict{Kind: mutation.Fail, Code: "CUSTOMER_NOT_FOUND"},
@@ -426,7 +426,7 @@ func TestCommitLeaseLostWinsOverGuard(t *testing.T) {
 	old := f.acquire("k-both")
 	current := f.takeover("k-both")
 	before := f.raw(inbox.KeyOf("k-both", msgType))
-	w := f.setStage("CASE#1", "ESCALATED", 2, ptr(mutation.MustExist()), mutation.Superseded(""))
+	w := f.setStage("CASE#1", "ESCALATED", 2, ptr(mutation.MustExist(tables.AttrPK)), mutation.Superseded(""))
 	err := f.c.Commit(ctx, old, []mutation.Write{w, f.count("CASE#2")}, mutation.Completion{}, 0)
 	require.NotErrorIs(t, err, mutation.ErrGuard)
 	var lost *inbox.LeaseLostError
@@ -754,7 +754,7 @@ func TestCommitFused(t *testing.T) {
 
 	t.Run("domain guard failure", func(t *testing.T) {
 		f := newFixture(t, false)
-		w := f.setStage("CASE#1", "ESCALATED", 2, ptr(mutation.MustExist()), mutation.Terminal("CASE_NOT_FOUND", ""))
+		w := f.setStage("CASE#1", "ESCALATED", 2, ptr(mutation.MustExist(tables.AttrPK)), mutation.Terminal("CASE_NOT_FOUND", ""))
 		err := f.c.CommitFused(context.Background(), newRec(f, "k-fused", "tok-1"), []mutation.Write{f.count("CASE#2"), w}, mutation.Completion{}, 0)
 		var ge *mutation.GuardError
 		require.ErrorAs(t, err, &ge)

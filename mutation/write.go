@@ -8,7 +8,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbworker/ddbworker/inbox"
-	"github.com/ddbworker/ddbworker/tables"
 )
 
 // VerdictKind is what a failed domain guard means.
@@ -82,14 +81,17 @@ func (w Write) verdict(old map[string]types.AttributeValue) Verdict {
 	return w.Guard(old)
 }
 
-// MustExist is the condition that the item exists.
-func MustExist() expression.ConditionBuilder {
-	return expression.AttributeExists(expression.Name(tables.AttrPK))
+// MustExist is the condition that the item exists: its partition key
+// attribute keyAttr (e.g. tables.AttrPK in ddbworker's layout, or the
+// application table's own) is present.
+func MustExist(keyAttr string) expression.ConditionBuilder {
+	return expression.AttributeExists(expression.Name(keyAttr))
 }
 
-// CreateOnly is the condition that the item does not exist yet.
-func CreateOnly() expression.ConditionBuilder {
-	return expression.AttributeNotExists(expression.Name(tables.AttrPK))
+// CreateOnly is the condition that the item does not exist yet: its
+// partition key attribute keyAttr is absent.
+func CreateOnly(keyAttr string) expression.ConditionBuilder {
+	return expression.AttributeNotExists(expression.Name(keyAttr))
 }
 
 // NewerVersion is the condition that attr is absent or lower than v: a

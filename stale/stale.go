@@ -19,9 +19,13 @@ type Policy struct {
 	// equal to the queue's visibility timeout. Default: 30s.
 	Lease time.Duration
 	// Skew is the clock-skew margin: another worker treats a lease as
-	// expired only Skew after its recorded end. Default: 2s.
+	// expired only Skew after its recorded end. Default: 2s; Zero for none.
 	Skew time.Duration
 }
+
+// Zero sets a field whose zero value means "the default" to an explicit
+// zero (Policy.Skew).
+const Zero = -1
 
 // Defaults.
 const (
@@ -34,8 +38,11 @@ func (p Policy) WithDefaults() (Policy, error) {
 	if p.Lease == 0 {
 		p.Lease = DefaultLease
 	}
-	if p.Skew == 0 {
+	switch p.Skew {
+	case 0:
 		p.Skew = DefaultSkew
+	case Zero:
+		p.Skew = 0
 	}
 	var errs []error
 	if p.Lease < time.Second {

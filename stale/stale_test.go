@@ -351,3 +351,13 @@ func TestNewRenewerValidation(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, r)
 }
+
+func TestPolicyZeroSkew(t *testing.T) {
+	p, err := stale.Policy{Skew: stale.Zero}.WithDefaults()
+	require.NoError(t, err)
+	require.Zero(t, p.Skew)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	require.True(t, p.Expired(now.Add(-time.Nanosecond), now), "without skew a lease is expired right after its end")
+	_, err = stale.Policy{Skew: -time.Second}.WithDefaults()
+	require.ErrorContains(t, err, "Policy.Skew")
+}

@@ -21,7 +21,8 @@ type Backoff struct {
 	Base time.Duration
 	// Max caps the delay. Default: 5m. At most 12h (SQS's limit).
 	Max time.Duration
-	// Jitter is the random stretch, a fraction in [0, 1]. Default: 0.5.
+	// Jitter is the random stretch, a fraction in [0, 1]. Default: 0.5;
+	// Zero for none.
 	Jitter float64
 }
 
@@ -32,8 +33,11 @@ func (b Backoff) withDefaults() (Backoff, error) {
 	if b.Max == 0 {
 		b.Max = 5 * time.Minute
 	}
-	if b.Jitter == 0 {
+	switch b.Jitter {
+	case 0:
 		b.Jitter = 0.5
+	case Zero:
+		b.Jitter = 0
 	}
 	var errs []error
 	if b.Base < 0 || b.Max < b.Base || b.Max > maxVisibility {

@@ -1,9 +1,12 @@
 package worker
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -172,4 +175,37 @@ func TestVisibilitySeconds(t *testing.T) {
 	for _, tt := range tests {
 		require.Equal(t, tt.want, visibilitySeconds(tt.in), "%s", tt.in)
 	}
+}
+
+// Zero sets a field whose zero value means "the default" to an explicit
+// zero; every other negative value stays an error.
+func TestZeroIsExplicit(t *testing.T) {
+	b, err := Backoff{Jitter: Zero}.withDefaults()
+	require.NoError(t, err)
+	require.Zero(t, b.Jitter)
+	require.Equal(t, 4*time.Second, b.Delay(3, 0.99), "no stretch without jitter")
+	_, err = Backoff{Jitter: -0.5}.withDefaults()
+	require.ErrorContains(t, err, "Jitter -0.5")
+
+	require.Equal(t, 3, withDefault(0, 3))
+	require.Equal(t, 0, withDefault(Zero, 3))
+	require.Equal(t, 7, withDefault(7, 3))
+	require.Equal(t, time.Duration(0), withDefault(time.Duration(Zero), time.Second))
+	require.Equal(t, time.Second, withDefault(time.Duration(0), time.Second))
+
+	w, err := New(Deps{DynamoDB: &dynamodb.Client{}, SQS: &sqs.Client{}, Handlers: oneRoute()},
+		Config{Table: "t", QueueURL: "q", DLQURL: "d", ClockSkew: Zero, MaxGuardRetries: Zero, DeleteFlushInterval: Zero, DrainTimeout: Zero})
+	require.NoError(t, err)
+	require.Zero(t, w.policy.Skew)
+	require.Zero(t, w.cfg.MaxGuardRetries)
+	require.Zero(t, w.cfg.DeleteFlushInterval)
+	require.Zero(t, w.cfg.DrainTimeout)
+	_, err = New(Deps{DynamoDB: &dynamodb.Client{}, SQS: &sqs.Client{}, Handlers: oneRoute()}, Config{Table: "t", QueueURL: "q", DLQURL: "d", DrainTimeout: -time.Second})
+	require.ErrorContains(t, err, "must not be negative")
+}
+
+func oneRoute() *Registry {
+	r := NewRegistry()
+	_ = r.Register("T", HandlerFunc(func(context.Context, *Message) (Result, error) { return Result{}, nil }))
+	return r
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/worker"
@@ -27,6 +28,29 @@ func ExampleRegistry() {
 	err := reg.Register("InvoiceApproved", worker.HandlerFunc(nil))
 	fmt.Println(reg.Types(), err != nil)
 	// Output: [InvoiceApproved] true
+}
+
+// JSON gives a handler its payload typed and validated; a payload that does
+// not decode or validate ends terminal INVALID_PAYLOAD before the handler.
+func ExampleJSON() {
+	type approved struct {
+		InvoiceID string `json:"invoiceId"`
+		Cents     int64  `json:"cents"`
+	}
+	h := worker.JSON(func(ctx context.Context, m *worker.Message, p approved) (worker.Result, error) {
+		fmt.Println("approve", p.InvoiceID, p.Cents)
+		return worker.Result{ /* Writes: mutation.Update(...), … */ }, nil
+	})
+	msg := func(payload string) *worker.Message {
+		return &worker.Message{Envelope: &envelope.Envelope{MessageType: "InvoiceApproved", Payload: []byte(payload)}}
+	}
+	_, _ = h.Handle(context.Background(), msg(`{"invoiceId":"inv-7","cents":1200}`))
+	_, err := h.Handle(context.Background(), msg(`{"invoiceId":7}`))
+	f, _ := failure.As(err)
+	fmt.Println(f.Kind, f.Code)
+	// Output:
+	// approve inv-7 1200
+	// terminal INVALID_PAYLOAD
 }
 
 // New reports every configuration problem at once.

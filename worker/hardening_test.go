@@ -35,7 +35,7 @@ func TestHandlerOverrunsMessageTimeout(t *testing.T) {
 			<-ctx.Done() // the first run hangs until the per-message deadline
 			return worker.Result{}, ctx.Err()
 		}
-		return inner.Deadline(ctx, m)
+		return worker.JSON(inner.Deadline).Handle(ctx, m)
 	})))
 	var atRetry *inbox.Record
 	var mu sync.Mutex
@@ -179,7 +179,7 @@ func TestHeartbeatKeepsLongHandler(t *testing.T) {
 			case <-ctx.Done():
 				return worker.Result{}, ctx.Err()
 			}
-			return inner.Deadline(ctx, m)
+			return worker.JSON(inner.Deadline).Handle(ctx, m)
 		})))
 		return reg
 	}

@@ -163,7 +163,7 @@ func TestConcurrentDuplicates(t *testing.T) {
 					case <-time.After(10 * time.Second):
 					}
 				}
-				return inner.Deadline(ctx, m)
+				return worker.JSON(inner.Deadline).Handle(ctx, m)
 			}), opts...))
 
 			var sawInFlight sync.Once
@@ -344,7 +344,7 @@ func flaky(h *harness, fails int, which func(key string) bool) *worker.Registry 
 				return worker.Result{}, failure.NewRetryable("DOWNSTREAM_DOWN", "the pricing service is unavailable")
 			}
 		}
-		return inner.Deadline(ctx, m)
+		return worker.JSON(inner.Deadline).Handle(ctx, m)
 	})))
 	return reg
 }

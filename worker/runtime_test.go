@@ -88,7 +88,7 @@ func TestGracefulShutdownMidBatch(t *testing.T) {
 	require.NoError(t, reg.Register(caseflow.TypeDeadline, worker.HandlerFunc(func(ctx context.Context, m *worker.Message) (worker.Result, error) {
 		started.Add(1)
 		<-gate
-		return inner.Deadline(ctx, m)
+		return worker.JSON(inner.Deadline).Handle(ctx, m)
 	})))
 	cfg := h.testConfig()
 	cfg.Concurrency, cfg.BatchSize = 4, 4

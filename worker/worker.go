@@ -62,6 +62,12 @@ const (
 	FailpointMidBatch     = "mid-batch"
 )
 
+// Zero sets a Config field whose zero value means "the default" to an
+// explicit zero: ClockSkew, MaxGuardRetries, DeleteFlushInterval,
+// DrainTimeout and Backoff.Jitter (e.g. Config{ClockSkew: worker.Zero}).
+// It is the same value as stale.Zero.
+const Zero = -1
+
 // Config configures a Worker.
 type Config struct {
 	// Table is the inbox (and, usually, domain) table. Required.
@@ -85,7 +91,8 @@ type Config struct {
 	// VisibilityTimeout is set on every receive and is the lease length.
 	// Default: 30s.
 	VisibilityTimeout time.Duration
-	// ClockSkew is the lease's clock-skew margin. Default: 2s.
+	// ClockSkew is the lease's clock-skew margin. Default: 2s; Zero for
+	// none (only when every worker's clock is exact).
 	ClockSkew time.Duration
 	// MessageTimeout is the per-message deadline for handler and commit;
 	// leases are renewed (heartbeat) until it. Default: 2m.
@@ -93,7 +100,8 @@ type Config struct {
 	// MaxAttempts is the business-attempt limit unless a message's
 	// attemptPolicy sets one. Default: 5.
 	MaxAttempts int
-	// MaxGuardRetries bounds handler re-runs after a Retry guard. Default: 3.
+	// MaxGuardRetries bounds handler re-runs after a Retry guard. Default:
+	// 3; Zero never re-runs (a lost optimistic race fails retryably).
 	MaxGuardRetries int
 	// Backoff spaces retries by visibility. Default: see Backoff.
 	Backoff Backoff
@@ -102,10 +110,12 @@ type Config struct {
 	// DeleteFlushInterval is the longest a delete waits for its batch of 10
 	// to fill. Waiting is safe (the work is committed) and keeps SQS calls
 	// per message low. Default: 250ms; 20ms on a FIFO queue, where a pending
-	// delete holds back the rest of its group.
+	// delete holds back the rest of its group. Zero sends every delete at
+	// once (more SQS calls).
 	DeleteFlushInterval time.Duration
 	// DrainTimeout bounds graceful shutdown: in-flight work gets this long
-	// to finish after Run's context ends. Default: 30s.
+	// to finish after Run's context ends. Default: 30s; Zero cancels
+	// in-flight work at once (its leases and visibility then expire).
 	DrainTimeout time.Duration
 	// TTL per inbox status. Default: stale.TTL{} with its defaults.
 	TTL stale.TTL
@@ -225,9 +235,7 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 	if cfg.MessageTimeout < 0 {
 		errs = append(errs, errors.New("worker: Config.MessageTimeout must not be negative"))
 	}
-	if cfg.MaxGuardRetries == 0 {
-		cfg.MaxGuardRetries = 3
-	}
+	cfg.MaxGuardRetries = withDefault(cfg.MaxGuardRetries, 3)
 	if cfg.MaxGuardRetries < 0 {
 		errs = append(errs, errors.New("worker: Config.MaxGuardRetries must not be negative"))
 	}
@@ -235,15 +243,12 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 	if cfg.Backoff, err = cfg.Backoff.withDefaults(); err != nil {
 		errs = append(errs, err)
 	}
-	if cfg.DeleteFlushInterval == 0 {
-		cfg.DeleteFlushInterval = 250 * time.Millisecond
-		if strings.HasSuffix(cfg.QueueURL, ".fifo") {
-			cfg.DeleteFlushInterval = 20 * time.Millisecond
-		}
+	flush := 250 * time.Millisecond
+	if strings.HasSuffix(cfg.QueueURL, ".fifo") {
+		flush = 20 * time.Millisecond
 	}
-	if cfg.DrainTimeout == 0 {
-		cfg.DrainTimeout = 30 * time.Second
-	}
+	cfg.DeleteFlushInterval = withDefault(cfg.DeleteFlushInterval, flush)
+	cfg.DrainTimeout = withDefault(cfg.DrainTimeout, 30*time.Second)
 	if cfg.DeleteFlushInterval < 0 || cfg.DrainTimeout < 0 {
 		errs = append(errs, errors.New("worker: Config.DeleteFlushInterval and DrainTimeout must not be negative"))
 	}
@@ -251,7 +256,7 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 		cfg.Now = time.Now
 	}
 	w := &Worker{cfg: cfg, deps: deps, fifo: strings.HasSuffix(cfg.QueueURL, ".fifo")}
-	if w.policy, err = (stale.Policy{Lease: cfg.VisibilityTimeout, Skew: cfg.ClockSkew}).WithDefaults(); err != nil {
+	if w.policy, err = (stale.Policy{Lease: cfg.VisibilityTimeout, Skew: cfg.ClockSkew}).WithDefaults(); err != nil { // stale.Zero == Zero
 		errs = append(errs, err)
 	}
 	if w.decoder, err = envelope.NewDecoder(cfg.Envelope); err != nil {
@@ -290,6 +295,17 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 		w.fail = func(string) {}
 	}
 	return w, nil
+}
+
+// withDefault returns def for 0, 0 for Zero, and v otherwise.
+func withDefault[T int | time.Duration](v, def T) T {
+	switch v {
+	case 0:
+		return def
+	case Zero:
+		return 0
+	}
+	return v
 }
 
 // ErrAlreadyRan reports a second call of Run.

@@ -71,6 +71,7 @@ SDK's own variables (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS
 		newChaosCmd(g),
 		newDLQCmd(g),
 		newInboxCmd(g),
+		newSweepCmd(g),
 		newEmulatorsCmd(),
 	)
 	return root

@@ -70,10 +70,19 @@ func (f *runFlags) workerConfig(table string) worker.Config {
 	return worker.Config{
 		Table: table, QueueURL: f.queueURL, DLQURL: f.dlqURL,
 		Concurrency: f.concurrency, BatchSize: f.batchSize, WaitTime: f.waitTime,
-		VisibilityTimeout: f.visibility, ClockSkew: f.clockSkew, MessageTimeout: f.messageTimeout,
-		DrainTimeout: f.drainTimeout, MaxAttempts: f.maxAttempts, TerminalPolicy: worker.TerminalPolicy(f.terminalPolicy),
+		VisibilityTimeout: f.visibility, ClockSkew: explicit(f.clockSkew), MessageTimeout: f.messageTimeout,
+		DrainTimeout: explicit(f.drainTimeout), MaxAttempts: f.maxAttempts, TerminalPolicy: worker.TerminalPolicy(f.terminalPolicy),
 		IndexProcessing: f.indexProcessing,
 	}
+}
+
+// explicit maps a flag's 0 (which a person means literally: no skew, no
+// drain) to worker.Zero; the library reads a zero field as "the default".
+func explicit(d time.Duration) time.Duration {
+	if d == 0 {
+		return worker.Zero
+	}
+	return d
 }
 
 func newRunCmd(g *globals) *cobra.Command {

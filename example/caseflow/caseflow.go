@@ -30,7 +30,7 @@ const (
 	Producer         = "caseflow-example"
 
 	CodeCaseNotFound   = "CASE_NOT_FOUND"
-	CodeInvalidPayload = "INVALID_PAYLOAD"
+	CodeInvalidPayload = failure.CodeInvalidPayload
 	CodeUnknownStage   = "UNKNOWN_STAGE"
 
 	OutcomeAlreadyRecorded = "ALREADY_RECORDED"
@@ -72,6 +72,14 @@ type DeadlineRequested struct {
 	EffectiveAt time.Time `json:"effectiveAt"`
 }
 
+// Validate is called by worker.JSON after decoding.
+func (p DeadlineRequested) Validate() error {
+	if p.CaseID == "" || p.EffectiveAt.IsZero() {
+		return errors.New("caseId and effectiveAt are required")
+	}
+	return nil
+}
+
 // StageChanged is the payload of CaseStageChanged (the version is the
 // envelope's aggregateVersion).
 type StageChanged struct {
@@ -87,11 +95,27 @@ type LedgerEntry struct {
 	Currency      string `json:"currency"`
 }
 
+// Validate is called by worker.JSON after decoding.
+func (p LedgerEntry) Validate() error {
+	if p.CaseID == "" || p.SourceEventID == "" {
+		return errors.New("caseId and sourceEventId are required")
+	}
+	return nil
+}
+
 // NoteRecorded is the payload of CaseNoteRecorded: the benchmark's message,
 // one update of one case item that the note makes about 1 KB.
 type NoteRecorded struct {
 	CaseID string `json:"caseId"`
 	Note   string `json:"note"`
+}
+
+// Validate is called by worker.JSON after decoding.
+func (p NoteRecorded) Validate() error {
+	if p.CaseID == "" {
+		return errors.New("caseId is required")
+	}
+	return nil
 }
 
 // CaseKey is the primary key of a case item.
@@ -136,31 +160,17 @@ func (h *Handlers) Register(reg *worker.Registry, opts ...worker.RouteOption) er
 		return errors.New("caseflow: Handlers.Table is required")
 	}
 	return errors.Join(
-		reg.Register(TypeDeadline, worker.HandlerFunc(h.Deadline), opts...),
-		reg.Register(TypeStageChanged, worker.HandlerFunc(h.StageChanged), opts...),
-		reg.Register(TypeLedger, worker.HandlerFunc(h.Ledger), opts...),
-		reg.Register(TypeNote, worker.HandlerFunc(h.Note), opts...),
+		reg.Register(TypeDeadline, worker.JSON(h.Deadline), opts...),
+		reg.Register(TypeStageChanged, worker.JSON(h.StageChanged), opts...),
+		reg.Register(TypeLedger, worker.JSON(h.Ledger), opts...),
+		reg.Register(TypeNote, worker.JSON(h.Note), opts...),
 	)
-}
-
-func decode(msg *worker.Message, into any) error {
-	if err := json.Unmarshal(msg.Envelope.Payload, into); err != nil {
-		return failure.NewTerminal(CodeInvalidPayload, fmt.Sprintf("%s payload: %v", msg.Envelope.MessageType, err))
-	}
-	return nil
 }
 
 var caseMissing = mutation.Terminal(CodeCaseNotFound, "the case does not exist")
 
 // Deadline handles CaseDeadlineCalculationRequested.
-func (h *Handlers) Deadline(_ context.Context, msg *worker.Message) (worker.Result, error) {
-	var p DeadlineRequested
-	if err := decode(msg, &p); err != nil {
-		return worker.Result{}, err
-	}
-	if p.CaseID == "" || p.EffectiveAt.IsZero() {
-		return worker.Result{}, failure.NewTerminal(CodeInvalidPayload, "caseId and effectiveAt are required")
-	}
+func (h *Handlers) Deadline(_ context.Context, msg *worker.Message, p DeadlineRequested) (worker.Result, error) {
 	sla, ok := SLA(p.Stage)
 	if !ok {
 		return worker.Result{}, failure.NewTerminal(CodeUnknownStage, fmt.Sprintf("stage %q has no SLA", p.Stage))
@@ -169,7 +179,7 @@ func (h *Handlers) Deadline(_ context.Context, msg *worker.Message) (worker.Resu
 	upd := expression.Set(expression.Name(AttrDeadlineAt), expression.Value(deadline)).
 		Set(expression.Name(AttrDeadlineStage), expression.Value(p.Stage)).
 		Add(expression.Name(AttrDeadlineVersion), expression.Value(1))
-	exists := mutation.MustExist()
+	exists := mutation.MustExist(tables.AttrPK)
 	caseWrite, err := mutation.Update(h.Table, CaseKey(p.CaseID), upd, &exists, caseMissing)
 	if err != nil {
 		return worker.Result{}, err
@@ -188,11 +198,7 @@ func (h *Handlers) Deadline(_ context.Context, msg *worker.Message) (worker.Resu
 
 // StageChanged handles CaseStageChanged: the stage moves only forward in
 // version; an older version completes as SUPERSEDED.
-func (h *Handlers) StageChanged(_ context.Context, msg *worker.Message) (worker.Result, error) {
-	var p StageChanged
-	if err := decode(msg, &p); err != nil {
-		return worker.Result{}, err
-	}
+func (h *Handlers) StageChanged(_ context.Context, msg *worker.Message, p StageChanged) (worker.Result, error) {
 	if msg.Envelope.AggregateVersion == nil {
 		return worker.Result{}, failure.NewTerminal(CodeInvalidPayload, "CaseStageChanged needs aggregateVersion")
 	}
@@ -202,7 +208,7 @@ func (h *Handlers) StageChanged(_ context.Context, msg *worker.Message) (worker.
 	v := *msg.Envelope.AggregateVersion
 	upd := expression.Set(expression.Name(AttrStage), expression.Value(p.Stage)).
 		Set(expression.Name(AttrStageVersion), expression.Value(v))
-	cond := mutation.MustExist().And(mutation.NewerVersion(AttrStageVersion, v))
+	cond := mutation.MustExist(tables.AttrPK).And(mutation.NewerVersion(AttrStageVersion, v))
 	w, err := mutation.Update(h.Table, CaseKey(p.CaseID), upd, &cond, mutation.IfMissing(caseMissing, mutation.Superseded("")))
 	if err != nil {
 		return worker.Result{}, err
@@ -211,24 +217,17 @@ func (h *Handlers) StageChanged(_ context.Context, msg *worker.Message) (worker.
 }
 
 // Ledger handles LedgerEntryRequested: one entry per source event.
-func (h *Handlers) Ledger(_ context.Context, msg *worker.Message) (worker.Result, error) {
-	var p LedgerEntry
-	if err := decode(msg, &p); err != nil {
-		return worker.Result{}, err
-	}
-	if p.CaseID == "" || p.SourceEventID == "" {
-		return worker.Result{}, failure.NewTerminal(CodeInvalidPayload, "caseId and sourceEventId are required")
-	}
+func (h *Handlers) Ledger(_ context.Context, msg *worker.Message, p LedgerEntry) (worker.Result, error) {
 	item := LedgerKey(p.CaseID, p.SourceEventID)
 	item[AttrCaseID] = &types.AttributeValueMemberS{Value: p.CaseID}
 	item[AttrAmountCents] = &types.AttributeValueMemberN{Value: fmt.Sprint(p.AmountCents)}
 	item[AttrCurrency] = &types.AttributeValueMemberS{Value: p.Currency}
-	createOnly := mutation.CreateOnly()
+	createOnly := mutation.CreateOnly(tables.AttrPK)
 	entry, err := mutation.Put(h.Table, item, &createOnly, mutation.Superseded(OutcomeAlreadyRecorded))
 	if err != nil {
 		return worker.Result{}, err
 	}
-	exists := mutation.MustExist()
+	exists := mutation.MustExist(tables.AttrPK)
 	balance, err := mutation.Update(h.Table, CaseKey(p.CaseID),
 		expression.Add(expression.Name(AttrBalanceCents), expression.Value(p.AmountCents)), &exists, caseMissing)
 	if err != nil {
@@ -245,15 +244,8 @@ func NoteUpdate(p NoteRecorded) expression.UpdateBuilder {
 }
 
 // Note handles CaseNoteRecorded: one guarded update of the case item.
-func (h *Handlers) Note(_ context.Context, msg *worker.Message) (worker.Result, error) {
-	var p NoteRecorded
-	if err := decode(msg, &p); err != nil {
-		return worker.Result{}, err
-	}
-	if p.CaseID == "" {
-		return worker.Result{}, failure.NewTerminal(CodeInvalidPayload, "caseId is required")
-	}
-	exists := mutation.MustExist()
+func (h *Handlers) Note(_ context.Context, msg *worker.Message, p NoteRecorded) (worker.Result, error) {
+	exists := mutation.MustExist(tables.AttrPK)
 	w, err := mutation.Update(h.Table, CaseKey(p.CaseID), NoteUpdate(p), &exists, caseMissing)
 	if err != nil {
 		return worker.Result{}, err

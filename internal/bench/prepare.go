@@ -68,7 +68,7 @@ func prepare(kind Kind, table string, env *envelope.Envelope) (*prepared, error)
 	default:
 		return nil, fmt.Errorf("bench: unknown kind %q", kind)
 	}
-	res, err := handlers.Note(context.Background(), msg)
+	res, err := worker.JSON(handlers.Note).Handle(context.Background(), msg)
 	if err != nil {
 		return nil, err
 	}
