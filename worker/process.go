@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/gate"
@@ -522,34 +523,24 @@ func (w *Worker) finish(ctx context.Context, d *delivery, disp disposition, del 
 	return final
 }
 
-// DLQ message attribute names (the failure travels with the copy).
-const (
-	AttrFailureCode     = "ddbworker.failureCode"
-	AttrFailureMessage  = "ddbworker.failureMessage"
-	AttrFailedAt        = "ddbworker.failedAt"
-	AttrSourceMessageID = "ddbworker.sourceMessageId"
-	AttrIdempotencyKey  = "ddbworker.idempotencyKey"
-	AttrMessageType     = "ddbworker.messageType"
-)
-
 func (w *Worker) sendToDLQ(ctx context.Context, d *delivery, f *failure.Error) error {
 	str := func(s string) types.MessageAttributeValue {
 		return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(s)}
 	}
 	attrs := map[string]types.MessageAttributeValue{
-		AttrFailureCode:     str(f.Code),
-		AttrFailureMessage:  str(orDefault(truncateRunes(f.Message, 1024), "-")),
-		AttrFailedAt:        str(inbox.FormatTime(w.cfg.Now())),
-		AttrSourceMessageID: str(aws.ToString(d.m.MessageId)),
+		dlq.AttrFailureCode:     str(f.Code),
+		dlq.AttrFailureMessage:  str(orDefault(truncateRunes(f.Message, 1024), "-")),
+		dlq.AttrFailedAt:        str(inbox.FormatTime(w.cfg.Now())),
+		dlq.AttrSourceMessageID: str(aws.ToString(d.m.MessageId)),
 	}
 	if d.env != nil {
-		attrs[AttrIdempotencyKey] = str(d.env.IdempotencyKey)
-		attrs[AttrMessageType] = str(d.env.MessageType)
+		attrs[dlq.AttrIdempotencyKey] = str(d.env.IdempotencyKey)
+		attrs[dlq.AttrMessageType] = str(d.env.MessageType)
 	}
 	// Keep the producer's own attributes, within SQS's limit of 10.
 	names := make([]string, 0, len(d.m.MessageAttributes))
 	for k := range d.m.MessageAttributes {
-		if !strings.HasPrefix(k, "ddbworker.") {
+		if !strings.HasPrefix(k, dlq.AttrPrefix) {
 			names = append(names, k)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/failure"
@@ -294,12 +295,12 @@ func TestHashMismatch(t *testing.T) {
 	require.Equal(t, failure.CodeHashMismatch, rej.FailureCode)
 	require.Equal(t, other.RequestHash, rej.RequestHash)
 
-	dlq := h.dlq(1)
-	require.Equal(t, failure.CodeHashMismatch, aws.ToString(dlq[0].MessageAttributes[worker.AttrFailureCode].StringValue))
-	require.Equal(t, ev.SQSMessageID, aws.ToString(dlq[0].MessageAttributes[worker.AttrSourceMessageID].StringValue))
+	copies := h.dlq(1)
+	require.Equal(t, failure.CodeHashMismatch, aws.ToString(copies[0].MessageAttributes[dlq.AttrFailureCode].StringValue))
+	require.Equal(t, ev.SQSMessageID, aws.ToString(copies[0].MessageAttributes[dlq.AttrSourceMessageID].StringValue))
 	body, err := envelope.Encode(other)
 	require.NoError(t, err)
-	require.JSONEq(t, string(body), aws.ToString(dlq[0].Body), "the DLQ copy carries the original body")
+	require.JSONEq(t, string(body), aws.ToString(copies[0].Body), "the DLQ copy carries the original body")
 	h.requireQueueEmpty()
 }
 
@@ -395,7 +396,7 @@ func TestRetryBackoffAndAttempts(t *testing.T) {
 		require.Contains(t, rec.FailureMessage, "DOWNSTREAM_DOWN")
 		require.Equal(t, 3, rec.Attempts)
 		require.NotEmpty(t, rec.GSI2PK, "failed records are in the attention index")
-		require.Equal(t, failure.CodeMaxAttempts, aws.ToString(h.dlq(1)[0].MessageAttributes[worker.AttrFailureCode].StringValue))
+		require.Equal(t, failure.CodeMaxAttempts, aws.ToString(h.dlq(1)[0].MessageAttributes[dlq.AttrFailureCode].StringValue))
 		require.EqualValues(t, 0, num(t, h.item(caseflow.CaseKey("c1")), caseflow.AttrDeadlineVersion))
 		h.requireQueueEmpty()
 	})
@@ -478,7 +479,7 @@ func TestInvalidEnvelopes(t *testing.T) {
 	require.Equal(t, want, gotCodes)
 	dlqCodes := map[string]int{}
 	for _, m := range h.dlq(len(cases)) {
-		dlqCodes[aws.ToString(m.MessageAttributes[worker.AttrFailureCode].StringValue)]++
+		dlqCodes[aws.ToString(m.MessageAttributes[dlq.AttrFailureCode].StringValue)]++
 	}
 	require.Equal(t, want, dlqCodes)
 	require.Equal(t, caseBefore, h.item(caseflow.CaseKey("c1")), "no domain write")

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/failure"
@@ -180,7 +181,7 @@ func TestDLQKeepsProducerAttributes(t *testing.T) {
 	h.waitEvents(1, 20*time.Second, final)
 	m := h.dlq(1)[0]
 	require.Equal(t, "acme", aws.ToString(m.MessageAttributes["tenant"].StringValue))
-	require.Equal(t, string(envelope.CodeInvalidJSON), aws.ToString(m.MessageAttributes[worker.AttrFailureCode].StringValue))
+	require.Equal(t, string(envelope.CodeInvalidJSON), aws.ToString(m.MessageAttributes[dlq.AttrFailureCode].StringValue))
 }
 
 // A failed DeleteMessageBatch of a full batch is retried without ever

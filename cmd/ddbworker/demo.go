@@ -18,6 +18,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/spf13/cobra"
 
+	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/internal/faults"
 	"github.com/ddbworker/ddbworker/tables"
@@ -227,7 +228,11 @@ func waitDrained(ctx context.Context, tally *demoTally, want int, deadline time.
 // drainDLQ returns the failure code of every DLQ message ("(none)" for a
 // message without one).
 func drainDLQ(ctx context.Context, q *sqs.Client, url string) ([]string, error) {
-	msgs, err := worker.PeekDLQ(ctx, q, url, 5*time.Minute)
+	reader, err := dlq.New(q, dlq.Config{DLQURL: url})
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := reader.Peek(ctx, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -4,12 +4,11 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/example/caseflow"
-	"github.com/ddbworker/ddbworker/worker"
 )
 
 // DLQCopy is one message found in the DLQ.
@@ -19,10 +18,13 @@ type DLQCopy struct {
 	IdempotencyKey string
 }
 
-// drainDLQ reads every DLQ copy (each hidden for 5 minutes, none deleted,
-// so they stay for inspection).
+// drainDLQ reads every DLQ copy; none is deleted, all stay for inspection.
 func drainDLQ(ctx context.Context, q *sqs.Client, url string) ([]DLQCopy, error) {
-	msgs, err := worker.PeekDLQ(ctx, q, url, 5*time.Minute)
+	reader, err := dlq.New(q, dlq.Config{DLQURL: url})
+	if err != nil {
+		return nil, fmt.Errorf("chaos: %w", err)
+	}
+	msgs, err := reader.Peek(ctx, 0)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: %w", err)
 	}
