@@ -44,7 +44,6 @@ const (
 	CodeMaxAttempts            = "MAX_ATTEMPTS_EXCEEDED"
 	CodeRetryWindowExpired     = "RETRY_WINDOW_EXPIRED"
 	CodeUnknownMessageType     = "UNKNOWN_MESSAGE_TYPE"
-	CodeLeaseExpired           = "LEASE_EXPIRED"
 	CodeThrottled              = "THROTTLED"
 	CodeTransactionConflict    = "TRANSACTION_CONFLICT"
 	CodeTimeout                = "TIMEOUT"
@@ -142,7 +141,7 @@ func Classify(err error, fallbackCode string) *Error {
 		return Wrap(Retryable, CodeTimeout, err)
 	case errors.Is(err, context.Canceled):
 		return Wrap(Retryable, CodeTimeout, err)
-	case IsServerError(err):
+	case isServerError(err):
 		return Wrap(Retryable, CodeServiceUnavailable, err)
 	case IsValidation(err):
 		return Wrap(Terminal, CodeInvalidTransaction, err)
@@ -178,9 +177,9 @@ func IsThrottle(err error) bool {
 	return retry.IsErrorThrottles(retry.DefaultThrottles).IsErrorThrottle(err).Bool()
 }
 
-// IsServerError reports whether err is a 5xx response or a transport error
+// isServerError reports whether err is a 5xx response or a transport error
 // (the request may or may not have been applied).
-func IsServerError(err error) bool {
+func isServerError(err error) bool {
 	var resp *smithyhttp.ResponseError
 	if errors.As(err, &resp) && resp.HTTPStatusCode() >= 500 {
 		return true

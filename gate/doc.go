@@ -5,7 +5,9 @@
 // duplicate path costs one call and no read): duplicate, in flight
 // elsewhere, hash mismatch, terminal again, or takeover of an expired lease
 // or a FAILED_RETRYABLE record by a fenced conditional UpdateItem that
-// counts the business attempt (or ends it as MAX_ATTEMPTS_EXCEEDED).
+// counts the business attempt (or ends it as MAX_ATTEMPTS_EXCEEDED or
+// RETRY_WINDOW_EXPIRED, as failure.Policy says). A record the sweeper
+// marked LEASE_ABANDONED is taken over like an expired lease.
 //
 // Decide is the pure decision table. The gate does not run handlers, commit
 // domain writes (mutation) or touch SQS (worker).

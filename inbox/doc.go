@@ -1,10 +1,13 @@
-// Package inbox owns the shape of an inbox record (DESIGN §2): its keys
-// (PK = IDEMP#<idempotencyKey>, SK = WORKER#<messageType>), statuses and
-// outcomes, the timestamp format, the lease a worker holds on a record, the
-// index keys derived from a record, rejection records for messages that
-// cannot be filed under an idempotency key, and the operator reads (get,
-// list by aggregate, list failed or stale).
+// Package inbox owns the inbox record (DESIGN §2) and its state machine:
+// the record's keys (PK = IDEMP#<idempotencyKey>, SK = WORKER#<messageType>),
+// statuses and outcomes, the timestamp format, the lease a worker holds,
+// the index keys derived from a record, rejection records for messages that
+// cannot be filed under an idempotency key; every fenced transition of a
+// record (Complete, Fail, Renew, Takeover, End: transition.go) with the one
+// LeaseLostError they report; and the operator reads (get, list by
+// aggregate, list failed or in-flight through the attention index).
 //
-// It does not decide anything and it does not write: the gate acquires
-// records, mutation completes or fails them, stale renews and sweeps them.
+// It decides nothing and sends no transition itself: the gate decides and
+// claims, mutation commits the flip inside the handler's transaction, stale
+// renews and sweeps, each sending the transition built here.
 package inbox

@@ -18,9 +18,11 @@ import (
 // Status of an inbox record.
 type Status string
 
-// The inbox state machine: PROCESSING → COMPLETED | FAILED_RETRYABLE |
-// FAILED_TERMINAL; FAILED_RETRYABLE → PROCESSING (takeover); an expired
-// PROCESSING lease → PROCESSING (takeover) or FAILED_RETRYABLE (sweeper).
+// The inbox state machine (transition.go): PROCESSING → COMPLETED |
+// FAILED_RETRYABLE | FAILED_TERMINAL; FAILED_RETRYABLE → PROCESSING
+// (takeover); an expired PROCESSING lease → PROCESSING (takeover) or, long
+// expired, FAILED_TERMINAL LEASE_ABANDONED (sweeper), which a delivery of
+// the same work takes over again.
 const (
 	StatusProcessing      Status = "PROCESSING"
 	StatusCompleted       Status = "COMPLETED"

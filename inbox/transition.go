@@ -87,9 +87,9 @@ func (e *LeaseLostError) Ours(status Status, code string) bool {
 	return r != nil && r.LeaseToken == e.Lease.Token && r.Status == status && r.FailureCode == code
 }
 
-// Fence is the condition of every transition a lease holder makes: the
+// fence is the condition of every transition a lease holder makes: the
 // record is PROCESSING under the lease's token.
-func Fence(l Lease) expression.ConditionBuilder {
+func fence(l Lease) expression.ConditionBuilder {
 	return expression.Name(tables.AttrStatus).Equal(expression.Value(string(StatusProcessing))).
 		And(expression.Name(tables.AttrLeaseToken).Equal(expression.Value(l.Token)))
 }
@@ -113,7 +113,7 @@ func Complete(l Lease, now time.Time, outcome, resultRef string, ttl int64) Tran
 	if resultRef != "" {
 		upd = upd.Set(expression.Name(tables.AttrResultRef), expression.Value(resultRef))
 	}
-	return Transition{Update: upd, Condition: Fence(l)}
+	return Transition{Update: upd, Condition: fence(l)}
 }
 
 // Fail records a failure on a held record and releases the lease:
@@ -121,7 +121,7 @@ func Complete(l Lease, now time.Time, outcome, resultRef string, ttl int64) Tran
 // re-run), with code, message, time and an attention-index entry in one of
 // shards partitions.
 func Fail(l Lease, now time.Time, status Status, code, message string, ttl int64, shards int) Transition {
-	return Transition{Update: failed(l.Key, now, status, code, message, ttl, shards), Condition: Fence(l)}
+	return Transition{Update: failed(l.Key, now, status, code, message, ttl, shards), Condition: fence(l)}
 }
 
 func failed(key string, now time.Time, status Status, code, message string, ttl int64, shards int) expression.UpdateBuilder {
@@ -145,7 +145,7 @@ func Renew(l Lease, now, exp time.Time, indexProcessing bool) Transition {
 	if indexProcessing {
 		upd = upd.Set(expression.Name(tables.AttrGSI2SK), expression.Value(FormatTime(exp)))
 	}
-	return Transition{Update: upd, Condition: Fence(l)}
+	return Transition{Update: upd, Condition: fence(l)}
 }
 
 // Unchanged is the condition of a transition decided on rec by someone who

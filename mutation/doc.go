@@ -5,9 +5,11 @@
 // writes the inbox record COMPLETED in the same transaction; the mapping of
 // cancellation reasons, by index, to lease lost, a domain guard's policy
 // (superseded, retry, terminal) or a retryable failure; the fenced
-// transitions that end a lease without domain writes (superseded, failed);
+// transitions that end a lease without domain writes (superseded, failed;
+// the transitions themselves are built in inbox);
 // and the builders and condition helpers handlers use for their writes
-// (must-exist, create-only, newer-version, expect-version), all through
+// (must-exist and create-only on the caller's key attribute, newer-version,
+// expect-version), all through
 // feature/dynamodb/expression.
 //
 // It does not decide whether a delivery may run (gate), renew leases

@@ -3,12 +3,14 @@
 // messageType, the per-message protocol that ties envelope, gate, handler,
 // commit and ack together (DESIGN §4), batched deletes only after a commit
 // or a known-COMPLETED duplicate, visibility changes for backoff, in-flight
-// duplicates and notBefore, lease heartbeats, business-attempt policy
-// (maxBusinessAttempts, notBefore, retryableUntil, terminalAfterCodes), the
+// duplicates and notBefore, lease heartbeats, the message's attempt policy
+// (read into failure.Policy), typed JSON handlers (JSON), readiness and
+// permanent receive errors (Ready, ReceiveError), the
 // three terminal policies (dlq, quarantine, redrive), FIFO group order,
 // graceful shutdown, metrics and one JSON log line per message; and queue
 // creation (queue + DLQ + redrive policy).
 //
-// It does not own the inbox record (inbox), the decision table (gate), the
-// transaction (mutation) or lease timing (stale).
+// It does not own the inbox record or its transitions (inbox), the decision
+// table (gate), the transaction (mutation), lease timing (stale) or reading
+// and replaying the DLQ (dlq; the worker only sends its copies there).
 package worker
