@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker/example/caseflow"
@@ -155,4 +157,44 @@ func TestEnvBinding(t *testing.T) {
 	t.Setenv("DDBWORKER_MAX_ATTEMPTS", "many")
 	run2, _, _ := newRootCmd().Find([]string{"run"})
 	require.ErrorContains(t, bindEnv(run2), "DDBWORKER_MAX_ATTEMPTS")
+}
+
+// A queue deleted under a running daemon is a permanent receive error: the
+// daemon drains and exits non-zero with the reason, instead of retrying
+// forever while /readyz says ready (worker.Ready is tested in worker).
+func TestDaemonExitsWhenQueueGoes(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	bin := buildBinary(t)
+	addr := freeAddr(t)
+	cmd := exec.Command(bin, "run")
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &logs
+	cmd.Env = append(os.Environ(), "DDBWORKER_TABLE="+env.Table, "DDBWORKER_QUEUE_URL="+env.Queues.URL, "DDBWORKER_DLQ_URL="+env.Queues.DLQURL,
+		"DDBWORKER_METRICS_ADDR="+addr, "DDBWORKER_WAIT_TIME=1s", "DDBWORKER_VISIBILITY_TIMEOUT=3s", "DDBWORKER_DEPTH_INTERVAL=0s")
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	readyz := func() int {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	testenv.Eventually(t, 30*time.Second, func() bool { return readyz() == http.StatusOK }, "/readyz never became ready")
+
+	_, err := env.SQS.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(env.Queues.URL)})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit, "logs:\n%s", logs.String())
+		require.NotZero(t, exit.ExitCode())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the daemon kept running without its queue; logs:\n%s", logs.String())
+	}
+	require.Contains(t, logs.String(), `"msg":"receive failed for good; stopping"`)
+	require.Regexp(t, `(?m)^ddbworker: worker: receive from \S+ failed for good`, logs.String())
 }
