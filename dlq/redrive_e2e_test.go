@@ -17,8 +17,11 @@ import (
 	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/example/caseflow"
+	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/gate"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/testenv"
+	"github.com/ddbworker/ddbworker/stale"
 	"github.com/ddbworker/ddbworker/worker"
 )
 
@@ -162,4 +165,77 @@ func TestRedriveEndToEnd(t *testing.T) {
 	require.Equal(t, map[string]types.MessageAttributeValue{"tenant": str("acme")}, stringAttrs(m.ProducerAttributes()),
 		"the producer's attribute survived both trips; redrivenFrom did not come back")
 	testenv.Eventually(t, 10*time.Second, func() bool { return testenv.InspectQueue(t, env.Queues.URL).Total() == 0 }, "work queue drained")
+}
+
+// A worker died holding a lease and its message went to the DLQ through the
+// redrive policy (no delivery came back): the sweeper marks the record
+// LEASE_ABANDONED, and a redrive of the same work takes it over and applies
+// it, once.
+func TestRedriveAbandonedLease(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Queue: worker.QueueConfig{VisibilityTimeout: 2 * time.Second}})
+	ctx := context.Background()
+	require.NoError(t, caseflow.SeedCases(ctx, env.DynamoDB, env.Table, []string{"c1"}))
+	policy := stale.Policy{Lease: 2 * time.Second, Skew: 100 * time.Millisecond}
+
+	work, err := caseflow.NewDeadlineRequest("k-abandoned", "c1", "review", time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
+	require.NoError(t, err)
+	body, err := envelope.Encode(work)
+	require.NoError(t, err)
+	// The dead worker: it passed the gate, then vanished.
+	dead, err := gate.New(env.DynamoDB, gate.Config{Table: env.Table, Owner: "dead/1", Policy: policy})
+	require.NoError(t, err)
+	d, err := dead.Acquire(ctx, &gate.Request{Work: inbox.Work{Key: work.IdempotencyKey, MessageType: work.MessageType, RequestHash: work.RequestHash,
+		AggregateType: work.AggregateType, AggregateID: work.AggregateID}})
+	require.NoError(t, err)
+	require.Equal(t, gate.Acquired, d.Action)
+	// Its message, moved by the redrive policy: no ddbworker attributes.
+	_, err = env.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(env.Queues.DLQURL), MessageBody: aws.String(string(body))})
+	require.NoError(t, err)
+
+	sw, err := stale.NewSweeper(env.DynamoDB, stale.SweepConfig{Table: env.Table, Policy: policy, Grace: time.Second})
+	require.NoError(t, err)
+	testenv.Eventually(t, 15*time.Second, func() bool {
+		rep, err := sw.Sweep(ctx, stale.SweepOptions{})
+		require.NoError(t, err)
+		return rep.Marked == 1
+	}, "the sweeper never marked the abandoned lease")
+	get := func() *inbox.Record {
+		out, err := env.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(env.Table), Key: inbox.KeyOf("k-abandoned", caseflow.TypeDeadline), ConsistentRead: aws.Bool(true)})
+		require.NoError(t, err)
+		rec, err := inbox.Decode(out.Item)
+		require.NoError(t, err)
+		return rec
+	}
+	rec := get()
+	require.Equal(t, inbox.StatusFailedTerminal, rec.Status)
+	require.Equal(t, failure.CodeLeaseAbandoned, rec.FailureCode)
+
+	reg := worker.NewRegistry()
+	require.NoError(t, (&caseflow.Handlers{Table: env.Table, TrackApplications: true}).Register(reg))
+	var evs events
+	w, err := worker.New(worker.Deps{DynamoDB: env.DynamoDB, SQS: env.SQS, Handlers: reg, OnEvent: evs.add}, worker.Config{
+		Table: env.Table, QueueURL: env.Queues.URL, DLQURL: env.Queues.DLQURL, Concurrency: 2, WaitTime: time.Second,
+		VisibilityTimeout: 2 * time.Second, ClockSkew: 100 * time.Millisecond, DeleteFlushInterval: 20 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	defer func() { stop(); require.NoError(t, <-done) }()
+
+	q, err := dlq.New(env.SQS, dlq.Config{DLQURL: env.Queues.DLQURL, QueueURL: env.Queues.URL})
+	require.NoError(t, err)
+	rep, err := q.Redrive(ctx, dlq.RedriveOptions{Filter: dlq.Filter{Code: dlq.CodeNone}})
+	require.NoError(t, err)
+	require.Len(t, rep.Moved, 1)
+	testenv.Eventually(t, 20*time.Second, func() bool { return len(evs.final("k-abandoned")) == 1 }, "the redriven work never settled")
+	ev := evs.final("k-abandoned")[0]
+	require.Equal(t, worker.OutcomeApplied, ev.Outcome)
+	require.Equal(t, 2, ev.Attempt, "the dead worker's attempt counts")
+	rec = get()
+	require.Equal(t, inbox.StatusCompleted, rec.Status)
+	require.Equal(t, 2, rec.Attempts)
+	out, err := env.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(env.Table), Key: caseflow.ApplicationKey("c1", caseflow.TypeDeadline, "k-abandoned"), ConsistentRead: aws.Bool(true)})
+	require.NoError(t, err)
+	require.Equal(t, "1", out.Item[caseflow.AttrApplications].(*ddbtypes.AttributeValueMemberN).Value, "applied once")
 }
