@@ -24,7 +24,7 @@ type Policy struct {
 }
 
 // Zero sets a field whose zero value means "the default" to an explicit
-// zero (Policy.Skew).
+// zero (Policy.Skew, SweepConfig.Grace).
 const Zero = -1
 
 // Defaults.

@@ -39,7 +39,8 @@ type SweepConfig struct {
 	// Grace is how long a lease must have been expired before its record is
 	// abandoned: no delivery came to take it over in that time, so its
 	// message is likely in the DLQ (moved by the redrive policy) or gone.
-	// Keep it well above the queue's longest backoff. Default: 1h.
+	// Keep it well above the queue's longest backoff. Default: 1h; Zero
+	// marks every expired lease at once.
 	Grace time.Duration
 	// UseIndex finds PROCESSING records through the attention index, which
 	// holds them only when the workers run with IndexProcessing. Without
@@ -119,8 +120,11 @@ func NewSweeper(api SweepAPI, cfg SweepConfig) (*Sweeper, error) {
 	if cfg.TTL, err = cfg.TTL.WithDefaults(); err != nil {
 		errs = append(errs, err)
 	}
-	if cfg.Grace == 0 {
+	switch cfg.Grace {
+	case 0:
 		cfg.Grace = time.Hour
+	case Zero:
+		cfg.Grace = 0
 	}
 	if cfg.Grace < 0 {
 		errs = append(errs, fmt.Errorf("stale: SweepConfig.Grace %s must not be negative", cfg.Grace))

@@ -113,7 +113,7 @@ func runSweep(ctx context.Context, g *globals, f *sweepFlags, out io.Writer) err
 		}
 	}
 	sw, err := stale.NewSweeper(ddb, stale.SweepConfig{
-		Table: g.table, Policy: stale.Policy{Lease: f.lease, Skew: explicit(f.skew)}, Grace: f.grace,
+		Table: g.table, Policy: stale.Policy{Lease: f.lease, Skew: explicit(f.skew)}, Grace: explicit(f.grace),
 		UseIndex: f.useIndex, AttentionShards: f.shards, Metrics: metrics,
 	})
 	if err != nil {
