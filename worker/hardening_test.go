@@ -129,15 +129,7 @@ func TestPermanentReceiveErrors(t *testing.T) {
 			}})
 		cfg := h.testConfig()
 		cfg.Backoff = worker.Backoff{Base: 100 * time.Millisecond, Max: time.Second, Jitter: 0.1}
-		w, err := worker.New(worker.Deps{DynamoDB: h.ddb, SQS: h.sqs, Handlers: h.caseHandlers(), OnEvent: func(ev worker.Event) {
-			h.mu.Lock()
-			h.events = append(h.events, ev)
-			h.mu.Unlock()
-			select {
-			case h.signal <- struct{}{}:
-			default:
-			}
-		}}, cfg)
+		w, err := worker.New(worker.Deps{DynamoDB: h.ddb, SQS: h.sqs, Handlers: h.caseHandlers(), OnEvent: h.note}, cfg)
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)

@@ -97,13 +97,7 @@ func (h *harness) start(cfg worker.Config, deps worker.Deps) *running {
 	}
 	next := deps.OnEvent
 	deps.OnEvent = func(ev worker.Event) {
-		h.mu.Lock()
-		h.events = append(h.events, ev)
-		h.mu.Unlock()
-		select {
-		case h.signal <- struct{}{}:
-		default:
-		}
+		h.note(ev)
 		if next != nil {
 			next(ev)
 		}
@@ -127,6 +121,17 @@ func (h *harness) start(cfg worker.Config, deps worker.Deps) *running {
 	}
 	h.t.Cleanup(stop)
 	return &running{cancel: cancel, stop: stop}
+}
+
+// note records a worker's event and wakes waitEvents.
+func (h *harness) note(ev worker.Event) {
+	h.mu.Lock()
+	h.events = append(h.events, ev)
+	h.mu.Unlock()
+	select {
+	case h.signal <- struct{}{}:
+	default:
+	}
 }
 
 // waitEvents blocks until match has accepted n events or the timeout passes.

@@ -210,12 +210,7 @@ func TestInboxGet(t *testing.T) {
 		require.Regexp(t, `(?m)^sqsMessageId:\s+msg-abc$`, out)
 	})
 
-	errs := []struct {
-		name string
-		args []string
-		is   error
-		want string
-	}{
+	errs := []cliError{
 		{name: "missing key", args: []string{"inbox", "get", "case-404"}, is: inbox.ErrNotFound, want: `"case-404"`},
 		{name: "missing type", args: []string{"inbox", "get", "case-1:open", "--type", "Nope"}, is: inbox.ErrNotFound, want: `"Nope"`},
 		{name: "missing rejection", args: []string{"inbox", "get", "msg-404", "--rejection"}, is: inbox.ErrNotFound, want: "msg-404"},
@@ -223,17 +218,7 @@ func TestInboxGet(t *testing.T) {
 		{name: "bad output", args: []string{"inbox", "get", "case-1:open", "-o", "yaml"}, want: `--output "yaml"`},
 		{name: "type and rejection", args: []string{"inbox", "get", "x", "--rejection", "--type", "T"}, want: "exclude each other"},
 	}
-	for _, tt := range errs {
-		t.Run(tt.name, func(t *testing.T) {
-			out, err := c.run(tt.args...)
-			require.Error(t, err)
-			if tt.is != nil {
-				require.ErrorIs(t, err, tt.is)
-			}
-			require.ErrorContains(t, err, tt.want)
-			require.Empty(t, out)
-		})
-	}
+	c.requireErrors(errs)
 }
 
 func TestInboxListAggregate(t *testing.T) {
@@ -374,12 +359,7 @@ func TestInboxListStatus(t *testing.T) {
 		require.Equal(t, []string{"r-1"}, keysOfJSON(doc))
 	})
 
-	errs := []struct {
-		name string
-		args []string
-		is   error
-		want string
-	}{
+	errs := []cliError{
 		{name: "neither", args: []string{"inbox", "list"}, want: "exactly one of --aggregate"},
 		{name: "both", args: []string{"inbox", "list", "--aggregate", "CASE/1", "--status", "PROCESSING"}, want: "exactly one of --aggregate"},
 		{name: "bad aggregate", args: []string{"inbox", "list", "--aggregate", "CASE"}, want: "want TYPE/ID"},
@@ -393,17 +373,7 @@ func TestInboxListStatus(t *testing.T) {
 		{name: "bad shards", args: []string{"inbox", "list", "--status", "PROCESSING", "--attention-shards", "101"}, want: "AttentionShards 101"},
 		{name: "bad output", args: []string{"inbox", "list", "--status", "PROCESSING", "-o", "xml"}, want: `--output "xml"`},
 	}
-	for _, tt := range errs {
-		t.Run(tt.name, func(t *testing.T) {
-			out, err := c.run(tt.args...)
-			require.Error(t, err)
-			if tt.is != nil {
-				require.ErrorIs(t, err, tt.is)
-			}
-			require.ErrorContains(t, err, tt.want)
-			require.Empty(t, out)
-		})
-	}
+	c.requireErrors(errs)
 }
 
 // A cursor printed for one status does not resume another listing.
@@ -418,4 +388,28 @@ func TestInboxCursorBelongsToItsListing(t *testing.T) {
 	require.ErrorIs(t, err, inbox.ErrBadCursor)
 	_, err = c.run("inbox", "list", "--aggregate", "CASE/agg-k-0", "--cursor", doc.Next)
 	require.ErrorIs(t, err, inbox.ErrBadCursor)
+}
+
+// cliError is a command line that must fail: with an error wrapping is
+// (when set) and containing want, and nothing on stdout.
+type cliError struct {
+	name string
+	args []string
+	is   error
+	want string
+}
+
+func (c *inboxCLI) requireErrors(errs []cliError) {
+	c.t.Helper()
+	for _, tt := range errs {
+		c.t.Run(tt.name, func(t *testing.T) {
+			out, err := c.run(tt.args...)
+			require.Error(t, err)
+			if tt.is != nil {
+				require.ErrorIs(t, err, tt.is)
+			}
+			require.ErrorContains(t, err, tt.want)
+			require.Empty(t, out)
+		})
+	}
 }
