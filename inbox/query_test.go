@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker/inbox"
@@ -596,35 +597,59 @@ func TestReaderBadRequests(t *testing.T) {
 
 // unprocessed is a ReadAPI that returns part of every BatchGetItem request
 // as UnprocessedKeys, as DynamoDB does under throttling.
+// unprocessed is SDK middleware on a real client that makes BatchGetItem
+// leave keys unprocessed, as DynamoDB does under load (DynamoDB Local never
+// does): each call sends only the first keep keys (0: none) and returns the
+// rest as UnprocessedKeys.
 type unprocessed struct {
-	inbox.ReadAPI
 	table  string
-	keep   int // keys processed per call; 0: none
+	keep   int
 	calls  atomic.Int32
 	onCall func() // after each call, if set
 }
 
-func (u *unprocessed) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+// client is a DynamoDB client of env with the middleware installed.
+func (u *unprocessed) client(env *testenv.Env) *dynamodb.Client {
+	return dynamodb.NewFromConfig(env.AWS, func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+			return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("test.unprocessed", u.handle), middleware.Before)
+		})
+	})
+}
+
+func (u *unprocessed) handle(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+	req, ok := in.Parameters.(*dynamodb.BatchGetItemInput)
+	if !ok {
+		return next.HandleInitialize(ctx, in)
+	}
 	u.calls.Add(1)
 	if u.onCall != nil {
 		defer u.onCall()
 	}
-	keys := in.RequestItems[u.table].Keys
+	ka := req.RequestItems[u.table]
+	keys := ka.Keys
 	n := min(u.keep, len(keys))
-	out := &dynamodb.BatchGetItemOutput{}
+	var out middleware.InitializeOutput
+	var md middleware.Metadata
+	res := &dynamodb.BatchGetItemOutput{}
 	if n > 0 {
+		sent := ka
+		sent.Keys = keys[:n]
+		in.Parameters = &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{u.table: sent}}
 		var err error
-		out, err = u.ReadAPI.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
-			u.table: {Keys: keys[:n], ConsistentRead: in.RequestItems[u.table].ConsistentRead},
-		}}, opts...)
+		out, md, err = next.HandleInitialize(ctx, in)
 		if err != nil {
-			return nil, err
+			return out, md, err
 		}
+		res = out.Result.(*dynamodb.BatchGetItemOutput)
 	}
 	if n < len(keys) {
-		out.UnprocessedKeys = map[string]types.KeysAndAttributes{u.table: {Keys: keys[n:]}}
+		rest := ka
+		rest.Keys = keys[n:]
+		res.UnprocessedKeys = map[string]types.KeysAndAttributes{u.table: rest}
 	}
-	return out, nil
+	out.Result = res
+	return out, md, nil
 }
 
 func TestReaderUnprocessedKeys(t *testing.T) {
@@ -637,22 +662,22 @@ func TestReaderUnprocessedKeys(t *testing.T) {
 	}
 	fast := func(c *inbox.ReaderConfig) { c.RetryBackoff = time.Microsecond }
 
-	slow := &unprocessed{ReadAPI: s.env.DynamoDB, table: s.env.Table, keep: 3}
-	l, err := s.readerWith(slow, fast).ListAggregate(context.Background(), "CASE", "c-1", inbox.Page{})
+	slow := &unprocessed{table: s.env.Table, keep: 3}
+	l, err := s.readerWith(slow.client(s.env), fast).ListAggregate(context.Background(), "CASE", "c-1", inbox.Page{})
 	require.NoError(t, err)
 	require.Equal(t, want, recIDs(l.Records), "index order kept across retries")
 	require.EqualValues(t, 4, slow.calls.Load(), "3+3+3+1 keys")
 
-	stuck := &unprocessed{ReadAPI: s.env.DynamoDB, table: s.env.Table}
-	_, err = s.readerWith(stuck, fast, func(c *inbox.ReaderConfig) { c.BatchGetAttempts = 3 }).
+	stuck := &unprocessed{table: s.env.Table}
+	_, err = s.readerWith(stuck.client(s.env), fast, func(c *inbox.ReaderConfig) { c.BatchGetAttempts = 3 }).
 		ListAggregate(context.Background(), "CASE", "c-1", inbox.Page{})
 	require.ErrorIs(t, err, inbox.ErrUnprocessed)
 	require.EqualValues(t, 3, stuck.calls.Load())
 
 	// The wait between retries ends with the context.
 	ctx, cancel := context.WithCancel(context.Background())
-	canceled := &unprocessed{ReadAPI: s.env.DynamoDB, table: s.env.Table, onCall: cancel}
-	_, err = s.readerWith(canceled, func(c *inbox.ReaderConfig) { c.RetryBackoff = time.Hour }).
+	canceled := &unprocessed{table: s.env.Table, onCall: cancel}
+	_, err = s.readerWith(canceled.client(s.env), func(c *inbox.ReaderConfig) { c.RetryBackoff = time.Hour }).
 		ListAggregate(ctx, "CASE", "c-1", inbox.Page{})
 	require.ErrorIs(t, err, context.Canceled)
 	require.EqualValues(t, 1, canceled.calls.Load())
