@@ -155,16 +155,20 @@ func TestPermanentReceiveErrors(t *testing.T) {
 func TestHeartbeatKeepsLongHandler(t *testing.T) {
 	h := newHarness(t, testenv.Options{})
 	h.seedCases("c1")
-	cfg := h.testConfig() // 2 s lease and visibility
-	work := 3 * time.Second
+	cfg := h.testConfig()
+	// A 4 s lease renewed every 2 s: a renewal delayed by a loaded machine
+	// still lands in time.
+	lease, skew := 4*time.Second, 500*time.Millisecond
+	cfg.VisibilityTimeout, cfg.ClockSkew = lease, skew
+	work := lease * 3 / 2
 	inner := &caseflow.Handlers{Table: h.env.Table, TrackApplications: true}
 	var runs atomic.Int32
-	started := make(chan struct{})
+	started := make(chan time.Time, 1)
 	slow := func() *worker.Registry {
 		reg := worker.NewRegistry()
 		require.NoError(t, reg.Register(caseflow.TypeDeadline, worker.HandlerFunc(func(ctx context.Context, m *worker.Message) (worker.Result, error) {
 			if runs.Add(1) == 1 {
-				close(started)
+				started <- time.Now()
 			}
 			select {
 			case <-time.After(work): // the handler's own slow work
@@ -183,12 +187,17 @@ func TestHeartbeatKeepsLongHandler(t *testing.T) {
 	h.start(cfg, worker.Deps{Handlers: slow(), Metrics: m2})
 	env := mustEnv(t)(caseflow.NewDeadlineRequest("k-long", "c1", "intake", effective))
 	h.send(env)
+	var start time.Time
 	select {
-	case <-started:
+	case start = <-started:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the handler never started")
 	}
-	h.send(caseflow.Resend(env)) // the same work as a new message, while it runs
+	// The same work as a new message, sent once the first lease would have
+	// expired had nobody renewed it, while the handler still runs: the
+	// second worker must find it in flight, not take it over.
+	<-time.After(time.Until(start.Add(lease + skew + 200*time.Millisecond)))
+	h.send(caseflow.Resend(env))
 
 	evs := h.waitEvents(2, 30*time.Second, final)
 	outcomes := []string{evs[0].Outcome, evs[1].Outcome}
