@@ -348,6 +348,8 @@ func TestRedrive(t *testing.T) {
 				require.Equal(t, tc.wantSkip, rep.Skipped)
 			}
 			require.Equal(t, tc.wantLimit, rep.LimitReached)
+			require.Equal(t, rep.Scanned, rep.Skipped+rep.Arrived+rep.OverMax+len(rep.Moved)+len(rep.Failed),
+				"every message scanned is accounted for: %+v", rep)
 			require.NotEmpty(t, progress)
 			var keys []string
 			for _, m := range rep.Moved {

@@ -92,6 +92,9 @@ type RedriveReport struct {
 	// Config.Now; they stay in the DLQ: one redrive never moves a message
 	// twice. (A local clock behind SQS's leaves the very newest alone too.)
 	Arrived int `json:"arrived"`
+	// OverMax matched the filter but were received after Max was reached;
+	// they stay in the DLQ for the next redrive.
+	OverMax int `json:"overMax"`
 	// Moved were sent to the work queue and deleted from the DLQ; in a
 	// dry run, they would have been.
 	Moved []Moved `json:"moved"`
@@ -182,6 +185,8 @@ func (q *Queue) Redrive(ctx context.Context, opts RedriveOptions) (rep RedriveRe
 			case selected < limit:
 				selected++
 				pick = append(pick, m)
+			default:
+				rep.OverMax++
 			}
 		}
 		var err error

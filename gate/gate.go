@@ -356,10 +356,14 @@ type Rejection struct {
 	SQSMessageID string
 	Code         string
 	Message      string
-	// Whatever of the work's identity could be read (may be empty).
-	Key         string
-	MessageType string
-	RequestHash string
+	// Whatever of the work's identity could be read (may be empty). With
+	// the aggregate, the rejection is listed in the aggregate's history.
+	Key           string
+	MessageType   string
+	RequestHash   string
+	AggregateType string
+	AggregateID   string
+	CorrelationID string
 }
 
 // Reject records r as a FAILED_TERMINAL rejection record keyed by the SQS
@@ -370,10 +374,15 @@ func (g *Gate) Reject(ctx context.Context, r *Rejection) error {
 	ts := inbox.FormatTime(now)
 	rec := &inbox.Record{
 		Key: r.Key, MessageType: r.MessageType, RequestHash: r.RequestHash, SQSMessageID: r.SQSMessageID,
+		AggregateType: r.AggregateType, AggregateID: r.AggregateID, CorrelationID: r.CorrelationID,
 		Status: inbox.StatusFailedTerminal, FailureCode: r.Code, FailureMessage: r.Message,
 		FirstSeenAt: ts, FailedAt: ts, TTL: g.cfg.TTL.For(inbox.StatusFailedTerminal, now),
 		GSI2PK: inbox.AttentionPK(inbox.StatusFailedTerminal, inbox.Shard(r.SQSMessageID, g.cfg.AttentionShards)),
 		GSI2SK: ts,
+	}
+	if r.AggregateType != "" && r.AggregateID != "" {
+		rec.GSI1PK = inbox.AggregatePK(r.AggregateType, r.AggregateID)
+		rec.GSI1SK = inbox.AggregateSK(ts, r.MessageType, r.Key)
 	}
 	item, err := rec.Item()
 	if err != nil {

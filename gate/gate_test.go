@@ -712,7 +712,8 @@ func TestReject(t *testing.T) {
 	f := newFixture(t)
 	g := f.gate(func(c *gate.Config) { c.AttentionShards = 10 })
 	now := f.clock.Now()
-	r := &gate.Rejection{SQSMessageID: "msg-0001", Code: "INVALID_ENVELOPE", Message: "payload is not JSON", Key: "k-bad", MessageType: msgType, RequestHash: hashA}
+	r := &gate.Rejection{SQSMessageID: "msg-0001", Code: "IDEMPOTENCY_HASH_MISMATCH", Message: "other work", Key: "k-bad", MessageType: msgType, RequestHash: hashA,
+		AggregateType: "Case", AggregateID: "c-7", CorrelationID: "corr-7"}
 	require.NoError(t, g.Reject(ctx, r))
 
 	key := inbox.RejectionKeyOf(r.SQSMessageID)
@@ -723,8 +724,11 @@ func TestReject(t *testing.T) {
 	require.True(t, rec.Rejection)
 	ts := inbox.FormatTime(now)
 	require.Equal(t, inbox.StatusFailedTerminal, rec.Status)
-	require.Equal(t, "INVALID_ENVELOPE", rec.FailureCode)
-	require.Equal(t, "payload is not JSON", rec.FailureMessage)
+	require.Equal(t, "IDEMPOTENCY_HASH_MISMATCH", rec.FailureCode)
+	require.Equal(t, "other work", rec.FailureMessage)
+	require.Equal(t, "corr-7", rec.CorrelationID)
+	require.Equal(t, inbox.AggregatePK("Case", "c-7"), rec.GSI1PK, "listed in the aggregate's history")
+	require.Equal(t, inbox.AggregateSK(inbox.FormatTime(now), msgType, "k-bad"), rec.GSI1SK)
 	require.Equal(t, "msg-0001", rec.SQSMessageID)
 	require.Equal(t, "k-bad", rec.Key)
 	require.Equal(t, ts, rec.FailedAt)
@@ -743,6 +747,7 @@ func TestReject(t *testing.T) {
 	rec2, err := inbox.Decode(f.raw(inbox.RejectionKeyOf("msg-0002")))
 	require.NoError(t, err)
 	require.True(t, rec2.Rejection)
+	require.Empty(t, rec2.GSI1PK, "no aggregate, no aggregate-index entry")
 	require.Equal(t, map[string]int{opPut: 3}, f.inj.Calls())
 	require.NotContains(t, f.inj.Calls(), opGet)
 }

@@ -103,7 +103,10 @@ func TestSweep(t *testing.T) {
 			require.Equal(t, gate.Acquired, d.Action)
 			require.Equal(t, 2, d.Lease.Attempts)
 			require.NoError(t, f.committer().Commit(ctx, d.Lease, nil, mutation.Completion{}, 0))
-			require.Equal(t, inbox.StatusCompleted, f.record("k-abandoned-0").Status)
+			done0 := f.record("k-abandoned-0")
+			require.Equal(t, inbox.StatusCompleted, done0.Status)
+			require.Equal(t, failure.CodeLeaseAbandoned, done0.FailureCode, "the earlier failure stays as history")
+			require.Equal(t, 2, done0.Attempts, "attempts say how many it took")
 
 			// A second sweep finds nothing new to mark.
 			rep, err = sw.Sweep(ctx, stale.SweepOptions{})

@@ -81,7 +81,8 @@ func (w *Worker) deliver(ctx context.Context, d *delivery) disposition {
 	if !ok {
 		return w.reject(ctx, d, &gate.Rejection{Code: failure.CodeUnknownMessageType,
 			Message: fmt.Sprintf("no handler for message type %q", env.MessageType),
-			Key:     env.IdempotencyKey, MessageType: env.MessageType, RequestHash: env.RequestHash})
+			Key:     env.IdempotencyKey, MessageType: env.MessageType, RequestHash: env.RequestHash,
+			AggregateType: env.AggregateType, AggregateID: env.AggregateID, CorrelationID: env.CorrelationID})
 	}
 	d.rt = rt
 	now := w.cfg.Now()
@@ -151,7 +152,8 @@ func (w *Worker) decided(ctx context.Context, d *delivery, dec gate.Decision) di
 				"idempotencyKey", d.req.Key, "messageType", d.req.MessageType, "sqsMessageId", aws.ToString(d.m.MessageId),
 				"existingHash", dec.Record.RequestHash, "requestHash", d.req.RequestHash)
 			return w.reject(ctx, d, &gate.Rejection{Code: dec.Code, Message: dec.Message, Key: d.req.Key,
-				MessageType: d.req.MessageType, RequestHash: d.req.RequestHash})
+				MessageType: d.req.MessageType, RequestHash: d.req.RequestHash,
+				AggregateType: d.req.AggregateType, AggregateID: d.req.AggregateID, CorrelationID: d.req.CorrelationID})
 		}
 		disp := terminalWith(f)
 		if dec.Record != nil {

@@ -294,6 +294,8 @@ func TestHashMismatch(t *testing.T) {
 	require.True(t, rej.Rejection)
 	require.Equal(t, failure.CodeHashMismatch, rej.FailureCode)
 	require.Equal(t, other.RequestHash, rej.RequestHash)
+	require.Equal(t, inbox.AggregatePK(other.AggregateType, other.AggregateID), rej.GSI1PK, "the rejection is in the aggregate's history")
+	require.Equal(t, other.CorrelationID, rej.CorrelationID)
 
 	copies := h.dlq(1)
 	require.Equal(t, failure.CodeHashMismatch, aws.ToString(copies[0].MessageAttributes[dlq.AttrFailureCode].StringValue))

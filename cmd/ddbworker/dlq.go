@@ -356,8 +356,8 @@ func dlqPrintRedrive(w io.Writer, rep dlq.RedriveReport) {
 	if rep.Max > 0 {
 		limit = fmt.Sprintf("at most %d", rep.Max)
 	}
-	fmt.Fprintf(w, "%s %d (%s) at ≤ %g/s; skipped %d (filter), %d arrived during the redrive, failed %d; scanned %d in %s\n",
-		verb, len(rep.Moved), limit, rep.Rate, rep.Skipped, rep.Arrived, len(rep.Failed), rep.Scanned, rep.Duration.Round(time.Millisecond))
+	fmt.Fprintf(w, "%s %d (%s) at ≤ %g/s; skipped %d (filter), %d over the limit, %d arrived during the redrive, failed %d; scanned %d in %s\n",
+		verb, len(rep.Moved), limit, rep.Rate, rep.Skipped, rep.OverMax, rep.Arrived, len(rep.Failed), rep.Scanned, rep.Duration.Round(time.Millisecond))
 	if len(rep.Moved) > 0 {
 		var by []string
 		for _, k := range dlqSortedCounts(rep.MovedByCode) {

@@ -351,14 +351,25 @@ func inboxPrintDetail(w io.Writer, recs []*inbox.Record, now time.Time) {
 		}
 		field("key", r.Key)
 		if r.Rejection {
-			field("rejection", "yes: refused before it was filed under a key")
+			why := "yes: the message was refused and filed under its SQS message id"
+			if r.Key != "" {
+				why += ", not under its key (which it could not claim)"
+			}
+			field("rejection", why)
 			field("sqsMessageId", r.SQSMessageID)
 		}
 		field("messageType", r.MessageType)
 		field("status", string(r.Status))
 		field("outcome", r.Outcome)
 		field("resultRef", r.ResultRef)
-		field("failureCode", r.FailureCode)
+		// A record that is not failed now keeps its last failure as history.
+		past := ""
+		if r.Status == inbox.StatusCompleted || r.Status == inbox.StatusProcessing {
+			past = " (an earlier attempt)"
+		}
+		if r.FailureCode != "" {
+			field("failureCode", r.FailureCode+past)
+		}
 		field("failureMessage", r.FailureMessage)
 		num("attempts", int64(r.Attempts))
 		num("deliveries", int64(r.Deliveries))
@@ -369,7 +380,9 @@ func inboxPrintDetail(w io.Writer, recs []*inbox.Record, now time.Time) {
 		field("lastSeenAt", r.LastSeenAt)
 		field("startedAt", r.StartedAt)
 		field("completedAt", r.CompletedAt)
-		field("failedAt", r.FailedAt)
+		if r.FailedAt != "" {
+			field("failedAt", r.FailedAt+past)
+		}
 		field("leaseOwner", r.LeaseOwner)
 		field("leaseToken", r.LeaseToken)
 		if !r.LeaseExpiry.IsZero() {

@@ -167,6 +167,22 @@ func TestInboxGet(t *testing.T) {
 		require.Regexp(t, `(?m)^outcome:\s+APPLIED$`, blocks[1])
 		require.Regexp(t, `(?m)^aggregate:\s+CASE/case-1$`, blocks[1])
 	})
+	t.Run("table, an earlier attempt's failure on a completed record", func(t *testing.T) {
+		rec := c.record("case-1:retried", "CaseOpened", "CASE", "case-1", c.now.Add(-time.Hour))
+		rec.Status, rec.Outcome, rec.Attempts = inbox.StatusCompleted, inbox.OutcomeApplied, 2
+		rec.FailureCode, rec.FailureMessage, rec.FailedAt = "THROTTLED", "slow down", inbox.FormatTime(c.now.Add(-50*time.Minute))
+		c.put(rec, nil)
+		out, err := c.run("inbox", "get", "case-1:retried")
+		require.NoError(t, err)
+		require.Regexp(t, `(?m)^status:\s+COMPLETED$`, out)
+		require.Regexp(t, `(?m)^failureCode:\s+THROTTLED \(an earlier attempt\)$`, out)
+		require.Regexp(t, `(?m)^failedAt:\s+\S+ \(an earlier attempt\)$`, out)
+	})
+	t.Run("table, rejection", func(t *testing.T) {
+		out, err := c.run("inbox", "get", "msg-abc", "--rejection")
+		require.NoError(t, err)
+		require.Regexp(t, `(?m)^rejection:\s+yes: the message was refused and filed under its SQS message id$`, out)
+	})
 	t.Run("table, processing", func(t *testing.T) {
 		out, err := c.run("inbox", "get", "case-1:open2", "--type", "CaseOpened")
 		require.NoError(t, err)

@@ -198,3 +198,20 @@ func TestDaemonExitsWhenQueueGoes(t *testing.T) {
 	require.Contains(t, logs.String(), `"msg":"receive failed for good; stopping"`)
 	require.Regexp(t, `(?m)^ddbworker: worker: receive from \S+ failed for good`, logs.String())
 }
+
+// A queue URL that never answers (a typo) ends the daemon after
+// --startup-timeout with the reason, instead of waiting forever.
+func TestDaemonStartupTimeout(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	bin := buildBinary(t)
+	cmd := exec.Command(bin, "run", "--startup-timeout", "2s", "--metrics-addr", "")
+	cmd.Env = append(os.Environ(), "DDBWORKER_TABLE="+env.Table, "DDBWORKER_QUEUE_URL="+env.Queues.URL+"-typo", "DDBWORKER_DLQ_URL="+env.Queues.DLQURL)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, string(out))
+	require.Equal(t, 1, exit.ExitCode())
+	require.Less(t, time.Since(start), 30*time.Second)
+	require.Contains(t, string(out), "did not answer within --startup-timeout 2s")
+	require.Contains(t, string(out), "-typo")
+}

@@ -35,6 +35,7 @@ type runFlags struct {
 	clockSkew         time.Duration
 	messageTimeout    time.Duration
 	drainTimeout      time.Duration
+	startupTimeout    time.Duration
 	maxAttempts       int
 	terminalPolicy    string
 	metricsAddr       string
@@ -56,6 +57,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.clockSkew, "clock-skew", 2*time.Second, "clock-skew margin before an expired lease may be taken over")
 	fl.DurationVar(&f.messageTimeout, "message-timeout", 2*time.Minute, "per-message deadline (the lease is renewed until then)")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long in-flight work may take to finish")
+	fl.DurationVar(&f.startupTimeout, "startup-timeout", 2*time.Minute, "how long to wait at start for the table and queue to answer before exiting non-zero (0: forever)")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 5, "business attempts unless a message's attemptPolicy sets its own")
 	fl.StringVar(&f.terminalPolicy, "terminal-policy", string(worker.PolicyDLQ), "terminal failures: dlq, quarantine or redrive")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "127.0.0.1:9090", "address of /metrics, /healthz and /readyz (empty: off)")
@@ -150,7 +152,7 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 			_ = srv.Shutdown(sctx)
 		}()
 	}
-	if err := waitDependencies(ctx, ddb, q, g.table, f.queueURL, log); err != nil {
+	if err := waitDependencies(ctx, ddb, q, g.table, f.queueURL, f.startupTimeout, log); err != nil {
 		return err
 	}
 	if f.depthInterval > 0 {
@@ -194,9 +196,14 @@ func serveOps(addr string, reg *prometheus.Registry, ready func() bool, log *slo
 
 // waitDependencies retries until the table and the queue answer (a
 // container may start before LocalStack or the network), or ctx ends.
-func waitDependencies(ctx context.Context, ddb *dynamodb.Client, q *sqs.Client, table, queueURL string, log *slog.Logger) error {
+func waitDependencies(ctx context.Context, ddb *dynamodb.Client, q *sqs.Client, table, queueURL string, timeout time.Duration, log *slog.Logger) error {
 	if queueURL == "" {
 		return errors.New("--queue-url (DDBWORKER_QUEUE_URL) is required")
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
 	}
 	delay := 500 * time.Millisecond
 	for {
@@ -209,7 +216,7 @@ func waitDependencies(ctx context.Context, ddb *dynamodb.Client, q *sqs.Client, 
 		log.Warn("waiting for the table and queue", "table", table, "queueUrl", queueURL, "tableError", fmt.Sprint(derr), "queueError", fmt.Sprint(qerr))
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("dependencies never answered: %w", errors.Join(derr, qerr))
+			return fmt.Errorf("table %q or queue %s did not answer within --startup-timeout %s: %w", table, queueURL, timeout, errors.Join(derr, qerr))
 		case <-time.After(delay):
 		}
 		delay = min(2*delay, 10*time.Second)
