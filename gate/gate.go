@@ -238,6 +238,7 @@ func (g *Gate) attempts(req *Request) failure.Policy {
 func (g *Gate) resolve(ctx context.Context, req *Request, rec *inbox.Record, token string, attempts failure.Policy) (Decision, error) {
 	for range g.cfg.MaxRaces {
 		now := g.cfg.Now()
+		exp := g.cfg.Policy.ExpiresAt(now) // of the lease a takeover claims
 		v := Decide(g.cfg.Policy, req, rec, token, attempts, now)
 		d := Decision{Verdict: v, Record: rec, Attempts: attempts}
 		var t inbox.Transition
@@ -265,7 +266,7 @@ func (g *Gate) resolve(ctx context.Context, req *Request, rec *inbox.Record, tok
 			end = attempts.Before(rec.Attempts, now, rec.FailureCode, rec.FailureMessage)
 			t = inbox.End(rec, now, end.Code, end.Message, g.cfg.TTL.For(inbox.StatusFailedTerminal, now), g.cfg.AttentionShards, g.cfg.Policy.StaleBefore(now))
 		default:
-			t = inbox.Takeover(rec, inbox.Claim{Token: token, Owner: g.cfg.Owner, Now: now, Expires: g.cfg.Policy.ExpiresAt(now),
+			t = inbox.Takeover(rec, inbox.Claim{Token: token, Owner: g.cfg.Owner, Now: now, Expires: exp,
 				TTL: g.cfg.TTL.For(inbox.StatusProcessing, now), IndexProcessing: g.cfg.IndexProcessing, Shards: g.cfg.AttentionShards},
 				g.cfg.Policy.StaleBefore(now))
 		}
@@ -282,7 +283,7 @@ func (g *Gate) resolve(ctx context.Context, req *Request, rec *inbox.Record, tok
 			return d, nil
 		}
 		d.Action = Acquired
-		d.Lease = g.lease(req, token, rec.Attempts+1, g.cfg.Policy.ExpiresAt(now))
+		d.Lease = g.lease(req, token, rec.Attempts+1, exp)
 		return d, nil
 	}
 	return Decision{}, fmt.Errorf("%w: %s/%s", ErrRaceLimit, req.Key, req.MessageType)
@@ -309,19 +310,11 @@ func (g *Gate) freshRecord(req *Request, token string, now, exp time.Time) *inbo
 // not hold (inbox.Unchanged fences it). It returns the record as it is now
 // when another worker got there first.
 func (g *Gate) fencedUpdate(ctx context.Context, req *Request, t inbox.Transition) (*inbox.Record, error) {
-	ex, err := t.Build()
+	in, err := t.UpdateItem(g.cfg.Table, inbox.KeyOf(req.Key, req.MessageType))
 	if err != nil {
 		return nil, fmt.Errorf("gate: takeover: %w", err)
 	}
-	_, err = g.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(g.cfg.Table),
-		Key:                                 inbox.KeyOf(req.Key, req.MessageType),
-		UpdateExpression:                    ex.Update(),
-		ConditionExpression:                 ex.Condition(),
-		ExpressionAttributeNames:            ex.Names(),
-		ExpressionAttributeValues:           ex.Values(),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	_, err = g.api.UpdateItem(ctx, in)
 	if err == nil {
 		return nil, nil
 	}

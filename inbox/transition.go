@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbworker/ddbworker/tables"
@@ -35,6 +37,38 @@ func (t Transition) Build() (expression.Expression, error) {
 		return expression.Expression{}, fmt.Errorf("inbox: build transition: %w", err)
 	}
 	return ex, nil
+}
+
+// UpdateItem renders the transition as one UpdateItem of the record at key
+// in table. A failed condition returns the record as it was (ALL_OLD), so
+// the sender learns what it lost to without a read.
+func (t Transition) UpdateItem(table string, key map[string]types.AttributeValue) (*dynamodb.UpdateItemInput, error) {
+	ex, err := t.Build()
+	if err != nil {
+		return nil, err
+	}
+	return &dynamodb.UpdateItemInput{
+		TableName: aws.String(table), Key: key,
+		UpdateExpression: ex.Update(), ConditionExpression: ex.Condition(),
+		ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}, nil
+}
+
+// TransactUpdate renders the transition as one action of a
+// TransactWriteItems (the commit's inbox flip), with ALL_OLD on a failed
+// condition.
+func (t Transition) TransactUpdate(table string, key map[string]types.AttributeValue) (*types.Update, error) {
+	ex, err := t.Build()
+	if err != nil {
+		return nil, err
+	}
+	return &types.Update{
+		TableName: aws.String(table), Key: key,
+		UpdateExpression: ex.Update(), ConditionExpression: ex.Condition(),
+		ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}, nil
 }
 
 // ErrLeaseLost is the sentinel of *LeaseLostError.

@@ -30,7 +30,7 @@ func BenchmarkBuildCommit(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		flip, err := c.completeUpdate(l, now, Completion{})
+		flip, err := c.complete(l, now, Completion{}).TransactUpdate(c.cfg.Table, inbox.KeyOf(l.Key, l.MessageType))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -142,10 +142,9 @@ func (c *Committer) Commit(ctx context.Context, l inbox.Lease, writes []Write, d
 	if err := checkWrites(writes); err != nil {
 		return err
 	}
-	now := c.cfg.Now()
-	flip, err := c.completeUpdate(l, now, done)
+	flip, err := c.complete(l, c.cfg.Now(), done).TransactUpdate(c.cfg.Table, inbox.KeyOf(l.Key, l.MessageType))
 	if err != nil {
-		return err
+		return fmt.Errorf("mutation: inbox flip: %w", err)
 	}
 	items := make([]types.TransactWriteItem, 0, len(writes)+1)
 	for _, w := range writes {
@@ -311,17 +310,8 @@ func (c *Committer) mapCancellation(err error, writes []Write, onInbox func(old 
 	}
 }
 
-func (c *Committer) completeUpdate(l inbox.Lease, now time.Time, done Completion) (*types.Update, error) {
-	ex, err := inbox.Complete(l, now, done.Outcome, done.ResultRef, c.cfg.TTL.For(inbox.StatusCompleted, now)).Build()
-	if err != nil {
-		return nil, fmt.Errorf("mutation: inbox flip: %w", err)
-	}
-	return &types.Update{
-		TableName: aws.String(c.cfg.Table), Key: inbox.KeyOf(l.Key, l.MessageType),
-		UpdateExpression: ex.Update(), ConditionExpression: ex.Condition(),
-		ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}, nil
+func (c *Committer) complete(l inbox.Lease, now time.Time, done Completion) inbox.Transition {
+	return inbox.Complete(l, now, done.Outcome, done.ResultRef, c.cfg.TTL.For(inbox.StatusCompleted, now))
 }
 
 // Supersede completes the record with outcome (default SUPERSEDED) and no
@@ -331,11 +321,7 @@ func (c *Committer) Supersede(ctx context.Context, l inbox.Lease, outcome string
 	if outcome == "" {
 		outcome = inbox.OutcomeSuperseded
 	}
-	flip, err := c.completeUpdate(l, c.cfg.Now(), Completion{Outcome: outcome})
-	if err != nil {
-		return err
-	}
-	return c.fencedUpdate(ctx, l, flip)
+	return c.fencedUpdate(ctx, l, c.complete(l, c.cfg.Now(), Completion{Outcome: outcome}))
 }
 
 // Fail records f on the record and releases the lease, fenced by l's token:
@@ -349,24 +335,16 @@ func (c *Committer) Fail(ctx context.Context, l inbox.Lease, f *failure.Error) e
 	if f.IsTerminal() {
 		status = inbox.StatusFailedTerminal
 	}
-	ex, err := inbox.Fail(l, now, status, f.Code, truncate(f.Message, maxFailureMessage), c.cfg.TTL.For(status, now), c.cfg.AttentionShards).Build()
-	if err != nil {
-		return fmt.Errorf("mutation: failure update: %w", err)
-	}
-	return c.fencedUpdate(ctx, l, &types.Update{
-		TableName: aws.String(c.cfg.Table), Key: inbox.KeyOf(l.Key, l.MessageType),
-		UpdateExpression: ex.Update(), ConditionExpression: ex.Condition(),
-		ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(),
-	})
+	return c.fencedUpdate(ctx, l, inbox.Fail(l, now, status, f.Code, truncate(f.Message, maxFailureMessage), c.cfg.TTL.For(status, now), c.cfg.AttentionShards))
 }
 
-func (c *Committer) fencedUpdate(ctx context.Context, l inbox.Lease, u *types.Update) error {
-	_, err := c.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,
-		ConditionExpression: u.ConditionExpression, ExpressionAttributeNames: u.ExpressionAttributeNames,
-		ExpressionAttributeValues:           u.ExpressionAttributeValues,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+// fencedUpdate sends a transition of the record l holds as one UpdateItem.
+func (c *Committer) fencedUpdate(ctx context.Context, l inbox.Lease, t inbox.Transition) error {
+	in, err := t.UpdateItem(c.cfg.Table, inbox.KeyOf(l.Key, l.MessageType))
+	if err != nil {
+		return fmt.Errorf("mutation: %w", err)
+	}
+	_, err = c.api.UpdateItem(ctx, in)
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		return inbox.LostLease(l, ccf.Item)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -197,19 +196,11 @@ func NewRenewer(api RenewAPI, cfg RenewerConfig) (*Renewer, error) {
 func (r *Renewer) Renew(ctx context.Context, l inbox.Lease) (inbox.Lease, error) {
 	now := r.cfg.Now()
 	exp := r.cfg.Policy.ExpiresAt(now)
-	ex, err := inbox.Renew(l, now, exp, r.cfg.IndexProcessing).Build()
+	in, err := inbox.Renew(l, now, exp, r.cfg.IndexProcessing).UpdateItem(r.cfg.Table, inbox.KeyOf(l.Key, l.MessageType))
 	if err != nil {
 		return l, fmt.Errorf("stale: renewal: %w", err)
 	}
-	_, err = r.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(r.cfg.Table),
-		Key:                                 inbox.KeyOf(l.Key, l.MessageType),
-		UpdateExpression:                    ex.Update(),
-		ConditionExpression:                 ex.Condition(),
-		ExpressionAttributeNames:            ex.Names(),
-		ExpressionAttributeValues:           ex.Values(),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	_, err = r.api.UpdateItem(ctx, in)
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		return l, inbox.LostLease(l, ccf.Item)

@@ -316,15 +316,12 @@ func (s *Sweeper) fromScan(ctx context.Context, now time.Time) ([]*inbox.Record,
 func (s *Sweeper) abandon(ctx context.Context, rec *inbox.Record, now time.Time, abandonBefore int64) (bool, error) {
 	msg := fmt.Sprintf("lease of %s expired at %s (%s ago) and no delivery took it over; its message is likely in the DLQ or gone: a redrive of the same work takes it over",
 		orUnknown(rec.LeaseOwner), inbox.FormatTime(rec.LeaseExpiry), now.Sub(rec.LeaseExpiry).Round(time.Second))
-	ex, err := inbox.End(rec, now, failure.CodeLeaseAbandoned, msg, s.cfg.TTL.For(inbox.StatusFailedTerminal, now), s.cfg.AttentionShards, abandonBefore).Build()
+	in, err := inbox.End(rec, now, failure.CodeLeaseAbandoned, msg, s.cfg.TTL.For(inbox.StatusFailedTerminal, now), s.cfg.AttentionShards, abandonBefore).
+		UpdateItem(s.cfg.Table, inbox.KeyOf(rec.Key, rec.MessageType))
 	if err != nil {
 		return false, fmt.Errorf("stale: abandon: %w", err)
 	}
-	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.cfg.Table), Key: inbox.KeyOf(rec.Key, rec.MessageType),
-		UpdateExpression: ex.Update(), ConditionExpression: ex.Condition(),
-		ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(),
-	})
+	_, err = s.api.UpdateItem(ctx, in)
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		return false, nil
