@@ -178,7 +178,7 @@ func (w *Worker) runLease(ctx context.Context, d *delivery, lease inbox.Lease, a
 		msg := &Message{Envelope: d.env, SQSMessageID: aws.ToString(d.m.MessageId), ReceiveCount: receiveCount(d.m), Attempt: lease.Attempts, Run: run}
 		res, err := w.callHandler(handlerCtx, d.rt.handler, msg)
 		if lost := leaseLostCause(handlerCtx); lost != nil {
-			return w.lostLease(&inbox.LeaseLostError{Lease: lease, Record: lost.Record}, lease.Attempts)
+			return w.lostLease(lost, lease.Attempts)
 		}
 		if err == nil {
 			var disp disposition
