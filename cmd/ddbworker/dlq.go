@@ -173,8 +173,8 @@ func (f *dlqFlags) queue(ctx context.Context, g *globals, redrive bool) (*dlq.Qu
 	if f.dlqURL == "" {
 		errs = append(errs, errors.New("--dlq-url is required (or DDBWORKER_DLQ_URL)"))
 	}
-	if f.output != "table" && f.output != "json" {
-		errs = append(errs, fmt.Errorf("--output %q must be table or json", f.output))
+	if err := checkOutput(f.output); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -229,13 +229,6 @@ func dlqStamp(t time.Time) string {
 		return "-"
 	}
 	return t.UTC().Format(time.RFC3339)
-}
-
-func dlqOrDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // dlqSortedCounts returns m's keys, most frequent first.
@@ -327,7 +320,7 @@ func dlqPrintPeek(w io.Writer, msgs []dlq.Message, bodyChars, limit int) {
 	tw := dlqTable(w)
 	fmt.Fprintln(tw, "ID\tCODE\tTYPE\tKEY\tFAILED AT\tRECEIVES\tBODY")
 	for _, m := range msgs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", m.ID, m.FailureCode, m.MessageType, dlqOrDash(dlqExcerpt(m.IdempotencyKey, dlqKeyChars)),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", m.ID, m.FailureCode, m.MessageType, orDash(dlqExcerpt(m.IdempotencyKey, dlqKeyChars)),
 			dlqStamp(m.FailedAt), m.ReceiveCount, dlqExcerpt(m.Body, bodyChars))
 	}
 	tw.Flush()
@@ -346,10 +339,10 @@ func dlqPrintRedrive(w io.Writer, rep dlq.RedriveReport) {
 	tw := dlqTable(w)
 	fmt.Fprintln(tw, "RESULT\tDLQ ID\tNEW ID\tCODE\tTYPE\tKEY\tERROR")
 	for _, m := range rep.Moved {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t-\n", verb, m.ID, dlqOrDash(m.NewID), m.Code, m.Type, dlqOrDash(dlqExcerpt(m.Key, dlqKeyChars)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t-\n", verb, m.ID, orDash(m.NewID), m.Code, m.Type, orDash(dlqExcerpt(m.Key, dlqKeyChars)))
 	}
 	for _, m := range rep.Failed {
-		fmt.Fprintf(tw, "failed (%s)\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Step, m.ID, dlqOrDash(m.NewID), m.Code, m.Type, dlqOrDash(dlqExcerpt(m.Key, dlqKeyChars)), m.Error)
+		fmt.Fprintf(tw, "failed (%s)\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Step, m.ID, orDash(m.NewID), m.Code, m.Type, orDash(dlqExcerpt(m.Key, dlqKeyChars)), m.Error)
 	}
 	tw.Flush()
 	limit := "all"

@@ -55,7 +55,7 @@ index, oldest first, a page at a time.`,
   ddbworker inbox get 5f0c…-sqs-message-id --rejection`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := inboxCheckOutput(f.output); err != nil {
+			if err := checkOutput(f.output); err != nil {
 				return err
 			}
 			if f.rejection && f.msgType != "" {
@@ -104,7 +104,7 @@ A page holds --limit records; "next page: --cursor C" resumes after it, and
   ddbworker inbox list --status FAILED_RETRYABLE --all -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := inboxCheckOutput(f.output); err != nil {
+			if err := checkOutput(f.output); err != nil {
 				return err
 			}
 			list, err := f.lister(cmd, g, time.Now())
@@ -201,13 +201,6 @@ func newInboxReader(ctx context.Context, g *globals, shards int) (*inbox.Reader,
 	return inbox.NewReader(ddb, inbox.ReaderConfig{Table: g.table, AttentionShards: shards})
 }
 
-func inboxCheckOutput(o string) error {
-	if o != "table" && o != "json" {
-		return fmt.Errorf("--output %q: want table or json", o)
-	}
-	return nil
-}
-
 // inboxParseTime reads --since/--until: RFC3339, or a duration before now.
 func inboxParseTime(flag, v string, now time.Time) (time.Time, error) {
 	if v == "" {
@@ -279,13 +272,6 @@ func inboxWriteJSON(w io.Writer, recs []*inbox.Record, next string) error {
 	return enc.Encode(doc)
 }
 
-func inboxDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
 // inboxName is how a record is named in a table: its key, or the SQS
 // message id of a rejection (what `inbox get --rejection` takes).
 func inboxName(r *inbox.Record) string {
@@ -322,8 +308,8 @@ func inboxPrintTable(w io.Writer, recs []*inbox.Record, next string, now time.Ti
 			if r.AggregateType != "" || r.AggregateID != "" {
 				agg = r.AggregateType + "/" + r.AggregateID
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", inboxName(r), inboxDash(r.MessageType), r.Status,
-				inboxDash(result), r.Attempts, r.Deliveries, inboxDash(r.FirstSeenAt), inboxDash(at), inboxLease(r, now), agg)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", inboxName(r), orDash(r.MessageType), r.Status,
+				orDash(result), r.Attempts, r.Deliveries, orDash(r.FirstSeenAt), orDash(at), inboxLease(r, now), agg)
 		}
 		_ = tw.Flush()
 	}

@@ -148,6 +148,23 @@ func (g *globals) localOrGiven(ctx context.Context, dir string, log io.Writer, l
 	}, nil
 }
 
+// checkOutput validates an --output value: every listing prints a table
+// for people or JSON for machines.
+func checkOutput(o string) error {
+	if o != "table" && o != "json" {
+		return fmt.Errorf("--output %q must be table or json", o)
+	}
+	return nil
+}
+
+// orDash shows an empty table cell as "-".
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
 // logger returns a JSON logger at --log-level.
 func (g *globals) logger(w io.Writer) (*slog.Logger, error) {
 	var level slog.Level

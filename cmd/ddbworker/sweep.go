@@ -79,8 +79,8 @@ ddbworker_stuck_records{state} and ddbworker_sweep_marked_total on
 }
 
 func runSweep(ctx context.Context, g *globals, f *sweepFlags, out io.Writer) error {
-	if f.output != "table" && f.output != "json" {
-		return fmt.Errorf("--output %q: want table or json", f.output)
+	if err := checkOutput(f.output); err != nil {
+		return err
 	}
 	if f.metricsAddr != "" && f.every <= 0 {
 		return fmt.Errorf("--metrics-addr needs --every")
@@ -209,11 +209,4 @@ func writeSweep(out io.Writer, output string, rep stale.SweepReport, dryRun bool
 			orDash(r.LeaseOwner), s.ExpiredFor.Round(time.Second), strconv.Itoa(r.Attempts), state, action)
 	}
 	return tw.Flush()
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
