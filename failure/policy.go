@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/ddbworker/ddbworker/inbox"
 )
 
 // Policy says when retrying ends. It is the one attempts policy: the gate
@@ -33,7 +35,7 @@ func (p Policy) Before(used int, now time.Time, lastCode, lastMessage string) *E
 	case used >= p.MaxAttempts:
 		return NewTerminal(CodeMaxAttempts, fmt.Sprintf("%d of %d business attempts used%s", used, p.MaxAttempts, last))
 	case !p.RetryableUntil.IsZero() && now.After(p.RetryableUntil):
-		return NewTerminal(CodeRetryWindowExpired, "retryableUntil "+formatTime(p.RetryableUntil)+" has passed"+last)
+		return NewTerminal(CodeRetryWindowExpired, "retryableUntil "+inbox.FormatTime(p.RetryableUntil)+" has passed"+last)
 	}
 	return nil
 }
@@ -55,5 +57,3 @@ func (p Policy) After(f *Error, attempt int, now time.Time) *Error {
 	}
 	return f
 }
-
-func formatTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
