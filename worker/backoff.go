@@ -33,12 +33,7 @@ func (b Backoff) withDefaults() (Backoff, error) {
 	if b.Max == 0 {
 		b.Max = 5 * time.Minute
 	}
-	switch b.Jitter {
-	case 0:
-		b.Jitter = 0.5
-	case Zero:
-		b.Jitter = 0
-	}
+	b.Jitter = withDefault(b.Jitter, 0.5)
 	var errs []error
 	if b.Base < 0 || b.Max < b.Base || b.Max > maxVisibility {
 		errs = append(errs, fmt.Errorf("worker: Backoff needs 0 < Base (%s) <= Max (%s) <= 12h", b.Base, b.Max))

@@ -298,7 +298,7 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 }
 
 // withDefault returns def for 0, 0 for Zero, and v otherwise.
-func withDefault[T int | time.Duration](v, def T) T {
+func withDefault[T int | float64 | time.Duration](v, def T) T {
 	switch v {
 	case 0:
 		return def
