@@ -35,8 +35,9 @@ chaos: deps build ## Kill -9 and fault-injection run with an invariant check
 fuzz: ## Fuzz the envelope decoder for 60s
 	$(GO) test ./envelope -run '^$$' -fuzz FuzzDecode -fuzztime 60s
 
-lint: ## go vet, gofmt, and staticcheck when it installs
+lint: ## go vet, gofmt, go mod tidy -diff, and staticcheck when it installs
 	$(GO) vet ./...
+	$(GO) mod tidy -diff
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	@if $(GO) run $(STATICCHECK) -version >/dev/null 2>&1; then $(GO) run $(STATICCHECK) ./...; else echo "staticcheck did not install; skipped"; fi
 
