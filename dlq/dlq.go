@@ -26,6 +26,12 @@ const (
 	// AttrRedrivenFrom is set by Redrive on the message it sends to the
 	// work queue: the DLQ message id it came from.
 	AttrRedrivenFrom = "ddbworker.redrivenFrom"
+	// AttrFirstSentAt is when the work's first message was sent (epoch ms):
+	// the worker's DLQ copy, its re-sends of deferred messages and Redrive
+	// carry it forward, so every copy knows its true age. The worker refuses
+	// a message older than it keeps COMPLETED records
+	// (REPLAY_WINDOW_EXPIRED), and Redrive does not send one.
+	AttrFirstSentAt = "ddbworker.firstSentAt"
 	// AttrPrefix starts every ddbworker attribute; Redrive strips them.
 	AttrPrefix = "ddbworker."
 )

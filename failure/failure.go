@@ -56,7 +56,30 @@ const (
 	CodeInvalidTransaction     = "INVALID_TRANSACTION"
 	CodeInvalidResult          = "INVALID_HANDLER_RESULT"
 	CodeInvalidPayload         = "INVALID_PAYLOAD"
+	CodeShutdown               = "SHUTDOWN"
+	CodeReplayWindowExpired    = "REPLAY_WINDOW_EXPIRED"
+	CodeDeferralTooLong        = "DEFERRAL_TOO_LONG"
+	CodeOversizedMessage       = "OVERSIZED_FOR_DLQ"
 )
+
+// Infrastructure reports whether f is infrastructure trouble, not a
+// business failure: a retryable failure with one of the codes Classify gives
+// throttling (THROTTLED), 5xx and transport errors (SERVICE_UNAVAILABLE),
+// timeouts (TIMEOUT), transaction conflicts (TRANSACTION_CONFLICT), or a
+// shutdown that cancelled the work (SHUTDOWN). Such a failure never counts
+// as a business attempt: the worker refunds the attempt and backs off. A
+// handler whose own dependency is down and that wants its attempts counted
+// returns a retryable failure with a code of its own.
+func (e *Error) Infrastructure() bool {
+	if e == nil || e.Kind != Retryable {
+		return false
+	}
+	switch e.Code {
+	case CodeThrottled, CodeServiceUnavailable, CodeTimeout, CodeTransactionConflict, CodeShutdown:
+		return true
+	}
+	return false
+}
 
 // Sentinels matched by errors.Is on every *Error of that kind.
 var (

@@ -22,6 +22,8 @@ import (
 //	PROCESSING(token) → COMPLETED         Complete (in the commit transaction)
 //	PROCESSING(token) → FAILED_*          Fail
 //	PROCESSING(token) → PROCESSING        Renew (later expiry)
+//	PROCESSING(token) → PROCESSING        Release (no lease; the attempt
+//	                                      refunded: infrastructure trouble)
 //	decided-on record → PROCESSING        Takeover (new token, attempt + 1)
 //	decided-on record → FAILED_TERMINAL   End (attempts or retry window used
 //	                                      up; the sweeper's LEASE_ABANDONED)
@@ -121,6 +123,14 @@ func (e *LeaseLostError) Ours(status Status, code string) bool {
 	return r != nil && r.LeaseToken == e.Lease.Token && r.Status == status && r.FailureCode == code
 }
 
+// Released reports whether the record is the one this lease's own Release
+// left (its response was lost and the retry found it done).
+func (e *LeaseLostError) Released() bool {
+	r := e.Record
+	return r != nil && r.LeaseToken == e.Lease.Token && r.Status == StatusProcessing &&
+		r.LeaseExpiresAt == 0 && r.Attempts == e.Lease.Attempts-1
+}
+
 // fence is the condition of every transition a lease holder makes: the
 // record is PROCESSING under the lease's token.
 func fence(l Lease) expression.ConditionBuilder {
@@ -169,6 +179,29 @@ func failed(key string, now time.Time, status Status, code, message string, ttl 
 		Set(expression.Name(tables.AttrGSI2PK), expression.Value(AttentionPK(status, Shard(key, shards)))).
 		Set(expression.Name(tables.AttrGSI2SK), expression.Value(ts)).
 		Remove(expression.Name(tables.AttrLeaseExpiresAt))
+}
+
+// Release gives a held record back without counting its attempt: the
+// attempt ended for infrastructure reasons (throttling, a 5xx, a timeout, a
+// conflict, a shutdown) before any business outcome. The lease ends at once
+// (leaseExpiresAt 0, so the next delivery takes over without waiting), the
+// attempt counted when the lease was acquired is refunded, and code and
+// message say why. The status stays PROCESSING: nothing failed, and the
+// record stays out of the attention index (with indexProcessing its sort
+// key says the lease ended now). The condition also pins attempts to the
+// lease's count, so a retry of an applied Release cannot refund twice.
+func Release(l Lease, now time.Time, code, message string, indexProcessing bool) Transition {
+	ts := FormatTime(now)
+	upd := expression.Set(expression.Name(tables.AttrLeaseExpiresAt), expression.Value(0)).
+		Set(expression.Name(tables.AttrAttempts), expression.Value(max(0, l.Attempts-1))).
+		Set(expression.Name(tables.AttrLastSeenAt), expression.Value(ts)).
+		Set(expression.Name(tables.AttrFailureCode), expression.Value(code)).
+		Set(expression.Name(tables.AttrFailureMessage), expression.Value(message))
+	if indexProcessing {
+		upd = upd.Set(expression.Name(tables.AttrGSI2SK), expression.Value(ts))
+	}
+	cond := fence(l).And(expression.Name(tables.AttrAttempts).Equal(expression.Value(l.Attempts)))
+	return Transition{Update: upd, Condition: cond}
 }
 
 // Renew extends a held lease to exp. With indexProcessing the attention

@@ -42,6 +42,9 @@ type Config struct {
 	TTL stale.TTL
 	// AttentionShards must match the gate's. Default: 16.
 	AttentionShards int
+	// IndexProcessing must match the gate's: a released record keeps its
+	// attention-index entry in step. Default: false.
+	IndexProcessing bool
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
 }
@@ -336,6 +339,21 @@ func (c *Committer) Fail(ctx context.Context, l inbox.Lease, f *failure.Error) e
 		status = inbox.StatusFailedTerminal
 	}
 	return c.fencedUpdate(ctx, l, inbox.Fail(l, now, status, f.Code, truncate(f.Message, maxFailureMessage), c.cfg.TTL.For(status, now), c.cfg.AttentionShards))
+}
+
+// Release gives the record l holds back without counting the attempt, fenced
+// by l's token: f is the infrastructure trouble that ended the attempt
+// (inbox.Release). It returns nil (also when an earlier try of the same
+// release applied and its response was lost), *inbox.LeaseLostError, or
+// the SDK's error.
+func (c *Committer) Release(ctx context.Context, l inbox.Lease, f *failure.Error) error {
+	t := inbox.Release(l, c.cfg.Now(), f.Code, truncate(f.Message, maxFailureMessage), c.cfg.IndexProcessing)
+	err := c.fencedUpdate(ctx, l, t)
+	var lost *inbox.LeaseLostError
+	if errors.As(err, &lost) && lost.Released() {
+		return nil
+	}
+	return err
 }
 
 // fencedUpdate sends a transition of the record l holds as one UpdateItem.

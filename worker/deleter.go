@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/internal/hooks"
 )
 
 // deleteAttempts bounds how often one receipt handle is tried. A delete that
@@ -101,7 +102,7 @@ func (d *deleter) run(ctx context.Context) {
 
 // send deletes one batch and returns the entries worth another try.
 func (d *deleter) send(ctx context.Context, batch []deletion) []deletion {
-	d.fail(FailpointBeforeDelete)
+	d.fail(hooks.BeforeDelete)
 	entries := make([]types.DeleteMessageBatchRequestEntry, len(batch))
 	for i, del := range batch {
 		entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(del.receipt)}

@@ -21,6 +21,7 @@ import (
 	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/faults"
+	"github.com/ddbworker/ddbworker/internal/hooks"
 	"github.com/ddbworker/ddbworker/internal/testenv"
 	"github.com/ddbworker/ddbworker/worker"
 )
@@ -83,8 +84,9 @@ func (r *running) Cancel() { r.cancel() }
 // Stop shuts the worker down and waits until Run returned.
 func (r *running) Stop() { r.stop() }
 
-// start runs a worker until the test ends (or Stop is called).
-func (h *harness) start(cfg worker.Config, deps worker.Deps) *running {
+// start runs a worker until the test ends (or Stop is called), with the
+// development hooks hk (at most one).
+func (h *harness) start(cfg worker.Config, deps worker.Deps, hk ...hooks.Hooks) *running {
 	h.t.Helper()
 	if deps.DynamoDB == nil {
 		deps.DynamoDB = h.ddb
@@ -105,6 +107,9 @@ func (h *harness) start(cfg worker.Config, deps worker.Deps) *running {
 	w, err := worker.New(deps, cfg)
 	require.NoError(h.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
+	if len(hk) > 0 {
+		ctx = hooks.With(ctx, hk[0])
+	}
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	var once sync.Once

@@ -18,7 +18,22 @@ const (
 	OutcomeDeferred   = "deferred"
 	OutcomeLeaseLost  = "lease_lost"
 	OutcomeReleased   = "released"
+	// OutcomeParked: held while the database is unhealthy (not started, or
+	// stopped by infrastructure trouble); it runs when the database is
+	// healthy again.
+	OutcomeParked = "parked"
 )
+
+// outcomeLabel bounds the outcome label: a handler's own outcome (any
+// string it returns) is counted as applied.
+func outcomeLabel(o string) string {
+	switch o {
+	case OutcomeApplied, OutcomeDuplicate, OutcomeSuperseded, OutcomeInFlight, OutcomeRetry, OutcomeTerminal,
+		OutcomeDeferred, OutcomeLeaseLost, OutcomeReleased, OutcomeParked:
+		return o
+	}
+	return OutcomeApplied
+}
 
 // Event describes one processed delivery; Deps.OnEvent receives it after the
 // delivery's disposition (delete queued, visibility changed, DLQ sent).
@@ -40,8 +55,12 @@ type Event struct {
 	Policy   TerminalPolicy
 	Duration time.Duration
 	// Visibility is the visibility set on a kept message (retry, in_flight,
-	// deferred).
+	// deferred, parked).
 	Visibility time.Duration
+	// Infrastructure is true when the delivery ended for infrastructure
+	// reasons (throttling, 5xx, timeouts, conflicts, shutdown): no business
+	// attempt was counted.
+	Infrastructure bool
 }
 
 // Metrics are the worker's Prometheus collectors.
@@ -61,6 +80,18 @@ type Metrics struct {
 	DLQSent        prometheus.Counter
 	MessageAge     prometheus.Histogram
 	ReceiveErrors  prometheus.Counter
+	// DatabaseHealthy is 1 while the health gate lets the worker receive.
+	DatabaseHealthy prometheus.Gauge
+	// HealthTransitions counts the gate's transitions by the state entered.
+	HealthTransitions *prometheus.CounterVec
+	// Probes counts health probes by result (ok, failed).
+	Probes *prometheus.CounterVec
+	// Parked is how many messages are held until the database is healthy.
+	Parked prometheus.Gauge
+	// DynamoDBCalls counts the worker's DynamoDB calls by operation and
+	// result (ok, condition_failed, refused, conflict, throttled,
+	// unavailable, timeout, cancelled).
+	DynamoDBCalls *prometheus.CounterVec
 }
 
 // NewMetrics creates the collectors and registers them with reg (nil: not
@@ -89,13 +120,24 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		MessageAge: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "message_age_seconds", Help: "Age of messages at receipt (now - SentTimestamp).",
 			Buckets: prometheus.ExponentialBuckets(0.01, 4, 12)}),
 		ReceiveErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "receive_errors_total", Help: "Failed ReceiveMessage calls."}),
+		DatabaseHealthy: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "database_healthy",
+			Help: "1 while DynamoDB is healthy and the worker receives; 0 while the health gate holds receiving and probes."}),
+		HealthTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "database_health_transitions_total",
+			Help: "Health gate transitions by the state entered (healthy, unhealthy)."}, []string{"to"}),
+		Probes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "database_probes_total",
+			Help: "Health probes of an unhealthy database by result (ok, failed)."}, []string{"result"}),
+		Parked: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "parked_messages",
+			Help: "Messages held (hidden, visibility renewed) until the database is healthy again."}),
+		DynamoDBCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "dynamodb_calls_total",
+			Help: "The worker's DynamoDB calls by operation and result."}, []string{"operation", "result"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	var errs []error
 	for _, c := range []prometheus.Collector{m.Received, m.Outcomes, m.Failures, m.HashMismatches, m.Processing, m.Commit,
-		m.InFlight, m.Concurrency, m.Throttles, m.Conflicts, m.Extensions, m.Deletes, m.DLQSent, m.MessageAge, m.ReceiveErrors} {
+		m.InFlight, m.Concurrency, m.Throttles, m.Conflicts, m.Extensions, m.Deletes, m.DLQSent, m.MessageAge, m.ReceiveErrors,
+		m.DatabaseHealthy, m.HealthTransitions, m.Probes, m.Parked, m.DynamoDBCalls} {
 		errs = append(errs, reg.Register(c))
 	}
 	return m, errors.Join(errs...)

@@ -6,19 +6,18 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/gate"
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/hooks"
 	"github.com/ddbworker/ddbworker/mutation"
 )
 
@@ -30,6 +29,15 @@ type disposition struct {
 	keep    bool           // change visibility to hide
 	failure *failure.Error // a retry's or terminal's failure
 	attempt int
+	// infra marks infrastructure trouble (no business attempt counted):
+	// while the database is unhealthy the message is parked, not hidden.
+	infra bool
+	// release is a refund of a held lease that could not be written yet.
+	release *pendingRelease
+	// resend re-sends a deferred message as a new one (with this delay)
+	// and deletes this one: its receive count and retention start afresh.
+	resend    bool
+	sendDelay time.Duration
 }
 
 func ackWith(outcome string) disposition { return disposition{outcome: outcome, ack: true} }
@@ -42,31 +50,64 @@ func terminalWith(f *failure.Error) disposition {
 	return disposition{outcome: OutcomeTerminal, failure: f}
 }
 
-// delivery is one message on its way through the protocol.
-type delivery struct {
-	m   types.Message
-	env *envelope.Envelope
-	req *gate.Request
-	rt  route
+// pendingRelease is a lease to give back (its attempt refunded) before the
+// work runs again.
+type pendingRelease struct {
+	lease   inbox.Lease
+	failure *failure.Error
 }
 
+// delivery is one message on its way through the protocol.
+type delivery struct {
+	m          types.Message
+	receivedAt time.Time
+	release    *pendingRelease
+	env        *envelope.Envelope
+	req        *gate.Request
+	rt         route
+}
+
+// settled is what became of a delivery.
+type settled int
+
+const (
+	settledFinal  settled = iota + 1 // the message left the queue
+	settledKept                      // it stays (retry, in flight, deferred, released)
+	settledParked                    // it is parked until the database is healthy
+)
+
 // process runs the protocol for one message and applies its disposition.
-// It reports whether the message left the queue (for FIFO group order).
-func (w *Worker) process(ctx context.Context, m types.Message, del *deleter) bool {
+func (w *Worker) process(ctx context.Context, r received, del *deleter) (settled, *parkedMsg) {
 	start := w.cfg.Now()
 	w.metrics.InFlight.Inc()
 	defer w.metrics.InFlight.Dec()
-	if t := sentAt(m); !t.IsZero() {
-		w.metrics.MessageAge.Observe(start.Sub(t).Seconds())
+	d := &delivery{m: r.m, receivedAt: r.at, release: r.rel}
+	var disp disposition
+	if !w.health.Healthy() {
+		// Received (or taken from the lot) just as the database turned
+		// unhealthy: not started, parked.
+		disp = disposition{outcome: OutcomeParked, infra: true, release: r.rel}
+	} else {
+		if t := sentAt(r.m); !t.IsZero() {
+			w.metrics.MessageAge.Observe(start.Sub(t).Seconds())
+		}
+		msgCtx, cancel := context.WithTimeout(ctx, w.cfg.MessageTimeout)
+		disp = w.deliver(msgCtx, d)
+		cancel()
+		if disp.infra && !w.health.Healthy() {
+			disp = disposition{outcome: OutcomeParked, infra: true, release: disp.release, failure: disp.failure, attempt: disp.attempt}
+		}
 	}
-	msgCtx, cancel := context.WithTimeout(ctx, w.cfg.MessageTimeout)
-	d := &delivery{m: m}
-	disp := w.deliver(msgCtx, d)
-	cancel()
 	return w.finish(ctx, d, disp, del, start)
 }
 
 func (w *Worker) deliver(ctx context.Context, d *delivery) disposition {
+	if pr := d.release; pr != nil {
+		if disp, done := w.giveBack(ctx, pr.lease, pr.failure, 0); !done {
+			return disp
+		}
+		d.release = nil
+	}
 	env, err := w.decoder.Decode([]byte(aws.ToString(d.m.Body)))
 	if err != nil {
 		code := failure.CodeHandlerError
@@ -79,15 +120,19 @@ func (w *Worker) deliver(ctx context.Context, d *delivery) disposition {
 	d.env = env
 	rt, ok := w.routes[env.MessageType]
 	if !ok {
-		return w.reject(ctx, d, &gate.Rejection{Code: failure.CodeUnknownMessageType,
-			Message: fmt.Sprintf("no handler for message type %q", env.MessageType),
-			Key:     env.IdempotencyKey, MessageType: env.MessageType, RequestHash: env.RequestHash,
-			AggregateType: env.AggregateType, AggregateID: env.AggregateID, CorrelationID: env.CorrelationID})
+		return w.reject(ctx, d, w.rejection(env, failure.CodeUnknownMessageType, fmt.Sprintf("no handler for message type %q", env.MessageType)))
 	}
 	d.rt = rt
 	now := w.cfg.Now()
+	if origin := originTime(d.m); !origin.IsZero() && now.Sub(origin) >= w.ttl.Completed-w.policy.Skew {
+		// Its COMPLETED record, if the work was ever applied, may be gone
+		// by TTL: the gate could not tell a replay from new work.
+		return w.reject(ctx, d, w.rejection(env, failure.CodeReplayWindowExpired, fmt.Sprintf(
+			"first sent %s, longer ago than the inbox keeps COMPLETED records (%s): a replay this old could apply the work twice",
+			inbox.FormatTime(origin), w.ttl.Completed)))
+	}
 	if ap := env.AttemptPolicy; ap != nil && ap.NotBefore != nil && now.Before(*ap.NotBefore) {
-		return keepFor(OutcomeDeferred, min(ap.NotBefore.Sub(now), maxVisibility), nil)
+		return w.defer_(ctx, d, ap.NotBefore.Sub(now))
 	}
 	d.req = &gate.Request{Work: inbox.Work{
 		Key: env.IdempotencyKey, MessageType: env.MessageType, RequestHash: env.RequestHash,
@@ -105,35 +150,94 @@ func (w *Worker) deliver(ctx context.Context, d *delivery) disposition {
 	}
 	dec, err := w.gate.Acquire(ctx, d.req)
 	if err != nil {
-		return w.unleased(d, err)
+		return w.unleased(ctx, d, err)
 	}
 	return w.decided(ctx, d, dec)
 }
 
-// unleased: an error before any lease was held (the gate's call failed):
-// no attempt is counted; the message comes back after a backoff.
-func (w *Worker) unleased(d *delivery, err error) disposition {
-	f := failure.Classify(err, failure.CodeServiceUnavailable)
-	if f.IsTerminal() { // a request the database refuses will not heal by waiting, but needs a record
-		f = failure.Wrap(failure.Retryable, f.Code, err)
-	}
-	return keepFor(OutcomeRetry, w.cfg.Backoff.delay(unleasedStep(d.m)), f)
+// rejection describes env's work for a rejection record.
+func (w *Worker) rejection(env *envelope.Envelope, code, message string) *gate.Rejection {
+	return &gate.Rejection{Code: code, Message: message, Key: env.IdempotencyKey, MessageType: env.MessageType,
+		RequestHash: env.RequestHash, AggregateType: env.AggregateType, AggregateID: env.AggregateID, CorrelationID: env.CorrelationID}
 }
 
-// unleasedStep is the backoff step of a delivery that failed before it held
-// a lease (no business attempt is counted): its receive count, capped low —
-// innocent redeliveries (in-flight duplicates, a storm after an outage)
-// raise the count, and one throttle must not then hide a message for
-// minutes. Database-wide trouble is the poller's to handle.
+// maxSendDelay is SQS's longest per-message delay.
+const maxSendDelay = 15 * time.Minute
+
+// defer_ keeps a message whose attemptPolicy.notBefore lies wait ahead,
+// without a lease or an attempt. One visibility change covers it when it
+// can (SQS hides a message at most 12 hours after its receipt, and the
+// message must outlive its hiding within the queue's retention); otherwise
+// a standard queue's message is re-sent as a new one (delayed up to 15
+// minutes) and this one deleted, so neither its receive count nor its age
+// climbs toward the redrive policy or the retention period by deferral
+// alone. A FIFO message cannot be re-sent without breaking its group's
+// order: one deferred further than one hiding covers ends terminal.
+func (w *Worker) defer_(ctx context.Context, d *delivery, wait time.Duration) disposition {
+	if wait > w.cfg.MaxDeferral {
+		return w.reject(ctx, d, w.rejection(d.env, failure.CodeDeferralTooLong,
+			fmt.Sprintf("attemptPolicy.notBefore is %s ahead; the worker defers at most %s (Config.MaxDeferral)", wait.Round(time.Second), w.cfg.MaxDeferral)))
+	}
+	hide := w.cappedHide(wait, d.receivedAt)
+	age := w.cfg.Now().Sub(sentAt(d.m))
+	outlives := sentAt(d.m).IsZero() || age+hide+retentionMargin < w.retention
+	covers := hide >= wait
+	switch {
+	case w.fifo && covers && outlives:
+		return keepFor(OutcomeDeferred, hide, nil)
+	case w.fifo:
+		return w.reject(ctx, d, w.rejection(d.env, failure.CodeDeferralTooLong, fmt.Sprintf(
+			"attemptPolicy.notBefore is %s ahead: on a FIFO queue one visibility change must cover a deferral (at most 12h after receipt, within the queue's retention of %s)",
+			wait.Round(time.Second), w.retention)))
+	case outlives && (covers || receiveCount(d.m) <= 1):
+		return keepFor(OutcomeDeferred, hide, nil)
+	}
+	return disposition{outcome: OutcomeDeferred, resend: true, sendDelay: min(wait, maxSendDelay)}
+}
+
+// retentionMargin is how long before the end of its retention a hidden
+// message must come back.
+const retentionMargin = time.Hour
+
+// unleased: an error before any lease was held (the gate's call failed):
+// no attempt is counted; the message comes back after a backoff. A request
+// DynamoDB refuses as invalid (ValidationException: it will not heal by
+// waiting) is rejected terminal with its code instead of retried forever.
+func (w *Worker) unleased(ctx context.Context, d *delivery, err error) disposition {
+	f := failure.Classify(err, failure.CodeServiceUnavailable)
+	if f.IsTerminal() {
+		return w.reject(ctx, d, w.rejection(d.env, f.Code, "the gate's request was refused: "+f.Message))
+	}
+	if errors.Is(err, gate.ErrRaceLimit) {
+		f = failure.Wrap(failure.Retryable, failure.CodeTransactionConflict, err)
+	}
+	disp := keepFor(OutcomeRetry, w.cfg.Backoff.delay(unleasedStep(d.m)), f)
+	disp.infra = true
+	return disp
+}
+
+// unleasedStep is the backoff step of a delivery that failed for
+// infrastructure reasons (no business attempt is counted): its receive
+// count, capped low — innocent redeliveries (in-flight duplicates, a storm
+// after an outage) raise the count, and one throttle must not then hide a
+// message for minutes. Database-wide trouble is the health gate's.
 func unleasedStep(m types.Message) int { return min(max(1, receiveCount(m)), 4) }
 
 // reject records a message that cannot be filed under its key, then ends it
-// with the terminal policy. If the record cannot be written, the message
-// stays (retry): it must not leave the queue unaccounted for.
+// with the terminal policy. If the record cannot be written because the
+// database is in trouble, the message stays (retry): it must not leave the
+// queue unaccounted for; a record DynamoDB refuses as invalid cannot be
+// written ever, and the terminal policy still accounts for the message.
 func (w *Worker) reject(ctx context.Context, d *delivery, r *gate.Rejection) disposition {
 	r.SQSMessageID = aws.ToString(d.m.MessageId)
 	if err := w.gate.Reject(ctx, r); err != nil {
-		return w.unleased(d, err)
+		if f := failure.Classify(err, failure.CodeServiceUnavailable); !f.IsTerminal() {
+			disp := keepFor(OutcomeRetry, w.cfg.Backoff.delay(unleasedStep(d.m)), f)
+			disp.infra = true
+			return disp
+		}
+		w.log.Error("rejection record refused by DynamoDB; the terminal policy still applies", "sqsMessageId", r.SQSMessageID,
+			"code", r.Code, "error", truncateRunes(err.Error(), maxLoggedMessage))
 	}
 	return terminalWith(failure.NewTerminal(r.Code, r.Message))
 }
@@ -151,9 +255,7 @@ func (w *Worker) decided(ctx context.Context, d *delivery, dec gate.Decision) di
 			w.log.Error("ALERT idempotency hash mismatch: the key already holds other work; the existing record is untouched",
 				"idempotencyKey", d.req.Key, "messageType", d.req.MessageType, "sqsMessageId", aws.ToString(d.m.MessageId),
 				"existingHash", dec.Record.RequestHash, "requestHash", d.req.RequestHash)
-			return w.reject(ctx, d, &gate.Rejection{Code: dec.Code, Message: dec.Message, Key: d.req.Key,
-				MessageType: d.req.MessageType, RequestHash: d.req.RequestHash,
-				AggregateType: d.req.AggregateType, AggregateID: d.req.AggregateID, CorrelationID: d.req.CorrelationID})
+			return w.reject(ctx, d, w.rejection(d.env, dec.Code, dec.Message))
 		}
 		disp := terminalWith(f)
 		if dec.Record != nil {
@@ -161,18 +263,27 @@ func (w *Worker) decided(ctx context.Context, d *delivery, dec gate.Decision) di
 		}
 		return disp
 	case gate.Acquired:
-		w.fail(FailpointAfterGate)
+		w.fail(hooks.AfterGate)
 		return w.runLease(ctx, d, dec.Lease, dec.Attempts)
 	}
-	return keepFor(OutcomeRetry, w.cfg.Backoff.delay(1), failure.NewRetryable(failure.CodeServiceUnavailable, "gate: unknown action "+dec.Action.String()))
+	disp := keepFor(OutcomeRetry, w.cfg.Backoff.delay(1), failure.NewRetryable(failure.CodeServiceUnavailable, "gate: unknown action "+dec.Action.String()))
+	disp.infra = true
+	return disp
 }
+
+// leaseLock keeps the heartbeat's renewal and the commit off the inbox item
+// at the same time: on DynamoDB an UpdateItem on an item that a
+// transaction is writing (or the other way round) fails with a transaction
+// conflict, and the worker must not conflict with itself.
+type leaseLock struct{ sync.Mutex }
 
 // runLease runs the handler and commits under lease, renewing it while the
 // handler runs long, re-running the handler after Retry guards.
 func (w *Worker) runLease(ctx context.Context, d *delivery, lease inbox.Lease, attempts failure.Policy) disposition {
 	handlerCtx, abort := context.WithCancelCause(ctx)
 	defer abort(nil)
-	stopBeat := w.startHeartbeat(handlerCtx, d.m, lease, abort)
+	var lock leaseLock
+	stopBeat := w.startHeartbeat(handlerCtx, d.m, lease, &lock, abort)
 	defer stopBeat()
 	for run := 0; ; run++ {
 		msg := &Message{Envelope: d.env, SQSMessageID: aws.ToString(d.m.MessageId), ReceiveCount: receiveCount(d.m), Attempt: lease.Attempts, Run: run}
@@ -183,6 +294,8 @@ func (w *Worker) runLease(ctx context.Context, d *delivery, lease inbox.Lease, a
 		if err == nil {
 			var disp disposition
 			if disp, err = w.commit(res, lease.Attempts, func(done mutation.Completion) error {
+				lock.Lock()
+				defer lock.Unlock()
 				return w.committer.Commit(ctx, lease, res.Writes, done, run)
 			}); err == nil {
 				return disp
@@ -195,6 +308,7 @@ func (w *Worker) runLease(ctx context.Context, d *delivery, lease inbox.Lease, a
 		err = w.overran(ctx, err)
 		settleCtx, cancel := detached(ctx)
 		defer cancel()
+		stopBeat() // settling writes the record; no renewal may race it
 		return w.settle(settleCtx, d, lease, attempts, err)
 	}
 }
@@ -210,9 +324,13 @@ func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 }
 
-// overran names a failure caused by the per-message deadline: the handler
-// or its commit ran past MessageTimeout.
+// overran names a failure caused by the end of the work's context: the
+// per-message deadline (the handler or its commit ran past MessageTimeout:
+// a business failure) or shutdown (infrastructure: not an attempt).
 func (w *Worker) overran(ctx context.Context, err error) error {
+	if errors.Is(context.Cause(ctx), errShutdown) {
+		return failure.Wrap(failure.Retryable, failure.CodeShutdown, fmt.Errorf("shutdown cancelled the work: %w", err))
+	}
 	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return err
 	}
@@ -232,7 +350,7 @@ func (w *Worker) commit(res Result, attempt int, do func(mutation.Completion) er
 	if err != nil {
 		return disposition{}, err
 	}
-	w.fail(FailpointAfterCommit)
+	w.fail(hooks.AfterCommit)
 	disp := ackWith(appliedOutcome(res.Outcome))
 	disp.attempt = attempt
 	return disp, nil
@@ -286,7 +404,45 @@ func (w *Worker) settle(ctx context.Context, d *delivery, lease inbox.Lease, att
 	} else {
 		f = failure.Classify(err, failure.CodeHandlerError)
 	}
+	if f.Infrastructure() {
+		disp, _ := w.giveBack(ctx, lease, f, unleasedStep(d.m))
+		return disp
+	}
 	return w.failLease(ctx, d, lease, attempts, f)
+}
+
+// giveBack ends a held lease whose attempt ended for infrastructure
+// reasons: the record is released and the attempt refunded (inbox.Release),
+// and the message comes back after a backoff of step (0: the caller goes on
+// with the delivery when done is true). If the release cannot be written
+// now, it is carried with the message and written before the work runs
+// again; a lease already lost needs nothing.
+func (w *Worker) giveBack(ctx context.Context, lease inbox.Lease, f *failure.Error, step int) (disp disposition, done bool) {
+	err := w.committer.Release(ctx, lease, f)
+	var lost *inbox.LeaseLostError
+	switch {
+	case err == nil:
+	case errors.As(err, &lost):
+		if step > 0 {
+			return w.lostLease(lost, lease.Attempts), true
+		}
+	default:
+		w.log.Warn("could not release the lease; the release goes with the message", "idempotencyKey", lease.Key,
+			"code", f.Code, "error", truncateRunes(err.Error(), maxLoggedMessage))
+		disp = keepFor(OutcomeRetry, w.cfg.Backoff.delay(max(1, step)), f)
+		disp.infra, disp.release, disp.attempt = true, &pendingRelease{lease: lease, failure: f}, lease.Attempts-1
+		return disp, false
+	}
+	if step == 0 {
+		return disposition{}, true
+	}
+	hide := w.cfg.Backoff.delay(step)
+	if f.Code == failure.CodeShutdown {
+		hide = 0 // another worker takes it at once
+	}
+	disp = keepFor(OutcomeRetry, hide, f)
+	disp.infra, disp.attempt = true, lease.Attempts-1
+	return disp, true
 }
 
 func orDefault(s, def string) string {
@@ -313,10 +469,11 @@ func (w *Worker) failLease(ctx context.Context, d *delivery, lease inbox.Lease, 
 	}
 	if err != nil && lost == nil {
 		// The failure could not be recorded; the lease will expire and the
-		// redelivery takes over (counting this attempt).
-		w.log.Warn("could not record failure", "idempotencyKey", lease.Key, "code", f.Code, "error", err.Error())
+		// redelivery takes over (counting this attempt, a business one).
+		w.log.Warn("could not record failure", "idempotencyKey", lease.Key, "code", f.Code, "error", truncateRunes(err.Error(), maxLoggedMessage))
 		disp := keepFor(OutcomeRetry, w.cfg.Backoff.delay(lease.Attempts), f)
 		disp.attempt = lease.Attempts
+		disp.infra = failure.Classify(err, "").Infrastructure() // park it while the database is down
 		return disp
 	}
 	if f.IsTerminal() {
@@ -356,7 +513,7 @@ func (w *Worker) callHandler(ctx context.Context, h Handler, msg *Message) (res 
 	defer func() {
 		if r := recover(); r != nil {
 			w.log.Error("handler panicked", "messageType", msg.Envelope.MessageType, "idempotencyKey", msg.Envelope.IdempotencyKey,
-				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+				"panic", truncateRunes(fmt.Sprint(r), maxLoggedMessage), "stack", string(debug.Stack()))
 			err = failure.NewRetryable(failure.CodeHandlerPanic, fmt.Sprintf("handler panicked: %v", r))
 		}
 	}()
@@ -384,7 +541,7 @@ func (w *Worker) deliverFused(ctx context.Context, d *delivery) disposition {
 			if errors.As(err, &exists) {
 				dec, rerr := w.gate.Resolve(ctx, d.req, exists.Record)
 				if rerr != nil {
-					return w.unleased(d, rerr)
+					return w.unleased(ctx, d, rerr)
 				}
 				return w.decided(ctx, d, dec)
 			}
@@ -393,13 +550,23 @@ func (w *Worker) deliverFused(ctx context.Context, d *delivery) disposition {
 				continue
 			}
 		}
-		// Record what happened under a lease, as the gated path would.
 		err = w.overran(ctx, err)
+		// Infrastructure trouble before anything was written: nothing to
+		// record, no attempt to count.
+		if f := failure.Classify(err, failure.CodeHandlerError); f.Infrastructure() {
+			disp := keepFor(OutcomeRetry, w.cfg.Backoff.delay(unleasedStep(d.m)), f)
+			if f.Code == failure.CodeShutdown {
+				disp.hide = 0
+			}
+			disp.infra = true
+			return disp
+		}
+		// Record what happened under a lease, as the gated path would.
 		settleCtx, cancel := detached(ctx)
 		defer cancel()
 		dec, aerr := w.gate.Acquire(settleCtx, d.req)
 		if aerr != nil {
-			return w.unleased(d, aerr)
+			return w.unleased(settleCtx, d, aerr)
 		}
 		if dec.Action != gate.Acquired {
 			return w.decided(settleCtx, d, dec)
@@ -409,8 +576,12 @@ func (w *Worker) deliverFused(ctx context.Context, d *delivery) disposition {
 }
 
 // startHeartbeat renews the lease and the message's visibility every half
-// lease while the handler runs; a lost lease aborts the handler.
-func (w *Worker) startHeartbeat(ctx context.Context, m types.Message, lease inbox.Lease, abort context.CancelCauseFunc) func() {
+// lease while the handler runs; a lost lease aborts the handler. A renewal
+// never runs while the commit is in flight (lock): the commit's condition
+// checks the token, not the expiry, so skipping a renewal then is safe.
+// Every call is bounded by ctx, which the handler's end and shutdown
+// cancel. The returned stop may be called more than once.
+func (w *Worker) startHeartbeat(ctx context.Context, m types.Message, lease inbox.Lease, lock *leaseLock, abort context.CancelCauseFunc) func() {
 	hbCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -423,8 +594,16 @@ func (w *Worker) startHeartbeat(ctx context.Context, m types.Message, lease inbo
 				return
 			case <-t.C:
 			}
-			w.changeVisibility(hbCtx, m, w.cfg.VisibilityTimeout)
+			visCtx, cancel := context.WithTimeout(hbCtx, sqsCallTimeout)
+			w.changeVisibilityWithin(visCtx, m, w.cfg.VisibilityTimeout)
+			cancel()
+			if !lock.TryLock() {
+				// The commit holds the item; its outcome decides the lease.
+				t.Reset(w.policy.Lease / 8)
+				continue
+			}
 			renewed, err := w.renewer.Renew(hbCtx, lease)
+			lock.Unlock()
 			var lost *inbox.LeaseLostError
 			switch {
 			case errors.As(err, &lost):
@@ -434,7 +613,7 @@ func (w *Worker) startHeartbeat(ctx context.Context, m types.Message, lease inbo
 				if hbCtx.Err() != nil {
 					return
 				}
-				w.log.Warn("lease renewal failed; retrying", "idempotencyKey", lease.Key, "error", err.Error())
+				w.log.Warn("lease renewal failed; retrying", "idempotencyKey", lease.Key, "error", truncateRunes(err.Error(), maxLoggedMessage))
 				t.Reset(w.policy.Lease / 8)
 				continue
 			}
@@ -443,46 +622,75 @@ func (w *Worker) startHeartbeat(ctx context.Context, m types.Message, lease inbo
 			t.Reset(w.policy.RenewAfter())
 		}
 	}()
-	return func() { stop(); <-done }
+	var once sync.Once
+	return func() { once.Do(func() { stop(); <-done }) }
 }
 
-// finish applies a disposition: delete, terminal policy, or visibility;
-// then metrics, the log line and the event. It reports whether the message
-// left the queue.
-func (w *Worker) finish(ctx context.Context, d *delivery, disp disposition, del *deleter, start time.Time) bool {
-	final := false
+// maxLoggedMessage caps failure and error texts in log lines and DLQ
+// attributes: a failure that echoes a large payload must not become a
+// large log line.
+const maxLoggedMessage = 1024
+
+// finish applies a disposition: delete, terminal policy, visibility or
+// parking; then metrics, the log line and the event.
+func (w *Worker) finish(ctx context.Context, d *delivery, disp disposition, del *deleter, start time.Time) (settled, *parkedMsg) {
+	result := settledKept
+	var parked *parkedMsg
 	var policy TerminalPolicy
 	switch {
+	case disp.outcome == OutcomeParked:
+		hide := w.cappedHide(w.health.cfg.ParkVisibility, d.receivedAt)
+		w.changeVisibility(ctx, d.m, hide)
+		parked = &parkedMsg{m: d.m, receivedAt: d.receivedAt, hidden: w.cfg.Now().Add(hide), release: disp.release}
+		disp.hide, disp.keep = hide, true
+		result = settledParked
 	case disp.ack:
 		del.add(deletion{receipt: aws.ToString(d.m.ReceiptHandle), id: aws.ToString(d.m.MessageId)})
-		final = true
+		result = settledFinal
+	case disp.resend:
+		if err := w.resend(ctx, d, disp.sendDelay); err != nil {
+			w.log.Warn("could not re-send a deferred message; it comes back after a backoff", "sqsMessageId", aws.ToString(d.m.MessageId), "error", err.Error())
+			disp.keep, disp.hide = true, w.cfg.Backoff.delay(unleasedStep(d.m))
+			w.changeVisibility(ctx, d.m, disp.hide)
+			break
+		}
+		del.add(deletion{receipt: aws.ToString(d.m.ReceiptHandle), id: aws.ToString(d.m.MessageId)})
+		disp.hide = disp.sendDelay
 	case disp.outcome == OutcomeTerminal:
 		policy = w.cfg.TerminalPolicy
 		switch policy {
 		case PolicyDLQ:
 			if err := w.sendToDLQ(ctx, d, disp.failure); err != nil {
+				hide := w.cfg.Backoff.delay(unleasedStep(d.m))
+				if errors.Is(err, errTooLargeForDLQ) {
+					// Its body cannot travel with the failure attributes:
+					// the redrive policy moves it to the DLQ as it is.
+					hide = w.cfg.Backoff.Max
+					policy = PolicyRedrive
+				}
 				// Not in the DLQ yet: keep it; the next delivery finds the
 				// record FAILED_TERMINAL and tries the DLQ again.
-				w.log.Error("DLQ send failed; message kept", "sqsMessageId", aws.ToString(d.m.MessageId), "error", err.Error())
-				w.changeVisibility(ctx, d.m, w.cfg.Backoff.delay(unleasedStep(d.m)))
+				w.log.Error("DLQ send failed; message kept", "sqsMessageId", aws.ToString(d.m.MessageId), "error", truncateRunes(err.Error(), maxLoggedMessage))
+				w.changeVisibility(ctx, d.m, hide)
 				break
 			}
 			w.metrics.DLQSent.Inc()
 			del.add(deletion{receipt: aws.ToString(d.m.ReceiptHandle), id: aws.ToString(d.m.MessageId)})
-			final = true
+			result = settledFinal
 		case PolicyQuarantine:
 			del.add(deletion{receipt: aws.ToString(d.m.ReceiptHandle), id: aws.ToString(d.m.MessageId)})
-			final = true
+			result = settledFinal
 		case PolicyRedrive:
 			// Left alone: SQS moves it to the DLQ after maxReceiveCount.
 		}
 	case disp.keep:
 		w.changeVisibility(ctx, d.m, disp.hide)
 	}
+	final := result == settledFinal
 
 	ev := Event{SQSMessageID: aws.ToString(d.m.MessageId), Outcome: disp.outcome, Final: final, Attempt: disp.attempt,
-		Policy: policy, Duration: w.cfg.Now().Sub(start)}
-	if disp.keep {
+		Policy: policy, Duration: w.cfg.Now().Sub(start), Infrastructure: disp.infra}
+	if disp.keep || disp.resend {
 		ev.Visibility = time.Duration(visibilitySeconds(disp.hide)) * time.Second
 	}
 	if d.env != nil {
@@ -498,11 +706,13 @@ func (w *Worker) finish(ctx context.Context, d *delivery, disp disposition, del 
 			slog.String("aggregateId", d.env.AggregateID), slog.String("correlationId", d.env.CorrelationID),
 			slog.String("causationId", d.env.CausationID), slog.Int("attempt", disp.attempt))
 	}
+	typeLabel := w.labels.messageType(ev.MessageType)
 	level := slog.LevelInfo
 	if f := disp.failure; f != nil {
 		ev.Code, ev.Kind = f.Code, f.Kind.String()
-		attrs = append(attrs, slog.String("failureKind", ev.Kind), slog.String("failureCode", f.Code), slog.String("failureMessage", f.Message))
-		w.metrics.Failures.WithLabelValues(ev.MessageType, ev.Kind, f.Code).Inc()
+		attrs = append(attrs, slog.String("failureKind", ev.Kind), slog.String("failureCode", f.Code),
+			slog.String("failureMessage", truncateRunes(f.Message, maxLoggedMessage)), slog.Bool("infrastructure", disp.infra))
+		w.metrics.Failures.WithLabelValues(typeLabel, ev.Kind, w.labels.code(f.Code)).Inc()
 		switch f.Code {
 		case failure.CodeThrottled:
 			w.metrics.Throttles.Inc()
@@ -519,61 +729,8 @@ func (w *Worker) finish(ctx context.Context, d *delivery, disp disposition, del 
 		attrs = append(attrs, slog.Int64("visibilityS", int64(ev.Visibility/time.Second)))
 	}
 	w.log.LogAttrs(ctx, level, "message", attrs...)
-	w.metrics.Outcomes.WithLabelValues(ev.MessageType, ev.Outcome).Inc()
-	w.metrics.Processing.WithLabelValues(ev.MessageType).Observe(ev.Duration.Seconds())
+	w.metrics.Outcomes.WithLabelValues(typeLabel, outcomeLabel(ev.Outcome)).Inc()
+	w.metrics.Processing.WithLabelValues(typeLabel).Observe(ev.Duration.Seconds())
 	w.emit(ev)
-	return final
-}
-
-func (w *Worker) sendToDLQ(ctx context.Context, d *delivery, f *failure.Error) error {
-	str := func(s string) types.MessageAttributeValue {
-		return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(s)}
-	}
-	attrs := map[string]types.MessageAttributeValue{
-		dlq.AttrFailureCode:     str(f.Code),
-		dlq.AttrFailureMessage:  str(orDefault(truncateRunes(f.Message, 1024), "-")),
-		dlq.AttrFailedAt:        str(inbox.FormatTime(w.cfg.Now())),
-		dlq.AttrSourceMessageID: str(aws.ToString(d.m.MessageId)),
-	}
-	if d.env != nil {
-		attrs[dlq.AttrIdempotencyKey] = str(d.env.IdempotencyKey)
-		attrs[dlq.AttrMessageType] = str(d.env.MessageType)
-	}
-	// Keep the producer's own attributes, within SQS's limit of 10.
-	names := make([]string, 0, len(d.m.MessageAttributes))
-	for k := range d.m.MessageAttributes {
-		if !strings.HasPrefix(k, dlq.AttrPrefix) {
-			names = append(names, k)
-		}
-	}
-	slices.Sort(names)
-	for _, k := range names {
-		if len(attrs) >= 10 {
-			break
-		}
-		attrs[k] = d.m.MessageAttributes[k]
-	}
-	in := &sqs.SendMessageInput{QueueUrl: aws.String(w.cfg.DLQURL), MessageBody: d.m.Body, MessageAttributes: attrs}
-	if strings.HasSuffix(w.cfg.DLQURL, ".fifo") {
-		group := d.m.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)]
-		in.MessageGroupId = aws.String(orDefault(group, "ddbworker-dlq"))
-		in.MessageDeduplicationId = d.m.MessageId
-	}
-	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if _, err := w.deps.SQS.SendMessage(callCtx, in); err != nil {
-		return fmt.Errorf("worker: send %s to DLQ: %w", aws.ToString(d.m.MessageId), err)
-	}
-	return nil
-}
-
-func truncateRunes(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	if len(r) > n/4 {
-		r = r[:n/4]
-	}
-	return string(r) + "…"
+	return result, parked
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/faults"
+	"github.com/ddbworker/ddbworker/internal/hooks"
 	"github.com/ddbworker/ddbworker/internal/testenv"
 	"github.com/ddbworker/ddbworker/worker"
 )
@@ -222,8 +223,8 @@ func crashAt(point string, resume <-chan struct{}) (func(string), <-chan struct{
 func TestCrashAfterCommitBeforeDelete(t *testing.T) {
 	h := newHarness(t, testenv.Options{})
 	h.seedCases("c1")
-	fp, hit := crashAt(worker.FailpointAfterCommit, nil)
-	h.start(h.testConfig(), worker.Deps{Handlers: h.caseHandlers(), Failpoint: fp})
+	fp, hit := crashAt(hooks.AfterCommit, nil)
+	h.start(h.testConfig(), worker.Deps{Handlers: h.caseHandlers()}, hooks.Hooks{Failpoint: fp})
 	h.send(mustEnv(t)(caseflow.NewDeadlineRequest("k-crash-commit", "c1", "intake", effective)))
 	<-hit
 	require.Equal(t, inbox.StatusCompleted, h.record("k-crash-commit", caseflow.TypeDeadline).Status)
@@ -243,8 +244,8 @@ func TestCrashAfterGateTakeoverAndFencing(t *testing.T) {
 	h := newHarness(t, testenv.Options{})
 	h.seedCases("c1")
 	resume := make(chan struct{})
-	fp, hit := crashAt(worker.FailpointAfterGate, resume)
-	h.start(h.testConfig(), worker.Deps{Handlers: h.caseHandlers(), Failpoint: fp})
+	fp, hit := crashAt(hooks.AfterGate, resume)
+	h.start(h.testConfig(), worker.Deps{Handlers: h.caseHandlers()}, hooks.Hooks{Failpoint: fp})
 	h.send(mustEnv(t)(caseflow.NewDeadlineRequest("k-crash-gate", "c1", "intake", effective)))
 	<-hit
 	first := h.record("k-crash-gate", caseflow.TypeDeadline)

@@ -15,18 +15,21 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/gate"
+	"github.com/ddbworker/ddbworker/internal/adaptive"
+	"github.com/ddbworker/ddbworker/internal/hooks"
 	"github.com/ddbworker/ddbworker/internal/slots"
 	"github.com/ddbworker/ddbworker/mutation"
 	"github.com/ddbworker/ddbworker/stale"
 )
 
 // DynamoDBAPI is what the worker needs of DynamoDB: the gate's PutItem and
-// UpdateItem, the commit's TransactWriteItems.
+// UpdateItem, the commit's TransactWriteItems. The worker sets the retry
+// policy of every call it makes (Config.CallAttempts, Config.CallTimeout):
+// whatever retryer the client carries, one place retries.
 type DynamoDBAPI interface {
 	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
@@ -38,6 +41,8 @@ type SQSAPI interface {
 	ReceiveMessage(ctx context.Context, params *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
 	DeleteMessageBatch(ctx context.Context, params *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
 	ChangeMessageVisibility(ctx context.Context, params *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+	GetQueueAttributes(ctx context.Context, params *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+	ChangeMessageVisibilityBatch(ctx context.Context, params *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
 	SendMessage(ctx context.Context, params *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
 }
 
@@ -52,14 +57,6 @@ const (
 	PolicyQuarantine TerminalPolicy = "quarantine"
 	// PolicyRedrive leaves the message to the queue's redrive policy.
 	PolicyRedrive TerminalPolicy = "redrive"
-)
-
-// Named failpoints: places where a chaos harness may crash the process.
-const (
-	FailpointAfterGate    = "after-gate"
-	FailpointAfterCommit  = "after-commit"
-	FailpointBeforeDelete = "before-delete"
-	FailpointMidBatch     = "mid-batch"
 )
 
 // Zero sets a Config field whose zero value means "the default" to an
@@ -77,7 +74,10 @@ type Config struct {
 	QueueURL string
 	// DLQURL receives terminal messages under PolicyDLQ. Required then.
 	DLQURL string
-	// Concurrency caps messages in flight. Default: 16.
+	// Concurrency caps messages in flight. The limit in effect adapts below
+	// it: halved on throttling, 5xx and timeouts (at most once a second),
+	// lowered gently when commit latency rises above twice its baseline,
+	// grown back by one per round of successes. Default: 16.
 	Concurrency int
 	// BatchSize is the most messages one receive asks for (1..10). A poller
 	// receives once half of that is free, waiting briefly for the rest.
@@ -128,6 +128,28 @@ type Config struct {
 	Owner string
 	// Envelope limits. Default: envelope.Config{} with its defaults.
 	Envelope envelope.Config
+	// CallTimeout bounds each DynamoDB call the worker makes, its SDK
+	// attempts included; a call that times out is infrastructure trouble
+	// (not a business attempt) and counts against the database's health.
+	// Default: 5s.
+	CallTimeout time.Duration
+	// CallAttempts is how many attempts the SDK makes of one DynamoDB call
+	// (throttling, 5xx and transport errors are retried within the call,
+	// waiting at most 1s between attempts). Default: 3.
+	CallAttempts int
+	// Health configures the database health gate. Default: see
+	// HealthConfig.
+	Health HealthConfig
+	// MaxWCU paces this worker's DynamoDB writes to this many write
+	// capacity units per second, charged before each write from the item
+	// sizes (AWS's rules: 1 per KB, 2 per KB in a transaction) and
+	// corrected from the capacity DynamoDB reports. A fleet of N workers
+	// sharing a table's budget B sets MaxWCU = B / N. Default: 0, unpaced.
+	MaxWCU float64
+	// MaxDeferral bounds attemptPolicy.notBefore: a message deferred
+	// further than this into the future ends terminal
+	// DEFERRAL_TOO_LONG. Default: 7 days.
+	MaxDeferral time.Duration
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
 }
@@ -146,8 +168,6 @@ type Deps struct {
 	Metrics *Metrics
 	// OnEvent is called after each delivery's disposition. Optional.
 	OnEvent func(Event)
-	// Failpoint is called at each named failpoint. Optional (tests, chaos).
-	Failpoint func(name string)
 }
 
 // Worker consumes one queue.
@@ -156,14 +176,24 @@ type Worker struct {
 	deps      Deps
 	routes    map[string]route
 	decoder   *envelope.Decoder
+	db        *dbCalls
 	gate      *gate.Gate
 	committer *mutation.Committer
 	renewer   *stale.Renewer
 	policy    stale.Policy
+	ttl       stale.TTL
+	retention time.Duration // the queue's, read when Run starts
+	owner     string
 	fifo      bool
 	log       *slog.Logger
 	metrics   *Metrics
+	labels    *labels
+	limiter   *adaptive.Limiter
+	pool      *slots.Pool
+	health    *dbHealth
+	parked    parkingLot
 	fail      func(string)
+	fixed     bool // hooks.FixedConcurrency
 	ran       sync.Once
 	ready     atomic.Bool
 }
@@ -239,9 +269,9 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 	if cfg.MaxGuardRetries < 0 {
 		errs = append(errs, errors.New("worker: Config.MaxGuardRetries must not be negative"))
 	}
-	var err error
-	if cfg.Backoff, err = cfg.Backoff.withDefaults(); err != nil {
-		errs = append(errs, err)
+	var berr error
+	if cfg.Backoff, berr = cfg.Backoff.withDefaults(); berr != nil {
+		errs = append(errs, berr)
 	}
 	flush := 250 * time.Millisecond
 	if strings.HasSuffix(cfg.QueueURL, ".fifo") {
@@ -255,32 +285,68 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.CallTimeout == 0 {
+		cfg.CallTimeout = 5 * time.Second
+	}
+	if cfg.CallAttempts == 0 {
+		cfg.CallAttempts = 3
+	}
+	if cfg.CallTimeout < 100*time.Millisecond || cfg.CallAttempts < 1 || cfg.CallAttempts > 10 {
+		errs = append(errs, fmt.Errorf("worker: Config.CallTimeout %s must be at least 100ms and Config.CallAttempts %d within 1..10", cfg.CallTimeout, cfg.CallAttempts))
+	}
+	if cfg.MaxWCU < 0 {
+		errs = append(errs, fmt.Errorf("worker: Config.MaxWCU %v must not be negative", cfg.MaxWCU))
+	}
+	if cfg.MaxDeferral == 0 {
+		cfg.MaxDeferral = 7 * 24 * time.Hour
+	}
+	if cfg.MaxDeferral < time.Minute {
+		errs = append(errs, fmt.Errorf("worker: Config.MaxDeferral %s must be at least 1m", cfg.MaxDeferral))
+	}
+	var err error
+	if cfg.Health, err = cfg.Health.withDefaults(); err != nil {
+		errs = append(errs, err)
+	}
 	w := &Worker{cfg: cfg, deps: deps, fifo: strings.HasSuffix(cfg.QueueURL, ".fifo")}
 	if w.policy, err = (stale.Policy{Lease: cfg.VisibilityTimeout, Skew: cfg.ClockSkew}).WithDefaults(); err != nil { // stale.Zero == Zero
 		errs = append(errs, err)
 	}
+	if w.ttl, err = cfg.TTL.WithDefaults(); err != nil {
+		errs = append(errs, err)
+	}
+	w.retention = defaultRetention
 	if w.decoder, err = envelope.NewDecoder(cfg.Envelope); err != nil {
 		errs = append(errs, err)
 	}
+	if w.limiter, err = adaptive.New(adaptive.Config{Max: max(1, cfg.Concurrency)}); err != nil {
+		errs = append(errs, err)
+	}
+	if w.health, err = newDBHealth(w, cfg.Health); err != nil {
+		errs = append(errs, err)
+	}
 	if deps.DynamoDB != nil && cfg.Table != "" {
-		if w.gate, err = gate.New(deps.DynamoDB, gate.Config{Table: cfg.Table, Owner: cfg.Owner, Policy: w.policy, TTL: cfg.TTL,
+		w.db = newDBCalls(deps.DynamoDB, cfg.CallTimeout, cfg.CallAttempts, cfg.MaxWCU, cfg.Now, w.observe)
+		if w.gate, err = gate.New(w.db, gate.Config{Table: cfg.Table, Owner: cfg.Owner, Policy: w.policy, TTL: cfg.TTL,
 			MaxAttempts: cfg.MaxAttempts, AttentionShards: cfg.AttentionShards, IndexProcessing: cfg.IndexProcessing, Now: cfg.Now}); err != nil {
 			errs = append(errs, err)
 		}
-		if w.committer, err = mutation.New(deps.DynamoDB, mutation.Config{Table: cfg.Table, TTL: cfg.TTL, AttentionShards: cfg.AttentionShards, Now: cfg.Now}); err != nil {
+		if w.committer, err = mutation.New(w.db, mutation.Config{Table: cfg.Table, TTL: cfg.TTL, AttentionShards: cfg.AttentionShards,
+			IndexProcessing: cfg.IndexProcessing, Now: cfg.Now}); err != nil {
 			errs = append(errs, err)
 		}
-		if w.renewer, err = stale.NewRenewer(deps.DynamoDB, stale.RenewerConfig{Table: cfg.Table, Policy: w.policy, IndexProcessing: cfg.IndexProcessing, Now: cfg.Now}); err != nil {
+		if w.renewer, err = stale.NewRenewer(w.db, stale.RenewerConfig{Table: cfg.Table, Policy: w.policy, IndexProcessing: cfg.IndexProcessing, Now: cfg.Now}); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	w.owner = w.gate.Owner()
 	w.routes = make(map[string]route, len(deps.Handlers.routes))
 	for k, v := range deps.Handlers.routes {
 		w.routes[k] = v
 	}
+	w.labels = newLabels(w.routes)
 	w.log = deps.Logger
 	if w.log == nil {
 		w.log = slog.New(slog.DiscardHandler)
@@ -290,11 +356,43 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 		w.metrics, _ = NewMetrics(nil)
 	}
 	w.metrics.Concurrency.Set(float64(cfg.Concurrency))
-	w.fail = deps.Failpoint
-	if w.fail == nil {
-		w.fail = func(string) {}
-	}
+	w.metrics.DatabaseHealthy.Set(1)
+	w.pool = slots.New(cfg.Concurrency)
+	w.fail = func(string) {}
 	return w, nil
+}
+
+// observe is told the outcome of every DynamoDB call the worker makes: it
+// feeds the health detector, the adaptive concurrency limit and the
+// metrics.
+func (w *Worker) observe(op string, r dbResult, latency time.Duration, err error) {
+	now := w.cfg.Now()
+	w.metrics.DynamoDBCalls.WithLabelValues(op, dbResultNames[r]).Inc()
+	w.health.record(now, r, err)
+	if w.fixed {
+		return
+	}
+	switch {
+	case r.unhealthy():
+		w.setLimit(w.limiter.Overloaded(now))
+	case r == dbOK || r == dbConditionFailed:
+		var commit time.Duration
+		if op == "TransactWriteItems" && r == dbOK {
+			commit = latency
+		}
+		w.setLimit(w.limiter.Succeeded(now, commit))
+	}
+}
+
+// setLimit moves the pool's limit and its gauge.
+func (w *Worker) setLimit(n int) {
+	if w.fixed {
+		return
+	}
+	if w.pool.Limit() != n {
+		w.pool.SetLimit(n)
+		w.metrics.Concurrency.Set(float64(n))
+	}
 }
 
 // withDefault returns def for 0, 0 for Zero, and v otherwise.
@@ -311,6 +409,14 @@ func withDefault[T int | float64 | time.Duration](v, def T) T {
 // ErrAlreadyRan reports a second call of Run.
 var ErrAlreadyRan = errors.New("worker: Run called twice")
 
+// errShutdown is the cause of the work context's cancellation when the
+// drain timeout ends in-flight work.
+var errShutdown = errors.New("worker: drain timeout: work cancelled by shutdown")
+
+// sqsCallTimeout bounds every SQS call but the long poll (which gets its
+// wait time on top).
+const sqsCallTimeout = 10 * time.Second
+
 // Run consumes the queue until ctx ends, then shuts down gracefully: it
 // stops receiving, lets in-flight work finish for up to DrainTimeout,
 // releases received messages it did not start (visibility 0), flushes the
@@ -321,22 +427,40 @@ func (w *Worker) Run(ctx context.Context) error {
 	if !first {
 		return ErrAlreadyRan
 	}
-	// Work outlives ctx by up to DrainTimeout.
-	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelWork()
+	w.readQueue(ctx)
+	hk := hooks.From(ctx)
+	if hk.Failpoint != nil {
+		w.fail = hk.Failpoint
+	}
+	w.health.disabled = hk.NoHealthGate
+	w.fixed = hk.FixedConcurrency
+
+	// Work outlives ctx by up to DrainTimeout; the deleter outlives the
+	// work, so the deletes of work that finished are flushed even when the
+	// drain timeout cancels what is still running.
+	workCtx, cancelWork := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancelWork(nil)
+	delCtx, cancelDeletes := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelDeletes()
 	del := newDeleter(w.deps.SQS, w.cfg.QueueURL, w.cfg.DeleteFlushInterval, w.log, w.metrics, w.fail)
-	go del.run(workCtx)
+	go del.run(delCtx)
+
+	// The health gate's prober and the parked messages' keeper run until
+	// the work is done.
+	var background sync.WaitGroup
+	bgCtx, stopBackground := context.WithCancel(workCtx)
+	background.Go(func() { w.health.run(bgCtx) })
+	background.Go(func() { w.keepParked(bgCtx) })
 
 	// A permanent receive error stops every poller; in-flight work still
 	// drains, then Run returns the error.
 	pollCtx, stopPolling := context.WithCancelCause(ctx)
 	defer stopPolling(nil)
-	pool := semaphore.NewWeighted(int64(w.cfg.Concurrency))
 	var work sync.WaitGroup
 	var pollers sync.WaitGroup
 	w.ready.Store(true)
 	for range w.cfg.Pollers {
-		pollers.Go(func() { w.poll(pollCtx, workCtx, pool, &work, del, stopPolling) })
+		pollers.Go(func() { w.poll(pollCtx, workCtx, &work, del, stopPolling) })
 	}
 	pollers.Wait()
 	w.ready.Store(false)
@@ -346,10 +470,14 @@ func (w *Worker) Run(ctx context.Context) error {
 	select {
 	case <-drained:
 	case <-time.After(w.cfg.DrainTimeout):
-		w.log.Warn("drain timeout: cancelling in-flight work; its leases and visibility will expire", "drainTimeout", w.cfg.DrainTimeout.String())
-		cancelWork()
+		w.log.Warn("drain timeout: cancelling in-flight work; its leases are released and its messages made visible", "drainTimeout", w.cfg.DrainTimeout.String())
+		cancelWork(errShutdown)
 		<-drained
 	}
+	stopBackground()
+	background.Wait()
+	w.unpark(context.WithoutCancel(ctx))
+
 	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
 	del.close(flushCtx)
@@ -359,11 +487,56 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-// Ready reports whether the worker is consuming: Run is polling and the
-// last receives succeeded. It turns false after receiveFailuresUnready
-// failed receives in a row, when a permanent receive error stopped Run,
+// defaultRetention is SQS's default retention period, assumed when the
+// queue's cannot be read.
+const defaultRetention = 4 * 24 * time.Hour
+
+// readQueue reads the queue's retention period (deferral keeps messages
+// within it) and warns when its visibility timeout differs from the
+// worker's, which sets its own on every receive.
+func (w *Worker) readQueue(ctx context.Context) {
+	callCtx, cancel := context.WithTimeout(ctx, sqsCallTimeout)
+	defer cancel()
+	out, err := w.deps.SQS.GetQueueAttributes(callCtx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(w.cfg.QueueURL),
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameMessageRetentionPeriod, types.QueueAttributeNameVisibilityTimeout}})
+	if err != nil {
+		w.log.Warn("could not read the queue's attributes; assuming a retention period of 4 days", "error", err.Error())
+		return
+	}
+	if s, err := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameMessageRetentionPeriod)]); err == nil && s > 0 {
+		w.retention = time.Duration(s) * time.Second
+	}
+	if s, err := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameVisibilityTimeout)]); err == nil && time.Duration(s)*time.Second != w.cfg.VisibilityTimeout {
+		w.log.Warn("the queue's visibility timeout differs from the worker's; the worker sets its own on every receive, but other consumers and redrives use the queue's",
+			"queueVisibilityTimeout", (time.Duration(s) * time.Second).String(), "visibilityTimeout", w.cfg.VisibilityTimeout.String())
+	}
+}
+
+// unpark lets go of the parked messages at shutdown: visible at once while
+// the database is healthy (another consumer takes them), otherwise left
+// hidden for the rest of their parking visibility, so a worker that starts
+// meanwhile does not receive them only to park them again.
+func (w *Worker) unpark(ctx context.Context) {
+	left := w.parked.take(w.parked.len())
+	w.metrics.Parked.Set(0)
+	if len(left) == 0 || !w.health.Healthy() {
+		return
+	}
+	for _, pm := range left {
+		w.release(ctx, pm.m)
+	}
+}
+
+// Ready reports whether the worker is consuming: Run is polling, the last
+// receives succeeded and the database is healthy. It turns false after
+// receiveFailuresUnready failed receives in a row, while the database
+// health gate holds receiving, when a permanent receive error stopped Run,
 // and when Run returns.
-func (w *Worker) Ready() bool { return w.ready.Load() }
+func (w *Worker) Ready() bool { return w.ready.Load() && w.health.Healthy() }
+
+// DatabaseHealthy reports whether the database health gate lets the worker
+// receive (true before Run).
+func (w *Worker) DatabaseHealthy() bool { return w.health.Healthy() }
 
 // receiveFailuresUnready is how many failed receives in a row make the
 // worker not ready (one is a blip; SQS or the network is down after three).
@@ -402,15 +575,47 @@ func permanentReceive(code string) bool {
 	return false
 }
 
-func (w *Worker) poll(ctx, workCtx context.Context, pool *semaphore.Weighted, work *sync.WaitGroup, del *deleter, stop context.CancelCauseFunc) {
+// received is a message and the moment this worker received it (SQS hides
+// a message at most 12 hours after its receipt).
+type received struct {
+	m   types.Message
+	at  time.Time
+	rel *pendingRelease // a parked message's refund still to write
+}
+
+func (w *Worker) poll(ctx, workCtx context.Context, work *sync.WaitGroup, del *deleter, stop context.CancelCauseFunc) {
 	receiveFailures := 0
 	for ctx.Err() == nil {
-		// No receive while the pool is full (internal/slots).
-		n, err := slots.AcquireBatch(ctx, pool, int64(w.cfg.BatchSize))
+		// No receive while the database is unhealthy (the health gate) or
+		// while the pool is full (internal/slots).
+		if err := w.health.wait(ctx); err != nil {
+			return
+		}
+		n, err := w.pool.AcquireBatch(ctx, min(w.cfg.BatchSize, w.pool.Limit()))
 		if err != nil {
 			return
 		}
-		out, err := w.deps.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		if !w.health.Healthy() {
+			w.pool.Release(n)
+			continue
+		}
+		// Parked messages go first: they were received before the pause.
+		if parked := w.parked.take(n); len(parked) > 0 {
+			w.metrics.Parked.Set(float64(w.parked.len()))
+			if len(parked) > n {
+				w.pool.Force(len(parked) - n) // a FIFO unit runs whole
+			} else {
+				w.pool.Release(n - len(parked))
+			}
+			msgs := make([]received, len(parked))
+			for i, pm := range parked {
+				msgs[i] = received{m: pm.m, at: pm.receivedAt, rel: pm.release}
+			}
+			w.dispatch(ctx, workCtx, msgs, work, del)
+			continue
+		}
+		callCtx, cancel := context.WithTimeout(ctx, w.cfg.WaitTime+sqsCallTimeout)
+		out, err := w.deps.SQS.ReceiveMessage(callCtx, &sqs.ReceiveMessageInput{
 			QueueUrl:                    aws.String(w.cfg.QueueURL),
 			MaxNumberOfMessages:         int32(n),
 			WaitTimeSeconds:             int32(w.cfg.WaitTime / time.Second),
@@ -418,8 +623,9 @@ func (w *Worker) poll(ctx, workCtx context.Context, pool *semaphore.Weighted, wo
 			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
 			MessageAttributeNames:       []string{"All"},
 		})
+		cancel()
 		if err != nil {
-			pool.Release(n)
+			w.pool.Release(n)
 			if ctx.Err() != nil {
 				return
 			}
@@ -449,57 +655,84 @@ func (w *Worker) poll(ctx, workCtx context.Context, pool *semaphore.Weighted, wo
 		}
 		receiveFailures = 0
 		w.ready.Store(true)
-		msgs := out.Messages
-		if unused := n - int64(len(msgs)); unused > 0 {
-			pool.Release(unused)
+		if unused := n - len(out.Messages); unused > 0 {
+			w.pool.Release(unused)
 		}
-		if len(msgs) == 0 {
+		if len(out.Messages) == 0 {
 			continue
 		}
-		w.metrics.Received.Add(float64(len(msgs)))
-		w.dispatch(ctx, workCtx, msgs, pool, work, del)
+		w.metrics.Received.Add(float64(len(out.Messages)))
+		now := w.cfg.Now()
+		msgs := make([]received, len(out.Messages))
+		for i, m := range out.Messages {
+			msgs[i] = received{m: m, at: now}
+		}
+		w.dispatch(ctx, workCtx, msgs, work, del)
 	}
 }
 
 // dispatch starts the batch's messages: each on its own, or, on a FIFO
-// queue, each group in order, stopping a group at its first failure.
-func (w *Worker) dispatch(ctx, workCtx context.Context, msgs []types.Message, pool *semaphore.Weighted, work *sync.WaitGroup, del *deleter) {
-	groups := [][]types.Message{}
+// queue, each group in order, stopping a group at its first failure and
+// keeping the group's waiting messages hidden while the ones before them
+// run.
+func (w *Worker) dispatch(ctx, workCtx context.Context, msgs []received, work *sync.WaitGroup, del *deleter) {
+	groups := [][]received{}
 	if w.fifo {
 		index := map[string]int{}
-		for _, m := range msgs {
-			g := m.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)]
+		for _, r := range msgs {
+			g := r.m.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)]
 			i, ok := index[g]
 			if !ok {
 				i = len(groups)
 				index[g] = i
 				groups = append(groups, nil)
 			}
-			groups[i] = append(groups[i], m)
+			groups[i] = append(groups[i], r)
 		}
 	} else {
-		for _, m := range msgs {
-			groups = append(groups, []types.Message{m})
+		for _, r := range msgs {
+			groups = append(groups, []received{r})
 		}
 	}
 	for gi, group := range groups {
 		if gi == len(groups)/2 && len(groups) > 1 {
-			w.fail(FailpointMidBatch)
+			w.fail(hooks.MidBatch)
 		}
 		work.Go(func() {
+			var waiting *groupKeeper
+			if len(group) > 1 {
+				waiting = w.keepGroupHidden(workCtx, group)
+				defer waiting.stop()
+			}
 			ok := true
-			for _, m := range group {
+			var unit []parkedMsg
+			for i, r := range group {
 				func() {
-					defer pool.Release(1)
-					// After a failure in its group, or when shutting down, a
-					// FIFO message is not started: it goes back in order.
-					if !ok || (w.fifo && ctx.Err() != nil) {
-						w.release(workCtx, m)
-						return
+					defer w.pool.Release(1)
+					if waiting != nil {
+						waiting.started(i)
 					}
-					ok = w.process(workCtx, m, del)
+					switch {
+					case unit != nil:
+						// One before it was parked: it waits behind, in order.
+						unit = append(unit, w.parkBehind(workCtx, r))
+					case !ok || (w.fifo && ctx.Err() != nil):
+						// After a failure in its group, or when shutting
+						// down, a FIFO message is not started: it goes back
+						// in order.
+						w.release(workCtx, r.m)
+					default:
+						switch result, pm := w.process(workCtx, r, del); result {
+						case settledParked:
+							unit = []parkedMsg{*pm}
+						case settledKept:
+							ok = false
+						}
+					}
 				}()
 			}
+			w.parked.add(unit)
+			w.metrics.Parked.Set(float64(w.parked.len()))
 		})
 	}
 }
@@ -512,16 +745,33 @@ func (w *Worker) release(ctx context.Context, m types.Message) {
 	w.metrics.Outcomes.WithLabelValues("", OutcomeReleased).Inc()
 }
 
+// changeVisibility hides m for d (0: visible at once). It is bounded by
+// sqsCallTimeout and outlives a cancelled ctx: a message must not be left
+// hidden for the rest of a long visibility because shutdown began.
 func (w *Worker) changeVisibility(ctx context.Context, m types.Message, d time.Duration) {
-	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqsCallTimeout)
 	defer cancel()
-	_, err := w.deps.SQS.ChangeMessageVisibility(callCtx, &sqs.ChangeMessageVisibilityInput{
+	w.changeVisibilityWithin(callCtx, m, d)
+}
+
+// changeVisibilityWithin hides m for d within ctx (the heartbeat's, which
+// shutdown cancels).
+func (w *Worker) changeVisibilityWithin(ctx context.Context, m types.Message, d time.Duration) {
+	_, err := w.deps.SQS.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
 		QueueUrl: aws.String(w.cfg.QueueURL), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: visibilitySeconds(d),
 	})
-	if err != nil {
+	if err != nil && ctx.Err() == nil {
 		// Harmless: the message reappears when its current visibility ends.
 		w.log.Warn("change visibility failed", "sqsMessageId", aws.ToString(m.MessageId), "visibility", d.String(), "error", err.Error())
 	}
+}
+
+// cappedHide is d, shortened so the message is hidden no longer than 12
+// hours after its receipt at receivedAt (SQS refuses a longer visibility
+// rather than cap it), less a minute's margin.
+func (w *Worker) cappedHide(d time.Duration, receivedAt time.Time) time.Duration {
+	left := maxVisibility - time.Minute - w.cfg.Now().Sub(receivedAt)
+	return max(0, min(d, left))
 }
 
 func (w *Worker) emit(ev Event) {

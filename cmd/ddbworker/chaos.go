@@ -1,3 +1,5 @@
+//go:build ddbworker_dev
+
 package main
 
 import (

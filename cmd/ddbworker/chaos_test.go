@@ -1,3 +1,5 @@
+//go:build ddbworker_dev
+
 package main
 
 import (
@@ -22,7 +24,7 @@ func TestChaosShort(t *testing.T) {
 		t.Skip("starts worker processes and runs for about a minute")
 	}
 	aws := testenv.AWSConfig(t) // fails unless the endpoints are the local emulators
-	bin := buildBinary(t)
+	bin := buildDevBinary(t)
 	var progress bytes.Buffer
 	cfg := chaos.Config{
 		Binary:           bin,

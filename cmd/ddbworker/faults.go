@@ -1,6 +1,9 @@
+//go:build ddbworker_dev
+
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -11,15 +14,20 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/spf13/cobra"
 
 	"github.com/ddbworker/ddbworker/internal/faults"
-	"github.com/ddbworker/ddbworker/worker"
+	"github.com/ddbworker/ddbworker/internal/hooks"
 )
 
 // faultFlags are run's hidden chaos switches: SDK-middleware faults and
 // failpoints that SIGKILL the process at a named line. Off by default; the
-// chaos harness turns them on in the worker processes it starts.
+// chaos harness turns them on in the worker processes it starts. They exist
+// only in the development build (-tags ddbworker_dev, bin/ddbworker-dev):
+// the production binary has no such flags, and no environment variable can
+// turn them on there.
 type faultFlags struct {
 	seed          uint64
 	throttle      float64
@@ -84,8 +92,10 @@ func (f *faultFlags) failpoint(log *slog.Logger) (func(string), error) {
 		return nil, nil
 	}
 	rates := map[string]float64{}
-	known := map[string]bool{worker.FailpointAfterGate: true, worker.FailpointAfterCommit: true,
-		worker.FailpointBeforeDelete: true, worker.FailpointMidBatch: true}
+	known := map[string]bool{}
+	for _, n := range hooks.Failpoints() {
+		known[n] = true
+	}
 	for _, part := range strings.Split(f.kill, ",") {
 		name, rate, ok := strings.Cut(strings.TrimSpace(part), "=")
 		r, err := strconv.ParseFloat(rate, 64)
@@ -110,4 +120,22 @@ func (f *faultFlags) failpoint(log *slog.Logger) (func(string), error) {
 			select {} // never returns: the signal is on its way
 		}
 	}, nil
+}
+
+// apply installs the configured faults: SDK middleware on the clients and
+// the failpoint hook in the context the worker runs with.
+func (f *faultFlags) apply(ctx context.Context, log *slog.Logger) (context.Context, []func(*dynamodb.Options), []func(*sqs.Options), error) {
+	var ddbOpts []func(*dynamodb.Options)
+	var sqsOpts []func(*sqs.Options)
+	if inj := f.injector(log); inj != nil {
+		ddbOpts, sqsOpts = append(ddbOpts, inj.DynamoDB), append(sqsOpts, inj.SQS)
+	}
+	fp, err := f.failpoint(log)
+	if err != nil {
+		return ctx, nil, nil, err
+	}
+	if fp != nil {
+		ctx = hooks.With(ctx, hooks.Hooks{Failpoint: fp})
+	}
+	return ctx, ddbOpts, sqsOpts, nil
 }

@@ -40,10 +40,18 @@ func TestDemoHoldsInvariant(t *testing.T) {
 	require.NotRegexp(t, `FAILED \(\d+\)`, out.String(), "no invariant check failed")
 }
 
-func buildBinary(t *testing.T) string {
+// buildBinary builds the production ddbworker (no development tools, no
+// fault injection), as the Dockerfile does.
+func buildBinary(t *testing.T) string { return build(t) }
+
+// buildDevBinary builds bin/ddbworker-dev's flavour: with the fault flags
+// the chaos harness drives.
+func buildDevBinary(t *testing.T) string { return build(t, "-tags", "ddbworker_dev") }
+
+func build(t *testing.T, args ...string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "ddbworker")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	out, err := exec.Command("go", append(append([]string{"build", "-o", bin}, args...), ".")...).CombinedOutput()
 	require.NoError(t, err, string(out))
 	return bin
 }

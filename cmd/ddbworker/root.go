@@ -68,12 +68,12 @@ SDK's own variables (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS
 		newSendCmd(g),
 		newDemoCmd(g),
 		newBenchCmd(g),
-		newChaosCmd(g),
 		newDLQCmd(g),
 		newInboxCmd(g),
 		newSweepCmd(g),
 		newEmulatorsCmd(),
 	)
+	root.AddCommand(devCommands(g)...)
 	return root
 }
 

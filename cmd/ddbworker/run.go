@@ -111,12 +111,7 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 	if err != nil {
 		return err
 	}
-	var ddbOpts []func(*dynamodb.Options)
-	var sqsOpts []func(*sqs.Options)
-	if inj := f.faults.injector(log); inj != nil {
-		ddbOpts, sqsOpts = append(ddbOpts, inj.DynamoDB), append(sqsOpts, inj.SQS)
-	}
-	failpoint, err := f.faults.failpoint(log)
+	ctx, ddbOpts, sqsOpts, err := f.faults.apply(ctx, log)
 	if err != nil {
 		return err
 	}
@@ -135,7 +130,7 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 	if err := (&caseflow.Handlers{Table: g.table, TrackApplications: f.trackApplications}).Register(handlers, opts...); err != nil {
 		return err
 	}
-	w, err := worker.New(worker.Deps{DynamoDB: ddb, SQS: q, Handlers: handlers, Logger: log, Metrics: metrics, Failpoint: failpoint}, f.workerConfig(g.table))
+	w, err := worker.New(worker.Deps{DynamoDB: ddb, SQS: q, Handlers: handlers, Logger: log, Metrics: metrics}, f.workerConfig(g.table))
 	if err != nil {
 		return err
 	}

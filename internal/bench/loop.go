@@ -9,7 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/ddbworker/ddbworker/internal/slots"
 )
@@ -33,16 +32,16 @@ type loop struct {
 }
 
 func (l *loop) run(ctx context.Context) {
-	pool := semaphore.NewWeighted(int64(l.concurrency))
+	pool := slots.New(l.concurrency)
 	deletes := make(chan string, 256)
 	var flushed sync.WaitGroup
 	flushed.Go(func() { l.deleter(deletes) })
 	var work, pollers sync.WaitGroup
-	batch := int64(l.batch)
+	batch := l.batch
 	for range slots.Pollers(l.concurrency, l.batch) {
 		pollers.Go(func() {
 			for ctx.Err() == nil {
-				n, err := slots.AcquireBatch(ctx, pool, batch)
+				n, err := pool.AcquireBatch(ctx, batch)
 				if err != nil {
 					return
 				}
@@ -52,7 +51,7 @@ func (l *loop) run(ctx context.Context) {
 					pool.Release(n)
 					continue
 				}
-				pool.Release(n - int64(len(out.Messages)))
+				pool.Release(n - len(out.Messages))
 				for _, m := range out.Messages {
 					work.Go(func() {
 						defer pool.Release(1)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
-	"github.com/ddbworker/ddbworker/worker"
+	"github.com/ddbworker/ddbworker/internal/hooks"
 )
 
 // Faults are the fault rates passed to every worker process (run's hidden
@@ -46,7 +46,7 @@ func DefaultFaults() Faults {
 
 // Failpoint names, in a stable order.
 func Failpoints() []string {
-	return []string{worker.FailpointAfterGate, worker.FailpointAfterCommit, worker.FailpointBeforeDelete, worker.FailpointMidBatch}
+	return hooks.Failpoints()
 }
 
 // DefaultFailpoints is a small kill rate at every failpoint.

@@ -1,13 +1,17 @@
-// Package slots owns the receive policy of a bounded pool: how many pool
-// slots a poller takes before it asks SQS for a batch. The worker and the
-// benchmark's bare loops share it, so both make the same receive calls.
+// Package slots owns the worker's pool of in-flight slots and its receive
+// policy: how many slots a poller takes before it asks SQS for a batch. The
+// pool's limit can move at run time (the adaptive concurrency limit lowers
+// and raises it); the worker and the benchmark's bare loops share the pool,
+// so both make the same receive calls.
+//
+// It does not decide the limit (internal/adaptive does) nor whether to
+// receive at all (the worker's database health gate does).
 package slots
 
 import (
 	"context"
+	"sync"
 	"time"
-
-	"golang.org/x/sync/semaphore"
 )
 
 // FillWait is how long a poller that holds half a batch of slots waits for
@@ -15,26 +19,130 @@ import (
 // per message low; the bound keeps one slow handler from idling the pool.
 const FillWait = 25 * time.Millisecond
 
-// AcquireBatch blocks until at least half of want slots are free, then
-// waits up to FillWait for all of want, and returns how many it took.
-func AcquireBatch(ctx context.Context, sem *semaphore.Weighted, want int64) (int64, error) {
+// Pool is a counting semaphore whose limit can change while slots are held.
+// Lowering the limit below what is in use takes effect as slots are
+// released: nothing running is interrupted. It is safe for concurrent use.
+type Pool struct {
+	mu      sync.Mutex
+	limit   int
+	used    int
+	changed chan struct{} // closed and replaced whenever used or limit changes
+}
+
+// New returns a pool of limit slots (at least 1).
+func New(limit int) *Pool {
+	return &Pool{limit: max(1, limit), changed: make(chan struct{})}
+}
+
+// Limit is the current limit.
+func (p *Pool) Limit() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.limit
+}
+
+// InUse is how many slots are held.
+func (p *Pool) InUse() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.used
+}
+
+// SetLimit changes the limit (at least 1).
+func (p *Pool) SetLimit(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n = max(1, n); n != p.limit {
+		p.limit = n
+		p.wake()
+	}
+}
+
+// Force takes n slots whatever the limit (the pool is over its limit until
+// they are released): for work that must run whole.
+func (p *Pool) Force(n int) {
+	if n <= 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.used += n
+	p.wake()
+}
+
+// Release returns n slots.
+func (p *Pool) Release(n int) {
+	if n <= 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.used -= n
+	if p.used < 0 {
+		panic("slots: released more slots than were held")
+	}
+	p.wake()
+}
+
+func (p *Pool) wake() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// take takes up to want free slots when at least least are free; it returns
+// how many it took (0: not enough free) and the channel that signals the
+// next change.
+func (p *Pool) take(least, want int) (int, <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	free := p.limit - p.used
+	// A want the current limit can never satisfy asks for what the limit
+	// allows: a lowered limit must not strand a waiting poller.
+	least = min(least, p.limit)
+	if free < least || free <= 0 {
+		return 0, p.changed
+	}
+	n := min(free, want)
+	p.used += n
+	return n, p.changed
+}
+
+// AcquireBatch blocks until at least half of want slots (at least one, at
+// most the limit) are free, then waits up to FillWait for all of want, and
+// returns how many it took. It returns ctx's error when ctx ends first.
+func (p *Pool) AcquireBatch(ctx context.Context, want int) (int, error) {
+	want = max(1, want)
 	least := max(1, want/2)
-	if err := sem.Acquire(ctx, least); err != nil {
-		return 0, err
+	var n int
+	for {
+		var changed <-chan struct{}
+		if n, changed = p.take(least, want); n > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-changed:
+		}
 	}
-	rest := want - least
-	if rest == 0 || sem.TryAcquire(rest) {
-		return want, nil
+	if n >= want {
+		return n, nil
 	}
-	fill, cancel := context.WithTimeout(ctx, FillWait)
-	err := sem.Acquire(fill, rest)
-	cancel()
-	if err == nil {
-		return want, nil
-	}
-	n := least
-	for n < want && sem.TryAcquire(1) {
-		n++
+	timer := time.NewTimer(FillWait)
+	defer timer.Stop()
+	for n < want {
+		more, changed := p.take(1, want-n)
+		n += more
+		if n >= want {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return n, nil // what is held is the caller's to use or release
+		case <-timer.C:
+			return n, nil
+		case <-changed:
+		}
 	}
 	return n, nil
 }

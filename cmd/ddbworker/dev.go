@@ -1,0 +1,11 @@
+//go:build ddbworker_dev
+
+package main
+
+import "github.com/spf13/cobra"
+
+// devCommands are the development build's extra commands: tools that need
+// the fault flags (faults.go).
+func devCommands(g *globals) []*cobra.Command {
+	return []*cobra.Command{newChaosCmd(g)}
+}

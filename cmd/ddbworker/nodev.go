@@ -1,0 +1,8 @@
+//go:build !ddbworker_dev
+
+package main
+
+import "github.com/spf13/cobra"
+
+// devCommands: the production build has none (see dev.go).
+func devCommands(*globals) []*cobra.Command { return nil }

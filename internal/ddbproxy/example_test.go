@@ -1,0 +1,42 @@
+package ddbproxy_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbworker/ddbworker/internal/ddbproxy"
+	"github.com/ddbworker/ddbworker/internal/emulators"
+)
+
+// A client pointed at the proxy talks to DynamoDB Local until a fault mode is
+// set; then it gets AWS's own error answers. (The DynamoDB client's default
+// retryer makes 4 attempts and backs off at least a second after a throttle;
+// this one makes a single attempt.)
+func ExampleStart() {
+	p, err := ddbproxy.Start(ddbproxy.Config{Target: os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer p.Close()
+	client := dynamodb.NewFromConfig(emulators.AWSConfig(), func(o *dynamodb.Options) {
+		o.BaseEndpoint = aws.String(p.URL())
+		o.RetryMaxAttempts = 1
+	})
+
+	p.SetMode(ddbproxy.Throttle)
+	_, err = client.GetItem(context.Background(), &dynamodb.GetItemInput{
+		TableName: aws.String("cases"),
+		Key:       map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "case#1"}, "SK": &types.AttributeValueMemberS{Value: "v"}},
+	})
+	var throttled *types.ProvisionedThroughputExceededException
+	fmt.Println(errors.As(err, &throttled), p.Stats().Requests["GetItem"], p.Stats().Forwarded)
+	p.SetMode(ddbproxy.Pass)
+	// Output: true 1 0
+}

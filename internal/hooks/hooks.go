@@ -1,0 +1,45 @@
+// Package hooks carries the engine's test and development hooks — named
+// failpoints where a chaos harness may crash the process, and switches a
+// benchmark uses to measure the worker without its health gate or its
+// adaptive concurrency — to a worker through the context given to Run.
+//
+// It is internal: no program outside this module can set a hook, so none
+// is reachable in a user's binary or in the production ddbworker build
+// (whose fault flags exist only under the ddbworker_dev build tag). It owns
+// nothing else.
+package hooks
+
+import "context"
+
+// Named failpoints: places where a chaos harness may crash the process.
+const (
+	AfterGate    = "after-gate"
+	AfterCommit  = "after-commit"
+	BeforeDelete = "before-delete"
+	MidBatch     = "mid-batch"
+)
+
+// Failpoints lists the failpoint names in a stable order.
+func Failpoints() []string { return []string{AfterGate, AfterCommit, BeforeDelete, MidBatch} }
+
+// Hooks are a Run's development hooks. The zero value is production.
+type Hooks struct {
+	// Failpoint is called at each named failpoint.
+	Failpoint func(name string)
+	// NoHealthGate turns the database health gate off (a benchmark's
+	// baseline: what the worker did before it had one).
+	NoHealthGate bool
+	// FixedConcurrency keeps the concurrency limit at its ceiling.
+	FixedConcurrency bool
+}
+
+type key struct{}
+
+// With returns ctx carrying h.
+func With(ctx context.Context, h Hooks) context.Context { return context.WithValue(ctx, key{}, h) }
+
+// From returns the hooks ctx carries (the zero value when none).
+func From(ctx context.Context) Hooks {
+	h, _ := ctx.Value(key{}).(Hooks)
+	return h
+}

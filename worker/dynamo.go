@@ -1,0 +1,288 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"math"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/time/rate"
+
+	"github.com/ddbworker/ddbworker/failure"
+)
+
+// Retries, and who owns them:
+//
+//   - Within one DynamoDB call, the SDK's standard retryer, configured here
+//     for every call the worker makes: Config.CallAttempts attempts (3),
+//     backoff capped at callMaxBackoff, no client-side retry quota (the
+//     health gate is the circuit breaker; a drained quota fails calls with
+//     its own error long after a storm ended). Config.CallTimeout bounds
+//     the call, all attempts included.
+//   - Across calls, database-wide trouble is the health gate's: it stops
+//     receiving, parks what it holds, and probes; nothing else retries
+//     while the database is unhealthy.
+//   - Per work item, the visibility backoff: a retryable failure hides the
+//     message (business failures count attempts; infrastructure ones do
+//     not).
+//   - A lost optimistic race (a Retry guard) re-runs the handler within the
+//     lease, MaxGuardRetries times.
+//
+// None of them multiplies another: a failing call costs at most
+// CallAttempts requests, and once the detector trips no new work makes any.
+
+// callMaxBackoff caps the SDK's wait between the attempts of one call.
+const callMaxBackoff = time.Second
+
+// dbResult classifies a finished DynamoDB call for the health detector, the
+// concurrency limit and the metrics.
+type dbResult int
+
+const (
+	dbOK               dbResult = iota // answered (also: a condition failed, a request refused)
+	dbConflict                         // a transaction conflict: contention, not sickness
+	dbThrottled                        // throttling
+	dbUnavailable                      // 5xx or a transport error
+	dbTimeout                          // the call timed out
+	dbCancelled                        // the caller gave up (shutdown): says nothing
+	dbConditionFailed                  // a condition failed (answered)
+	dbRequestRefused                   // validation and other 4xx (answered)
+	dbResultCount
+)
+
+var dbResultNames = [dbResultCount]string{"ok", "conflict", "throttled", "unavailable", "timeout", "cancelled", "condition_failed", "refused"}
+
+// unhealthy reports whether r counts against the database's health.
+func (r dbResult) unhealthy() bool {
+	return r == dbThrottled || r == dbUnavailable || r == dbTimeout
+}
+
+// classifyCall reads err of a call made with parent context parent.
+func classifyCall(parent context.Context, err error) dbResult {
+	if err == nil {
+		return dbOK
+	}
+	if parent.Err() != nil {
+		return dbCancelled
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return dbConditionFailed
+	}
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		result := dbConditionFailed
+		for _, r := range tce.CancellationReasons {
+			switch aws.ToString(r.Code) {
+			case "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded":
+				return dbThrottled
+			case "TransactionConflict":
+				result = dbConflict
+			}
+		}
+		return result
+	}
+	var tip *types.TransactionInProgressException
+	if errors.As(err, &tip) {
+		return dbConflict
+	}
+	f := failure.Classify(err, "")
+	switch f.Code {
+	case failure.CodeThrottled:
+		return dbThrottled
+	case failure.CodeTimeout:
+		return dbTimeout
+	case failure.CodeServiceUnavailable:
+		return dbUnavailable
+	}
+	return dbRequestRefused
+}
+
+// dbCalls is the worker's DynamoDB: every call the gate, the committer, the
+// renewer and the prober make goes through it. It gives each call its
+// timeout and the worker's retry policy, paces writes to the write budget,
+// and reports each outcome to observe.
+type dbCalls struct {
+	api     DynamoDBAPI
+	timeout time.Duration
+	opt     func(*dynamodb.Options)
+	budget  *rate.Limiter // nil: unpaced
+	now     func() time.Time
+	// observe is told every finished call: its operation, result, latency
+	// and the error.
+	observe func(op string, r dbResult, latency time.Duration, err error)
+}
+
+func newDBCalls(api DynamoDBAPI, timeout time.Duration, attempts int, maxWCU float64, now func() time.Time,
+	observe func(string, dbResult, time.Duration, error)) *dbCalls {
+	retryer := retry.NewStandard(func(o *retry.StandardOptions) {
+		o.MaxAttempts = attempts
+		o.MaxBackoff = callMaxBackoff
+		o.RateLimiter = ratelimit.None
+	})
+	c := &dbCalls{api: api, timeout: timeout, now: now, observe: observe,
+		opt: func(o *dynamodb.Options) { o.Retryer = retryer }}
+	if maxWCU > 0 {
+		c.budget = rate.NewLimiter(rate.Limit(maxWCU), max(1, int(math.Ceil(maxWCU))))
+	}
+	return c
+}
+
+// call runs one DynamoDB operation under the worker's policy; wcu is the
+// write's estimated cost, charged to the budget before it is sent, and
+// consumed reads what DynamoDB reports afterwards (nil: nothing reported).
+func call[In, Out any](c *dbCalls, ctx context.Context, op string, in In, wcu int,
+	do func(context.Context, In, ...func(*dynamodb.Options)) (Out, error), consumed func(Out) float64, optFns []func(*dynamodb.Options)) (Out, error) {
+	if err := c.pace(ctx, wcu); err != nil {
+		var zero Out
+		return zero, err
+	}
+	callCtx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	start := c.now()
+	out, err := do(callCtx, in, append(optFns, c.opt)...)
+	latency := c.now().Sub(start)
+	if err == nil && c.budget != nil && consumed != nil {
+		if used := int(math.Ceil(consumed(out))); used > wcu {
+			c.budget.ReserveN(c.now(), min(used-wcu, c.budget.Burst())) // the next writes wait it off
+		}
+	}
+	c.observe(op, classifyCall(ctx, err), latency, err)
+	return out, err
+}
+
+// pace waits until the write budget allows wcu more units.
+func (c *dbCalls) pace(ctx context.Context, wcu int) error {
+	if c.budget == nil || wcu <= 0 {
+		return nil
+	}
+	return c.budget.WaitN(ctx, min(wcu, c.budget.Burst()))
+}
+
+func (c *dbCalls) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	if c.budget != nil {
+		cp := *in
+		cp.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
+		in = &cp
+	}
+	return call(c, ctx, "PutItem", in, putWCU(in.Item), c.api.PutItem, func(o *dynamodb.PutItemOutput) float64 {
+		return capacityUnits(o.ConsumedCapacity)
+	}, optFns)
+}
+
+func (c *dbCalls) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if c.budget != nil {
+		cp := *in
+		cp.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
+		in = &cp
+	}
+	return call(c, ctx, "UpdateItem", in, 1, c.api.UpdateItem, func(o *dynamodb.UpdateItemOutput) float64 {
+		return capacityUnits(o.ConsumedCapacity)
+	}, optFns)
+}
+
+func (c *dbCalls) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	if c.budget != nil {
+		cp := *in
+		cp.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
+		in = &cp
+	}
+	return call(c, ctx, "TransactWriteItems", in, transactWCU(in.TransactItems), c.api.TransactWriteItems, func(o *dynamodb.TransactWriteItemsOutput) float64 {
+		total := 0.0
+		for i := range o.ConsumedCapacity {
+			total += capacityUnits(&o.ConsumedCapacity[i])
+		}
+		return total
+	}, optFns)
+}
+
+func capacityUnits(c *types.ConsumedCapacity) float64 {
+	if c == nil {
+		return 0
+	}
+	if c.WriteCapacityUnits != nil {
+		return *c.WriteCapacityUnits
+	}
+	return aws.ToFloat64(c.CapacityUnits)
+}
+
+// putWCU estimates a PutItem's write units from the item's size, as AWS
+// charges them: 1 per started KB, plus 1 for the aggregate index entry
+// (KEYS_ONLY, written once at the gate).
+func putWCU(item map[string]types.AttributeValue) int {
+	return int(math.Ceil(float64(max(1, itemSize(item)))/1024)) + 1
+}
+
+// transactWCU estimates a transaction's write units: 2 per started KB of
+// each item a Put writes, and 2 per Update, Delete or ConditionCheck (their
+// items are not known here; DynamoDB's ReturnConsumedCapacity corrects the
+// estimate afterwards).
+func transactWCU(items []types.TransactWriteItem) int {
+	n := 0
+	for _, it := range items {
+		if it.Put != nil {
+			n += 2 * int(math.Ceil(float64(max(1, itemSize(it.Put.Item)))/1024))
+			continue
+		}
+		n += 2
+	}
+	return n
+}
+
+// itemSize approximates DynamoDB's item size: attribute names plus values.
+func itemSize(item map[string]types.AttributeValue) int {
+	n := 0
+	for k, v := range item {
+		n += len(k) + valueSize(v)
+	}
+	return n
+}
+
+func valueSize(v types.AttributeValue) int {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return len(v.Value)
+	case *types.AttributeValueMemberN:
+		return (len(v.Value)+1)/2 + 1
+	case *types.AttributeValueMemberB:
+		return len(v.Value)
+	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
+		return 1
+	case *types.AttributeValueMemberSS:
+		n := 0
+		for _, s := range v.Value {
+			n += len(s)
+		}
+		return n + 3
+	case *types.AttributeValueMemberNS:
+		n := 0
+		for _, s := range v.Value {
+			n += (len(s)+1)/2 + 1
+		}
+		return n + 3
+	case *types.AttributeValueMemberBS:
+		n := 0
+		for _, b := range v.Value {
+			n += len(b)
+		}
+		return n + 3
+	case *types.AttributeValueMemberL:
+		n := 3
+		for _, e := range v.Value {
+			n += 1 + valueSize(e)
+		}
+		return n
+	case *types.AttributeValueMemberM:
+		n := 3
+		for k, e := range v.Value {
+			n += 1 + len(k) + valueSize(e)
+		}
+		return n
+	}
+	return 0
+}

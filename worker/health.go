@@ -1,0 +1,409 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/health"
+	"github.com/ddbworker/ddbworker/tables"
+)
+
+// HealthConfig configures the database health gate. While DynamoDB is
+// unhealthy the worker stops receiving, parks the messages it holds
+// (hidden, their visibility kept up, so their receive count does not climb
+// toward the redrive policy's maxReceiveCount), and probes the database
+// gently; when probes succeed it resumes with a concurrency limit of 1 that
+// grows back.
+type HealthConfig struct {
+	// Window is how far back the detector counts the outcomes of the
+	// worker's DynamoDB calls. Default: 10s.
+	Window time.Duration
+	// MinFailures is the fewest infrastructure failures (throttling, 5xx,
+	// timeouts, connection errors) in the window that make the database
+	// unhealthy, when they are at least half of the window's calls.
+	// Default: 5.
+	MinFailures int
+	// ProbeInterval is the wait before the first probe; later probes wait
+	// 1.5 times longer each, up to ProbeMaxInterval. Default: 2s.
+	ProbeInterval time.Duration
+	// ProbeMaxInterval caps the wait between probes. Default: 15s.
+	ProbeMaxInterval time.Duration
+	// RecoverProbes is how many probes in a row must succeed before the
+	// worker resumes. Default: 2.
+	RecoverProbes int
+	// ParkVisibility is the visibility a parked message is kept at; the
+	// worker renews it every third of that while the pause lasts. A worker
+	// that dies while paused leaves its parked messages hidden this long.
+	// Default: 1m.
+	ParkVisibility time.Duration
+}
+
+func (c HealthConfig) withDefaults() (HealthConfig, error) {
+	if c.RecoverProbes == 0 {
+		c.RecoverProbes = 2
+	}
+	if c.ParkVisibility == 0 {
+		c.ParkVisibility = time.Minute
+	}
+	var errs []error
+	if c.RecoverProbes < 1 {
+		errs = append(errs, fmt.Errorf("worker: Config.Health.RecoverProbes %d must be at least 1", c.RecoverProbes))
+	}
+	if c.ParkVisibility < 10*time.Second || c.ParkVisibility > time.Hour {
+		errs = append(errs, fmt.Errorf("worker: Config.Health.ParkVisibility %s must be within 10s..1h", c.ParkVisibility))
+	}
+	return c, errors.Join(errs...)
+}
+
+// healthItemPK is the partition of the probe items: one item per worker
+// (sort key PROBE#<owner>), in the inbox table.
+const healthItemPK = "DDBWORKER#HEALTH"
+
+// dbHealth is the database health gate of one Run.
+type dbHealth struct {
+	w        *Worker
+	detector *health.Detector
+	probes   health.Probes
+	cfg      HealthConfig
+	trip     chan struct{} // wakes the prober (buffered 1)
+
+	mu       sync.Mutex
+	healthy  bool
+	since    time.Time     // of the last transition
+	resumed  chan struct{} // closed when the database is healthy again
+	lastErr  string
+	disabled bool // internal: a benchmark's "without the gate" baseline
+}
+
+func newDBHealth(w *Worker, cfg HealthConfig) (*dbHealth, error) {
+	d, err := health.New(health.Config{Window: cfg.Window, MinFailures: cfg.MinFailures})
+	if err != nil {
+		return nil, fmt.Errorf("worker: Config.Health: %w", err)
+	}
+	p, err := health.Probes{Initial: cfg.ProbeInterval, Max: cfg.ProbeMaxInterval}.WithDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("worker: Config.Health: %w", err)
+	}
+	resumed := make(chan struct{})
+	close(resumed)
+	return &dbHealth{w: w, detector: d, probes: p, cfg: cfg, trip: make(chan struct{}, 1), healthy: true, resumed: resumed}, nil
+}
+
+// Healthy reports whether the database is healthy (receiving goes on).
+func (h *dbHealth) Healthy() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.healthy
+}
+
+// wait blocks while the database is unhealthy.
+func (h *dbHealth) wait(ctx context.Context) error {
+	h.mu.Lock()
+	ch := h.resumed
+	h.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// record feeds one call's outcome to the detector; the call that trips it
+// pauses the worker.
+func (h *dbHealth) record(now time.Time, r dbResult, err error) {
+	if r == dbCancelled || h.disabled {
+		return
+	}
+	if !h.detector.Record(now, r.unhealthy()) {
+		return
+	}
+	h.mu.Lock()
+	if !h.healthy {
+		h.mu.Unlock()
+		return
+	}
+	h.healthy = false
+	h.since = now
+	h.resumed = make(chan struct{})
+	if err != nil {
+		h.lastErr = err.Error()
+	}
+	h.mu.Unlock()
+	calls, failures := h.detector.Counts(now)
+	h.w.metrics.DatabaseHealthy.Set(0)
+	h.w.metrics.HealthTransitions.WithLabelValues("unhealthy").Inc()
+	h.w.log.Warn("database unhealthy: receiving paused; held messages parked; probing",
+		"calls", calls, "failures", failures, "window", h.detector.Config().Window.String(), "lastError", truncateRunes(h.lastErr, 512))
+	select {
+	case h.trip <- struct{}{}:
+	default:
+	}
+}
+
+// run probes while the database is unhealthy and resumes the worker when
+// RecoverProbes probes in a row succeed. It returns when ctx ends.
+func (h *dbHealth) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.trip:
+		}
+		if h.probeUntilHealthy(ctx) {
+			h.recover()
+		}
+	}
+}
+
+// stillPausedEvery is how often a long pause is logged again.
+const stillPausedEvery = 5 * time.Minute
+
+func (h *dbHealth) probeUntilHealthy(ctx context.Context) bool {
+	failed, ok := 0, 0
+	lastLog := h.w.cfg.Now()
+	for {
+		wait := h.probes.Wait(failed+1, rand.Float64())
+		if ok > 0 {
+			wait = min(wait, time.Second) // confirm a first success quickly
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(wait):
+		}
+		err := h.probe(ctx)
+		if ctx.Err() != nil {
+			return false
+		}
+		if err == nil {
+			h.w.metrics.Probes.WithLabelValues("ok").Inc()
+			if ok++; ok >= h.cfg.RecoverProbes {
+				return true
+			}
+			continue
+		}
+		h.w.metrics.Probes.WithLabelValues("failed").Inc()
+		failed++
+		ok = 0
+		if now := h.w.cfg.Now(); now.Sub(lastLog) >= stillPausedEvery {
+			lastLog = now
+			h.mu.Lock()
+			since := h.since
+			h.mu.Unlock()
+			h.w.log.Warn("database still unhealthy; receiving paused (messages waiting in the queue age toward its retention period)",
+				"pausedFor", now.Sub(since).Round(time.Second).String(), "probes", failed, "lastError", truncateRunes(err.Error(), 512),
+				"parked", h.w.parked.len())
+		}
+	}
+}
+
+// probe is one cheap write to this worker's health item in the inbox
+// table: one request (no SDK retry), bounded by the call timeout.
+func (h *dbHealth) probe(ctx context.Context) error {
+	now := h.w.cfg.Now()
+	callCtx, cancel := context.WithTimeout(ctx, h.w.cfg.CallTimeout)
+	defer cancel()
+	_, err := h.w.deps.DynamoDB.PutItem(callCtx, &dynamodb.PutItemInput{
+		TableName: aws.String(h.w.cfg.Table),
+		Item: map[string]ddbtypes.AttributeValue{
+			tables.AttrPK:  &ddbtypes.AttributeValueMemberS{Value: healthItemPK},
+			tables.AttrSK:  &ddbtypes.AttributeValueMemberS{Value: "PROBE#" + h.w.owner},
+			"probedAt":     &ddbtypes.AttributeValueMemberS{Value: inbox.FormatTime(now)},
+			tables.AttrTTL: &ddbtypes.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(24*time.Hour).Unix(), 10)},
+		},
+	}, func(o *dynamodb.Options) { o.Retryer = retry.AddWithMaxAttempts(o.Retryer, 1) })
+	return err
+}
+
+func (h *dbHealth) recover() {
+	now := h.w.cfg.Now()
+	h.detector.Reset()
+	limit := h.w.limiter.Restart(now)
+	h.w.setLimit(limit)
+	h.mu.Lock()
+	paused := now.Sub(h.since)
+	h.healthy = true
+	h.since = now
+	close(h.resumed)
+	h.mu.Unlock()
+	h.w.metrics.DatabaseHealthy.Set(1)
+	h.w.metrics.HealthTransitions.WithLabelValues("healthy").Inc()
+	h.w.log.Info("database healthy: receiving resumed, concurrency ramping up from 1",
+		"pausedFor", paused.Round(time.Millisecond).String(), "parked", h.w.parked.len(), "concurrencyLimit", limit)
+}
+
+// parkedMsg is a message held while the database is unhealthy.
+type parkedMsg struct {
+	m          types.Message
+	receivedAt time.Time
+	hidden     time.Time       // when its visibility ends
+	release    *pendingRelease // a refund still to write before the work runs again
+}
+
+// parkingLot holds parked messages until the database is healthy again, in
+// units: one message, or the rest of a FIFO group in order, which must run
+// again together and in order.
+type parkingLot struct {
+	mu    sync.Mutex
+	units [][]parkedMsg
+}
+
+func (p *parkingLot) add(unit []parkedMsg) {
+	if len(unit) == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.units = append(p.units, unit)
+}
+
+func (p *parkingLot) len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, u := range p.units {
+		n += len(u)
+	}
+	return n
+}
+
+// take removes whole units, oldest first, holding at most n messages — but
+// always the first unit, however long.
+func (p *parkingLot) take(n int) []parkedMsg {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []parkedMsg
+	for len(p.units) > 0 && (len(out) == 0 || len(out)+len(p.units[0]) <= n) {
+		out = append(out, p.units[0]...)
+		p.units = p.units[1:]
+	}
+	return out
+}
+
+// due returns the parked messages whose visibility ends before horizon.
+func (p *parkingLot) due(horizon time.Time) []parkedMsg {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []parkedMsg
+	for _, u := range p.units {
+		for _, pm := range u {
+			if pm.hidden.Before(horizon) {
+				out = append(out, pm)
+			}
+		}
+	}
+	return out
+}
+
+// update applies f to the parked message with the receipt handle, and drops
+// it when f returns false.
+func (p *parkingLot) update(receipt string, f func(*parkedMsg) bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for ui, u := range p.units {
+		for i := range u {
+			if aws.ToString(u[i].m.ReceiptHandle) != receipt {
+				continue
+			}
+			if !f(&u[i]) {
+				u = append(u[:i], u[i+1:]...)
+				if len(u) == 0 {
+					p.units = append(p.units[:ui], p.units[ui+1:]...)
+				} else {
+					p.units[ui] = u
+				}
+			}
+			return
+		}
+	}
+}
+
+// parkBehind hides a message that was not started because one before it
+// in its FIFO group was parked, and returns it for the same unit.
+func (w *Worker) parkBehind(ctx context.Context, r received) parkedMsg {
+	hide := w.cappedHide(w.health.cfg.ParkVisibility, r.at)
+	w.changeVisibility(ctx, r.m, hide)
+	w.emit(Event{SQSMessageID: aws.ToString(r.m.MessageId), Outcome: OutcomeParked, Infrastructure: true, Visibility: hide})
+	w.metrics.Outcomes.WithLabelValues("", OutcomeParked).Inc()
+	return parkedMsg{m: r.m, receivedAt: r.at, hidden: w.cfg.Now().Add(hide), release: r.rel}
+}
+
+// keepParked renews the visibility of parked messages until ctx ends: every
+// third of ParkVisibility, in batches of 10. A message SQS will not hide any
+// longer (12 hours after its receipt) is let go: it comes back by itself.
+func (w *Worker) keepParked(ctx context.Context) {
+	every := w.health.cfg.ParkVisibility / 3
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		due := w.parked.due(w.cfg.Now().Add(w.health.cfg.ParkVisibility / 2))
+		for start := 0; start < len(due); start += 10 {
+			w.extendParked(ctx, due[start:min(start+10, len(due))])
+		}
+		w.metrics.Parked.Set(float64(w.parked.len()))
+	}
+}
+
+func (w *Worker) extendParked(ctx context.Context, batch []parkedMsg) {
+	now := w.cfg.Now()
+	var entries []types.ChangeMessageVisibilityBatchRequestEntry
+	hides := map[string]time.Duration{}
+	for i, pm := range batch {
+		hide := w.cappedHide(w.health.cfg.ParkVisibility, pm.receivedAt)
+		receipt := aws.ToString(pm.m.ReceiptHandle)
+		if hide < w.health.cfg.ParkVisibility/2 {
+			w.parked.update(receipt, func(*parkedMsg) bool { return false })
+			w.log.Warn("parked message released: SQS hides a message at most 12 hours after its receipt; it will be received again",
+				"sqsMessageId", aws.ToString(pm.m.MessageId))
+			continue
+		}
+		id := strconv.Itoa(i)
+		hides[id] = hide
+		entries = append(entries, types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(id), ReceiptHandle: pm.m.ReceiptHandle,
+			VisibilityTimeout: visibilitySeconds(hide)})
+	}
+	if len(entries) == 0 {
+		return
+	}
+	callCtx, cancel := context.WithTimeout(ctx, sqsCallTimeout)
+	defer cancel()
+	out, err := w.deps.SQS.ChangeMessageVisibilityBatch(callCtx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(w.cfg.QueueURL), Entries: entries})
+	if err != nil {
+		w.log.Warn("could not renew the visibility of parked messages; retrying", "error", err.Error())
+		return
+	}
+	for _, ok := range out.Successful {
+		i, _ := strconv.Atoi(aws.ToString(ok.Id))
+		w.parked.update(aws.ToString(batch[i].m.ReceiptHandle), func(pm *parkedMsg) bool {
+			pm.hidden = now.Add(hides[aws.ToString(ok.Id)])
+			return true
+		})
+	}
+	for _, f := range out.Failed {
+		i, _ := strconv.Atoi(aws.ToString(f.Id))
+		// The handle is no good any more (the message is back in the queue
+		// or someone else holds it): its next delivery goes through the gate.
+		w.parked.update(aws.ToString(batch[i].m.ReceiptHandle), func(*parkedMsg) bool { return false })
+		w.log.Info("parked message let go: its visibility could not be renewed", "sqsMessageId", aws.ToString(batch[i].m.MessageId),
+			"code", aws.ToString(f.Code))
+	}
+}
