@@ -44,14 +44,14 @@ const callMaxBackoff = time.Second
 type dbResult int
 
 const (
-	dbOK               dbResult = iota // answered (also: a condition failed, a request refused)
-	dbConflict                         // a transaction conflict: contention, not sickness
-	dbThrottled                        // throttling
-	dbUnavailable                      // 5xx or a transport error
-	dbTimeout                          // the call timed out
-	dbCancelled                        // the caller gave up (shutdown): says nothing
-	dbConditionFailed                  // a condition failed (answered)
-	dbRequestRefused                   // validation and other 4xx (answered)
+	dbOK              dbResult = iota // answered (also: a condition failed, a request refused)
+	dbConflict                        // a transaction conflict: contention, not sickness
+	dbThrottled                       // throttling
+	dbUnavailable                     // 5xx or a transport error
+	dbTimeout                         // the call timed out
+	dbCancelled                       // the caller gave up (shutdown): says nothing
+	dbConditionFailed                 // a condition failed (answered)
+	dbRequestRefused                  // validation and other 4xx (answered)
 	dbResultCount
 )
 
