@@ -178,6 +178,9 @@ type Message struct {
 	// SentAt is when the message was sent to the DLQ — or, after a move by
 	// the redrive policy, to the work queue (SQS keeps SentTimestamp).
 	SentAt time.Time `json:"sentAt,omitzero"`
+	// FirstSentAt is when the work's first message was sent: the earliest
+	// of AttrFirstSentAt and SentAt.
+	FirstSentAt time.Time `json:"firstSentAt,omitzero"`
 	// ReceiveCount is ApproximateReceiveCount, this scan's receive included.
 	ReceiveCount int `json:"receiveCount"`
 	// Body is the original message body.
@@ -242,6 +245,12 @@ func parse(m types.Message) Message {
 	}
 	if ms, err := strconv.ParseInt(sys(types.MessageSystemAttributeNameSentTimestamp), 10, 64); err == nil {
 		out.SentAt = time.UnixMilli(ms).UTC()
+	}
+	out.FirstSentAt = out.SentAt
+	if ms, err := strconv.ParseInt(attr(AttrFirstSentAt), 10, 64); err == nil && ms > 0 {
+		if t := time.UnixMilli(ms).UTC(); out.FirstSentAt.IsZero() || t.Before(out.FirstSentAt) {
+			out.FirstSentAt = t
+		}
 	}
 	out.ReceiveCount, _ = strconv.Atoi(sys(types.MessageSystemAttributeNameApproximateReceiveCount))
 	if out.MessageType == "" || out.IdempotencyKey == "" {

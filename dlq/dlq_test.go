@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -289,6 +290,32 @@ func stringAttrs(in map[string]types.MessageAttributeValue) map[string]types.Mes
 	return out
 }
 
+// A replay older than the inbox keeps COMPLETED records could apply the work
+// twice: Redrive leaves it in the DLQ.
+func TestRedriveRefusesTooOld(t *testing.T) {
+	f := newFixture(t, false)
+	old := strconv.FormatInt(time.Now().Add(-40*24*time.Hour).UnixMilli(), 10)
+	f.seed(failed{code: "CASE_NOT_FOUND", typ: typeDeadline, key: "k-old", producer: map[string]string{dlq.AttrFirstSentAt: old}},
+		failed{code: "CASE_NOT_FOUND", typ: typeDeadline, key: "k-new"})
+	q := f.queue(dlq.Config{QueueURL: f.queues.URL})
+	rep, err := q.Redrive(context.Background(), dlq.RedriveOptions{All: true, Rate: 1000})
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.TooOld)
+	require.Len(t, rep.Moved, 1)
+	require.Equal(t, "k-new", rep.Moved[0].Key)
+	f.requireAllVisible(1)
+
+	rep, err = q.Redrive(context.Background(), dlq.RedriveOptions{All: true, Rate: 1000, MaxAge: 50 * 24 * time.Hour})
+	require.NoError(t, err)
+	require.Len(t, rep.Moved, 1, "a longer MaxAge (longer COMPLETED TTL) lets it go")
+	got := f.drain(f.queues.URL, 2)
+	for _, m := range got {
+		if strings.Contains(aws.ToString(m.Body), "k-old") {
+			require.Equal(t, old, aws.ToString(m.MessageAttributes[dlq.AttrFirstSentAt].StringValue), "its age travels with it")
+		}
+	}
+}
+
 func TestRedrive(t *testing.T) {
 	seeds := []failed{
 		{code: "CASE_NOT_FOUND", typ: typeDeadline, key: "k1", producer: map[string]string{"tenant": "a"}},
@@ -348,7 +375,7 @@ func TestRedrive(t *testing.T) {
 				require.Equal(t, tc.wantSkip, rep.Skipped)
 			}
 			require.Equal(t, tc.wantLimit, rep.LimitReached)
-			require.Equal(t, rep.Scanned, rep.Skipped+rep.Arrived+rep.OverMax+len(rep.Moved)+len(rep.Failed),
+			require.Equal(t, rep.Scanned, rep.Skipped+rep.Arrived+rep.TooOld+rep.OverMax+len(rep.Moved)+len(rep.Failed),
 				"every message scanned is accounted for: %+v", rep)
 			require.NotEmpty(t, progress)
 			var keys []string
@@ -396,7 +423,12 @@ func TestRedrive(t *testing.T) {
 						}
 					}
 				}
-				require.Equal(t, want, stringAttrs(m.MessageAttributes), "ddbworker.* stripped, the producer's kept")
+				got := stringAttrs(m.MessageAttributes)
+				first, err := strconv.ParseInt(aws.ToString(got[dlq.AttrFirstSentAt].StringValue), 10, 64)
+				require.NoError(t, err, "the copy carries when its work was first sent")
+				require.WithinDuration(t, time.Now(), time.UnixMilli(first), time.Minute, "the DLQ message's own send time")
+				delete(got, dlq.AttrFirstSentAt)
+				require.Equal(t, want, got, "ddbworker.* stripped, the producer's kept")
 			}
 		})
 	}

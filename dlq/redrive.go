@@ -42,6 +42,12 @@ type RedriveOptions struct {
 	Rate float64
 	// DryRun lists what would move and moves nothing. Default: false.
 	DryRun bool
+	// MaxAge refuses messages whose work was first sent longer ago than
+	// this: the worker keeps COMPLETED records 35 days by default, and a
+	// replay older than that could apply the work twice (the worker refuses
+	// it as REPLAY_WINDOW_EXPIRED anyway). They stay in the DLQ. Default:
+	// 34 days; set it one day below the workers' TTL for COMPLETED records.
+	MaxAge time.Duration
 	// Progress is called after each receive's messages were handled.
 	// Optional.
 	Progress func(RedriveProgress)
@@ -92,6 +98,9 @@ type RedriveReport struct {
 	// Config.Now; they stay in the DLQ: one redrive never moves a message
 	// twice. (A local clock behind SQS's leaves the very newest alone too.)
 	Arrived int `json:"arrived"`
+	// TooOld matched the filter but their work was first sent longer ago
+	// than MaxAge; they stay in the DLQ.
+	TooOld int `json:"tooOld"`
 	// OverMax matched the filter but were received after Max was reached;
 	// they stay in the DLQ for the next redrive.
 	OverMax int `json:"overMax"`
@@ -110,6 +119,10 @@ type RedriveReport struct {
 	Complete bool          `json:"complete"`
 	Duration time.Duration `json:"durationNs"`
 }
+
+// DefaultMaxAge is RedriveOptions.MaxAge's default: one day less than the
+// worker's default TTL for COMPLETED records (35 days).
+const DefaultMaxAge = 34 * 24 * time.Hour
 
 // ErrNoQueueURL reports a redrive without Config.QueueURL.
 var ErrNoQueueURL = errors.New("dlq: Config.QueueURL (the work queue to redrive to) is required")
@@ -130,6 +143,12 @@ func (o *RedriveOptions) validate(dryRun bool, queueURL string) error {
 	if o.Rate == 0 {
 		o.Rate = 10
 	}
+	if o.MaxAge == 0 {
+		o.MaxAge = DefaultMaxAge
+	}
+	if o.MaxAge < 0 {
+		errs = append(errs, fmt.Errorf("dlq: RedriveOptions.MaxAge %s must not be negative", o.MaxAge))
+	}
 	if !(o.Rate > 0) || math.IsInf(o.Rate, 1) {
 		errs = append(errs, fmt.Errorf("dlq: RedriveOptions.Rate %v must be a positive number of messages per second", o.Rate))
 	}
@@ -138,8 +157,10 @@ func (o *RedriveOptions) validate(dryRun bool, queueURL string) error {
 
 // Redrive moves up to opts.Max messages that match opts.Filter from the DLQ
 // to Config.QueueURL, at most opts.Rate a second: each is sent with its
-// original body, its producer's attributes (ddbworker.* stripped) and
-// AttrRedrivenFrom, then deleted from the DLQ once the send succeeded.
+// original body, its producer's attributes (ddbworker.* stripped),
+// AttrFirstSentAt and AttrRedrivenFrom, then deleted from the DLQ once the
+// send succeeded. A message whose work is older than opts.MaxAge is not
+// sent (TooOld).
 // Everything else it received — filtered out, over the limit, failed, or
 // arrived after it started — is made visible again. It returns an error
 // when the redrive could not run to its end; messages that failed one by
@@ -182,6 +203,8 @@ func (q *Queue) Redrive(ctx context.Context, opts RedriveOptions) (rep RedriveRe
 				rep.Skipped++
 			case m.SentAt.After(start.Truncate(time.Millisecond)):
 				rep.Arrived++
+			case !m.FirstSentAt.IsZero() && start.Sub(m.FirstSentAt) > opts.MaxAge:
+				rep.TooOld++
 			case selected < limit:
 				selected++
 				pick = append(pick, m)
@@ -313,9 +336,14 @@ func (q *Queue) sendAndDelete(ctx context.Context, s *scan, chunk []Message, rep
 	}
 }
 
-// entry is the work-queue copy of m.
+// entry is the work-queue copy of m: its producer's attributes, where it
+// came from, and when its work was first sent (the worker and later
+// redrives judge its age by it, not by this copy's new SentTimestamp).
 func (q *Queue) entry(id string, m *Message) types.SendMessageBatchRequestEntry {
 	attrs := m.ProducerAttributes()
+	if !m.FirstSentAt.IsZero() && len(attrs) < maxAttributes {
+		attrs[AttrFirstSentAt] = types.MessageAttributeValue{DataType: aws.String("Number"), StringValue: aws.String(strconv.FormatInt(m.FirstSentAt.UnixMilli(), 10))}
+	}
 	if len(attrs) < maxAttributes {
 		attrs[AttrRedrivenFrom] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(m.ID)}
 	}

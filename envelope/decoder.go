@@ -185,6 +185,16 @@ type decodeState struct {
 	notBefore, retryableUntil timeState
 }
 
+// Config returns the configuration in effect (defaults filled in).
+func (d *Decoder) Config() Config {
+	if d == nil {
+		return defaultConfig
+	}
+	c := d.cfg
+	c.SupportedVersions = slices.Clone(c.SupportedVersions)
+	return c
+}
+
 // Decode parses body as an envelope, validates it and sets RequestHash.
 // The returned error is always a *Error.
 //

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -368,14 +369,16 @@ func (g *Gate) Reject(ctx context.Context, r *Rejection) error {
 	rec := &inbox.Record{
 		Key: r.Key, MessageType: r.MessageType, RequestHash: r.RequestHash, SQSMessageID: r.SQSMessageID,
 		AggregateType: r.AggregateType, AggregateID: r.AggregateID, CorrelationID: r.CorrelationID,
-		Status: inbox.StatusFailedTerminal, FailureCode: r.Code, FailureMessage: r.Message,
+		Status: inbox.StatusFailedTerminal, FailureCode: r.Code, FailureMessage: truncate(r.Message, maxRejectionMessage),
 		FirstSeenAt: ts, FailedAt: ts, TTL: g.cfg.TTL.For(inbox.StatusFailedTerminal, now),
 		GSI2PK: inbox.AttentionPK(inbox.StatusFailedTerminal, inbox.Shard(r.SQSMessageID, g.cfg.AttentionShards)),
 		GSI2SK: ts,
 	}
-	if r.AggregateType != "" && r.AggregateID != "" {
-		rec.GSI1PK = inbox.AggregatePK(r.AggregateType, r.AggregateID)
-		rec.GSI1SK = inbox.AggregateSK(ts, r.MessageType, r.Key)
+	// Listed in the aggregate's history when its keys fit DynamoDB's
+	// limits (a rejection may be about an oversized field).
+	if pk, sk := inbox.AggregatePK(r.AggregateType, r.AggregateID), inbox.AggregateSK(ts, r.MessageType, r.Key); r.AggregateType != "" && r.AggregateID != "" &&
+		len(pk) <= 2048 && len(sk) <= 1024 {
+		rec.GSI1PK, rec.GSI1SK = pk, sk
 	}
 	item, err := rec.Item()
 	if err != nil {
@@ -397,4 +400,18 @@ func (g *Gate) Reject(ctx context.Context, r *Rejection) error {
 		return fmt.Errorf("gate: record rejection of %s: %w", r.SQSMessageID, err)
 	}
 	return nil
+}
+
+// maxRejectionMessage bounds a rejection's failureMessage: a decoder error
+// may quote what it refused.
+const maxRejectionMessage = 512
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

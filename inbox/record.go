@@ -216,6 +216,38 @@ func AggregateSK(firstSeenAt, messageType, key string) string {
 	return firstSeenAt + "#" + messageType + "#" + key
 }
 
+// DynamoDB's key size limits, in bytes of UTF-8.
+const (
+	maxPartitionKeyBytes = 2048
+	maxSortKeyBytes      = 1024
+)
+
+// CheckKeyLimits reports whether every key an inbox record derives from a
+// work item fits DynamoDB's limits when idempotency keys are at most
+// maxKeyBytes and message types, aggregate types and ids and SQS message
+// ids at most maxFieldBytes: the record's own key, the aggregate index's
+// keys (whose sort key holds both the type and the key) and a rejection's
+// key. A request whose key does not fit is refused by DynamoDB with a
+// ValidationException that no retry heals.
+func CheckKeyLimits(maxKeyBytes, maxFieldBytes int) error {
+	var errs []error
+	ts := len(TimeLayout)
+	if n := len(prefixIdempotency) + maxKeyBytes; n > maxPartitionKeyBytes {
+		errs = append(errs, fmt.Errorf("inbox: idempotency keys of %d bytes make a partition key of %d bytes, DynamoDB allows %d", maxKeyBytes, n, maxPartitionKeyBytes))
+	}
+	if n := len(prefixWorker) + maxFieldBytes; n > maxSortKeyBytes {
+		errs = append(errs, fmt.Errorf("inbox: message types of %d bytes make a sort key of %d bytes, DynamoDB allows %d", maxFieldBytes, n, maxSortKeyBytes))
+	}
+	if n := len(prefixAggregate) + 1 + 2*maxFieldBytes; n > maxPartitionKeyBytes {
+		errs = append(errs, fmt.Errorf("inbox: aggregate types and ids of %d bytes make an aggregate index key of %d bytes, DynamoDB allows %d", maxFieldBytes, n, maxPartitionKeyBytes))
+	}
+	if n := ts + 2 + maxFieldBytes + maxKeyBytes; n > maxSortKeyBytes {
+		errs = append(errs, fmt.Errorf("inbox: idempotency keys of %d bytes and message types of %d bytes make an aggregate index sort key of %d bytes, DynamoDB allows %d",
+			maxKeyBytes, maxFieldBytes, n, maxSortKeyBytes))
+	}
+	return errors.Join(errs...)
+}
+
 // Shard spreads attention-index entries of one status over n partitions so
 // a burst of failures does not make one hot key. Stable for a key.
 func Shard(key string, n int) int {

@@ -74,6 +74,7 @@ func (h *harness) caseHandlers(opts ...worker.RouteOption) *worker.Registry {
 
 // running is a started worker.
 type running struct {
+	w      *worker.Worker
 	cancel context.CancelFunc
 	stop   func()
 }
@@ -125,7 +126,7 @@ func (h *harness) start(cfg worker.Config, deps worker.Deps, hk ...hooks.Hooks) 
 		})
 	}
 	h.t.Cleanup(stop)
-	return &running{cancel: cancel, stop: stop}
+	return &running{w: w, cancel: cancel, stop: stop}
 }
 
 // note records a worker's event and wakes waitEvents.

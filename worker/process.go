@@ -180,7 +180,10 @@ func (w *Worker) defer_(ctx context.Context, d *delivery, wait time.Duration) di
 	}
 	hide := w.cappedHide(wait, d.receivedAt)
 	age := w.cfg.Now().Sub(sentAt(d.m))
-	outlives := sentAt(d.m).IsZero() || age+hide+retentionMargin < w.retention
+	// Hidden, the message comes back once more: within its retention and
+	// without passing the redrive policy's maxReceiveCount.
+	outlives := (sentAt(d.m).IsZero() || age+hide+retentionMargin < w.retention) &&
+		(w.maxReceives == 0 || receiveCount(d.m) < w.maxReceives)
 	covers := hide >= wait
 	switch {
 	case w.fifo && covers && outlives:

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/gate"
+	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/adaptive"
 	"github.com/ddbworker/ddbworker/internal/hooks"
 	"github.com/ddbworker/ddbworker/internal/slots"
@@ -183,6 +185,9 @@ type Worker struct {
 	policy    stale.Policy
 	ttl       stale.TTL
 	retention time.Duration // the queue's, read when Run starts
+	// maxReceives is the redrive policy's maxReceiveCount (0: none), read
+	// when Run starts.
+	maxReceives int
 	owner     string
 	fifo      bool
 	log       *slog.Logger
@@ -317,6 +322,9 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 	w.retention = defaultRetention
 	if w.decoder, err = envelope.NewDecoder(cfg.Envelope); err != nil {
 		errs = append(errs, err)
+	} else if lim := w.decoder.Config(); inbox.CheckKeyLimits(lim.MaxKeyBytes, lim.MaxFieldBytes) != nil {
+		errs = append(errs, fmt.Errorf("worker: Config.Envelope.MaxKeyBytes %d and MaxFieldBytes %d: %w", lim.MaxKeyBytes, lim.MaxFieldBytes,
+			inbox.CheckKeyLimits(lim.MaxKeyBytes, lim.MaxFieldBytes)))
 	}
 	if w.limiter, err = adaptive.New(adaptive.Config{Max: max(1, cfg.Concurrency)}); err != nil {
 		errs = append(errs, err)
@@ -491,20 +499,31 @@ func (w *Worker) Run(ctx context.Context) error {
 // queue's cannot be read.
 const defaultRetention = 4 * 24 * time.Hour
 
-// readQueue reads the queue's retention period (deferral keeps messages
-// within it) and warns when its visibility timeout differs from the
+// readQueue reads the queue's retention period and its redrive policy's
+// maxReceiveCount (deferral keeps messages within both) and warns when its visibility timeout differs from the
 // worker's, which sets its own on every receive.
 func (w *Worker) readQueue(ctx context.Context) {
 	callCtx, cancel := context.WithTimeout(ctx, sqsCallTimeout)
 	defer cancel()
 	out, err := w.deps.SQS.GetQueueAttributes(callCtx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(w.cfg.QueueURL),
-		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameMessageRetentionPeriod, types.QueueAttributeNameVisibilityTimeout}})
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameMessageRetentionPeriod, types.QueueAttributeNameVisibilityTimeout,
+			types.QueueAttributeNameRedrivePolicy}})
 	if err != nil {
 		w.log.Warn("could not read the queue's attributes; assuming a retention period of 4 days", "error", err.Error())
 		return
 	}
 	if s, err := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameMessageRetentionPeriod)]); err == nil && s > 0 {
 		w.retention = time.Duration(s) * time.Second
+	}
+	if rp := out.Attributes[string(types.QueueAttributeNameRedrivePolicy)]; rp != "" {
+		var p struct {
+			MaxReceiveCount json.Number `json:"maxReceiveCount"`
+		}
+		if err := json.Unmarshal([]byte(rp), &p); err == nil {
+			if n, err := p.MaxReceiveCount.Int64(); err == nil && n > 0 {
+				w.maxReceives = int(n)
+			}
+		}
 	}
 	if s, err := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameVisibilityTimeout)]); err == nil && time.Duration(s)*time.Second != w.cfg.VisibilityTimeout {
 		w.log.Warn("the queue's visibility timeout differs from the worker's; the worker sets its own on every receive, but other consumers and redrives use the queue's",

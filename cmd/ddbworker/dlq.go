@@ -26,6 +26,7 @@ type dlqFlags struct {
 	bodyChars int
 	queueURL  string
 	rate      float64
+	maxAge    time.Duration
 	filters   []string
 	dryRun    bool
 	all       bool
@@ -112,7 +113,7 @@ terminal one fails the same way again and returns to the DLQ.`,
 			if f.all && cmd.Flags().Changed("max") {
 				return errors.New("--all and --max exclude each other")
 			}
-			opts := dlq.RedriveOptions{Filter: filter, Max: f.max, All: f.all, Rate: f.rate, DryRun: f.dryRun}
+			opts := dlq.RedriveOptions{Filter: filter, Max: f.max, All: f.all, Rate: f.rate, DryRun: f.dryRun, MaxAge: f.maxAge}
 			if f.all {
 				opts.Max = 0
 			}
@@ -159,6 +160,7 @@ terminal one fails the same way again and returns to the DLQ.`,
 	rf.StringVar(&f.queueURL, "queue-url", "", "work queue to redrive to (required unless --dry-run)")
 	rf.IntVar(&f.max, "max", 10, "move at most this many messages")
 	rf.Float64Var(&f.rate, "rate", 10, "send at most this many messages per second")
+	rf.DurationVar(&f.maxAge, "max-age", dlq.DefaultMaxAge, "leave in the DLQ messages whose work was first sent longer ago (keep it below the workers' COMPLETED-record TTL, 35 days by default: an older replay could apply twice)")
 	rf.StringArrayVar(&f.filters, "filter", nil, "select by exact match: code=CODE or type=TYPE (repeatable, all must match)")
 	rf.BoolVar(&f.dryRun, "dry-run", false, "list what would move; move nothing")
 	rf.BoolVar(&f.all, "all", false, "no --max: move every selected message")
@@ -349,8 +351,8 @@ func dlqPrintRedrive(w io.Writer, rep dlq.RedriveReport) {
 	if rep.Max > 0 {
 		limit = fmt.Sprintf("at most %d", rep.Max)
 	}
-	fmt.Fprintf(w, "%s %d (%s) at ≤ %g/s; skipped %d (filter), %d over the limit, %d arrived during the redrive, failed %d; scanned %d in %s\n",
-		verb, len(rep.Moved), limit, rep.Rate, rep.Skipped, rep.OverMax, rep.Arrived, len(rep.Failed), rep.Scanned, rep.Duration.Round(time.Millisecond))
+	fmt.Fprintf(w, "%s %d (%s) at ≤ %g/s; skipped %d (filter), %d over the limit, %d arrived during the redrive, %d too old to replay safely, failed %d; scanned %d in %s\n",
+		verb, len(rep.Moved), limit, rep.Rate, rep.Skipped, rep.OverMax, rep.Arrived, rep.TooOld, len(rep.Failed), rep.Scanned, rep.Duration.Round(time.Millisecond))
 	if len(rep.Moved) > 0 {
 		var by []string
 		for _, k := range dlqSortedCounts(rep.MovedByCode) {
