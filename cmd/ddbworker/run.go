@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -22,6 +23,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ddbworker/ddbworker/example/caseflow"
+	"github.com/ddbworker/ddbworker/internal/slots"
 	"github.com/ddbworker/ddbworker/worker"
 )
 
@@ -43,6 +45,11 @@ type runFlags struct {
 	trackApplications bool
 	indexProcessing   bool
 	depthInterval     time.Duration
+	callTimeout       time.Duration
+	maxWCU            float64
+	healthFailures    int
+	healthWindow      time.Duration
+	probeMaxInterval  time.Duration
 	faults            faultFlags
 }
 
@@ -65,6 +72,11 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.trackApplications, "track-applications", false, "example domain: keep an application counter per work item")
 	fl.BoolVar(&f.indexProcessing, "index-processing", false, "index PROCESSING records for the sweeper (costs index writes)")
 	fl.DurationVar(&f.depthInterval, "depth-interval", 15*time.Second, "how often to read queue and DLQ depth for metrics (0: never)")
+	fl.DurationVar(&f.callTimeout, "call-timeout", 5*time.Second, "bound of each DynamoDB call, its SDK retries included (a timeout is infrastructure trouble, never a business attempt)")
+	fl.Float64Var(&f.maxWCU, "max-wcu", 0, "pace this worker's DynamoDB writes to this many write capacity units per second (0: unpaced; a fleet of N workers sharing a budget B sets B/N)")
+	fl.IntVar(&f.healthFailures, "health-min-failures", 5, "database health gate: infrastructure failures (throttling, 5xx, timeouts) in --health-window, and at least half of the calls, that pause receiving")
+	fl.DurationVar(&f.healthWindow, "health-window", 10*time.Second, "database health gate: how far back call outcomes count")
+	fl.DurationVar(&f.probeMaxInterval, "probe-max-interval", 15*time.Second, "database health gate: longest wait between two probes of an unhealthy database (the first waits 2s)")
 	f.faults.register(cmd)
 }
 
@@ -74,7 +86,21 @@ func (f *runFlags) workerConfig(table string) worker.Config {
 		Concurrency: f.concurrency, BatchSize: f.batchSize, WaitTime: f.waitTime,
 		VisibilityTimeout: f.visibility, ClockSkew: explicit(f.clockSkew), MessageTimeout: f.messageTimeout,
 		DrainTimeout: explicit(f.drainTimeout), MaxAttempts: f.maxAttempts, TerminalPolicy: worker.TerminalPolicy(f.terminalPolicy),
-		IndexProcessing: f.indexProcessing,
+		IndexProcessing: f.indexProcessing, CallTimeout: f.callTimeout, MaxWCU: f.maxWCU,
+		Health: worker.HealthConfig{MinFailures: f.healthFailures, Window: f.healthWindow, ProbeMaxInterval: f.probeMaxInterval},
+	}
+}
+
+// poolFor sizes the HTTP connection pool of the worker's clients to its
+// concurrency: every message in flight may hold a DynamoDB and an SQS call,
+// and the pollers' long polls hold their own. The SDK's default keeps 10
+// idle connections per host, so a busier worker would open and close
+// connections on every call.
+func poolFor(concurrency int) func(*http.Transport) {
+	conns := concurrency + slots.Pollers(concurrency, min(10, concurrency)) + 4
+	return func(t *http.Transport) {
+		t.MaxIdleConns = 2 * conns
+		t.MaxIdleConnsPerHost = conns
 	}
 }
 
@@ -115,6 +141,7 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 	if err != nil {
 		return err
 	}
+	cfg.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(poolFor(f.concurrency))
 	ddb, q := g.clients(cfg, ddbOpts, sqsOpts)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
