@@ -116,6 +116,8 @@ type dbCalls struct {
 	// observe is told every finished call: its operation, result, latency
 	// and the error.
 	observe func(op string, r dbResult, latency time.Duration, err error)
+	// paced is told how long a write waited for the budget.
+	paced func(time.Duration)
 }
 
 func newDBCalls(api DynamoDBAPI, timeout time.Duration, attempts int, maxWCU float64, now func() time.Time,
@@ -161,7 +163,12 @@ func (c *dbCalls) pace(ctx context.Context, wcu int) error {
 	if c.budget == nil || wcu <= 0 {
 		return nil
 	}
-	return c.budget.WaitN(ctx, min(wcu, c.budget.Burst()))
+	start := c.now()
+	err := c.budget.WaitN(ctx, min(wcu, c.budget.Burst()))
+	if c.paced != nil {
+		c.paced(c.now().Sub(start))
+	}
+	return err
 }
 
 func (c *dbCalls) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {

@@ -92,6 +92,8 @@ type Metrics struct {
 	// result (ok, condition_failed, refused, conflict, throttled,
 	// unavailable, timeout, cancelled).
 	DynamoDBCalls *prometheus.CounterVec
+	// BudgetWait is the time writes waited for the write budget (MaxWCU).
+	BudgetWait prometheus.Counter
 }
 
 // NewMetrics creates the collectors and registers them with reg (nil: not
@@ -130,6 +132,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Messages held (hidden, visibility renewed) until the database is healthy again."}),
 		DynamoDBCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "dynamodb_calls_total",
 			Help: "The worker's DynamoDB calls by operation and result."}, []string{"operation", "result"}),
+		BudgetWait: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "write_budget_wait_seconds_total",
+			Help: "Time DynamoDB writes waited for the write budget (--max-wcu)."}),
 	}
 	if reg == nil {
 		return m, nil
@@ -137,7 +141,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	var errs []error
 	for _, c := range []prometheus.Collector{m.Received, m.Outcomes, m.Failures, m.HashMismatches, m.Processing, m.Commit,
 		m.InFlight, m.Concurrency, m.Throttles, m.Conflicts, m.Extensions, m.Deletes, m.DLQSent, m.MessageAge, m.ReceiveErrors,
-		m.DatabaseHealthy, m.HealthTransitions, m.Probes, m.Parked, m.DynamoDBCalls} {
+		m.DatabaseHealthy, m.HealthTransitions, m.Probes, m.Parked, m.DynamoDBCalls, m.BudgetWait} {
 		errs = append(errs, reg.Register(c))
 	}
 	return m, errors.Join(errs...)

@@ -188,19 +188,19 @@ type Worker struct {
 	// maxReceives is the redrive policy's maxReceiveCount (0: none), read
 	// when Run starts.
 	maxReceives int
-	owner     string
-	fifo      bool
-	log       *slog.Logger
-	metrics   *Metrics
-	labels    *labels
-	limiter   *adaptive.Limiter
-	pool      *slots.Pool
-	health    *dbHealth
-	parked    parkingLot
-	fail      func(string)
-	fixed     bool // hooks.FixedConcurrency
-	ran       sync.Once
-	ready     atomic.Bool
+	owner       string
+	fifo        bool
+	log         *slog.Logger
+	metrics     *Metrics
+	labels      *labels
+	limiter     *adaptive.Limiter
+	pool        *slots.Pool
+	health      *dbHealth
+	parked      parkingLot
+	fail        func(string)
+	fixed       bool // hooks.FixedConcurrency
+	ran         sync.Once
+	ready       atomic.Bool
 }
 
 // New validates deps and cfg and returns a Worker; every problem is
@@ -365,6 +365,7 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 	}
 	w.metrics.Concurrency.Set(float64(cfg.Concurrency))
 	w.metrics.DatabaseHealthy.Set(1)
+	w.db.paced = func(d time.Duration) { w.metrics.BudgetWait.Add(d.Seconds()) }
 	w.pool = slots.New(cfg.Concurrency)
 	w.fail = func(string) {}
 	return w, nil

@@ -70,6 +70,10 @@ type Config struct {
 	// Default (zero): no limit — the request is held until the client gives
 	// up or the mode leaves Hang.
 	HangFor time.Duration
+	// Seed seeds the random choices of SetThrottleFraction: the same seed
+	// and the same order of requests throttle the same requests. Default
+	// (zero): a fixed seed.
+	Seed uint64
 }
 
 // WithDefaults returns c with every unset field set to its default.
@@ -125,7 +129,9 @@ type Stats struct {
 	// X-Amz-Target header after the dot ("PutItem"); requests without one
 	// count under "".
 	Requests map[string]int
-	// ByMode counts requests by the mode that was set when they arrived.
+	// ByMode counts requests by the mode that was set when they arrived;
+	// a request that SetThrottleFraction's draw throttled in Pass counts
+	// under Throttle.
 	ByMode map[Mode]int
 	// Forwarded counts requests passed on to Config.Target: those that
 	// arrived in Pass, and held ones released by HangFor or a mode change.
@@ -160,6 +166,7 @@ type Proxy struct {
 	release  chan struct{} // closed when the mode leaves Hang; nil unless mode is Hang
 	holding  int
 	stats    Stats
+	throttle fraction // SetThrottleFraction's; guarded by mu
 
 	closeOnce sync.Once
 	closeErr  error
@@ -271,11 +278,13 @@ func (p *Proxy) Holding() int {
 	return p.holding
 }
 
-// Reset zeroes the counts. ServerError's alternation restarts with a 500.
+// Reset zeroes the counts. ServerError's alternation restarts with a 500;
+// the throttle fraction's draws restart from Config.Seed.
 func (p *Proxy) Reset() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stats = newStats()
+	p.throttle.restart()
 }
 
 // Close stops listening, drops held requests, aborts the ones being
@@ -312,6 +321,9 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	p.handlers.Add(1)
 	defer p.handlers.Done()
 	mode, release := p.mode, p.release
+	if mode == Pass && p.throttle.draw(p.cfg.Seed) {
+		mode = Throttle
+	}
 	nth := p.stats.ByMode[mode] // this request's index among its mode's
 	p.stats.Total++
 	p.stats.Requests[op]++

@@ -1,0 +1,249 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ddbworker/ddbworker/envelope"
+	"github.com/ddbworker/ddbworker/example/caseflow"
+	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/ddbproxy"
+	"github.com/ddbworker/ddbworker/internal/faults"
+	"github.com/ddbworker/ddbworker/internal/testenv"
+	"github.com/ddbworker/ddbworker/worker"
+)
+
+// The testing matrix's "database unhealthy" row, once per kind of trouble,
+// on the wire: the worker reaches DynamoDB Local through a proxy that
+// answers every request with throttling, with 5xx, or holds it unanswered.
+// The queue's redrive policy dead-letters on the third receive, so a worker
+// that kept receiving through the outage (as it did before the health
+// gate) walks healthy messages to the DLQ within seconds.
+//
+// Each case asserts: receiving paused (ReceiveMessage calls during the
+// window bounded by the pollers' one in-flight long poll), DynamoDB requests
+// during the window bounded (the calls in flight when the gate tripped, each
+// at most CallAttempts requests, plus one probe per ProbeInterval at most),
+// the worker not ready and its gauge at 0, nothing dead-lettered, no business
+// attempt counted, and every work item applied exactly once after recovery.
+func TestDatabaseUnhealthy(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mode ddbproxy.Mode
+	}{
+		{"throttling", ddbproxy.Throttle},
+		{"5xx", ddbproxy.ServerError},
+		{"requests hang", ddbproxy.Hang},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, testenv.Options{Queue: worker.QueueConfig{MaxReceiveCount: 3, VisibilityTimeout: 2 * time.Second}})
+			proxy, err := ddbproxy.Start(ddbproxy.Config{Target: os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = proxy.Close() })
+			ddb := dynamodb.NewFromConfig(h.env.AWS, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(proxy.URL()) })
+
+			const before, during, arriving = 5, 10, 10
+			ids := make([]string, before+during+arriving)
+			for i := range ids {
+				ids[i] = fmt.Sprintf("c%02d", i)
+			}
+			h.seedCases(ids...)
+			send := func(from, to int) {
+				for _, id := range ids[from:to] {
+					h.send(mustEnv(t)(caseflow.NewDeadlineRequest("k-"+id, id, "intake", effective)))
+				}
+			}
+
+			reg := prometheus.NewRegistry()
+			metrics, err := worker.NewMetrics(reg)
+			require.NoError(t, err)
+			cfg := h.testConfig()
+			cfg.CallTimeout = time.Second
+			cfg.Health = worker.HealthConfig{ProbeInterval: 300 * time.Millisecond, ProbeMaxInterval: time.Second, ParkVisibility: 10 * time.Second}
+			run := h.start(cfg, worker.Deps{DynamoDB: ddb, Handlers: h.caseHandlers(), Metrics: metrics})
+
+			send(0, before)
+			h.waitEvents(before, 20*time.Second, final)
+			require.True(t, run.w.Ready())
+
+			// The outage begins while work keeps arriving.
+			proxy.SetMode(tc.mode)
+			send(before, before+during)
+			testenv.Eventually(t, 30*time.Second, func() bool { return !run.w.DatabaseHealthy() }, "the health gate trips")
+			require.False(t, run.w.Ready(), "not ready while the database is unhealthy")
+			require.Zero(t, gauge(t, metrics.DatabaseHealthy))
+			require.Less(t, gauge(t, metrics.Concurrency), float64(cfg.Concurrency), "the adaptive limit shrank")
+			tripped := proxy.Stats().Total
+			receives := h.inj.Calls()["SQS.ReceiveMessage"]
+
+			send(before+during, len(ids)) // arrive during the outage
+			const window = 6 * time.Second
+			<-time.After(window) // the outage's length, not a wait for async work
+			requests := proxy.Stats().Total - tripped
+			received := h.inj.Calls()["SQS.ReceiveMessage"] - receives
+			require.False(t, run.w.DatabaseHealthy(), "still paused at the window's end")
+
+			// At most the in-flight calls' remaining attempts plus one probe
+			// per ProbeInterval (the probes back off from there).
+			bound := cfg.Concurrency*3 + int(window/cfg.Health.ProbeInterval) + 2
+			require.LessOrEqual(t, requests, bound, "DynamoDB requests during a %s window: a gentle probe, not a storm", window)
+			require.Positive(t, requests, "the worker probes")
+			require.LessOrEqual(t, received, 2, "receiving paused (one long poll may have been in flight)")
+			t.Logf("%s: %d DynamoDB requests and %d receives in %s while paused", tc.name, requests, received, window)
+
+			proxy.SetMode(ddbproxy.Pass)
+			h.waitEvents(len(ids), 90*time.Second, final)
+			testenv.Eventually(t, 10*time.Second, run.w.DatabaseHealthy, "healthy again")
+			require.Equal(t, 1.0, gauge(t, metrics.DatabaseHealthy))
+			require.Equal(t, 1.0, counter(t, metrics.HealthTransitions.WithLabelValues("unhealthy")), "one transition each way")
+			require.Equal(t, 1.0, counter(t, metrics.HealthTransitions.WithLabelValues("healthy")))
+
+			for _, ev := range h.allEvents() {
+				if ev.Final {
+					require.Equal(t, worker.OutcomeApplied, ev.Outcome, "%+v", ev)
+					require.Equal(t, 1, ev.Attempt, "no business attempt burned by the outage: %+v", ev)
+				}
+			}
+			for _, id := range ids {
+				rec := h.record("k-"+id, caseflow.TypeDeadline)
+				require.Equal(t, inbox.StatusCompleted, rec.Status)
+				require.Equal(t, 1, rec.Attempts, "%s: infrastructure failures are not attempts", id)
+				require.EqualValues(t, 1, h.applications(id, caseflow.TypeDeadline, "k-"+id), "%s applied exactly once", id)
+			}
+			require.Zero(t, testenv.InspectQueue(t, h.env.Queues.DLQURL).Total(), "nothing dead-lettered")
+			h.requireQueueEmpty()
+		})
+	}
+}
+
+func gauge(t *testing.T, g prometheus.Gauge) float64 {
+	t.Helper()
+	var m dto.Metric
+	require.NoError(t, g.Write(&m))
+	return m.GetGauge().GetValue()
+}
+
+// Infrastructure trouble after the lease was taken — a commit throttled,
+// cancelled by conflicts, timed out — gives the lease back and refunds the
+// attempt: work whose message allows one business attempt still applies.
+// Before, each such commit failure was recorded as a business attempt, so
+// this ended MAX_ATTEMPTS_EXCEEDED.
+func TestInfrastructureIsNotAnAttempt(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		kind faults.Kind
+		// attempts is how many SDK attempts one failing commit makes: the
+		// SDK retries throttling and timeouts within the call, not a
+		// cancelled transaction or this 500.
+		attempts int
+	}{
+		{"commit throttled", faults.KindThrottle, 3},
+		{"commit conflicts", faults.KindConflict, 1},
+		{"commit times out", faults.KindTimeout, 3},
+		{"commit 5xx", faults.KindServerError, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, testenv.Options{})
+			h.seedCases("c1")
+			// Two deliveries' commits fail.
+			h.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "TransactWriteItems", Kind: tc.kind, Times: 2 * tc.attempts})
+			cfg := h.testConfig()
+			h.start(cfg, worker.Deps{Handlers: h.caseHandlers()})
+			env := mustEnv(t)(caseflow.NewDeadlineRequest("k-infra", "c1", "intake", effective))
+			env.AttemptPolicy = &envelope.AttemptPolicy{MaxBusinessAttempts: 1}
+			h.send(env)
+
+			ev := h.waitEvents(1, 40*time.Second, final)[0]
+			require.Equal(t, worker.OutcomeApplied, ev.Outcome, "%+v", h.allEvents())
+			require.Equal(t, 1, ev.Attempt)
+			retries := h.waitEventsNow(func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeRetry })
+			require.Len(t, retries, 2, "two deliveries ended by infrastructure trouble")
+			for _, r := range retries {
+				require.True(t, r.Infrastructure, "%+v", r)
+				require.Zero(t, r.Attempt, "the attempt was refunded: %+v", r)
+			}
+			rec := h.record("k-infra", caseflow.TypeDeadline)
+			require.Equal(t, inbox.StatusCompleted, rec.Status)
+			require.Equal(t, 1, rec.Attempts)
+			require.Equal(t, 3, rec.Deliveries)
+			require.EqualValues(t, 1, h.applications("c1", caseflow.TypeDeadline, "k-infra"))
+		})
+	}
+}
+
+// A deploy never moves work closer to terminal: when the drain timeout
+// cancels a handler, the lease is given back, the attempt refunded and the
+// message made visible at once; the next worker applies it as attempt 1.
+// Before, the cancellation was recorded FAILED_RETRYABLE as a business
+// attempt (and the message hidden for a backoff).
+func TestShutdownIsNotAnAttempt(t *testing.T) {
+	h := newHarness(t, testenv.Options{})
+	h.seedCases("c1")
+	started := make(chan struct{})
+	blocking := worker.NewRegistry()
+	require.NoError(t, blocking.Register(caseflow.TypeDeadline, worker.HandlerFunc(func(ctx context.Context, m *worker.Message) (worker.Result, error) {
+		close(started)
+		<-ctx.Done() // runs until shutdown cancels it
+		return worker.Result{}, ctx.Err()
+	})))
+	cfg := h.testConfig()
+	cfg.DrainTimeout = 300 * time.Millisecond
+	run := h.start(cfg, worker.Deps{Handlers: blocking})
+	env := mustEnv(t)(caseflow.NewDeadlineRequest("k-deploy", "c1", "intake", effective))
+	env.AttemptPolicy = &envelope.AttemptPolicy{MaxBusinessAttempts: 1}
+	h.send(env)
+	<-started
+	run.Stop()
+
+	ev := h.waitEvents(1, 5*time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeRetry })[0]
+	require.Equal(t, "SHUTDOWN", ev.Code)
+	require.True(t, ev.Infrastructure)
+	require.Zero(t, ev.Visibility, "visible at once for the next worker")
+	rec := h.record("k-deploy", caseflow.TypeDeadline)
+	require.Equal(t, inbox.StatusProcessing, rec.Status, "released, not failed")
+	require.Zero(t, rec.Attempts, "the attempt was refunded")
+	require.Zero(t, rec.LeaseExpiresAt, "no lease: the next delivery takes over at once")
+	require.Equal(t, "SHUTDOWN", rec.FailureCode)
+
+	h.start(h.testConfig(), worker.Deps{Handlers: h.caseHandlers()})
+	applied := h.waitEvents(1, 20*time.Second, final)[0]
+	require.Equal(t, worker.OutcomeApplied, applied.Outcome)
+	require.Equal(t, 1, applied.Attempt)
+	require.EqualValues(t, 1, h.applications("c1", caseflow.TypeDeadline, "k-deploy"))
+}
+
+// The write budget paces DynamoDB writes: at MaxWCU units per second, 20
+// fresh messages (each at least 2 units for the gate's PutItem and its
+// index entry and 4 for a two-item commit) cannot finish faster than their
+// units allow beyond the budget's one-second burst.
+func TestWriteBudgetPaces(t *testing.T) {
+	h := newHarness(t, testenv.Options{})
+	const n, maxWCU, perMessage = 20, 40.0, 6
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("c%02d", i)
+	}
+	h.seedCases(ids...)
+	metrics, err := worker.NewMetrics(nil)
+	require.NoError(t, err)
+	cfg := h.testConfig()
+	cfg.MaxWCU = maxWCU
+	h.start(cfg, worker.Deps{Handlers: h.caseHandlers(), Metrics: metrics})
+	start := time.Now()
+	for _, id := range ids {
+		h.send(mustEnv(t)(caseflow.NewDeadlineRequest("k-"+id, id, "intake", effective)))
+	}
+	h.waitEvents(n, 60*time.Second, final)
+	least := time.Duration(float64(n*perMessage-maxWCU) / maxWCU * float64(time.Second))
+	require.GreaterOrEqual(t, time.Since(start), least, "paced to %v WCU/s", maxWCU)
+	require.Positive(t, counter(t, metrics.BudgetWait), "writes waited for the budget")
+}
