@@ -17,7 +17,7 @@ help: ## Show this help
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z\/_-]+:.*## /{printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 demo: deps build ## Run the example end to end on local emulators and check the invariant
-	$(BIN) demo
+	$(DEVBIN) demo
 
 test: deps build ## Run the whole suite with -race against emulators it starts and stops
 	$(DEVBIN) emulators exec -- $(GOTEST) ./...
@@ -28,7 +28,7 @@ test/short: deps build ## Unit tests and the fast protocol tests only
 	$(DEVBIN) emulators exec -- $(GOTEST) -short ./...
 
 bench: deps build ## Benchmark: naive vs default vs fused against their ceilings, then Go micro-benchmarks
-	$(BIN) bench $(BENCH_ARGS)
+	$(DEVBIN) bench $(BENCH_ARGS)
 	$(GO) test -run '^$$' -bench . -benchmem ./envelope ./gate ./mutation
 
 chaos: deps build ## Kill -9 and fault-injection run with an invariant check
