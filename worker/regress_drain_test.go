@@ -38,7 +38,10 @@ func TestRegressDrainTimeoutFlushesDeletes(t *testing.T) {
 	})))
 	cfg := h.testConfig()
 	cfg.Concurrency = 8
-	cfg.VisibilityTimeout = 10 * time.Second // nothing reappears by itself during the test
+	// Long enough that no applied message reappears by itself before the
+	// stop; short, because a message released at shutdown may be taken by
+	// the stopped worker's abandoned long poll and hidden this long.
+	cfg.VisibilityTimeout = 4 * time.Second
 	cfg.DeleteFlushInterval = 3 * time.Second
 	cfg.DrainTimeout = 300 * time.Millisecond
 	r := h.start(cfg, worker.Deps{Handlers: reg})

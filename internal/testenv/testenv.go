@@ -33,7 +33,8 @@ func Main(m *testing.M) {
 		env, err := emulators.Start(ctx, emulators.Config{})
 		cancel()
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "testenv: cannot start the emulators (run `make test`, or `npm ci` in internal/emulators): %v\n", err)
+			// The error is one line that names what to install or run.
+			fmt.Fprintln(os.Stderr, "testenv: cannot start the emulators:", err)
 			os.Exit(2)
 		}
 		for _, kv := range env.Environ() {

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ddbworker/ddbworker/example/caseflow"
+	"github.com/ddbworker/ddbworker/internal/testenv"
+)
+
+// faultEnv turns every fault on — in a binary that has fault injection:
+// every DynamoDB call throttled, and a SIGKILL right after the gate.
+var faultEnv = []string{"DDBWORKER_FAULT_THROTTLE=1", "DDBWORKER_FAILPOINT_KILL=after-gate=1", "DDBWORKER_FAULT_SEED=3"}
+
+// The production binary (go build ./cmd/ddbworker, as the Dockerfile
+// builds it) has no fault injection: run refuses the fault flags as unknown,
+// the DDBWORKER_FAULT_* and DDBWORKER_FAILPOINT_KILL variables do nothing
+// (with them set it applies example traffic exactly once, never logs an
+// injected fault or a failpoint kill, and exits 0 on SIGTERM), and its help
+// does not list chaos. The development binary is the control: it accepts
+// the flags, lists chaos, and the same variables kill it at the failpoint.
+// Old behaviour: the fault flags were part of every build (hidden, but
+// settable by flag or environment in production).
+func TestProductionBinaryHasNoFaults(t *testing.T) {
+	bin := buildBinary(t)
+	dev := buildDevBinary(t)
+
+	t.Run("flags", func(t *testing.T) {
+		for _, args := range [][]string{{"run", "--fault-throttle", "1"}, {"run", "--failpoint-kill", "after-gate=1"}} {
+			out, err := exec.Command(bin, args...).CombinedOutput()
+			var exit *exec.ExitError
+			require.ErrorAs(t, err, &exit, "%v: %s", args, out)
+			require.Contains(t, string(out), "unknown flag: "+args[1])
+
+			devOut, err := exec.Command(dev, append(args, "--help")...).CombinedOutput()
+			require.NoError(t, err, "the development binary accepts %v: %s", args, devOut)
+			require.NotContains(t, string(devOut), "unknown flag")
+		}
+		help, err := exec.Command(bin, "--help").CombinedOutput()
+		require.NoError(t, err, string(help))
+		require.Contains(t, string(help), "Available Commands:")
+		require.NotContains(t, string(help), "chaos")
+		devHelp, err := exec.Command(dev, "--help").CombinedOutput()
+		require.NoError(t, err, string(devHelp))
+		require.Contains(t, string(devHelp), "chaos")
+	})
+
+	t.Run("environment does nothing in production", func(t *testing.T) {
+		env := testenv.New(t, testenv.Options{})
+		common := append(os.Environ(), "DDBWORKER_TABLE="+env.Table, "DDBWORKER_QUEUE_URL="+env.Queues.URL, "DDBWORKER_DLQ_URL="+env.Queues.DLQURL)
+		sc := caseflow.ScenarioConfig{Messages: 12, Poison: -1, Seed: 9}
+		send := exec.Command(bin, "send", "--count", "12", "--poison", "-1", "--seed", "9")
+		send.Env = common
+		out, err := send.CombinedOutput()
+		require.NoError(t, err, string(out))
+		require.Contains(t, string(out), "sent 12 messages")
+
+		cmd := exec.Command(bin, "run")
+		var logs bytes.Buffer
+		cmd.Stdout, cmd.Stderr = io.Discard, &logs
+		cmd.Env = append(append(common, faultEnv...), "DDBWORKER_METRICS_ADDR="+freeAddr(t), "DDBWORKER_CONCURRENCY=4",
+			"DDBWORKER_VISIBILITY_TIMEOUT=3s", "DDBWORKER_WAIT_TIME=1s", "DDBWORKER_TRACK_APPLICATIONS=true", "DDBWORKER_LOG_LEVEL=info")
+		require.NoError(t, cmd.Start())
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			<-done
+		})
+		drained := false
+		deadline := time.After(60 * time.Second)
+		for !drained {
+			select {
+			case err := <-done:
+				done <- err
+				t.Fatalf("the daemon exited before the queue drained: %v\n%s", err, logs.String())
+			case <-deadline:
+				t.Fatalf("the queue did not drain: %+v", testenv.InspectQueue(t, env.Queues.URL))
+			case <-time.After(50 * time.Millisecond):
+				drained = testenv.InspectQueue(t, env.Queues.URL).Total() == 0
+			}
+		}
+		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+		var runErr error
+		select {
+		case runErr = <-done:
+			done <- runErr
+		case <-time.After(30 * time.Second):
+			t.Fatal("the daemon did not stop after SIGTERM")
+		}
+		require.NoError(t, runErr, "SIGTERM ends the daemon with exit 0; logs:\n%s", logs.String())
+		for _, line := range strings.Split(logs.String(), "\n") {
+			require.NotContains(t, line, "fault injected")
+			require.NotContains(t, line, "failpoint kill")
+			require.NotContains(t, line, `"level":"ERROR"`)
+		}
+		require.Contains(t, logs.String(), `"outcome":"applied"`)
+
+		plan, err := caseflow.GeneratePlan(sc)
+		require.NoError(t, err)
+		report, err := caseflow.Verify(context.Background(), env.DynamoDB, env.Table, plan, nil)
+		require.NoError(t, err)
+		require.True(t, report.OK(), "violations: %v", report.Violations)
+		require.Equal(t, len(plan.Work), report.WorkStates["APPLIED"]+report.WorkStates["SUPERSEDED"])
+	})
+
+	// The control: the same variables do reach the development binary.
+	t.Run("control: the development binary honours the environment", func(t *testing.T) {
+		env := testenv.New(t, testenv.Options{})
+		common := append(os.Environ(), "DDBWORKER_TABLE="+env.Table, "DDBWORKER_QUEUE_URL="+env.Queues.URL, "DDBWORKER_DLQ_URL="+env.Queues.DLQURL,
+			"DDBWORKER_WAIT_TIME=1s", "DDBWORKER_STARTUP_TIMEOUT=0s")
+		send := exec.Command(dev, "send", "--count", "1", "--poison", "-1", "--seed", "9")
+		send.Env = common
+		out, err := send.CombinedOutput()
+		require.NoError(t, err, string(out))
+
+		for _, tc := range []struct {
+			env, logged string
+			killed      bool
+		}{
+			// The kill first: it needs the message (a throttled run
+			// could hold it hidden); the throttle shows on any call.
+			{"DDBWORKER_FAILPOINT_KILL=after-gate=1", "failpoint kill", true},
+			{"DDBWORKER_FAULT_THROTTLE=1", "fault injected", false},
+		} {
+			cmd := exec.Command(dev, "run")
+			logs := &lockedBuffer{}
+			cmd.Stdout, cmd.Stderr = io.Discard, logs
+			cmd.Env = append(common, tc.env, "DDBWORKER_METRICS_ADDR="+freeAddr(t))
+			require.NoError(t, cmd.Start())
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			var runErr error
+			exited := false
+			deadline := time.After(30 * time.Second)
+			for !exited && !strings.Contains(logs.String(), tc.logged) {
+				select {
+				case runErr = <-done:
+					exited = true
+				case <-deadline:
+					_ = cmd.Process.Kill()
+					<-done
+					t.Fatalf("%s: the development binary never logged %q; logs:\n%s", tc.env, tc.logged, logs.String())
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+			if !exited {
+				if !tc.killed {
+					_ = cmd.Process.Kill()
+				}
+				select {
+				case runErr = <-done:
+				case <-time.After(30 * time.Second):
+					_ = cmd.Process.Kill()
+					<-done
+					t.Fatalf("%s: the development binary did not exit; logs:\n%s", tc.env, logs.String())
+				}
+			}
+			require.Contains(t, logs.String(), tc.logged, tc.env)
+			if tc.killed {
+				var exit *exec.ExitError
+				require.True(t, errors.As(runErr, &exit), "%v\n%s", runErr, logs.String())
+				status, ok := exit.Sys().(syscall.WaitStatus)
+				require.True(t, ok)
+				require.True(t, status.Signaled() && status.Signal() == syscall.SIGKILL, "killed by its failpoint: %v\n%s", runErr, logs.String())
+			}
+		}
+	})
+}
+
+// lockedBuffer is a bytes.Buffer a process may write while the test reads.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
