@@ -1,0 +1,25 @@
+// Package ddbworker is the front door for handler authors: everything a
+// handler needs is here, in one import.
+//
+//   - Register typed handlers by message type (Registry, JSON, Fused).
+//   - Read the message (Message: the envelope's fields, the attempt, the SQS
+//     delivery).
+//   - Build guarded writes without touching DynamoDB's attribute values:
+//     Update, Put, Delete and Check take plain Go keys and values (Key,
+//     Item), and each carries guards — MustExist, CreateOnly, NewerVersion,
+//     ExpectVersion — with the policy that applies when the guard fails:
+//     fail for good with a code, complete as superseded, or re-run the
+//     handler.
+//   - Return typed failures (Retryable, Terminal).
+//
+// A handler never writes by itself: it returns its writes in a Result, and
+// the worker commits them together with the inbox record's PROCESSING →
+// COMPLETED flip in one DynamoDB transaction, fenced by the lease — so each
+// work item's effect applies exactly once, or not at all.
+//
+// This package does not run anything: the worker (package worker), the
+// daemon (package daemon) and the Lambda adapter (package lambda) do, and
+// package ddbworkertest runs a handler in an ordinary unit test. The
+// protocol's building blocks (envelope, gate, mutation, stale, tables,
+// inbox, failure) stay available for those who build their own engine.
+package ddbworker

@@ -1,0 +1,215 @@
+package ddbworker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ddbworker/ddbworker/envelope"
+	"github.com/ddbworker/ddbworker/failure"
+)
+
+// Message is what a handler sees of one delivery.
+type Message struct {
+	// Envelope is the decoded, validated envelope: its fields below are
+	// also reachable as methods.
+	Envelope *envelope.Envelope
+	// SQSMessageID is the SQS message id of this delivery (not the work's
+	// identity: that is the idempotency key).
+	SQSMessageID string
+	// ReceiveCount is SQS's ApproximateReceiveCount.
+	ReceiveCount int
+	// Attempt is the business attempt, counted in the inbox (1 first);
+	// infrastructure trouble (throttling, timeouts, a deploy) never counts.
+	Attempt int
+	// Run counts handler runs within this attempt (0 first); it grows when
+	// a guard with the Retry policy re-runs the handler after an
+	// optimistic-concurrency loss.
+	Run int
+}
+
+// Key is the work item's idempotency key.
+func (m *Message) Key() string { return m.Envelope.IdempotencyKey }
+
+// Type is the message type.
+func (m *Message) Type() string { return m.Envelope.MessageType }
+
+// Aggregate is the aggregate the work is about.
+func (m *Message) Aggregate() (aggregateType, aggregateID string) {
+	return m.Envelope.AggregateType, m.Envelope.AggregateID
+}
+
+// AggregateVersion is the envelope's aggregateVersion, when it has one.
+func (m *Message) AggregateVersion() (int64, bool) {
+	if m.Envelope.AggregateVersion == nil {
+		return 0, false
+	}
+	return *m.Envelope.AggregateVersion, true
+}
+
+// OccurredAt is when the producer says the event happened.
+func (m *Message) OccurredAt() time.Time { return m.Envelope.OccurredAt }
+
+// Payload is the raw payload (JSON handlers get it decoded).
+func (m *Message) Payload() json.RawMessage { return m.Envelope.Payload }
+
+// Result is a handler's answer: the writes to commit with the inbox flip,
+// and what the inbox records about the work.
+type Result struct {
+	// Writes commit atomically with the inbox flip (at most 99).
+	Writes []Write
+	// Outcome is recorded on the COMPLETED record. Default: APPLIED.
+	Outcome string
+	// ResultRef optionally points at what the work produced.
+	ResultRef string
+}
+
+// Apply is the Result that commits writes.
+func Apply(writes ...Write) Result { return Result{Writes: writes} }
+
+// Handler turns a message into writes. It must not write by itself:
+// everything it wants applied goes into Result.Writes. It may read. It
+// returns Retryable or Terminal to choose what a failure means; any other
+// error is retryable with HANDLER_ERROR (and an AWS SDK error that is
+// throttling, a 5xx or a timeout is infrastructure trouble: retried
+// without counting a business attempt).
+type Handler interface {
+	Handle(ctx context.Context, msg *Message) (Result, error)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, msg *Message) (Result, error)
+
+// Handle calls f.
+func (f HandlerFunc) Handle(ctx context.Context, msg *Message) (Result, error) { return f(ctx, msg) }
+
+// Validator is a payload that checks itself after decoding. JSON calls it.
+type Validator interface {
+	Validate() error
+}
+
+// ErrPayload is the sentinel of *PayloadError.
+var ErrPayload = errors.New("ddbworker: invalid payload")
+
+// PayloadError is a payload that did not decode into the handler's type or
+// failed its Validate. JSON returns it as terminal INVALID_PAYLOAD: the same
+// bytes will never decode.
+type PayloadError struct {
+	MessageType string
+	Err         error
+}
+
+func (e *PayloadError) Error() string {
+	return fmt.Sprintf("ddbworker: %s payload: %v", e.MessageType, e.Err)
+}
+
+// Unwrap returns ErrPayload and the decoding or validation error.
+func (e *PayloadError) Unwrap() []error { return []error{ErrPayload, e.Err} }
+
+// JSON adapts a handler of typed payloads: it decodes the payload into a
+// fresh T with encoding/json (unknown fields are ignored, so producers may
+// add fields), calls Validate when T or *T is a Validator, and only then
+// calls fn. A payload that fails either never reaches fn: it ends terminal
+// with CodeInvalidPayload and a *PayloadError.
+func JSON[T any](fn func(ctx context.Context, msg *Message, payload T) (Result, error)) Handler {
+	return HandlerFunc(func(ctx context.Context, msg *Message) (Result, error) {
+		var p T
+		err := json.Unmarshal(msg.Envelope.Payload, &p)
+		if err == nil {
+			if v, ok := any(&p).(Validator); ok {
+				err = v.Validate()
+			} else if v, ok := any(p).(Validator); ok {
+				err = v.Validate()
+			}
+		}
+		if err != nil {
+			return Result{}, failure.Wrap(failure.Terminal, failure.CodeInvalidPayload, &PayloadError{MessageType: msg.Envelope.MessageType, Err: err})
+		}
+		return fn(ctx, msg, p)
+	})
+}
+
+// Route is one registration: the handler of a message type and how it
+// commits.
+type Route struct {
+	Handler Handler
+	// Fused commits the inbox record COMPLETED inside the handler's
+	// transaction (see Fused).
+	Fused bool
+}
+
+// RouteOption adjusts one registration.
+type RouteOption func(*Route)
+
+// Fused opts a message type into the fused commit: the inbox record is
+// written COMPLETED inside the handler's transaction, one DynamoDB round
+// trip per fresh message instead of two. For handlers with pure DynamoDB
+// effects that finish well within the lease (there is no PROCESSING phase
+// and so no heartbeat). Failures fall back to the gated path.
+func Fused() RouteOption { return func(r *Route) { r.Fused = true } }
+
+// Registry maps message types to handlers. Register everything before
+// giving it to a worker, which copies it.
+type Registry struct {
+	routes map[string]Route
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{routes: map[string]Route{}} }
+
+// ErrDuplicateRoute reports a second registration of one message type.
+var ErrDuplicateRoute = errors.New("ddbworker: message type registered twice")
+
+// Register routes messageType to h.
+func (r *Registry) Register(messageType string, h Handler, opts ...RouteOption) error {
+	if messageType == "" || h == nil {
+		return errors.New("ddbworker: Register needs a message type and a handler")
+	}
+	if _, ok := r.routes[messageType]; ok {
+		return fmt.Errorf("%w: %s", ErrDuplicateRoute, messageType)
+	}
+	rt := Route{Handler: h}
+	for _, o := range opts {
+		o(&rt)
+	}
+	r.routes[messageType] = rt
+	return nil
+}
+
+// Types lists the registered message types, sorted.
+func (r *Registry) Types() []string {
+	out := make([]string, 0, len(r.routes))
+	for t := range r.routes {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Lookup returns the route of messageType.
+func (r *Registry) Lookup(messageType string) (Route, bool) {
+	rt, ok := r.routes[messageType]
+	return rt, ok
+}
+
+// Codes the worker assigns that a handler may want to compare against or
+// return itself.
+const (
+	CodeInvalidPayload = failure.CodeInvalidPayload
+	CodeHandlerError   = failure.CodeHandlerError
+)
+
+// Retryable is a failure that may heal: the worker records it, backs off and
+// runs the work again, counting a business attempt (the message's
+// attemptPolicy, or the worker's default, bounds them).
+func Retryable(code, message string) error { return failure.NewRetryable(code, message) }
+
+// Terminal is a failure that will not heal: the work ends FAILED_TERMINAL
+// with code and the terminal policy (DLQ by default) applies.
+func Terminal(code, message string) error { return failure.NewTerminal(code, message) }
+
+// IsTerminal reports whether err is (or wraps) a terminal failure.
+func IsTerminal(err error) bool { return errors.Is(err, failure.ErrTerminal) }

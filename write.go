@@ -1,0 +1,313 @@
+package ddbworker
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/mutation"
+)
+
+// Key identifies an item by its key attributes: name → value. Values are
+// Go values: strings, numbers and []byte (marshalled with the SDK's
+// attributevalue rules).
+type Key map[string]any
+
+// Item is an item's other attributes: name → any Go value the SDK's
+// attributevalue package marshals (strings, numbers, bools, time.Time as
+// RFC 3339, slices, maps, structs with dynamodbav tags).
+type Item map[string]any
+
+// Write is one guarded domain write of a Result: build it with Update, Put,
+// Delete or Check, add changes and guards, and return it. A Write is a
+// value: each method returns a new one. Mistakes (a value that does not
+// marshal, a guard a Put cannot have) surface when the worker commits, as a
+// terminal INVALID_HANDLER_RESULT failure.
+type Write struct {
+	kind    writeKind
+	table   string
+	key     Key
+	item    Item
+	update  expression.UpdateBuilder
+	changed bool
+	guards  []Guard
+	err     error
+}
+
+type writeKind int
+
+const (
+	kindUpdate writeKind = iota + 1
+	kindPut
+	kindDelete
+	kindCheck
+)
+
+// Update changes the item at key (creating it unless a guard forbids it).
+// Add changes with Set, Add, Remove and SetIfMissing.
+func Update(table string, key Key) Write { return Write{kind: kindUpdate, table: table, key: key} }
+
+// Put writes the item at key with the attributes of item, replacing
+// whatever was there (unless a guard forbids it: CreateOnly).
+func Put(table string, key Key, item Item) Write {
+	return Write{kind: kindPut, table: table, key: key, item: item}
+}
+
+// Delete removes the item at key.
+func Delete(table string, key Key) Write { return Write{kind: kindDelete, table: table, key: key} }
+
+// Check writes nothing: the commit applies only if the item at key passes
+// its guards.
+func Check(table string, key Key, guards ...Guard) Write {
+	return Write{kind: kindCheck, table: table, key: key, guards: guards}
+}
+
+func (w Write) with(f func(*Write)) Write {
+	w.guards = slices.Clone(w.guards)
+	f(&w)
+	return w
+}
+
+func (w Write) change(f func(u expression.UpdateBuilder) expression.UpdateBuilder) Write {
+	if w.kind != kindUpdate {
+		return w.with(func(w *Write) { w.err = errors.Join(w.err, errors.New("ddbworker: only an Update has changes")) })
+	}
+	return w.with(func(w *Write) { w.update, w.changed = f(w.update), true })
+}
+
+// Set sets attr to v.
+func (w Write) Set(attr string, v any) Write {
+	return w.change(func(u expression.UpdateBuilder) expression.UpdateBuilder {
+		return u.Set(expression.Name(attr), expression.Value(v))
+	})
+}
+
+// SetIfMissing sets attr to v only when the item has no attr yet.
+func (w Write) SetIfMissing(attr string, v any) Write {
+	return w.change(func(u expression.UpdateBuilder) expression.UpdateBuilder {
+		return u.Set(expression.Name(attr), expression.IfNotExists(expression.Name(attr), expression.Value(v)))
+	})
+}
+
+// Add adds the number n to attr (a missing attr counts as 0), or the
+// elements of a set.
+func (w Write) Add(attr string, n any) Write {
+	return w.change(func(u expression.UpdateBuilder) expression.UpdateBuilder {
+		return u.Add(expression.Name(attr), expression.Value(n))
+	})
+}
+
+// Remove deletes attr from the item.
+func (w Write) Remove(attr string) Write {
+	return w.change(func(u expression.UpdateBuilder) expression.UpdateBuilder {
+		return u.Remove(expression.Name(attr))
+	})
+}
+
+// Guard adds guards: the write (and so the whole commit) applies only when
+// every guard holds. When one fails, the first failing guard's policy says
+// what that means for the work.
+func (w Write) Guard(guards ...Guard) Write {
+	return w.with(func(w *Write) { w.guards = append(w.guards, guards...) })
+}
+
+// Policy is what a failed guard means for the work.
+type Policy struct {
+	kind    mutation.VerdictKind
+	code    string
+	message string
+	outcome string
+}
+
+// Fail ends the work for good: FAILED_TERMINAL with code and message, and
+// nothing of the commit applies.
+func Fail(code, message string) Policy {
+	return Policy{kind: mutation.Fail, code: code, message: message}
+}
+
+// Supersede completes the work with outcome (default SUPERSEDED) and
+// applies none of its writes: it is obsolete (a newer version is there
+// already, or the item it would create exists).
+func Supersede(outcome string) Policy { return Policy{kind: mutation.Supersede, outcome: outcome} }
+
+// Rerun re-runs the handler (it lost an optimistic-concurrency race and
+// must read again), a bounded number of times, then fails retryably with
+// CONCURRENT_MODIFICATION.
+func Rerun() Policy { return Policy{kind: mutation.Retry} }
+
+// Guard is a condition on the item as it is before the commit, with the
+// policy for when it fails. Build one with MustExist, CreateOnly,
+// NewerVersion, ExpectVersion or Equal, and change its policy with Else.
+type Guard struct {
+	cond   func(keyAttr string) expression.ConditionBuilder
+	failed func(old map[string]types.AttributeValue) bool
+	policy Policy
+}
+
+// Else returns the guard with another policy for when it fails.
+func (g Guard) Else(p Policy) Guard {
+	g.policy = p
+	return g
+}
+
+// MustExist holds when the item exists. Default policy: Fail with
+// ITEM_NOT_FOUND.
+func MustExist() Guard {
+	return Guard{
+		cond:   func(k string) expression.ConditionBuilder { return expression.AttributeExists(expression.Name(k)) },
+		failed: func(old map[string]types.AttributeValue) bool { return len(old) == 0 },
+		policy: Fail("ITEM_NOT_FOUND", "the item does not exist"),
+	}
+}
+
+// CreateOnly holds when the item does not exist yet. Default policy:
+// Supersede with ALREADY_EXISTS (the effect is there already).
+func CreateOnly() Guard {
+	return Guard{
+		cond:   func(k string) expression.ConditionBuilder { return expression.AttributeNotExists(expression.Name(k)) },
+		failed: func(old map[string]types.AttributeValue) bool { return len(old) > 0 },
+		policy: Supersede("ALREADY_EXISTS"),
+	}
+}
+
+// NewerVersion holds when the item's attr is absent or lower than v: state
+// never rolls back. Default policy: Supersede (an older version arrived
+// late).
+func NewerVersion(attr string, v int64) Guard {
+	return Guard{
+		cond: func(string) expression.ConditionBuilder {
+			return expression.AttributeNotExists(expression.Name(attr)).Or(expression.Name(attr).LessThan(expression.Value(v)))
+		},
+		failed: func(old map[string]types.AttributeValue) bool {
+			n, ok := number(old, attr)
+			return ok && n >= v
+		},
+		policy: Supersede(""),
+	}
+}
+
+// ExpectVersion holds when the item's attr equals v (optimistic
+// concurrency: the version the handler read). Default policy: Rerun.
+func ExpectVersion(attr string, v int64) Guard {
+	return Guard{
+		cond: func(string) expression.ConditionBuilder { return expression.Name(attr).Equal(expression.Value(v)) },
+		failed: func(old map[string]types.AttributeValue) bool {
+			n, ok := number(old, attr)
+			return !ok || n != v
+		},
+		policy: Rerun(),
+	}
+}
+
+// Equal holds when the item's attr equals v. Default policy: Rerun.
+func Equal(attr string, v any) Guard {
+	want, err := attributevalue.Marshal(v)
+	return Guard{
+		cond: func(string) expression.ConditionBuilder { return expression.Name(attr).Equal(expression.Value(v)) },
+		failed: func(old map[string]types.AttributeValue) bool {
+			got, ok := old[attr]
+			return err != nil || !ok || !sameValue(got, want)
+		},
+		policy: Rerun(),
+	}
+}
+
+func number(item map[string]types.AttributeValue, attr string) (int64, bool) {
+	v, ok := item[attr].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v.Value, 10, 64)
+	return n, err == nil
+}
+
+func sameValue(a, b types.AttributeValue) bool {
+	var x, y any
+	if attributevalue.Unmarshal(a, &x) != nil || attributevalue.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return fmt.Sprint(x) == fmt.Sprint(y)
+}
+
+// Mutation renders the write as the commit's transaction item and the
+// judge of its failed condition (the worker calls it). The judge names the
+// first guard whose condition the item as it was fails.
+func (w Write) Mutation() (mutation.Write, error) {
+	if w.err != nil {
+		return mutation.Write{}, w.invalid(w.err)
+	}
+	if w.table == "" || len(w.key) == 0 {
+		return mutation.Write{}, w.invalid(errors.New("a write needs a table and a key"))
+	}
+	key, err := attributevalue.MarshalMap(map[string]any(w.key))
+	if err != nil {
+		return mutation.Write{}, w.invalid(fmt.Errorf("key: %w", err))
+	}
+	keyAttr := slices.Sorted(func(yield func(string) bool) {
+		for k := range w.key {
+			if !yield(k) {
+				return
+			}
+		}
+	})[0]
+	var cond *expression.ConditionBuilder
+	for i, g := range w.guards {
+		if g.cond == nil {
+			return mutation.Write{}, w.invalid(fmt.Errorf("guard %d is the zero Guard", i))
+		}
+		c := g.cond(keyAttr)
+		if cond != nil {
+			c = cond.And(c)
+		}
+		cond = &c
+	}
+	guards := w.guards
+	judge := func(old map[string]types.AttributeValue) mutation.Verdict {
+		for _, g := range guards {
+			if g.failed(old) {
+				return mutation.Verdict{Kind: g.policy.kind, Code: g.policy.code, Message: g.policy.message, Outcome: g.policy.outcome}
+			}
+		}
+		return mutation.Verdict{Kind: mutation.Retry} // the item changed between the commit and this judgement
+	}
+	var out mutation.Write
+	switch w.kind {
+	case kindUpdate:
+		if !w.changed {
+			return mutation.Write{}, w.invalid(errors.New("an Update needs at least one change (Set, Add, Remove, SetIfMissing)"))
+		}
+		out, err = mutation.Update(w.table, key, w.update, cond, judge)
+	case kindPut:
+		item, merr := attributevalue.MarshalMap(map[string]any(w.item))
+		if merr != nil {
+			return mutation.Write{}, w.invalid(fmt.Errorf("item: %w", merr))
+		}
+		for k, v := range key {
+			item[k] = v
+		}
+		out, err = mutation.Put(w.table, item, cond, judge)
+	case kindDelete:
+		out, err = mutation.Delete(w.table, key, cond, judge)
+	case kindCheck:
+		if cond == nil {
+			return mutation.Write{}, w.invalid(errors.New("a Check needs a guard"))
+		}
+		out, err = mutation.Check(w.table, key, *cond, judge)
+	default:
+		return mutation.Write{}, w.invalid(errors.New("the zero Write: build one with Update, Put, Delete or Check"))
+	}
+	if err != nil {
+		return mutation.Write{}, w.invalid(err)
+	}
+	return out, nil
+}
+
+func (w Write) invalid(err error) error {
+	return failure.Wrap(failure.Terminal, failure.CodeInvalidResult, fmt.Errorf("ddbworker: write to %s: %w", w.table, err))
+}

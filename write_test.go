@@ -1,0 +1,140 @@
+package ddbworker_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ddbworker/ddbworker"
+	"github.com/ddbworker/ddbworker/envelope"
+	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/mutation"
+)
+
+func n(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
+func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+
+func TestWriteRenders(t *testing.T) {
+	key := ddbworker.Key{"PK": "CASE#1", "SK": "CASE"}
+	t.Run("update with guards", func(t *testing.T) {
+		w, err := ddbworker.Update("t", key).Set("stage", "review").Add("count", 1).Remove("old").SetIfMissing("createdAt", "x").
+			Guard(ddbworker.MustExist(), ddbworker.NewerVersion("v", 3)).Mutation()
+		require.NoError(t, err)
+		u := w.Item.Update
+		require.NotNil(t, u)
+		require.Equal(t, "t", aws.ToString(u.TableName))
+		require.Equal(t, map[string]types.AttributeValue{"PK": s("CASE#1"), "SK": s("CASE")}, u.Key)
+		require.Contains(t, aws.ToString(u.UpdateExpression), "SET")
+		require.Contains(t, aws.ToString(u.UpdateExpression), "ADD")
+		require.Contains(t, aws.ToString(u.UpdateExpression), "REMOVE")
+		require.Contains(t, aws.ToString(u.ConditionExpression), "attribute_exists")
+		require.Equal(t, types.ReturnValuesOnConditionCheckFailureAllOld, u.ReturnValuesOnConditionCheckFailure)
+	})
+	t.Run("put merges the key into the item", func(t *testing.T) {
+		w, err := ddbworker.Put("t", key, ddbworker.Item{"amount": 1200, "at": time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}).
+			Guard(ddbworker.CreateOnly()).Mutation()
+		require.NoError(t, err)
+		p := w.Item.Put
+		require.Equal(t, s("CASE#1"), p.Item["PK"])
+		require.Equal(t, n("1200"), p.Item["amount"])
+		require.Equal(t, s("2026-01-02T03:04:05Z"), p.Item["at"])
+		require.Contains(t, aws.ToString(p.ConditionExpression), "attribute_not_exists")
+	})
+	t.Run("delete and check", func(t *testing.T) {
+		d, err := ddbworker.Delete("t", key).Mutation()
+		require.NoError(t, err)
+		require.NotNil(t, d.Item.Delete)
+		require.Nil(t, d.Item.Delete.ConditionExpression, "unguarded")
+		c, err := ddbworker.Check("t", key, ddbworker.ExpectVersion("v", 7)).Mutation()
+		require.NoError(t, err)
+		require.NotNil(t, c.Item.ConditionCheck)
+	})
+	for _, tc := range []struct {
+		name string
+		w    ddbworker.Write
+	}{
+		{"zero write", ddbworker.Write{}},
+		{"no table", ddbworker.Update("", key).Set("a", 1)},
+		{"no key", ddbworker.Update("t", nil).Set("a", 1)},
+		{"update without changes", ddbworker.Update("t", key)},
+		{"changes on a put", ddbworker.Put("t", key, nil).Set("a", 1)},
+		{"check without guard", ddbworker.Check("t", key)},
+		{"zero guard", ddbworker.Delete("t", key).Guard(ddbworker.Guard{})},
+		{"unmarshalable value", ddbworker.Put("t", key, ddbworker.Item{"m": map[struct{ A int }]int{{1}: 1}})},
+	} {
+		t.Run("invalid: "+tc.name, func(t *testing.T) {
+			_, err := tc.w.Mutation()
+			f, ok := failure.As(err)
+			require.True(t, ok, "%v", err)
+			require.Equal(t, failure.CodeInvalidResult, f.Code)
+			require.True(t, f.IsTerminal())
+		})
+	}
+}
+
+// The judge reads the item as it was and names the first guard that fails
+// on it: its policy is the verdict.
+func TestGuardVerdicts(t *testing.T) {
+	key := ddbworker.Key{"PK": "CASE#1", "SK": "CASE"}
+	stage := ddbworker.Update("t", key).Set("stage", "review").Set("v", 5).
+		Guard(ddbworker.MustExist().Else(ddbworker.Fail("CASE_NOT_FOUND", "no such case")), ddbworker.NewerVersion("v", 5))
+	for _, tc := range []struct {
+		name string
+		w    ddbworker.Write
+		old  map[string]types.AttributeValue
+		want mutation.Verdict
+	}{
+		{"missing item fails MustExist", stage, nil, mutation.Verdict{Kind: mutation.Fail, Code: "CASE_NOT_FOUND", Message: "no such case"}},
+		{"same version is superseded", stage, map[string]types.AttributeValue{"PK": s("CASE#1"), "v": n("5")}, mutation.Verdict{Kind: mutation.Supersede}},
+		{"newer version is superseded", stage, map[string]types.AttributeValue{"PK": s("CASE#1"), "v": n("9")}, mutation.Verdict{Kind: mutation.Supersede}},
+		{"create-only finds the item", ddbworker.Put("t", key, nil).Guard(ddbworker.CreateOnly()),
+			map[string]types.AttributeValue{"PK": s("CASE#1")}, mutation.Verdict{Kind: mutation.Supersede, Outcome: "ALREADY_EXISTS"}},
+		{"expected version moved", ddbworker.Update("t", key).Add("n", 1).Guard(ddbworker.ExpectVersion("v", 2)),
+			map[string]types.AttributeValue{"v": n("3")}, mutation.Verdict{Kind: mutation.Retry}},
+		{"equal with another policy", ddbworker.Delete("t", key).Guard(ddbworker.Equal("state", "open").Else(ddbworker.Fail("CLOSED", "closed already"))),
+			map[string]types.AttributeValue{"state": s("closed")}, mutation.Verdict{Kind: mutation.Fail, Code: "CLOSED", Message: "closed already"}},
+		{"nothing fails now: rerun", stage, map[string]types.AttributeValue{"PK": s("CASE#1"), "v": n("1")}, mutation.Verdict{Kind: mutation.Retry}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := tc.w.Mutation()
+			require.NoError(t, err)
+			require.Equal(t, tc.want, m.Guard(tc.old))
+		})
+	}
+}
+
+func TestJSONAndRegistry(t *testing.T) {
+	type approved struct {
+		ID string `json:"id"`
+	}
+	var got string
+	h := ddbworker.JSON(func(_ context.Context, m *ddbworker.Message, p approved) (ddbworker.Result, error) {
+		got = p.ID
+		return ddbworker.Result{}, nil
+	})
+	msg := func(payload string) *ddbworker.Message {
+		return &ddbworker.Message{Envelope: &envelope.Envelope{MessageType: "Approved", Payload: []byte(payload)}}
+	}
+	_, err := h.Handle(context.Background(), msg(`{"id":"a-1"}`))
+	require.NoError(t, err)
+	require.Equal(t, "a-1", got)
+	_, err = h.Handle(context.Background(), msg(`{"id":7}`))
+	require.True(t, ddbworker.IsTerminal(err))
+	require.ErrorIs(t, err, ddbworker.ErrPayload)
+
+	reg := ddbworker.NewRegistry()
+	require.NoError(t, reg.Register("B", h, ddbworker.Fused()))
+	require.NoError(t, reg.Register("A", h))
+	require.ErrorIs(t, reg.Register("A", h), ddbworker.ErrDuplicateRoute)
+	require.Error(t, reg.Register("", h))
+	require.Equal(t, []string{"A", "B"}, reg.Types())
+	rt, ok := reg.Lookup("B")
+	require.True(t, ok)
+	require.True(t, rt.Fused)
+	require.False(t, errors.Is(ddbworker.Retryable("X", "y"), failure.ErrTerminal))
+}
