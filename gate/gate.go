@@ -63,6 +63,9 @@ type Request struct {
 	// Config.MaxAttempts. A takeover it forbids ends the record as
 	// FAILED_TERMINAL MAX_ATTEMPTS_EXCEEDED or RETRY_WINDOW_EXPIRED.
 	Attempts failure.Policy
+	// Lease, when set, is this delivery's lease length instead of the
+	// policy's (a Lambda invocation's lease ends with its deadline).
+	Lease time.Duration
 }
 
 // Action is what the caller must do with the delivery.
@@ -194,7 +197,7 @@ func (g *Gate) Acquire(ctx context.Context, req *Request) (Decision, error) {
 	now := g.cfg.Now()
 	token := g.cfg.NewToken()
 	attempts := g.attempts(req)
-	exp := g.cfg.Policy.ExpiresAt(now)
+	exp := g.expires(req, now)
 	rec := g.freshRecord(req, token, now, exp)
 	item, err := rec.Item()
 	if err != nil {
@@ -228,6 +231,14 @@ func (g *Gate) Resolve(ctx context.Context, req *Request, existing *inbox.Record
 	return g.resolve(ctx, req, existing, g.cfg.NewToken(), g.attempts(req))
 }
 
+// expires is the end of a lease req acquires at now.
+func (g *Gate) expires(req *Request, now time.Time) time.Time {
+	if req.Lease > 0 {
+		return now.Add(req.Lease).Truncate(time.Millisecond)
+	}
+	return g.cfg.Policy.ExpiresAt(now)
+}
+
 func (g *Gate) attempts(req *Request) failure.Policy {
 	p := req.Attempts
 	if p.MaxAttempts <= 0 {
@@ -239,7 +250,7 @@ func (g *Gate) attempts(req *Request) failure.Policy {
 func (g *Gate) resolve(ctx context.Context, req *Request, rec *inbox.Record, token string, attempts failure.Policy) (Decision, error) {
 	for range g.cfg.MaxRaces {
 		now := g.cfg.Now()
-		exp := g.cfg.Policy.ExpiresAt(now) // of the lease a takeover claims
+		exp := g.expires(req, now) // of the lease a takeover claims
 		v := Decide(g.cfg.Policy, req, rec, token, attempts, now)
 		d := Decision{Verdict: v, Record: rec, Attempts: attempts}
 		var t inbox.Transition

@@ -86,6 +86,10 @@ type dbHealth struct {
 	resumed  chan struct{} // closed when the database is healthy again
 	lastErr  string
 	disabled bool // internal: a benchmark's "without the gate" baseline
+	// Under Lambda (no background prober): when the next probe is due and
+	// how the probes went since the trip.
+	nextProbe              time.Time
+	failedProbes, okProbes int
 }
 
 func newDBHealth(w *Worker, cfg HealthConfig) (*dbHealth, error) {
@@ -139,6 +143,8 @@ func (h *dbHealth) record(now time.Time, r dbResult, err error) {
 	h.healthy = false
 	h.since = now
 	h.resumed = make(chan struct{})
+	h.nextProbe = now.Add(h.probes.Wait(1, rand.Float64()))
+	h.failedProbes, h.okProbes = 0, 0
 	if err != nil {
 		h.lastErr = err.Error()
 	}

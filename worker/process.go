@@ -62,6 +62,7 @@ type delivery struct {
 	m          types.Message
 	receivedAt time.Time
 	release    *pendingRelease
+	lease      time.Duration // 0: the policy's, renewed by the heartbeat
 	env        *envelope.Envelope
 	req        *gate.Request
 	rt         route
@@ -77,11 +78,11 @@ const (
 )
 
 // process runs the protocol for one message and applies its disposition.
-func (w *Worker) process(ctx context.Context, r received, del *deleter) (settled, *parkedMsg) {
+func (w *Worker) process(ctx context.Context, r received, del acker) (settled, *parkedMsg) {
 	start := w.cfg.Now()
 	w.metrics.InFlight.Inc()
 	defer w.metrics.InFlight.Dec()
-	d := &delivery{m: r.m, receivedAt: r.at, release: r.rel}
+	d := &delivery{m: r.m, receivedAt: r.at, release: r.rel, lease: r.lease}
 	var disp disposition
 	if !w.health.Healthy() {
 		// Received (or taken from the lot) just as the database turned
@@ -91,7 +92,11 @@ func (w *Worker) process(ctx context.Context, r received, del *deleter) (settled
 		if t := sentAt(r.m); !t.IsZero() {
 			w.metrics.MessageAge.Observe(start.Sub(t).Seconds())
 		}
-		msgCtx, cancel := context.WithTimeout(ctx, w.cfg.MessageTimeout)
+		timeout := w.cfg.MessageTimeout
+		if r.timeout > 0 {
+			timeout = r.timeout
+		}
+		msgCtx, cancel := context.WithTimeout(ctx, timeout)
 		disp = w.deliver(msgCtx, d)
 		cancel()
 		if disp.infra && !w.health.Healthy() {
@@ -138,7 +143,7 @@ func (w *Worker) deliver(ctx context.Context, d *delivery) disposition {
 		Key: env.IdempotencyKey, MessageType: env.MessageType, RequestHash: env.RequestHash,
 		SchemaVersion: env.SchemaVersion, AggregateType: env.AggregateType, AggregateID: env.AggregateID,
 		CorrelationID: env.CorrelationID, CausationID: env.CausationID, Producer: env.Producer,
-	}}
+	}, Lease: d.lease}
 	if ap := env.AttemptPolicy; ap != nil {
 		d.req.Attempts = failure.Policy{MaxAttempts: ap.MaxBusinessAttempts, TerminalAfterCodes: ap.TerminalAfterCodes}
 		if ap.RetryableUntil != nil {
@@ -286,7 +291,10 @@ func (w *Worker) runLease(ctx context.Context, d *delivery, lease inbox.Lease, a
 	handlerCtx, abort := context.WithCancelCause(ctx)
 	defer abort(nil)
 	var lock leaseLock
-	stopBeat := w.startHeartbeat(handlerCtx, d.m, lease, &lock, abort)
+	stopBeat := func() {}
+	if d.lease == 0 {
+		stopBeat = w.startHeartbeat(handlerCtx, d.m, lease, &lock, abort)
+	}
 	defer stopBeat()
 	for run := 0; ; run++ {
 		msg := &Message{Envelope: d.env, SQSMessageID: aws.ToString(d.m.MessageId), ReceiveCount: receiveCount(d.m), Attempt: lease.Attempts, Run: run}
@@ -636,7 +644,7 @@ const maxLoggedMessage = 1024
 
 // finish applies a disposition: delete, terminal policy, visibility or
 // parking; then metrics, the log line and the event.
-func (w *Worker) finish(ctx context.Context, d *delivery, disp disposition, del *deleter, start time.Time) (settled, *parkedMsg) {
+func (w *Worker) finish(ctx context.Context, d *delivery, disp disposition, del acker, start time.Time) (settled, *parkedMsg) {
 	result := settledKept
 	var parked *parkedMsg
 	var policy TerminalPolicy
@@ -648,7 +656,7 @@ func (w *Worker) finish(ctx context.Context, d *delivery, disp disposition, del 
 		disp.hide, disp.keep = hide, true
 		result = settledParked
 	case disp.ack:
-		del.add(deletion{receipt: aws.ToString(d.m.ReceiptHandle), id: aws.ToString(d.m.MessageId)})
+		del.ack(d.m)
 		result = settledFinal
 	case disp.resend:
 		if err := w.resend(ctx, d, disp.sendDelay); err != nil {
@@ -657,7 +665,7 @@ func (w *Worker) finish(ctx context.Context, d *delivery, disp disposition, del 
 			w.changeVisibility(ctx, d.m, disp.hide)
 			break
 		}
-		del.add(deletion{receipt: aws.ToString(d.m.ReceiptHandle), id: aws.ToString(d.m.MessageId)})
+		del.ack(d.m)
 		disp.hide = disp.sendDelay
 	case disp.outcome == OutcomeTerminal:
 		policy = w.cfg.TerminalPolicy
@@ -679,10 +687,10 @@ func (w *Worker) finish(ctx context.Context, d *delivery, disp disposition, del 
 				break
 			}
 			w.metrics.DLQSent.Inc()
-			del.add(deletion{receipt: aws.ToString(d.m.ReceiptHandle), id: aws.ToString(d.m.MessageId)})
+			del.ack(d.m)
 			result = settledFinal
 		case PolicyQuarantine:
-			del.add(deletion{receipt: aws.ToString(d.m.ReceiptHandle), id: aws.ToString(d.m.MessageId)})
+			del.ack(d.m)
 			result = settledFinal
 		case PolicyRedrive:
 			// Left alone: SQS moves it to the DLQ after maxReceiveCount.

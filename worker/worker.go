@@ -601,6 +601,10 @@ type received struct {
 	m   types.Message
 	at  time.Time
 	rel *pendingRelease // a parked message's refund still to write
+	// lease and timeout, when set, replace the lease length and
+	// MessageTimeout (a Lambda invocation's end bounds both); with lease
+	// set there is no heartbeat.
+	lease, timeout time.Duration
 }
 
 func (w *Worker) poll(ctx, workCtx context.Context, work *sync.WaitGroup, del *deleter, stop context.CancelCauseFunc) {
@@ -706,7 +710,7 @@ func (w *Worker) poll(ctx, workCtx context.Context, work *sync.WaitGroup, del *d
 // queue, each group in order, stopping a group at its first failure and
 // keeping the group's waiting messages hidden while the ones before them
 // run.
-func (w *Worker) dispatch(ctx, workCtx context.Context, msgs []received, work *sync.WaitGroup, del *deleter) {
+func (w *Worker) dispatch(ctx, workCtx context.Context, msgs []received, work *sync.WaitGroup, del acker) {
 	groups := [][]received{}
 	if w.fifo {
 		index := map[string]int{}
