@@ -46,7 +46,7 @@ var builtinCodes = map[string]bool{
 	failure.CodeServiceUnavailable: true, failure.CodeHandlerError: true, failure.CodeHandlerPanic: true,
 	failure.CodeConcurrentModification: true, failure.CodeInvalidTransaction: true, failure.CodeInvalidResult: true,
 	failure.CodeInvalidPayload: true, failure.CodeShutdown: true, failure.CodeReplayWindowExpired: true,
-	failure.CodeDeferralTooLong: true,
+	failure.CodeDeferralTooLong:      true,
 	string(envelope.CodeInvalidJSON): true, string(envelope.CodeMissingField): true, string(envelope.CodeInvalidField): true,
 	string(envelope.CodeUnknownSchemaVersion): true, string(envelope.CodeKeyTooLong): true,
 }
