@@ -37,18 +37,21 @@ func newLabels(routes map[string]route) *labels {
 	return l
 }
 
-// builtinCodes always get their own label value: a handler that emits many
-// codes must not push the worker's own into OTHER.
-var builtinCodes = map[string]bool{
-	failure.CodeHashMismatch: true, failure.CodeMaxAttempts: true, failure.CodeRetryWindowExpired: true,
-	failure.CodeUnknownMessageType: true, failure.CodeThrottled: true, failure.CodeTransactionConflict: true,
-	failure.CodeTimeout: true, failure.CodeMessageTimeout: true, failure.CodeLeaseAbandoned: true,
-	failure.CodeServiceUnavailable: true, failure.CodeHandlerError: true, failure.CodeHandlerPanic: true,
-	failure.CodeConcurrentModification: true, failure.CodeInvalidTransaction: true, failure.CodeInvalidResult: true,
-	failure.CodeInvalidPayload: true, failure.CodeShutdown: true, failure.CodeReplayWindowExpired: true,
-	failure.CodeDeferralTooLong:      true,
-	string(envelope.CodeInvalidJSON): true, string(envelope.CodeMissingField): true, string(envelope.CodeInvalidField): true,
-	string(envelope.CodeUnknownSchemaVersion): true, string(envelope.CodeKeyTooLong): true,
+// builtinCode reports the worker's and the envelope's own codes, which
+// always get their own label value: a handler that emits many codes must
+// not push them into OTHER.
+func builtinCode(c string) bool {
+	switch c {
+	case failure.CodeHashMismatch, failure.CodeMaxAttempts, failure.CodeRetryWindowExpired, failure.CodeUnknownMessageType,
+		failure.CodeThrottled, failure.CodeTransactionConflict, failure.CodeTimeout, failure.CodeMessageTimeout,
+		failure.CodeLeaseAbandoned, failure.CodeServiceUnavailable, failure.CodeHandlerError, failure.CodeHandlerPanic,
+		failure.CodeConcurrentModification, failure.CodeInvalidTransaction, failure.CodeInvalidResult, failure.CodeInvalidPayload,
+		failure.CodeShutdown, failure.CodeReplayWindowExpired, failure.CodeDeferralTooLong,
+		string(envelope.CodeInvalidJSON), string(envelope.CodeMissingField), string(envelope.CodeInvalidField),
+		string(envelope.CodeUnknownSchemaVersion), string(envelope.CodeKeyTooLong):
+		return true
+	}
+	return false
 }
 
 // messageType is t for a registered type, "" for a message without one
@@ -67,7 +70,7 @@ func (l *labels) messageType(t string) string {
 // c when it looks like a code (upper case, digits, underscores, at most 64)
 // and fewer than maxCodeLabels such codes were seen; OTHER otherwise.
 func (l *labels) code(c string) string {
-	if builtinCodes[c] {
+	if builtinCode(c) {
 		return c
 	}
 	if !codePattern.MatchString(c) {
