@@ -30,6 +30,7 @@ type Item map[string]any
 // marshal, a guard a Put cannot have) surface when the worker commits, as a
 // terminal INVALID_HANDLER_RESULT failure.
 type Write struct {
+	raw     *mutation.Write
 	kind    writeKind
 	table   string
 	key     Key
@@ -48,6 +49,10 @@ const (
 	kindDelete
 	kindCheck
 )
+
+// Raw wraps a write built with package mutation (any expression, any
+// judge of its failed condition), for what the builders here do not cover.
+func Raw(w mutation.Write) Write { return Write{raw: &w} }
 
 // Update changes the item at key (creating it unless a guard forbids it).
 // Add changes with Set, Add, Remove and SetIfMissing.
@@ -239,6 +244,9 @@ func sameValue(a, b types.AttributeValue) bool {
 // judge of its failed condition (the worker calls it). The judge names the
 // first guard whose condition the item as it was fails.
 func (w Write) Mutation() (mutation.Write, error) {
+	if w.raw != nil {
+		return *w.raw, nil
+	}
 	if w.err != nil {
 		return mutation.Write{}, w.invalid(w.err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/example/caseflow"
@@ -58,11 +59,11 @@ func TestRedriveEndToEnd(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, caseflow.SeedCases(ctx, env.DynamoDB, env.Table, []string{"c1"}))
 
-	reg := worker.NewRegistry()
+	reg := ddbworker.NewRegistry()
 	require.NoError(t, (&caseflow.Handlers{Table: env.Table, TrackApplications: true}).Register(reg))
 	var evs events
 	w, err := worker.New(worker.Deps{DynamoDB: env.DynamoDB, SQS: env.SQS, Handlers: reg, OnEvent: evs.add}, worker.Config{
-		Table: env.Table, QueueURL: env.Queues.URL, DLQURL: env.Queues.DLQURL,
+		Store: inbox.Store{Table: env.Table}, QueueURL: env.Queues.URL, DLQURL: env.Queues.DLQURL,
 		Concurrency: 4, WaitTime: time.Second, VisibilityTimeout: 2 * time.Second, ClockSkew: 100 * time.Millisecond,
 		Backoff: worker.Backoff{Base: time.Second, Max: 4 * time.Second}, DeleteFlushInterval: 20 * time.Millisecond, DrainTimeout: 10 * time.Second,
 	})
@@ -146,7 +147,7 @@ func TestRedriveEndToEnd(t *testing.T) {
 	}
 	require.Equal(t, 1, num(get(caseflow.ApplicationKey("c1", caseflow.TypeDeadline, "k-done")), caseflow.AttrApplications))
 	require.Equal(t, 1, num(get(caseflow.CaseKey("c1")), caseflow.AttrDeadlineVersion))
-	rec, err := inbox.Decode(get(inbox.KeyOf("k-missing", caseflow.TypeDeadline)))
+	rec, err := (inbox.Store{}).Decode(get((inbox.Store{}).Key("k-missing", caseflow.TypeDeadline)))
 	require.NoError(t, err)
 	require.Equal(t, inbox.StatusFailedTerminal, rec.Status)
 	require.Equal(t, caseflow.CodeCaseNotFound, rec.FailureCode)
@@ -182,7 +183,7 @@ func TestRedriveAbandonedLease(t *testing.T) {
 	body, err := envelope.Encode(work)
 	require.NoError(t, err)
 	// The dead worker: it passed the gate, then vanished.
-	dead, err := gate.New(env.DynamoDB, gate.Config{Table: env.Table, Owner: "dead/1", Policy: policy})
+	dead, err := gate.New(env.DynamoDB, gate.Config{Store: inbox.Store{Table: env.Table}, Owner: "dead/1", Policy: policy})
 	require.NoError(t, err)
 	d, err := dead.Acquire(ctx, &gate.Request{Work: inbox.Work{Key: work.IdempotencyKey, MessageType: work.MessageType, RequestHash: work.RequestHash,
 		AggregateType: work.AggregateType, AggregateID: work.AggregateID}})
@@ -192,7 +193,7 @@ func TestRedriveAbandonedLease(t *testing.T) {
 	_, err = env.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(env.Queues.DLQURL), MessageBody: aws.String(string(body))})
 	require.NoError(t, err)
 
-	sw, err := stale.NewSweeper(env.DynamoDB, stale.SweepConfig{Table: env.Table, Policy: policy, Grace: time.Second})
+	sw, err := stale.NewSweeper(env.DynamoDB, stale.SweepConfig{Store: inbox.Store{Table: env.Table}, Policy: policy, Grace: time.Second})
 	require.NoError(t, err)
 	testenv.Eventually(t, 15*time.Second, func() bool {
 		rep, err := sw.Sweep(ctx, stale.SweepOptions{})
@@ -200,9 +201,9 @@ func TestRedriveAbandonedLease(t *testing.T) {
 		return rep.Marked == 1
 	}, "the sweeper never marked the abandoned lease")
 	get := func() *inbox.Record {
-		out, err := env.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(env.Table), Key: inbox.KeyOf("k-abandoned", caseflow.TypeDeadline), ConsistentRead: aws.Bool(true)})
+		out, err := env.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(env.Table), Key: (inbox.Store{}).Key("k-abandoned", caseflow.TypeDeadline), ConsistentRead: aws.Bool(true)})
 		require.NoError(t, err)
-		rec, err := inbox.Decode(out.Item)
+		rec, err := (inbox.Store{}).Decode(out.Item)
 		require.NoError(t, err)
 		return rec
 	}
@@ -210,11 +211,11 @@ func TestRedriveAbandonedLease(t *testing.T) {
 	require.Equal(t, inbox.StatusFailedTerminal, rec.Status)
 	require.Equal(t, failure.CodeLeaseAbandoned, rec.FailureCode)
 
-	reg := worker.NewRegistry()
+	reg := ddbworker.NewRegistry()
 	require.NoError(t, (&caseflow.Handlers{Table: env.Table, TrackApplications: true}).Register(reg))
 	var evs events
 	w, err := worker.New(worker.Deps{DynamoDB: env.DynamoDB, SQS: env.SQS, Handlers: reg, OnEvent: evs.add}, worker.Config{
-		Table: env.Table, QueueURL: env.Queues.URL, DLQURL: env.Queues.DLQURL, Concurrency: 2, WaitTime: time.Second,
+		Store: inbox.Store{Table: env.Table}, QueueURL: env.Queues.URL, DLQURL: env.Queues.DLQURL, Concurrency: 2, WaitTime: time.Second,
 		VisibilityTimeout: 2 * time.Second, ClockSkew: 100 * time.Millisecond, DeleteFlushInterval: 20 * time.Millisecond,
 	})
 	require.NoError(t, err)

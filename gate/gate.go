@@ -19,7 +19,6 @@ import (
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/stale"
-	"github.com/ddbworker/ddbworker/tables"
 )
 
 // API is what the gate needs of DynamoDB.
@@ -30,23 +29,15 @@ type API interface {
 
 // Config configures a Gate.
 type Config struct {
-	// Table is the inbox table. Required.
-	Table string
+	// Store is the inbox. Required (Table).
+	Store inbox.Store
 	// Owner names this worker in leaseOwner. Default: hostname/pid.
 	Owner string
 	// Policy is the lease policy. Default: stale.Policy{} with its defaults.
 	Policy stale.Policy
-	// TTL per status. Default: stale.TTL{} with its defaults.
-	TTL stale.TTL
 	// MaxAttempts is the business-attempt limit when a message's
 	// attemptPolicy does not set one. Default: 5.
 	MaxAttempts int
-	// AttentionShards spreads the attention index. Default: 16.
-	AttentionShards int
-	// IndexProcessing also puts PROCESSING records in the attention index,
-	// sorted by lease expiry, for the sweeper. Costs an index write on every
-	// acquisition and completion. Default: false.
-	IndexProcessing bool
 	// MaxRaces bounds how often one Acquire re-decides after another worker
 	// changed the record between its read and its takeover. Default: 3.
 	MaxRaces int
@@ -127,18 +118,15 @@ func New(api API, cfg Config) (*Gate, error) {
 	if api == nil {
 		errs = append(errs, errors.New("gate: API is required"))
 	}
-	if cfg.Table == "" {
-		errs = append(errs, errors.New("gate: Config.Table is required"))
+	var err error
+	if cfg.Store, err = cfg.Store.WithDefaults(); err != nil {
+		errs = append(errs, fmt.Errorf("gate: Config: %w", err))
 	}
 	if cfg.Owner == "" {
 		host, _ := os.Hostname()
 		cfg.Owner = host + "/" + strconv.Itoa(os.Getpid())
 	}
-	var err error
 	if cfg.Policy, err = cfg.Policy.WithDefaults(); err != nil {
-		errs = append(errs, err)
-	}
-	if cfg.TTL, err = cfg.TTL.WithDefaults(); err != nil {
 		errs = append(errs, err)
 	}
 	if cfg.MaxAttempts == 0 {
@@ -146,12 +134,6 @@ func New(api API, cfg Config) (*Gate, error) {
 	}
 	if cfg.MaxAttempts < 1 || cfg.MaxAttempts > 100 {
 		errs = append(errs, fmt.Errorf("gate: Config.MaxAttempts %d must be within 1..100", cfg.MaxAttempts))
-	}
-	if cfg.AttentionShards == 0 {
-		cfg.AttentionShards = 16
-	}
-	if cfg.AttentionShards < 1 || cfg.AttentionShards > 100 {
-		errs = append(errs, fmt.Errorf("gate: Config.AttentionShards %d must be within 1..100", cfg.AttentionShards))
 	}
 	if cfg.MaxRaces == 0 {
 		cfg.MaxRaces = 3
@@ -199,16 +181,13 @@ func (g *Gate) Acquire(ctx context.Context, req *Request) (Decision, error) {
 	attempts := g.attempts(req)
 	exp := g.expires(req, now)
 	rec := g.freshRecord(req, token, now, exp)
-	item, err := rec.Item()
-	if err != nil {
-		return Decision{}, err
-	}
-	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(tables.AttrPK))).Build()
+	item := g.cfg.Store.Encode(rec)
+	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(g.cfg.Store.Layout.PartitionKey))).Build()
 	if err != nil {
 		return Decision{}, fmt.Errorf("gate: build condition: %w", err)
 	}
 	_, err = g.api.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                           aws.String(g.cfg.Table),
+		TableName:                           aws.String(g.cfg.Store.Table),
 		Item:                                item,
 		ConditionExpression:                 cond.Condition(),
 		ExpressionAttributeNames:            cond.Names(),
@@ -217,7 +196,7 @@ func (g *Gate) Acquire(ctx context.Context, req *Request) (Decision, error) {
 	if err == nil {
 		return Decision{Action: Acquired, Attempts: attempts, Lease: g.lease(req, token, 1, exp)}, nil
 	}
-	existing, cerr := conditionRecord(err)
+	existing, cerr := g.conditionRecord(err)
 	if cerr != nil {
 		return Decision{}, fmt.Errorf("gate: put %s/%s: %w", req.Key, req.MessageType, cerr)
 	}
@@ -276,11 +255,9 @@ func (g *Gate) resolve(ctx context.Context, req *Request, rec *inbox.Record, tok
 			return d, nil
 		case VerdictAttemptsExhausted, VerdictRetryWindowExpired:
 			end = attempts.Before(rec.Attempts, now, rec.FailureCode, rec.FailureMessage)
-			t = inbox.End(rec, now, end.Code, end.Message, g.cfg.TTL.For(inbox.StatusFailedTerminal, now), g.cfg.AttentionShards, g.cfg.Policy.StaleBefore(now))
+			t = g.cfg.Store.End(rec, now, end.Code, end.Message, g.cfg.Policy.StaleBefore(now))
 		default:
-			t = inbox.Takeover(rec, inbox.Claim{Token: token, Owner: g.cfg.Owner, Now: now, Expires: exp,
-				TTL: g.cfg.TTL.For(inbox.StatusProcessing, now), IndexProcessing: g.cfg.IndexProcessing, Shards: g.cfg.AttentionShards},
-				g.cfg.Policy.StaleBefore(now))
+			t = g.cfg.Store.Takeover(rec, inbox.Claim{Token: token, Owner: g.cfg.Owner, Now: now, Expires: exp}, g.cfg.Policy.StaleBefore(now))
 		}
 		next, err := g.fencedUpdate(ctx, req, t)
 		if err != nil {
@@ -310,9 +287,9 @@ func (g *Gate) freshRecord(req *Request, token string, now, exp time.Time) *inbo
 	rec := inbox.NewRecord(&req.Work, now)
 	rec.Status = inbox.StatusProcessing
 	rec.LeaseOwner, rec.LeaseToken, rec.LeaseExpiresAt = g.cfg.Owner, token, exp.UnixMilli()
-	rec.TTL = g.cfg.TTL.For(inbox.StatusProcessing, now)
-	if g.cfg.IndexProcessing {
-		rec.GSI2PK = inbox.AttentionPK(inbox.StatusProcessing, inbox.Shard(req.Key, g.cfg.AttentionShards))
+	rec.TTL = g.cfg.Store.TTL.For(inbox.StatusProcessing, now)
+	if g.cfg.Store.IndexProcessing {
+		rec.GSI2PK = inbox.AttentionPK(inbox.StatusProcessing, inbox.Shard(req.Key, g.cfg.Store.AttentionShards))
 		rec.GSI2SK = inbox.FormatTime(exp)
 	}
 	return rec
@@ -322,7 +299,7 @@ func (g *Gate) freshRecord(req *Request, token string, now, exp time.Time) *inbo
 // not hold (inbox.Unchanged fences it). It returns the record as it is now
 // when another worker got there first.
 func (g *Gate) fencedUpdate(ctx context.Context, req *Request, t inbox.Transition) (*inbox.Record, error) {
-	in, err := t.UpdateItem(g.cfg.Table, inbox.KeyOf(req.Key, req.MessageType))
+	in, err := t.UpdateItem(g.cfg.Store.Table, g.cfg.Store.Key(req.Key, req.MessageType))
 	if err != nil {
 		return nil, fmt.Errorf("gate: takeover: %w", err)
 	}
@@ -330,7 +307,7 @@ func (g *Gate) fencedUpdate(ctx context.Context, req *Request, t inbox.Transitio
 	if err == nil {
 		return nil, nil
 	}
-	now, cerr := conditionRecord(err)
+	now, cerr := g.conditionRecord(err)
 	if cerr != nil {
 		return nil, fmt.Errorf("gate: takeover %s/%s: %w", req.Key, req.MessageType, cerr)
 	}
@@ -343,7 +320,7 @@ var ErrRecordMissing = errors.New("gate: condition failed but no record came bac
 
 // conditionRecord extracts the ALL_OLD record from a failed condition, or
 // returns err unchanged when it is another error.
-func conditionRecord(err error) (*inbox.Record, error) {
+func (g *Gate) conditionRecord(err error) (*inbox.Record, error) {
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
 		return nil, err
@@ -351,7 +328,7 @@ func conditionRecord(err error) (*inbox.Record, error) {
 	if len(ccf.Item) == 0 {
 		return nil, ErrRecordMissing
 	}
-	return inbox.Decode(ccf.Item)
+	return g.cfg.Store.Decode(ccf.Item)
 }
 
 // Rejection describes a message refused before it could be filed under its
@@ -381,8 +358,8 @@ func (g *Gate) Reject(ctx context.Context, r *Rejection) error {
 		Key: r.Key, MessageType: r.MessageType, RequestHash: r.RequestHash, SQSMessageID: r.SQSMessageID,
 		AggregateType: r.AggregateType, AggregateID: r.AggregateID, CorrelationID: r.CorrelationID,
 		Status: inbox.StatusFailedTerminal, FailureCode: r.Code, FailureMessage: truncate(r.Message, maxRejectionMessage),
-		FirstSeenAt: ts, FailedAt: ts, TTL: g.cfg.TTL.For(inbox.StatusFailedTerminal, now),
-		GSI2PK: inbox.AttentionPK(inbox.StatusFailedTerminal, inbox.Shard(r.SQSMessageID, g.cfg.AttentionShards)),
+		FirstSeenAt: ts, FailedAt: ts, TTL: g.cfg.Store.TTL.For(inbox.StatusFailedTerminal, now),
+		GSI2PK: inbox.AttentionPK(inbox.StatusFailedTerminal, inbox.Shard(r.SQSMessageID, g.cfg.Store.AttentionShards)),
 		GSI2SK: ts,
 	}
 	// Listed in the aggregate's history when its keys fit DynamoDB's
@@ -391,19 +368,16 @@ func (g *Gate) Reject(ctx context.Context, r *Rejection) error {
 		len(pk) <= 2048 && len(sk) <= 1024 {
 		rec.GSI1PK, rec.GSI1SK = pk, sk
 	}
-	item, err := rec.Item()
-	if err != nil {
-		return err
-	}
-	for k, v := range inbox.RejectionKeyOf(r.SQSMessageID) {
+	item := g.cfg.Store.Encode(rec)
+	for k, v := range g.cfg.Store.RejectionKey(r.SQSMessageID) {
 		item[k] = v
 	}
-	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(tables.AttrPK))).Build()
+	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(g.cfg.Store.Layout.PartitionKey))).Build()
 	if err != nil {
 		return fmt.Errorf("gate: build condition: %w", err)
 	}
 	_, err = g.api.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(g.cfg.Table), Item: item,
+		TableName: aws.String(g.cfg.Store.Table), Item: item,
 		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
 	})
 	var ccf *types.ConditionalCheckFailedException

@@ -63,7 +63,7 @@ func newFixture(t *testing.T) *fixture {
 
 func (f *fixture) gate(mods ...func(*gate.Config)) *gate.Gate {
 	f.t.Helper()
-	cfg := gate.Config{Table: f.env.Table, Owner: "worker-1", Now: f.clock.Now, Policy: stale.Policy{Lease: lease, Skew: skew}}
+	cfg := gate.Config{Store: inbox.Store{Table: f.env.Table}, Owner: "worker-1", Now: f.clock.Now, Policy: stale.Policy{Lease: lease, Skew: skew}}
 	for _, m := range mods {
 		m(&cfg)
 	}
@@ -74,7 +74,7 @@ func (f *fixture) gate(mods ...func(*gate.Config)) *gate.Gate {
 
 func (f *fixture) committer() *mutation.Committer {
 	f.t.Helper()
-	c, err := mutation.New(f.ddb, mutation.Config{Table: f.env.Table, Now: f.clock.Now})
+	c, err := mutation.New(f.ddb, mutation.Config{Store: inbox.Store{Table: f.env.Table}, Now: f.clock.Now})
 	require.NoError(f.t, err)
 	return c
 }
@@ -82,7 +82,7 @@ func (f *fixture) committer() *mutation.Committer {
 func owner(name string) func(*gate.Config) { return func(c *gate.Config) { c.Owner = name } }
 
 func indexProcessing(on bool) func(*gate.Config) {
-	return func(c *gate.Config) { c.IndexProcessing = on }
+	return func(c *gate.Config) { c.Store.IndexProcessing = on }
 }
 
 func request(key string) *gate.Request {
@@ -104,9 +104,9 @@ func (f *fixture) raw(key map[string]types.AttributeValue) map[string]types.Attr
 
 func (f *fixture) record(key string) (*inbox.Record, map[string]types.AttributeValue) {
 	f.t.Helper()
-	item := f.raw(inbox.KeyOf(key, msgType))
+	item := f.raw((inbox.Store{}).Key(key, msgType))
 	require.NotEmpty(f.t, item, "record %s missing", key)
-	rec, err := inbox.Decode(item)
+	rec, err := (inbox.Store{}).Decode(item)
 	require.NoError(f.t, err)
 	return rec, item
 }
@@ -116,7 +116,7 @@ func (f *fixture) seed(req *gate.Request, mod func(r *inbox.Record)) {
 	f.t.Helper()
 	rec := inbox.NewRecord(&req.Work, f.clock.Now().Add(-time.Hour))
 	mod(rec)
-	item, err := rec.Item()
+	item, err := (inbox.Store{}).Encode(rec), error(nil)
 	require.NoError(f.t, err)
 	_, err = f.env.DynamoDB.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(f.env.Table), Item: item})
 	require.NoError(f.t, err)
@@ -154,7 +154,7 @@ func TestAcquireFresh(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t)
-			g := f.gate(indexProcessing(tt.indexProcessing), func(c *gate.Config) { c.AttentionShards = 8 })
+			g := f.gate(indexProcessing(tt.indexProcessing), func(c *gate.Config) { c.Store.AttentionShards = 8 })
 			req := request("k-fresh")
 			req.Attempts.MaxAttempts = tt.reqMax
 			now := f.clock.Now()
@@ -184,15 +184,15 @@ func TestAcquireFresh(t *testing.T) {
 			require.Equal(t, ts, rec.FirstSeenAt)
 			require.Equal(t, ts, rec.StartedAt)
 			require.Equal(t, "corr-"+req.Key, rec.CorrelationID)
-			require.Equal(t, now.Add(7*24*time.Hour).Unix(), num(t, item, tables.AttrTTL))
-			require.Equal(t, "AGG#Case#case-"+req.Key, str(t, item, tables.AttrGSI1PK))
-			require.Equal(t, ts+"#"+msgType+"#"+req.Key, str(t, item, tables.AttrGSI1SK))
+			require.Equal(t, now.Add(7*24*time.Hour).Unix(), num(t, item, tables.DefaultLayout().TTL))
+			require.Equal(t, "AGG#Case#case-"+req.Key, str(t, item, tables.DefaultLayout().AggregatePK))
+			require.Equal(t, ts+"#"+msgType+"#"+req.Key, str(t, item, tables.DefaultLayout().AggregateSK))
 			if tt.indexProcessing {
-				require.Equal(t, inbox.AttentionPK(inbox.StatusProcessing, inbox.Shard(req.Key, 8)), str(t, item, tables.AttrGSI2PK))
-				require.Equal(t, inbox.FormatTime(now.Add(lease)), str(t, item, tables.AttrGSI2SK))
+				require.Equal(t, inbox.AttentionPK(inbox.StatusProcessing, inbox.Shard(req.Key, 8)), str(t, item, tables.DefaultLayout().AttentionPK))
+				require.Equal(t, inbox.FormatTime(now.Add(lease)), str(t, item, tables.DefaultLayout().AttentionSK))
 			} else {
-				require.False(t, has(item, tables.AttrGSI2PK), "PROCESSING records stay out of the attention index by default")
-				require.False(t, has(item, tables.AttrGSI2SK))
+				require.False(t, has(item, tables.DefaultLayout().AttentionPK), "PROCESSING records stay out of the attention index by default")
+				require.False(t, has(item, tables.DefaultLayout().AttentionSK))
 			}
 			for _, a := range []string{tables.AttrCompletedAt, tables.AttrFailedAt, tables.AttrFailureCode, tables.AttrOutcome} {
 				require.False(t, has(item, a), "fresh record must not carry %s", a)
@@ -271,7 +271,7 @@ func TestAcquireExistingRecordOneCall(t *testing.T) {
 			req := request("k-existing")
 			now := f.clock.Now()
 			f.seed(req, func(r *inbox.Record) { tt.seed(r, now) })
-			before := f.raw(inbox.KeyOf(req.Key, msgType))
+			before := f.raw((inbox.Store{}).Key(req.Key, msgType))
 			if tt.reqHash != "" {
 				req.RequestHash = tt.reqHash
 			}
@@ -289,7 +289,7 @@ func TestAcquireExistingRecordOneCall(t *testing.T) {
 				require.NotEmpty(t, d.Message)
 			}
 			require.Equal(t, map[string]int{opPut: 1}, f.inj.Calls(), "one DynamoDB call, no read")
-			require.Equal(t, before, f.raw(inbox.KeyOf(req.Key, msgType)), "the existing record must not be touched")
+			require.Equal(t, before, f.raw((inbox.Store{}).Key(req.Key, msgType)), "the existing record must not be touched")
 		})
 	}
 }
@@ -337,12 +337,12 @@ func TestAcquireTakeoverOfExpiredLease(t *testing.T) {
 			require.Equal(t, now.Add(lease).UnixMilli(), rec.LeaseExpiresAt)
 			require.Equal(t, inbox.FormatTime(now), rec.StartedAt)
 			require.Equal(t, str(t, item0, tables.AttrFirstSeenAt), rec.FirstSeenAt)
-			require.Equal(t, item0[tables.AttrGSI1PK], item[tables.AttrGSI1PK], "aggregate-index keys never change after the gate")
-			require.Equal(t, item0[tables.AttrGSI1SK], item[tables.AttrGSI1SK])
+			require.Equal(t, item0[tables.DefaultLayout().AggregatePK], item[tables.DefaultLayout().AggregatePK], "aggregate-index keys never change after the gate")
+			require.Equal(t, item0[tables.DefaultLayout().AggregateSK], item[tables.DefaultLayout().AggregateSK])
 			if ip {
-				require.Equal(t, inbox.FormatTime(now.Add(lease)), str(t, item, tables.AttrGSI2SK))
+				require.Equal(t, inbox.FormatTime(now.Add(lease)), str(t, item, tables.DefaultLayout().AttentionSK))
 			} else {
-				require.False(t, has(item, tables.AttrGSI2PK))
+				require.False(t, has(item, tables.DefaultLayout().AttentionPK))
 			}
 
 			// The old holder is fenced out: it can neither commit nor renew.
@@ -352,7 +352,7 @@ func TestAcquireTakeoverOfExpiredLease(t *testing.T) {
 			require.ErrorAs(t, err, &lost)
 			require.False(t, lost.Completed())
 			require.Equal(t, d.Lease.Token, lost.Record.LeaseToken)
-			ren, err := stale.NewRenewer(f.ddb, stale.RenewerConfig{Table: f.env.Table, Policy: stale.Policy{Lease: lease, Skew: skew}, Now: f.clock.Now})
+			ren, err := stale.NewRenewer(f.ddb, stale.RenewerConfig{Store: inbox.Store{Table: f.env.Table}, Policy: stale.Policy{Lease: lease, Skew: skew}, Now: f.clock.Now})
 			require.NoError(t, err)
 			_, err = ren.Renew(ctx, first.Lease)
 			require.ErrorIs(t, err, inbox.ErrLeaseLost)
@@ -374,7 +374,7 @@ func TestAcquireTakeoverOfFailedRetryable(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, f.committer().Fail(ctx, first.Lease, failure.NewRetryable("DOWNSTREAM_DOWN", "pricing is down")))
 	_, failed := f.record(req.Key)
-	require.True(t, has(failed, tables.AttrGSI2PK), "a failed record is in the attention index")
+	require.True(t, has(failed, tables.DefaultLayout().AttentionPK), "a failed record is in the attention index")
 
 	// No clock movement: FAILED_RETRYABLE needs no lease expiry.
 	f.inj.ResetCalls()
@@ -392,8 +392,8 @@ func TestAcquireTakeoverOfFailedRetryable(t *testing.T) {
 	require.Equal(t, d.Lease.Token, rec.LeaseToken)
 	require.Equal(t, 2, rec.Attempts)
 	require.Equal(t, f.clock.Now().Add(lease).UnixMilli(), rec.LeaseExpiresAt)
-	require.False(t, has(item, tables.AttrGSI2PK), "taken over: out of the attention index")
-	require.False(t, has(item, tables.AttrGSI2SK))
+	require.False(t, has(item, tables.DefaultLayout().AttentionPK), "taken over: out of the attention index")
+	require.False(t, has(item, tables.DefaultLayout().AttentionSK))
 }
 
 func TestAcquireEndsExhaustedAttempts(t *testing.T) {
@@ -414,7 +414,7 @@ func TestAcquireEndsExhaustedAttempts(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
 			f := newFixture(t)
-			g := f.gate(func(c *gate.Config) { c.MaxAttempts = tt.cfgMax; c.AttentionShards = 4 })
+			g := f.gate(func(c *gate.Config) { c.MaxAttempts = tt.cfgMax; c.Store.AttentionShards = 4 })
 			req := request("k-exhausted")
 			req.Attempts.MaxAttempts = tt.reqMax
 			now := f.clock.Now()
@@ -445,8 +445,8 @@ func TestAcquireEndsExhaustedAttempts(t *testing.T) {
 			require.Equal(t, tt.attempts, rec.Attempts, "ending a record is not an attempt")
 			require.Equal(t, "old", rec.LeaseToken, "no new lease was granted")
 			require.False(t, has(item, tables.AttrLeaseExpiresAt))
-			require.Equal(t, inbox.AttentionPK(inbox.StatusFailedTerminal, inbox.Shard(req.Key, 4)), str(t, item, tables.AttrGSI2PK))
-			require.Equal(t, ts, str(t, item, tables.AttrGSI2SK))
+			require.Equal(t, inbox.AttentionPK(inbox.StatusFailedTerminal, inbox.Shard(req.Key, 4)), str(t, item, tables.DefaultLayout().AttentionPK))
+			require.Equal(t, ts, str(t, item, tables.DefaultLayout().AttentionSK))
 			require.Equal(t, now.Add(35*24*time.Hour).Unix(), rec.TTL)
 
 			// A later delivery never re-runs it: terminal again, one call.
@@ -493,7 +493,7 @@ func TestAcquireRetryWindowExpired(t *testing.T) {
 			require.Equal(t, inbox.StatusFailedTerminal, rec.Status)
 			require.Equal(t, failure.CodeRetryWindowExpired, rec.FailureCode)
 			require.Equal(t, 1, rec.Attempts)
-			require.True(t, has(item, tables.AttrGSI2PK))
+			require.True(t, has(item, tables.DefaultLayout().AttentionPK))
 		})
 	}
 
@@ -710,16 +710,16 @@ func TestFreshRecordStoresMessageType(t *testing.T) {
 func TestReject(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	g := f.gate(func(c *gate.Config) { c.AttentionShards = 10 })
+	g := f.gate(func(c *gate.Config) { c.Store.AttentionShards = 10 })
 	now := f.clock.Now()
 	r := &gate.Rejection{SQSMessageID: "msg-0001", Code: "IDEMPOTENCY_HASH_MISMATCH", Message: "other work", Key: "k-bad", MessageType: msgType, RequestHash: hashA,
 		AggregateType: "Case", AggregateID: "c-7", CorrelationID: "corr-7"}
 	require.NoError(t, g.Reject(ctx, r))
 
-	key := inbox.RejectionKeyOf(r.SQSMessageID)
+	key := (inbox.Store{}).RejectionKey(r.SQSMessageID)
 	item := f.raw(key)
 	require.NotEmpty(t, item)
-	rec, err := inbox.Decode(item)
+	rec, err := (inbox.Store{}).Decode(item)
 	require.NoError(t, err)
 	require.True(t, rec.Rejection)
 	ts := inbox.FormatTime(now)
@@ -735,7 +735,7 @@ func TestReject(t *testing.T) {
 	require.Equal(t, inbox.AttentionPK(inbox.StatusFailedTerminal, inbox.Shard("msg-0001", 10)), rec.GSI2PK)
 	require.Equal(t, ts, rec.GSI2SK)
 	require.Equal(t, now.Add(35*24*time.Hour).Unix(), rec.TTL)
-	require.Empty(t, f.raw(inbox.KeyOf("k-bad", msgType)), "a rejection never files under the idempotency key")
+	require.Empty(t, f.raw((inbox.Store{}).Key("k-bad", msgType)), "a rejection never files under the idempotency key")
 
 	// Recording the same message again is a no-op, even with other details.
 	f.clock.Advance(time.Minute)
@@ -744,7 +744,7 @@ func TestReject(t *testing.T) {
 
 	// A message with no readable identity is still accounted for.
 	require.NoError(t, g.Reject(ctx, &gate.Rejection{SQSMessageID: "msg-0002", Code: "INVALID_ENVELOPE"}))
-	rec2, err := inbox.Decode(f.raw(inbox.RejectionKeyOf("msg-0002")))
+	rec2, err := (inbox.Store{}).Decode(f.raw((inbox.Store{}).RejectionKey("msg-0002")))
 	require.NoError(t, err)
 	require.True(t, rec2.Rejection)
 	require.Empty(t, rec2.GSI1PK, "no aggregate, no aggregate-index entry")
@@ -756,14 +756,14 @@ func TestNewValidation(t *testing.T) {
 	api := dynamodb.New(dynamodb.Options{Region: "us-east-1"})
 	t.Run("every problem at once", func(t *testing.T) {
 		_, err := gate.New(nil, gate.Config{
-			MaxAttempts: 101, AttentionShards: -1, MaxRaces: -2,
-			Policy: stale.Policy{Lease: 10 * time.Millisecond}, TTL: stale.TTL{Completed: 24 * time.Hour},
+			MaxAttempts: 101, Store: inbox.Store{AttentionShards: -1, TTL: inbox.TTL{Completed: 24 * time.Hour}}, MaxRaces: -2,
+			Policy: stale.Policy{Lease: 10 * time.Millisecond},
 		})
 		require.Error(t, err)
 		joined, ok := err.(interface{ Unwrap() []error })
 		require.True(t, ok, "errors.Join result expected, got %T", err)
-		require.GreaterOrEqual(t, len(joined.Unwrap()), 7)
-		for _, want := range []string{"API is required", "Config.Table is required", "MaxAttempts 101", "AttentionShards -1", "MaxRaces -2", "Policy.Lease", "TTL.Completed"} {
+		require.GreaterOrEqual(t, len(joined.Unwrap()), 5)
+		for _, want := range []string{"API is required", "Store.Table is required", "MaxAttempts 101", "AttentionShards -1", "MaxRaces -2", "Policy.Lease", "TTL.Completed"} {
 			require.ErrorContains(t, err, want)
 		}
 	})
@@ -772,11 +772,11 @@ func TestNewValidation(t *testing.T) {
 		cfg  gate.Config
 		want string
 	}{
-		{"max attempts below 1", gate.Config{Table: "t", MaxAttempts: -1}, "MaxAttempts -1"},
-		{"too many shards", gate.Config{Table: "t", AttentionShards: 101}, "AttentionShards 101"},
-		{"skew not below lease", gate.Config{Table: "t", Policy: stale.Policy{Lease: 5 * time.Second, Skew: 5 * time.Second}}, "Policy.Skew"},
-		{"negative skew", gate.Config{Table: "t", Policy: stale.Policy{Skew: -time.Second}}, "Policy.Skew"},
-		{"short processing TTL", gate.Config{Table: "t", TTL: stale.TTL{Processing: time.Minute}}, "TTL.Processing"},
+		{"max attempts below 1", gate.Config{Store: inbox.Store{Table: "t"}, MaxAttempts: -1}, "MaxAttempts -1"},
+		{"too many shards", gate.Config{Store: inbox.Store{Table: "t", AttentionShards: 101}}, "AttentionShards 101"},
+		{"skew not below lease", gate.Config{Store: inbox.Store{Table: "t"}, Policy: stale.Policy{Lease: 5 * time.Second, Skew: 5 * time.Second}}, "Policy.Skew"},
+		{"negative skew", gate.Config{Store: inbox.Store{Table: "t"}, Policy: stale.Policy{Skew: -time.Second}}, "Policy.Skew"},
+		{"short processing TTL", gate.Config{Store: inbox.Store{Table: "t", TTL: inbox.TTL{Processing: time.Minute}}}, "TTL.Processing"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -785,7 +785,7 @@ func TestNewValidation(t *testing.T) {
 		})
 	}
 	t.Run("defaults", func(t *testing.T) {
-		g, err := gate.New(api, gate.Config{Table: "t"})
+		g, err := gate.New(api, gate.Config{Store: inbox.Store{Table: "t"}})
 		require.NoError(t, err)
 		require.Equal(t, stale.Policy{Lease: stale.DefaultLease, Skew: stale.DefaultSkew}, g.Policy())
 		host, _ := os.Hostname()
@@ -817,7 +817,7 @@ func TestAcquireSDKErrorsSurface(t *testing.T) {
 	require.Equal(t, failure.Retryable, fe.Kind)
 	require.Equal(t, failure.CodeThrottled, fe.Code)
 	require.False(t, errors.Is(err, gate.ErrRaceLimit))
-	require.Empty(t, f.raw(inbox.KeyOf("k-throttled", msgType)))
+	require.Empty(t, f.raw((inbox.Store{}).Key("k-throttled", msgType)))
 }
 
 // A takeover is fenced on the lease still being expired: when the holder's
@@ -835,7 +835,7 @@ func TestTakeoverFailsWhenLeaseRenewedMeanwhile(t *testing.T) {
 	require.Equal(t, gate.Acquired, first.Action)
 
 	f.clock.Advance(lease + skew + time.Second) // expired: the decision will be a takeover
-	ren, err := stale.NewRenewer(f.env.DynamoDB, stale.RenewerConfig{Table: f.env.Table, Policy: stale.Policy{Lease: lease, Skew: skew}, Now: f.clock.Now})
+	ren, err := stale.NewRenewer(f.env.DynamoDB, stale.RenewerConfig{Store: inbox.Store{Table: f.env.Table}, Policy: stale.Policy{Lease: lease, Skew: skew}, Now: f.clock.Now})
 	require.NoError(t, err)
 	var renewed inbox.Lease
 	f.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "UpdateItem", Kind: faults.KindHook, Times: 1,

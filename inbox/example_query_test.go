@@ -21,7 +21,7 @@ func ExampleReader() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	r, err := inbox.NewReader(dynamodb.NewFromConfig(cfg), inbox.ReaderConfig{Table: "ddbworker"})
+	r, err := inbox.NewReader(dynamodb.NewFromConfig(cfg), inbox.ReaderConfig{Store: inbox.Store{Table: "ddbworker"}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -17,8 +17,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"golang.org/x/sync/errgroup"
-
-	"github.com/ddbworker/ddbworker/tables"
 )
 
 // Operator reads: one work item's records, one aggregate's history through
@@ -61,12 +59,8 @@ type ReadAPI interface {
 
 // ReaderConfig configures NewReader.
 type ReaderConfig struct {
-	// Table is the table name. Required.
-	Table string
-	// AttentionShards is the number of attention index shards per status;
-	// it must match the workers' (gate and mutation) setting. Default: 16;
-	// 1..100.
-	AttentionShards int
+	// Store is the inbox, as the workers write it. Required (Table).
+	Store Store
 	// BatchGetAttempts bounds the BatchGetItem calls for one batch of keys
 	// while DynamoDB returns UnprocessedKeys. Default: 8.
 	BatchGetAttempts int
@@ -87,14 +81,9 @@ func NewReader(api ReadAPI, cfg ReaderConfig) (*Reader, error) {
 	if api == nil {
 		errs = append(errs, errors.New("inbox: ReadAPI is required"))
 	}
-	if cfg.Table == "" {
-		errs = append(errs, errors.New("inbox: ReaderConfig.Table is required"))
-	}
-	if cfg.AttentionShards == 0 {
-		cfg.AttentionShards = 16
-	}
-	if cfg.AttentionShards < 1 || cfg.AttentionShards > 100 {
-		errs = append(errs, fmt.Errorf("inbox: ReaderConfig.AttentionShards %d must be within 1..100", cfg.AttentionShards))
+	var err error
+	if cfg.Store, err = cfg.Store.WithDefaults(); err != nil {
+		errs = append(errs, fmt.Errorf("inbox: ReaderConfig: %w", err))
 	}
 	if cfg.BatchGetAttempts == 0 {
 		cfg.BatchGetAttempts = 8
@@ -123,7 +112,7 @@ func (r *Reader) Get(ctx context.Context, key, messageType string) ([]*Record, e
 	}
 	if messageType != "" {
 		out, err := r.api.GetItem(ctx, &dynamodb.GetItemInput{
-			TableName: aws.String(r.cfg.Table), Key: KeyOf(key, messageType), ConsistentRead: aws.Bool(true),
+			TableName: aws.String(r.cfg.Store.Table), Key: r.cfg.Store.Key(key, messageType), ConsistentRead: aws.Bool(true),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("inbox: get %q/%q: %w", key, messageType, err)
@@ -131,20 +120,20 @@ func (r *Reader) Get(ctx context.Context, key, messageType string) ([]*Record, e
 		if len(out.Item) == 0 {
 			return nil, fmt.Errorf("%w: key %q, type %q", ErrNotFound, key, messageType)
 		}
-		rec, err := Decode(out.Item)
+		rec, err := r.cfg.Store.Decode(out.Item)
 		if err != nil {
 			return nil, err
 		}
 		return []*Record{rec}, nil
 	}
-	kc := expression.Key(tables.AttrPK).Equal(expression.Value(PK(key))).
-		And(expression.Key(tables.AttrSK).BeginsWith(prefixWorker))
+	kc := expression.Key(r.cfg.Store.Layout.PartitionKey).Equal(expression.Value(PK(key))).
+		And(expression.Key(r.cfg.Store.Layout.SortKey).BeginsWith(prefixWorker))
 	ex, err := expression.NewBuilder().WithKeyCondition(kc).Build()
 	if err != nil {
 		return nil, fmt.Errorf("inbox: build query: %w", err)
 	}
 	in := &dynamodb.QueryInput{
-		TableName: aws.String(r.cfg.Table), ConsistentRead: aws.Bool(true),
+		TableName: aws.String(r.cfg.Store.Table), ConsistentRead: aws.Bool(true),
 		KeyConditionExpression: ex.KeyCondition(), ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(),
 	}
 	var recs []*Record
@@ -154,7 +143,7 @@ func (r *Reader) Get(ctx context.Context, key, messageType string) ([]*Record, e
 			return nil, fmt.Errorf("inbox: query %q: %w", key, err)
 		}
 		for _, item := range out.Items {
-			rec, err := Decode(item)
+			rec, err := r.cfg.Store.Decode(item)
 			if err != nil {
 				return nil, err
 			}
@@ -179,7 +168,7 @@ func (r *Reader) GetRejection(ctx context.Context, sqsMessageID string) (*Record
 		return nil, fmt.Errorf("%w: empty SQS message id", ErrBadQuery)
 	}
 	out, err := r.api.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(r.cfg.Table), Key: RejectionKeyOf(sqsMessageID), ConsistentRead: aws.Bool(true),
+		TableName: aws.String(r.cfg.Store.Table), Key: r.cfg.Store.RejectionKey(sqsMessageID), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("inbox: get rejection %q: %w", sqsMessageID, err)
@@ -187,7 +176,7 @@ func (r *Reader) GetRejection(ctx context.Context, sqsMessageID string) (*Record
 	if len(out.Item) == 0 {
 		return nil, fmt.Errorf("%w: rejection of SQS message %q", ErrNotFound, sqsMessageID)
 	}
-	return Decode(out.Item)
+	return r.cfg.Store.Decode(out.Item)
 }
 
 // Page selects one page of a listing.
@@ -235,7 +224,8 @@ func (r *Reader) ListAggregate(ctx context.Context, aggregateType, aggregateID s
 	}
 	pk := AggregatePK(aggregateType, aggregateID)
 	q := &listQuery{
-		index: tables.IndexAggregate, pkAttr: tables.AttrGSI1PK, skAttr: tables.AttrGSI1SK,
+		index: r.cfg.Store.Layout.AggregateIndex, pkAttr: r.cfg.Store.Layout.AggregatePK, skAttr: r.cfg.Store.Layout.AggregateSK,
+		tablePK: r.cfg.Store.Layout.PartitionKey, tableSK: r.cfg.Store.Layout.SortKey,
 		partitions: []string{pk}, desc: p.Descending,
 		id: []string{"aggregate", pk, strconv.FormatBool(p.Descending)},
 		keep: func(rec *Record, e *indexEntry) bool {
@@ -279,9 +269,10 @@ func (r *Reader) ListAttention(ctx context.Context, status Status, f AttentionFi
 		hi = FormatTime(u)
 	}
 	q := &listQuery{
-		index: tables.IndexAttention, pkAttr: tables.AttrGSI2PK, skAttr: tables.AttrGSI2SK,
+		index: r.cfg.Store.Layout.AttentionIndex, pkAttr: r.cfg.Store.Layout.AttentionPK, skAttr: r.cfg.Store.Layout.AttentionSK,
+		tablePK: r.cfg.Store.Layout.PartitionKey, tableSK: r.cfg.Store.Layout.SortKey,
 		desc: p.Descending, empty: lo != "" && hi != "" && lo > hi,
-		id: []string{"attention", string(status), strconv.Itoa(r.cfg.AttentionShards), lo, hi, f.Code, strconv.FormatBool(p.Descending)},
+		id: []string{"attention", string(status), strconv.Itoa(r.cfg.Store.AttentionShards), lo, hi, f.Code, strconv.FormatBool(p.Descending)},
 		keep: func(rec *Record, e *indexEntry) bool {
 			return rec.GSI2PK == e.pk && rec.GSI2SK == e.sk && (f.Code == "" || rec.FailureCode == f.Code)
 		},
@@ -300,7 +291,7 @@ func (r *Reader) ListAttention(ctx context.Context, status Status, f AttentionFi
 			return k.LessThanEqual(expression.Value(hi))
 		}
 	}
-	for i := range r.cfg.AttentionShards {
+	for i := range r.cfg.Store.AttentionShards {
 		q.partitions = append(q.partitions, AttentionPK(status, i))
 	}
 	return r.list(ctx, q, p)
@@ -309,6 +300,7 @@ func (r *Reader) ListAttention(ctx context.Context, status Status, f AttentionFi
 // listQuery is one index listing: one stream per index partition, merged.
 type listQuery struct {
 	index, pkAttr, skAttr string
+	tablePK, tableSK      string // the table's key attributes
 	partitions            []string
 	skCond                func(expression.KeyBuilder) expression.KeyConditionBuilder // range on the index sort key, or nil
 	desc                  bool
@@ -403,7 +395,7 @@ func (r *Reader) streams(q *listQuery, cur string, limit int) ([]*indexStream, e
 			return nil, fmt.Errorf("inbox: build query: %w", err)
 		}
 		s := &indexStream{more: true, pkAttr: q.pkAttr, skAttr: q.skAttr, in: dynamodb.QueryInput{
-			TableName: aws.String(r.cfg.Table), IndexName: aws.String(q.index),
+			TableName: aws.String(r.cfg.Store.Table), IndexName: aws.String(q.index),
 			KeyConditionExpression: ex.KeyCondition(), ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(),
 			ScanIndexForward: aws.Bool(!q.desc),
 			// One more than a page: a partition that fits in a page is
@@ -432,7 +424,7 @@ func (r *Reader) peek(ctx context.Context, s *indexStream) error {
 		}
 		for _, item := range out.Items {
 			s.buf = append(s.buf, indexEntry{key: item, pk: attrString(item, s.pkAttr), sk: attrString(item, s.skAttr),
-				tk: itemKey(attrString(item, tables.AttrPK), attrString(item, tables.AttrSK))})
+				tk: itemKey(attrString(item, r.cfg.Store.Layout.PartitionKey), attrString(item, r.cfg.Store.Layout.SortKey))})
 		}
 		s.in.ExclusiveStartKey = out.LastEvaluatedKey
 		s.more = len(out.LastEvaluatedKey) > 0
@@ -498,7 +490,7 @@ func (r *Reader) fetch(ctx context.Context, q *listQuery, batch []indexEntry) ([
 		}
 		seen[e.tk] = true
 		keys = append(keys, map[string]types.AttributeValue{
-			tables.AttrPK: e.key[tables.AttrPK], tables.AttrSK: e.key[tables.AttrSK],
+			r.cfg.Store.Layout.PartitionKey: e.key[r.cfg.Store.Layout.PartitionKey], r.cfg.Store.Layout.SortKey: e.key[r.cfg.Store.Layout.SortKey],
 		})
 	}
 	items, err := r.batchGet(ctx, keys)
@@ -511,7 +503,7 @@ func (r *Reader) fetch(ctx context.Context, q *listQuery, batch []indexEntry) ([
 		if !ok {
 			continue
 		}
-		rec, err := Decode(item)
+		rec, err := r.cfg.Store.Decode(item)
 		if err != nil {
 			return nil, err
 		}
@@ -539,15 +531,15 @@ func (r *Reader) batchGet(ctx context.Context, keys []map[string]types.Attribute
 				}
 			}
 			out, err := r.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
-				r.cfg.Table: {Keys: pending, ConsistentRead: aws.Bool(true)},
+				r.cfg.Store.Table: {Keys: pending, ConsistentRead: aws.Bool(true)},
 			}})
 			if err != nil {
 				return nil, fmt.Errorf("inbox: read records: %w", err)
 			}
-			for _, item := range out.Responses[r.cfg.Table] {
-				found[itemKey(attrString(item, tables.AttrPK), attrString(item, tables.AttrSK))] = item
+			for _, item := range out.Responses[r.cfg.Store.Table] {
+				found[itemKey(attrString(item, r.cfg.Store.Layout.PartitionKey), attrString(item, r.cfg.Store.Layout.SortKey))] = item
 			}
-			pending = out.UnprocessedKeys[r.cfg.Table].Keys
+			pending = out.UnprocessedKeys[r.cfg.Store.Table].Keys
 		}
 	}
 	return found, nil
@@ -624,7 +616,7 @@ func encodeCursor(q *listQuery, streams []*indexStream) (string, error) {
 			c.Done = append(c.Done, i)
 		case s.resume != nil:
 			k := cursorKey{}
-			for _, n := range []string{tables.AttrPK, tables.AttrSK, q.skAttr} { // the index PK is the partition's
+			for _, n := range []string{q.tablePK, q.tableSK, q.skAttr} { // the index PK is the partition's
 				k[n] = attrString(s.resume, n)
 			}
 			c.Start[strconv.Itoa(i)] = k
@@ -666,7 +658,7 @@ func decodeCursor(q *listQuery, s string) (*listCursor, error) {
 		if slices.Contains(c.Done, i) {
 			return nil, fmt.Errorf("%w: partition %d both started and done", ErrBadCursor, i)
 		}
-		if len(k) != 3 || k[tables.AttrPK] == "" || k[tables.AttrSK] == "" || k[q.skAttr] == "" {
+		if len(k) != 3 || k[q.tablePK] == "" || k[q.tableSK] == "" || k[q.skAttr] == "" {
 			return nil, fmt.Errorf("%w: bad start key of partition %d", ErrBadCursor, i)
 		}
 		k[q.pkAttr] = q.partitions[i]

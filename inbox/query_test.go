@@ -44,7 +44,7 @@ func (s *readSeeder) reader(mods ...func(*inbox.ReaderConfig)) *inbox.Reader {
 
 func (s *readSeeder) readerWith(api inbox.ReadAPI, mods ...func(*inbox.ReaderConfig)) *inbox.Reader {
 	s.t.Helper()
-	cfg := inbox.ReaderConfig{Table: s.env.Table, AttentionShards: s.shards}
+	cfg := inbox.ReaderConfig{Store: inbox.Store{Table: s.env.Table, AttentionShards: s.shards}}
 	for _, m := range mods {
 		m(&cfg)
 	}
@@ -55,7 +55,7 @@ func (s *readSeeder) readerWith(api inbox.ReadAPI, mods ...func(*inbox.ReaderCon
 
 func (s *readSeeder) put(rec *inbox.Record) {
 	s.t.Helper()
-	item, err := rec.Item()
+	item, err := (inbox.Store{}).Encode(rec), error(nil)
 	require.NoError(s.t, err)
 	_, err = s.env.DynamoDB.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(s.env.Table), Item: item})
 	require.NoError(s.t, err)
@@ -105,9 +105,9 @@ func (s *readSeeder) rejection(msgID, code string, at time.Time) {
 	rec := &inbox.Record{SQSMessageID: msgID, Status: inbox.StatusFailedTerminal, FailureCode: code, FailureMessage: "rejected",
 		FirstSeenAt: ts, FailedAt: ts,
 		GSI2PK: inbox.AttentionPK(inbox.StatusFailedTerminal, inbox.Shard(msgID, s.shards)), GSI2SK: ts}
-	item, err := rec.Item()
+	item, err := (inbox.Store{}).Encode(rec), error(nil)
 	require.NoError(s.t, err)
-	for k, v := range inbox.RejectionKeyOf(msgID) {
+	for k, v := range (inbox.Store{}).RejectionKey(msgID) {
 		item[k] = v
 	}
 	_, err = s.env.DynamoDB.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(s.env.Table), Item: item})
@@ -157,11 +157,11 @@ func TestNewReaderConfig(t *testing.T) {
 		cfg  inbox.ReaderConfig
 		want []string // every problem reported; nil: valid
 	}{
-		{name: "defaults", api: api, cfg: inbox.ReaderConfig{Table: "t1"}},
-		{name: "100 shards", api: api, cfg: inbox.ReaderConfig{Table: "t1", AttentionShards: 100}},
-		{name: "no table", api: api, cfg: inbox.ReaderConfig{}, want: []string{"inbox: ReaderConfig.Table is required"}},
-		{name: "too many shards", api: api, cfg: inbox.ReaderConfig{Table: "t1", AttentionShards: 101}, want: []string{"AttentionShards 101 must be within 1..100"}},
-		{name: "everything wrong", cfg: inbox.ReaderConfig{AttentionShards: -1, BatchGetAttempts: -2, RetryBackoff: -time.Second}, want: []string{
+		{name: "defaults", api: api, cfg: inbox.ReaderConfig{Store: inbox.Store{Table: "t1"}}},
+		{name: "100 shards", api: api, cfg: inbox.ReaderConfig{Store: inbox.Store{Table: "t1", AttentionShards: 100}}},
+		{name: "no table", api: api, cfg: inbox.ReaderConfig{}, want: []string{"inbox: Store.Table is required"}},
+		{name: "too many shards", api: api, cfg: inbox.ReaderConfig{Store: inbox.Store{Table: "t1", AttentionShards: 101}}, want: []string{"AttentionShards 101 must be within 1..100"}},
+		{name: "everything wrong", cfg: inbox.ReaderConfig{Store: inbox.Store{AttentionShards: -1}, BatchGetAttempts: -2, RetryBackoff: -time.Second}, want: []string{
 			"inbox: ReadAPI is required", "Table is required", "AttentionShards -1", "BatchGetAttempts -2", "RetryBackoff -1s",
 		}},
 	}
@@ -491,7 +491,7 @@ func TestReaderListAttentionTies(t *testing.T) {
 		s.failed(inbox.StatusFailedRetryable, key, "TIMEOUT", seedTime.Add(time.Duration(i%3)*time.Millisecond))
 		want = append(want, key)
 	}
-	r := s.reader(func(c *inbox.ReaderConfig) { c.AttentionShards = 0 }) // default: 16
+	r := s.reader(func(c *inbox.ReaderConfig) { c.Store.AttentionShards = 0 }) // default: 16
 	for _, limit := range []int{1, 3, 7, 40, 41} {
 		recs, _ := collectPages(t, func(p inbox.Page) (inbox.Listing, error) {
 			return r.ListAttention(context.Background(), inbox.StatusFailedRetryable, inbox.AttentionFilter{}, p)

@@ -5,14 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/ddbworker/ddbworker/tables"
 )
 
 // Status of an inbox record.
@@ -34,6 +28,13 @@ const (
 const (
 	OutcomeApplied    = "APPLIED"
 	OutcomeSuperseded = "SUPERSEDED"
+)
+
+// Attributes of the reopen audit (ddbworker inbox reopen).
+const (
+	attrReopenedAt   = "reopenedAt"
+	attrReopenedBy   = "reopenedBy"
+	attrReopenReason = "reopenReason"
 )
 
 // Key prefixes.
@@ -64,52 +65,49 @@ var ErrDecode = errors.New("inbox: not an inbox record")
 // Record is one inbox record: the idempotency state of one work item, or a
 // rejection (Rejection true) of a message that had no usable key.
 type Record struct {
-	Key            string    `dynamodbav:"idempotencyKey,omitempty"`
-	MessageType    string    `dynamodbav:"messageType,omitempty"`
-	Status         Status    `dynamodbav:"status"`
-	RequestHash    string    `dynamodbav:"requestHash,omitempty"`
-	SchemaVersion  int       `dynamodbav:"schemaVersion,omitempty"`
-	AggregateType  string    `dynamodbav:"aggregateType,omitempty"`
-	AggregateID    string    `dynamodbav:"aggregateId,omitempty"`
-	CorrelationID  string    `dynamodbav:"correlationId,omitempty"`
-	CausationID    string    `dynamodbav:"causationId,omitempty"`
-	Producer       string    `dynamodbav:"producer,omitempty"`
-	SQSMessageID   string    `dynamodbav:"sqsMessageId,omitempty"`
-	FirstSeenAt    string    `dynamodbav:"firstSeenAt,omitempty"`
-	LastSeenAt     string    `dynamodbav:"lastSeenAt,omitempty"`
-	StartedAt      string    `dynamodbav:"startedAt,omitempty"`
-	CompletedAt    string    `dynamodbav:"completedAt,omitempty"`
-	FailedAt       string    `dynamodbav:"failedAt,omitempty"`
-	Attempts       int       `dynamodbav:"attempts,omitempty"`
-	Deliveries     int       `dynamodbav:"deliveries,omitempty"`
-	LeaseOwner     string    `dynamodbav:"leaseOwner,omitempty"`
-	LeaseToken     string    `dynamodbav:"leaseToken,omitempty"`
-	LeaseExpiresAt int64     `dynamodbav:"leaseExpiresAt,omitempty"` // epoch ms
-	FailureCode    string    `dynamodbav:"failureCode,omitempty"`
-	FailureMessage string    `dynamodbav:"failureMessage,omitempty"`
-	Outcome        string    `dynamodbav:"outcome,omitempty"`
-	ResultRef      string    `dynamodbav:"resultRef,omitempty"`
-	TTL            int64     `dynamodbav:"ttl,omitempty"` // epoch s
-	PK             string    `dynamodbav:"PK"`
-	SK             string    `dynamodbav:"SK"`
-	GSI1PK         string    `dynamodbav:"GSI1PK,omitempty"`
-	GSI1SK         string    `dynamodbav:"GSI1SK,omitempty"`
-	GSI2PK         string    `dynamodbav:"GSI2PK,omitempty"`
-	GSI2SK         string    `dynamodbav:"GSI2SK,omitempty"`
-	Rejection      bool      `dynamodbav:"-"`
-	LeaseExpiry    time.Time `dynamodbav:"-"`
+	Key            string `dynamodbav:"idempotencyKey,omitempty"`
+	MessageType    string `dynamodbav:"messageType,omitempty"`
+	Status         Status `dynamodbav:"status"`
+	RequestHash    string `dynamodbav:"requestHash,omitempty"`
+	SchemaVersion  int    `dynamodbav:"schemaVersion,omitempty"`
+	AggregateType  string `dynamodbav:"aggregateType,omitempty"`
+	AggregateID    string `dynamodbav:"aggregateId,omitempty"`
+	CorrelationID  string `dynamodbav:"correlationId,omitempty"`
+	CausationID    string `dynamodbav:"causationId,omitempty"`
+	Producer       string `dynamodbav:"producer,omitempty"`
+	SQSMessageID   string `dynamodbav:"sqsMessageId,omitempty"`
+	FirstSeenAt    string `dynamodbav:"firstSeenAt,omitempty"`
+	LastSeenAt     string `dynamodbav:"lastSeenAt,omitempty"`
+	StartedAt      string `dynamodbav:"startedAt,omitempty"`
+	CompletedAt    string `dynamodbav:"completedAt,omitempty"`
+	FailedAt       string `dynamodbav:"failedAt,omitempty"`
+	Attempts       int    `dynamodbav:"attempts,omitempty"`
+	Deliveries     int    `dynamodbav:"deliveries,omitempty"`
+	LeaseOwner     string `dynamodbav:"leaseOwner,omitempty"`
+	LeaseToken     string `dynamodbav:"leaseToken,omitempty"`
+	LeaseExpiresAt int64  `dynamodbav:"leaseExpiresAt,omitempty"` // epoch ms
+	FailureCode    string `dynamodbav:"failureCode,omitempty"`
+	FailureMessage string `dynamodbav:"failureMessage,omitempty"`
+	Outcome        string `dynamodbav:"outcome,omitempty"`
+	ResultRef      string `dynamodbav:"resultRef,omitempty"`
+	// ReopenedAt, ReopenedBy and ReopenReason audit the last time an
+	// operator reopened the record (ddbworker inbox reopen).
+	ReopenedAt   string    `dynamodbav:"reopenedAt,omitempty"`
+	ReopenedBy   string    `dynamodbav:"reopenedBy,omitempty"`
+	ReopenReason string    `dynamodbav:"reopenReason,omitempty"`
+	TTL          int64     `dynamodbav:"ttl,omitempty"` // epoch s
+	PK           string    `dynamodbav:"PK"`
+	SK           string    `dynamodbav:"SK"`
+	GSI1PK       string    `dynamodbav:"GSI1PK,omitempty"`
+	GSI1SK       string    `dynamodbav:"GSI1SK,omitempty"`
+	GSI2PK       string    `dynamodbav:"GSI2PK,omitempty"`
+	GSI2SK       string    `dynamodbav:"GSI2SK,omitempty"`
+	Rejection    bool      `dynamodbav:"-"`
+	LeaseExpiry  time.Time `dynamodbav:"-"`
 }
 
-// Decode reads an item (a GetItem result, a query item, or the ALL_OLD image
-// of a failed condition) into a Record.
-func Decode(item map[string]types.AttributeValue) (*Record, error) {
-	if len(item) == 0 {
-		return nil, fmt.Errorf("%w: empty item", ErrDecode)
-	}
-	var r Record
-	if err := attributevalue.UnmarshalMap(item, &r); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrDecode, err)
-	}
+// finish checks a decoded record's key and fills what the key implies.
+func (r *Record) finish() (*Record, error) {
 	switch {
 	case strings.HasPrefix(r.PK, prefixIdempotency) && strings.HasPrefix(r.SK, prefixWorker):
 		if r.Key == "" {
@@ -126,60 +124,7 @@ func Decode(item map[string]types.AttributeValue) (*Record, error) {
 	if r.LeaseExpiresAt > 0 {
 		r.LeaseExpiry = time.UnixMilli(r.LeaseExpiresAt)
 	}
-	return &r, nil
-}
-
-// Item encodes r for PutItem.
-//
-// It is written out by hand, not by reflection: the gate and the fused
-// commit encode a record for every fresh message. It leaves out empty
-// attributes exactly as the dynamodbav tags (omitempty) say, so Decode reads
-// back what Item wrote.
-func (r *Record) Item() (map[string]types.AttributeValue, error) {
-	item := make(map[string]types.AttributeValue, 24)
-	str := func(name, v string) {
-		if v != "" {
-			item[name] = &types.AttributeValueMemberS{Value: v}
-		}
-	}
-	num := func(name string, v int64) {
-		if v != 0 {
-			item[name] = &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
-		}
-	}
-	item[tables.AttrPK] = &types.AttributeValueMemberS{Value: r.PK}
-	item[tables.AttrSK] = &types.AttributeValueMemberS{Value: r.SK}
-	item[tables.AttrStatus] = &types.AttributeValueMemberS{Value: string(r.Status)}
-	str(tables.AttrIdempotencyKey, r.Key)
-	str(tables.AttrMessageType, r.MessageType)
-	str(tables.AttrRequestHash, r.RequestHash)
-	num(tables.AttrSchemaVersion, int64(r.SchemaVersion))
-	str(tables.AttrAggregateType, r.AggregateType)
-	str(tables.AttrAggregateID, r.AggregateID)
-	str(tables.AttrCorrelationID, r.CorrelationID)
-	str(tables.AttrCausationID, r.CausationID)
-	str(tables.AttrProducer, r.Producer)
-	str(tables.AttrSQSMessageID, r.SQSMessageID)
-	str(tables.AttrFirstSeenAt, r.FirstSeenAt)
-	str(tables.AttrLastSeenAt, r.LastSeenAt)
-	str(tables.AttrStartedAt, r.StartedAt)
-	str(tables.AttrCompletedAt, r.CompletedAt)
-	str(tables.AttrFailedAt, r.FailedAt)
-	num(tables.AttrAttempts, int64(r.Attempts))
-	num(tables.AttrDeliveries, int64(r.Deliveries))
-	str(tables.AttrLeaseOwner, r.LeaseOwner)
-	str(tables.AttrLeaseToken, r.LeaseToken)
-	num(tables.AttrLeaseExpiresAt, r.LeaseExpiresAt)
-	str(tables.AttrFailureCode, r.FailureCode)
-	str(tables.AttrFailureMessage, r.FailureMessage)
-	str(tables.AttrOutcome, r.Outcome)
-	str(tables.AttrResultRef, r.ResultRef)
-	num(tables.AttrTTL, r.TTL)
-	str(tables.AttrGSI1PK, r.GSI1PK)
-	str(tables.AttrGSI1SK, r.GSI1SK)
-	str(tables.AttrGSI2PK, r.GSI2PK)
-	str(tables.AttrGSI2SK, r.GSI2SK)
-	return item, nil
+	return r, nil
 }
 
 // PK is the partition key of key's records.
@@ -187,23 +132,6 @@ func PK(key string) string { return prefixIdempotency + key }
 
 // SK is the sort key of messageType's record.
 func SK(messageType string) string { return prefixWorker + messageType }
-
-// KeyOf is the primary key of the record for (key, messageType).
-func KeyOf(key, messageType string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		tables.AttrPK: &types.AttributeValueMemberS{Value: PK(key)},
-		tables.AttrSK: &types.AttributeValueMemberS{Value: SK(messageType)},
-	}
-}
-
-// RejectionKeyOf is the primary key of the rejection record of an SQS
-// message that could not be filed under an idempotency key.
-func RejectionKeyOf(sqsMessageID string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		tables.AttrPK: &types.AttributeValueMemberS{Value: prefixRejection + sqsMessageID},
-		tables.AttrSK: &types.AttributeValueMemberS{Value: rejectionSK},
-	}
-}
 
 // AggregatePK is the aggregate index partition key.
 func AggregatePK(aggregateType, aggregateID string) string {

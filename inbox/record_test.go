@@ -2,12 +2,13 @@ package inbox_test
 
 import (
 	"fmt"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"math/rand/v2"
 	"sort"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
@@ -43,22 +44,22 @@ func TestRecordRoundTrip(t *testing.T) {
 			r := *minimal
 			r.Key, r.MessageType = "k-2", "CaseClosed"
 			return &r
-		}(), []string{tables.AttrIdempotencyKey, tables.AttrMessageType, tables.AttrLeaseExpiresAt, tables.AttrTTL, tables.AttrGSI2PK, tables.AttrAttempts}},
+		}(), []string{tables.AttrIdempotencyKey, tables.AttrMessageType, tables.AttrLeaseExpiresAt, tables.DefaultLayout().TTL, tables.DefaultLayout().AttentionPK, tables.AttrAttempts}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			item, err := tt.rec.Item()
+			item, err := (inbox.Store{}).Encode(tt.rec), error(nil)
 			require.NoError(t, err)
 			require.Equal(t, s(string(tt.rec.Status)), item[tables.AttrStatus])
-			require.Equal(t, s(tt.rec.PK), item[tables.AttrPK])
-			require.Equal(t, s(tt.rec.SK), item[tables.AttrSK])
+			require.Equal(t, s(tt.rec.PK), item[tables.DefaultLayout().PartitionKey])
+			require.Equal(t, s(tt.rec.SK), item[tables.DefaultLayout().SortKey])
 			for _, a := range tt.absent {
 				require.NotContains(t, item, a, "empty %s must be omitted", a)
 			}
 			require.NotContains(t, item, "Rejection")
 			require.NotContains(t, item, "LeaseExpiry")
 
-			got, err := inbox.Decode(item)
+			got, err := (inbox.Store{}).Decode(item)
 			require.NoError(t, err)
 			require.Equal(t, tt.want, got)
 			require.False(t, got.Rejection)
@@ -66,10 +67,10 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 
 	t.Run("numbers are stored as numbers", func(t *testing.T) {
-		item, err := full.Item()
+		item, err := (inbox.Store{}).Encode(full), error(nil)
 		require.NoError(t, err)
 		require.Equal(t, &types.AttributeValueMemberN{Value: strconv.FormatInt(exp, 10)}, item[tables.AttrLeaseExpiresAt])
-		require.Equal(t, &types.AttributeValueMemberN{Value: "1790000000"}, item[tables.AttrTTL])
+		require.Equal(t, &types.AttributeValueMemberN{Value: "1790000000"}, item[tables.DefaultLayout().TTL])
 		require.Equal(t, &types.AttributeValueMemberN{Value: "2"}, item[tables.AttrAttempts])
 	})
 }
@@ -92,23 +93,23 @@ func TestNewRecord(t *testing.T) {
 		FirstSeenAt: ts, LastSeenAt: ts, StartedAt: ts, Attempts: 1, Deliveries: 1,
 		GSI1PK: "AGG#Case#c-1", GSI1SK: ts + "#CaseOpened#k-1",
 	}, r)
-	item, err := r.Item()
+	item, err := (inbox.Store{}).Encode(r), error(nil)
 	require.NoError(t, err)
-	got, err := inbox.Decode(item)
+	got, err := (inbox.Store{}).Decode(item)
 	require.NoError(t, err)
 	require.Equal(t, "k-1", got.Key)
 	require.Equal(t, "CaseOpened", got.MessageType)
 }
 
 func TestDecodeRejection(t *testing.T) {
-	item := inbox.RejectionKeyOf("m-42")
-	require.Equal(t, s("REJECT#m-42"), item[tables.AttrPK])
-	require.Equal(t, s("REJECT"), item[tables.AttrSK])
+	item := (inbox.Store{}).RejectionKey("m-42")
+	require.Equal(t, s("REJECT#m-42"), item[tables.DefaultLayout().PartitionKey])
+	require.Equal(t, s("REJECT"), item[tables.DefaultLayout().SortKey])
 	item[tables.AttrStatus] = s(string(inbox.StatusFailedTerminal))
 	item[tables.AttrFailureCode] = s("INVALID_ENVELOPE")
 	item[tables.AttrSQSMessageID] = s("m-42")
 
-	r, err := inbox.Decode(item)
+	r, err := (inbox.Store{}).Decode(item)
 	require.NoError(t, err)
 	require.True(t, r.Rejection)
 	require.Equal(t, inbox.StatusFailedTerminal, r.Status)
@@ -135,7 +136,7 @@ func TestDecodeForeignItems(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := inbox.Decode(tt.item)
+			r, err := (inbox.Store{}).Decode(tt.item)
 			require.ErrorIs(t, err, inbox.ErrDecode)
 			require.Nil(t, r)
 		})
@@ -145,7 +146,7 @@ func TestDecodeForeignItems(t *testing.T) {
 func TestKeys(t *testing.T) {
 	require.Equal(t, "IDEMP#order-7", inbox.PK("order-7"))
 	require.Equal(t, "WORKER#CaseOpened", inbox.SK("CaseOpened"))
-	require.Equal(t, map[string]types.AttributeValue{"PK": s("IDEMP#order-7"), "SK": s("WORKER#CaseOpened")}, inbox.KeyOf("order-7", "CaseOpened"))
+	require.Equal(t, map[string]types.AttributeValue{"PK": s("IDEMP#order-7"), "SK": s("WORKER#CaseOpened")}, (inbox.Store{}).Key("order-7", "CaseOpened"))
 	require.Equal(t, "AGG#Case#c-1", inbox.AggregatePK("Case", "c-1"))
 	require.Equal(t, "2026-03-01T12:00:00.000Z#CaseOpened#k-1", inbox.AggregateSK("2026-03-01T12:00:00.000Z", "CaseOpened", "k-1"))
 }
@@ -231,7 +232,7 @@ func TestAttentionPK(t *testing.T) {
 	}
 }
 
-func ExampleDecode() {
+func ExampleStore_Decode() {
 	// An item as GetItem, a query or a failed condition's ALL_OLD returns it.
 	item := map[string]types.AttributeValue{
 		"PK":             &types.AttributeValueMemberS{Value: "IDEMP#order-7"},
@@ -240,7 +241,7 @@ func ExampleDecode() {
 		"attempts":       &types.AttributeValueMemberN{Value: "2"},
 		"leaseExpiresAt": &types.AttributeValueMemberN{Value: "1772366430000"},
 	}
-	r, err := inbox.Decode(item)
+	r, err := (inbox.Store{}).Decode(item)
 	if err != nil {
 		panic(err)
 	}
@@ -259,9 +260,10 @@ func TestItemMatchesTags(t *testing.T) {
 		AggregateType: "A", AggregateID: "a", CorrelationID: "c", CausationID: "z", Producer: "p", SQSMessageID: "m",
 		FirstSeenAt: "1", LastSeenAt: "2", StartedAt: "3", CompletedAt: "4", FailedAt: "5", Attempts: 2, Deliveries: 3,
 		LeaseOwner: "o", LeaseToken: "t", LeaseExpiresAt: 99, FailureCode: "F", FailureMessage: "fm", Outcome: "O",
-		ResultRef: "r", TTL: 7, PK: "IDEMP#k", SK: "WORKER#T", GSI1PK: "g1", GSI1SK: "g1s", GSI2PK: "g2", GSI2SK: "g2s"}
+		ResultRef: "r", TTL: 7, PK: "IDEMP#k", SK: "WORKER#T", GSI1PK: "g1", GSI1SK: "g1s", GSI2PK: "g2", GSI2SK: "g2s",
+		ReopenedAt: "6", ReopenedBy: "ops", ReopenReason: "fixed"}
 	for _, r := range []inbox.Record{full, {PK: "IDEMP#k", SK: "WORKER#T", Status: inbox.StatusProcessing}} {
-		got, err := r.Item()
+		got, err := (inbox.Store{}).Encode(&r), error(nil)
 		require.NoError(t, err)
 		want, err := attributevalue.MarshalMap(r)
 		require.NoError(t, err)
@@ -275,6 +277,6 @@ func BenchmarkItem(b *testing.B) {
 	r.Status, r.LeaseToken, r.LeaseExpiresAt, r.TTL = inbox.StatusProcessing, "tok", 1, 2
 	b.ReportAllocs()
 	for b.Loop() {
-		_, _ = r.Item()
+		_, _ = (inbox.Store{}).Encode(r), error(nil)
 	}
 }

@@ -88,10 +88,10 @@ type LeaseLostError struct {
 
 // LostLease builds the error from the ALL_OLD image a failed condition
 // returned (empty when the record did not exist).
-func LostLease(l Lease, old map[string]types.AttributeValue) *LeaseLostError {
+func (s Store) LostLease(l Lease, old map[string]types.AttributeValue) *LeaseLostError {
 	e := &LeaseLostError{Lease: l}
 	if len(old) > 0 {
-		e.Record, _ = Decode(old)
+		e.Record, _ = s.Decode(old)
 	}
 	return e
 }
@@ -141,7 +141,7 @@ func fence(l Lease) expression.ConditionBuilder {
 // Complete flips a held record to COMPLETED with outcome (default APPLIED):
 // the lease and the attention-index entry go; ttl (epoch s) must outlive
 // every redelivery.
-func Complete(l Lease, now time.Time, outcome, resultRef string, ttl int64) Transition {
+func (s Store) Complete(l Lease, now time.Time, outcome, resultRef string) Transition {
 	if outcome == "" {
 		outcome = OutcomeApplied
 	}
@@ -150,10 +150,10 @@ func Complete(l Lease, now time.Time, outcome, resultRef string, ttl int64) Tran
 		Set(expression.Name(tables.AttrCompletedAt), expression.Value(ts)).
 		Set(expression.Name(tables.AttrLastSeenAt), expression.Value(ts)).
 		Set(expression.Name(tables.AttrOutcome), expression.Value(outcome)).
-		Set(expression.Name(tables.AttrTTL), expression.Value(ttl)).
+		Set(expression.Name(s.layout().TTL), expression.Value(s.ttl().For(StatusCompleted, now))).
 		Remove(expression.Name(tables.AttrLeaseExpiresAt)).
-		Remove(expression.Name(tables.AttrGSI2PK)).
-		Remove(expression.Name(tables.AttrGSI2SK))
+		Remove(expression.Name(s.layout().AttentionPK)).
+		Remove(expression.Name(s.layout().AttentionSK))
 	if resultRef != "" {
 		upd = upd.Set(expression.Name(tables.AttrResultRef), expression.Value(resultRef))
 	}
@@ -163,21 +163,21 @@ func Complete(l Lease, now time.Time, outcome, resultRef string, ttl int64) Tran
 // Fail records a failure on a held record and releases the lease:
 // FAILED_RETRYABLE (a later delivery takes over) or FAILED_TERMINAL (never
 // re-run), with code, message, time and an attention-index entry in one of
-// shards partitions.
-func Fail(l Lease, now time.Time, status Status, code, message string, ttl int64, shards int) Transition {
-	return Transition{Update: failed(l.Key, now, status, code, message, ttl, shards), Condition: fence(l)}
+// the store's shards.
+func (s Store) Fail(l Lease, now time.Time, status Status, code, message string) Transition {
+	return Transition{Update: s.failed(l.Key, now, status, code, message), Condition: fence(l)}
 }
 
-func failed(key string, now time.Time, status Status, code, message string, ttl int64, shards int) expression.UpdateBuilder {
+func (s Store) failed(key string, now time.Time, status Status, code, message string) expression.UpdateBuilder {
 	ts := FormatTime(now)
 	return expression.Set(expression.Name(tables.AttrStatus), expression.Value(string(status))).
 		Set(expression.Name(tables.AttrFailureCode), expression.Value(code)).
 		Set(expression.Name(tables.AttrFailureMessage), expression.Value(message)).
 		Set(expression.Name(tables.AttrFailedAt), expression.Value(ts)).
 		Set(expression.Name(tables.AttrLastSeenAt), expression.Value(ts)).
-		Set(expression.Name(tables.AttrTTL), expression.Value(ttl)).
-		Set(expression.Name(tables.AttrGSI2PK), expression.Value(AttentionPK(status, Shard(key, shards)))).
-		Set(expression.Name(tables.AttrGSI2SK), expression.Value(ts)).
+		Set(expression.Name(s.layout().TTL), expression.Value(s.ttl().For(status, now))).
+		Set(expression.Name(s.layout().AttentionPK), expression.Value(AttentionPK(status, Shard(key, s.shards())))).
+		Set(expression.Name(s.layout().AttentionSK), expression.Value(ts)).
 		Remove(expression.Name(tables.AttrLeaseExpiresAt))
 }
 
@@ -190,27 +190,27 @@ func failed(key string, now time.Time, status Status, code, message string, ttl 
 // record stays out of the attention index (with indexProcessing its sort
 // key says the lease ended now). The condition also pins attempts to the
 // lease's count, so a retry of an applied Release cannot refund twice.
-func Release(l Lease, now time.Time, code, message string, indexProcessing bool) Transition {
+func (s Store) Release(l Lease, now time.Time, code, message string) Transition {
 	ts := FormatTime(now)
 	upd := expression.Set(expression.Name(tables.AttrLeaseExpiresAt), expression.Value(0)).
 		Set(expression.Name(tables.AttrAttempts), expression.Value(max(0, l.Attempts-1))).
 		Set(expression.Name(tables.AttrLastSeenAt), expression.Value(ts)).
 		Set(expression.Name(tables.AttrFailureCode), expression.Value(code)).
 		Set(expression.Name(tables.AttrFailureMessage), expression.Value(message))
-	if indexProcessing {
-		upd = upd.Set(expression.Name(tables.AttrGSI2SK), expression.Value(ts))
+	if s.IndexProcessing {
+		upd = upd.Set(expression.Name(s.layout().AttentionSK), expression.Value(ts))
 	}
 	cond := fence(l).And(expression.Name(tables.AttrAttempts).Equal(expression.Value(l.Attempts)))
 	return Transition{Update: upd, Condition: cond}
 }
 
-// Renew extends a held lease to exp. With indexProcessing the attention
+// Renew extends a held lease to exp. With IndexProcessing the attention
 // index sort key follows the expiry.
-func Renew(l Lease, now, exp time.Time, indexProcessing bool) Transition {
+func (s Store) Renew(l Lease, now, exp time.Time) Transition {
 	upd := expression.Set(expression.Name(tables.AttrLeaseExpiresAt), expression.Value(exp.UnixMilli())).
 		Set(expression.Name(tables.AttrLastSeenAt), expression.Value(FormatTime(now)))
-	if indexProcessing {
-		upd = upd.Set(expression.Name(tables.AttrGSI2SK), expression.Value(FormatTime(exp)))
+	if s.IndexProcessing {
+		upd = upd.Set(expression.Name(s.layout().AttentionSK), expression.Value(FormatTime(exp)))
 	}
 	return Transition{Update: upd, Condition: fence(l)}
 }
@@ -239,17 +239,11 @@ func Unchanged(rec *Record, staleBefore int64) expression.ConditionBuilder {
 type Claim struct {
 	Token, Owner string
 	Now, Expires time.Time
-	// TTL is the PROCESSING record's ttl (epoch s).
-	TTL int64
-	// IndexProcessing keeps PROCESSING records in the attention index
-	// (sorted by expiry) in one of Shards partitions.
-	IndexProcessing bool
-	Shards          int
 }
 
 // Takeover claims rec, decided on at a moment its lease had expired (or it
 // was FAILED_RETRYABLE): a new token, attempt + 1, delivery + 1.
-func Takeover(rec *Record, c Claim, staleBefore int64) Transition {
+func (s Store) Takeover(rec *Record, c Claim, staleBefore int64) Transition {
 	ts := FormatTime(c.Now)
 	upd := expression.Set(expression.Name(tables.AttrStatus), expression.Value(string(StatusProcessing))).
 		Set(expression.Name(tables.AttrLeaseToken), expression.Value(c.Token)).
@@ -257,14 +251,14 @@ func Takeover(rec *Record, c Claim, staleBefore int64) Transition {
 		Set(expression.Name(tables.AttrLeaseExpiresAt), expression.Value(c.Expires.UnixMilli())).
 		Set(expression.Name(tables.AttrStartedAt), expression.Value(ts)).
 		Set(expression.Name(tables.AttrLastSeenAt), expression.Value(ts)).
-		Set(expression.Name(tables.AttrTTL), expression.Value(c.TTL)).
+		Set(expression.Name(s.layout().TTL), expression.Value(s.ttl().For(StatusProcessing, c.Now))).
 		Set(expression.Name(tables.AttrAttempts), expression.Name(tables.AttrAttempts).Plus(expression.Value(1))).
 		Set(expression.Name(tables.AttrDeliveries), expression.Name(tables.AttrDeliveries).Plus(expression.Value(1)))
-	if c.IndexProcessing {
-		upd = upd.Set(expression.Name(tables.AttrGSI2PK), expression.Value(AttentionPK(StatusProcessing, Shard(rec.Key, c.Shards)))).
-			Set(expression.Name(tables.AttrGSI2SK), expression.Value(FormatTime(c.Expires)))
+	if s.IndexProcessing {
+		upd = upd.Set(expression.Name(s.layout().AttentionPK), expression.Value(AttentionPK(StatusProcessing, Shard(rec.Key, s.shards())))).
+			Set(expression.Name(s.layout().AttentionSK), expression.Value(FormatTime(c.Expires)))
 	} else {
-		upd = upd.Remove(expression.Name(tables.AttrGSI2PK)).Remove(expression.Name(tables.AttrGSI2SK))
+		upd = upd.Remove(expression.Name(s.layout().AttentionPK)).Remove(expression.Name(s.layout().AttentionSK))
 	}
 	return Transition{Update: upd, Condition: Unchanged(rec, staleBefore)}
 }
@@ -272,6 +266,26 @@ func Takeover(rec *Record, c Claim, staleBefore int64) Transition {
 // End ends rec, decided on by someone who does not hold it, as
 // FAILED_TERMINAL with code: a delivery whose business attempts or retry
 // window are used up, or the sweeper marking an abandoned lease.
-func End(rec *Record, now time.Time, code, message string, ttl int64, shards int, staleBefore int64) Transition {
-	return Transition{Update: failed(rec.Key, now, StatusFailedTerminal, code, message, ttl, shards), Condition: Unchanged(rec, staleBefore)}
+func (s Store) End(rec *Record, now time.Time, code, message string, staleBefore int64) Transition {
+	return Transition{Update: s.failed(rec.Key, now, StatusFailedTerminal, code, message), Condition: Unchanged(rec, staleBefore)}
+}
+
+// Reopen gives a FAILED_TERMINAL record, decided on as rec, back to the
+// retry path after an operator fixed what made it fail: FAILED_RETRYABLE
+// with a fresh attempts budget, so the next delivery of the work (a DLQ
+// redrive) takes it over and runs it. The last failure stays on the record,
+// and reopenedAt, reopenedBy and reason audit the change. Fenced by
+// Unchanged: a record that moved meanwhile is not reopened.
+func (s Store) Reopen(rec *Record, now time.Time, by, reason string) Transition {
+	ts := FormatTime(now)
+	upd := expression.Set(expression.Name(tables.AttrStatus), expression.Value(string(StatusFailedRetryable))).
+		Set(expression.Name(tables.AttrAttempts), expression.Value(0)).
+		Set(expression.Name(tables.AttrLastSeenAt), expression.Value(ts)).
+		Set(expression.Name(attrReopenedAt), expression.Value(ts)).
+		Set(expression.Name(attrReopenedBy), expression.Value(by)).
+		Set(expression.Name(attrReopenReason), expression.Value(reason)).
+		Set(expression.Name(s.layout().TTL), expression.Value(s.ttl().For(StatusFailedRetryable, now))).
+		Set(expression.Name(s.layout().AttentionPK), expression.Value(AttentionPK(StatusFailedRetryable, Shard(rec.Key, s.shards())))).
+		Set(expression.Name(s.layout().AttentionSK), expression.Value(ts))
+	return Transition{Update: upd, Condition: Unchanged(rec, 0)}
 }

@@ -15,7 +15,7 @@ import (
 // domain update and the fenced inbox flip — built through the expression
 // builder, as the worker does for every fresh message.
 func BenchmarkBuildCommit(b *testing.B) {
-	c, err := New(struct{ API }{}, Config{Table: "t"})
+	c, err := New(struct{ API }{}, Config{Store: inbox.Store{Table: "t"}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -24,13 +24,13 @@ func BenchmarkBuildCommit(b *testing.B) {
 	now := time.Now()
 	b.ReportAllocs()
 	for b.Loop() {
-		cond := MustExist(tables.AttrPK).And(NewerVersion("stageVersion", 5))
+		cond := MustExist(tables.DefaultLayout().PartitionKey).And(NewerVersion("stageVersion", 5))
 		w, err := Update("t", key, expression.Set(expression.Name("stage"), expression.Value("review")).
 			Set(expression.Name("stageVersion"), expression.Value(5)), &cond, IfMissing(Terminal("X", ""), Superseded("")))
 		if err != nil {
 			b.Fatal(err)
 		}
-		flip, err := c.complete(l, now, Completion{}).TransactUpdate(c.cfg.Table, inbox.KeyOf(l.Key, l.MessageType))
+		flip, err := c.complete(l, now, Completion{}).TransactUpdate(c.cfg.Store.Table, c.cfg.Store.Key(l.Key, l.MessageType))
 		if err != nil {
 			b.Fatal(err)
 		}

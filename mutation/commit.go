@@ -16,8 +16,6 @@ import (
 
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
-	"github.com/ddbworker/ddbworker/stale"
-	"github.com/ddbworker/ddbworker/tables"
 )
 
 // MaxWrites is the most domain writes one commit takes: DynamoDB allows 100
@@ -36,15 +34,8 @@ type API interface {
 
 // Config configures a Committer.
 type Config struct {
-	// Table is the inbox table. Required.
-	Table string
-	// TTL per status. Default: stale.TTL{} with its defaults.
-	TTL stale.TTL
-	// AttentionShards must match the gate's. Default: 16.
-	AttentionShards int
-	// IndexProcessing must match the gate's: a released record keeps its
-	// attention-index entry in step. Default: false.
-	IndexProcessing bool
+	// Store is the inbox. Required (Table).
+	Store inbox.Store
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
 }
@@ -61,18 +52,9 @@ func New(api API, cfg Config) (*Committer, error) {
 	if api == nil {
 		errs = append(errs, errors.New("mutation: API is required"))
 	}
-	if cfg.Table == "" {
-		errs = append(errs, errors.New("mutation: Config.Table is required"))
-	}
 	var err error
-	if cfg.TTL, err = cfg.TTL.WithDefaults(); err != nil {
-		errs = append(errs, err)
-	}
-	if cfg.AttentionShards == 0 {
-		cfg.AttentionShards = 16
-	}
-	if cfg.AttentionShards < 1 || cfg.AttentionShards > 100 {
-		errs = append(errs, fmt.Errorf("mutation: Config.AttentionShards %d must be within 1..100", cfg.AttentionShards))
+	if cfg.Store, err = cfg.Store.WithDefaults(); err != nil {
+		errs = append(errs, fmt.Errorf("mutation: Config: %w", err))
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -145,7 +127,7 @@ func (c *Committer) Commit(ctx context.Context, l inbox.Lease, writes []Write, d
 	if err := checkWrites(writes); err != nil {
 		return err
 	}
-	flip, err := c.complete(l, c.cfg.Now(), done).TransactUpdate(c.cfg.Table, inbox.KeyOf(l.Key, l.MessageType))
+	flip, err := c.complete(l, c.cfg.Now(), done).TransactUpdate(c.cfg.Store.Table, c.cfg.Store.Key(l.Key, l.MessageType))
 	if err != nil {
 		return fmt.Errorf("mutation: inbox flip: %w", err)
 	}
@@ -162,7 +144,7 @@ func (c *Committer) Commit(ctx context.Context, l inbox.Lease, writes []Write, d
 		return nil
 	}
 	return c.mapCancellation(err, writes, func(old map[string]types.AttributeValue) error {
-		return inbox.LostLease(l, old)
+		return c.cfg.Store.LostLease(l, old)
 	})
 }
 
@@ -182,14 +164,11 @@ func (c *Committer) CommitFused(ctx context.Context, rec *inbox.Record, writes [
 	r.CompletedAt = inbox.FormatTime(now)
 	r.Outcome = outcome(done.Outcome)
 	r.ResultRef = done.ResultRef
-	r.TTL = c.cfg.TTL.For(inbox.StatusCompleted, now)
+	r.TTL = c.cfg.Store.TTL.For(inbox.StatusCompleted, now)
 	r.LeaseExpiresAt, r.GSI2PK, r.GSI2SK = 0, "", ""
-	item, err := r.Item()
-	if err != nil {
-		return err
-	}
-	cond := CreateOnly(tables.AttrPK)
-	put, err := Put(c.cfg.Table, item, &cond, nil)
+	item := c.cfg.Store.Encode(&r)
+	cond := CreateOnly(c.cfg.Store.Layout.PartitionKey)
+	put, err := Put(c.cfg.Store.Table, item, &cond, nil)
 	if err != nil {
 		return err
 	}
@@ -207,7 +186,7 @@ func (c *Committer) CommitFused(ctx context.Context, rec *inbox.Record, writes [
 		return nil
 	}
 	return c.mapCancellation(err, writes, func(old map[string]types.AttributeValue) error {
-		existing, derr := inbox.Decode(old)
+		existing, derr := c.cfg.Store.Decode(old)
 		if derr != nil {
 			return failure.Wrap(failure.Retryable, failure.CodeTransactionConflict, fmt.Errorf("fused commit: inbox condition failed without a readable record: %w", derr))
 		}
@@ -314,7 +293,7 @@ func (c *Committer) mapCancellation(err error, writes []Write, onInbox func(old 
 }
 
 func (c *Committer) complete(l inbox.Lease, now time.Time, done Completion) inbox.Transition {
-	return inbox.Complete(l, now, done.Outcome, done.ResultRef, c.cfg.TTL.For(inbox.StatusCompleted, now))
+	return c.cfg.Store.Complete(l, now, done.Outcome, done.ResultRef)
 }
 
 // Supersede completes the record with outcome (default SUPERSEDED) and no
@@ -338,7 +317,7 @@ func (c *Committer) Fail(ctx context.Context, l inbox.Lease, f *failure.Error) e
 	if f.IsTerminal() {
 		status = inbox.StatusFailedTerminal
 	}
-	return c.fencedUpdate(ctx, l, inbox.Fail(l, now, status, f.Code, truncate(f.Message, maxFailureMessage), c.cfg.TTL.For(status, now), c.cfg.AttentionShards))
+	return c.fencedUpdate(ctx, l, c.cfg.Store.Fail(l, now, status, f.Code, truncate(f.Message, maxFailureMessage)))
 }
 
 // Release gives the record l holds back without counting the attempt, fenced
@@ -347,7 +326,7 @@ func (c *Committer) Fail(ctx context.Context, l inbox.Lease, f *failure.Error) e
 // release applied and its response was lost), *inbox.LeaseLostError, or
 // the SDK's error.
 func (c *Committer) Release(ctx context.Context, l inbox.Lease, f *failure.Error) error {
-	t := inbox.Release(l, c.cfg.Now(), f.Code, truncate(f.Message, maxFailureMessage), c.cfg.IndexProcessing)
+	t := c.cfg.Store.Release(l, c.cfg.Now(), f.Code, truncate(f.Message, maxFailureMessage))
 	err := c.fencedUpdate(ctx, l, t)
 	var lost *inbox.LeaseLostError
 	if errors.As(err, &lost) && lost.Released() {
@@ -358,14 +337,14 @@ func (c *Committer) Release(ctx context.Context, l inbox.Lease, f *failure.Error
 
 // fencedUpdate sends a transition of the record l holds as one UpdateItem.
 func (c *Committer) fencedUpdate(ctx context.Context, l inbox.Lease, t inbox.Transition) error {
-	in, err := t.UpdateItem(c.cfg.Table, inbox.KeyOf(l.Key, l.MessageType))
+	in, err := t.UpdateItem(c.cfg.Store.Table, c.cfg.Store.Key(l.Key, l.MessageType))
 	if err != nil {
 		return fmt.Errorf("mutation: %w", err)
 	}
 	_, err = c.api.UpdateItem(ctx, in)
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return inbox.LostLease(l, ccf.Item)
+		return c.cfg.Store.LostLease(l, ccf.Item)
 	}
 	if err != nil {
 		return fmt.Errorf("mutation: update %s/%s: %w", l.Key, l.MessageType, err)

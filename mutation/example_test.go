@@ -79,7 +79,7 @@ func ExampleCreateOnly() {
 		"SK":     &types.AttributeValueMemberS{Value: "LEDGER#0001"},
 		"amount": &types.AttributeValueMemberN{Value: "250"},
 	}
-	cond := mutation.CreateOnly(tables.AttrPK)
+	cond := mutation.CreateOnly(tables.DefaultLayout().PartitionKey)
 	w, err := mutation.Put("app", item, &cond, mutation.Terminal("DUPLICATE_ENTRY", "ledger entry exists"))
 	if err != nil {
 		panic(err)
@@ -98,7 +98,7 @@ func ExampleCreateOnly() {
 // One condition both requires the case and checks its version; IfMissing
 // tells the two failures apart from the item the failed condition returned.
 func ExampleIfMissing() {
-	cond := mutation.MustExist(tables.AttrPK).And(mutation.ExpectVersion("version", 3))
+	cond := mutation.MustExist(tables.DefaultLayout().PartitionKey).And(mutation.ExpectVersion("version", 3))
 	guard := mutation.IfMissing(mutation.Terminal("CASE_NOT_FOUND", "no such case"), mutation.RetryConflict())
 	w, err := mutation.Check("app", caseKey("c-1"), cond, guard)
 	if err != nil {

@@ -59,10 +59,10 @@ func newFixture(t *testing.T, indexProcessing bool) *fixture {
 	})
 	f := &fixture{t: t, env: env, inj: inj, ddb: ddb, clock: testenv.NewClock()}
 	var err error
-	f.gate, err = gate.New(ddb, gate.Config{Table: env.Table, Owner: "worker-1", Now: f.clock.Now, IndexProcessing: indexProcessing,
-		Policy: stale.Policy{Lease: lease}, AttentionShards: shards})
+	f.gate, err = gate.New(ddb, gate.Config{Store: inbox.Store{Table: env.Table, IndexProcessing: indexProcessing, AttentionShards: shards},
+		Owner: "worker-1", Now: f.clock.Now, Policy: stale.Policy{Lease: lease}})
 	require.NoError(t, err)
-	f.c, err = mutation.New(ddb, mutation.Config{Table: env.Table, Now: f.clock.Now, AttentionShards: shards})
+	f.c, err = mutation.New(ddb, mutation.Config{Store: inbox.Store{Table: env.Table, IndexProcessing: indexProcessing, AttentionShards: shards}, Now: f.clock.Now})
 	require.NoError(t, err)
 	return f
 }
@@ -90,8 +90,8 @@ func (f *fixture) takeover(key string) inbox.Lease {
 
 func dkey(pk, sk string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
-		tables.AttrPK: &types.AttributeValueMemberS{Value: pk},
-		tables.AttrSK: &types.AttributeValueMemberS{Value: sk},
+		tables.DefaultLayout().PartitionKey: &types.AttributeValueMemberS{Value: pk},
+		tables.DefaultLayout().SortKey:      &types.AttributeValueMemberS{Value: sk},
 	}
 }
 
@@ -104,9 +104,9 @@ func (f *fixture) raw(key map[string]types.AttributeValue) map[string]types.Attr
 
 func (f *fixture) inbox(key string) (*inbox.Record, map[string]types.AttributeValue) {
 	f.t.Helper()
-	item := f.raw(inbox.KeyOf(key, msgType))
+	item := f.raw((inbox.Store{}).Key(key, msgType))
 	require.NotEmpty(f.t, item)
-	rec, err := inbox.Decode(item)
+	rec, err := (inbox.Store{}).Decode(item)
 	require.NoError(f.t, err)
 	return rec, item
 }
@@ -160,7 +160,7 @@ func (f *fixture) setStage(pk, stage string, version int64, cond *expression.Con
 func (f *fixture) ledger(pk string, n int, g mutation.Guard) mutation.Write {
 	item, err := attributevalue.MarshalMap(domainItem{PK: pk, SK: "LEDGER#" + strconv.Itoa(n), N: int64(n)})
 	require.NoError(f.t, err)
-	return f.must(mutation.Put(f.env.Table, item, ptr(mutation.CreateOnly(tables.AttrPK)), g))
+	return f.must(mutation.Put(f.env.Table, item, ptr(mutation.CreateOnly(tables.DefaultLayout().PartitionKey)), g))
 }
 
 func (f *fixture) count(pk string) mutation.Write {
@@ -185,13 +185,13 @@ func TestCommitAppliesWritesAndCompletes(t *testing.T) {
 			f.put(domainItem{PK: "CASE#1", SK: "DRAFT"})
 			l := f.acquire("k-apply")
 			_, before := f.inbox("k-apply")
-			require.True(t, has(before, tables.AttrGSI2PK), "indexed PROCESSING record")
+			require.True(t, has(before, tables.DefaultLayout().AttentionPK), "indexed PROCESSING record")
 			now := f.clock.Now()
 
 			writes := []mutation.Write{
 				f.setStage("CASE#1", "ESCALATED", 2, ptr(mutation.NewerVersion("version", 2)), mutation.Superseded("")),
 				f.ledger("CASE#1", 1, mutation.Terminal("DUPLICATE_ENTRY", "")),
-				f.must(mutation.Check(f.env.Table, dkey("CUSTOMER#1", "PROFILE"), mutation.MustExist(tables.AttrPK),
+				f.must(mutation.Check(f.env.Table, dkey("CUSTOMER#1", "PROFILE"), mutation.MustExist(tables.DefaultLayout().PartitionKey),
 					mutation.IfMissing(mutation.Terminal("CUSTOMER_NOT_FOUND", ""), mutation.RetryConflict()))),
 				f.must(mutation.Delete(f.env.Table, dkey("CASE#1", "DRAFT"), nil, nil)),
 				f.setStage("CASE#2", "OPEN", 1, ptr(mutation.NewerVersion("version", 1)), mutation.Superseded("")), // absent version passes
@@ -214,11 +214,11 @@ func TestCommitAppliesWritesAndCompletes(t *testing.T) {
 			require.GreaterOrEqual(t, rec.TTL, now.Add(35*24*time.Hour).Unix(), "COMPLETED must outlive every redelivery")
 			require.Equal(t, l.Token, rec.LeaseToken, "the token stays: a late Fail of the same lease sees COMPLETED")
 			require.Equal(t, 1, rec.Attempts)
-			for _, a := range []string{tables.AttrGSI2PK, tables.AttrGSI2SK, tables.AttrLeaseExpiresAt} {
+			for _, a := range []string{tables.DefaultLayout().AttentionPK, tables.DefaultLayout().AttentionSK, tables.AttrLeaseExpiresAt} {
 				require.False(t, has(item, a), "%s must be removed on completion", a)
 			}
-			require.Equal(t, before[tables.AttrGSI1PK], item[tables.AttrGSI1PK])
-			require.Equal(t, before[tables.AttrGSI1SK], item[tables.AttrGSI1SK])
+			require.Equal(t, before[tables.DefaultLayout().AggregatePK], item[tables.DefaultLayout().AggregatePK])
+			require.Equal(t, before[tables.DefaultLayout().AggregateSK], item[tables.DefaultLayout().AggregateSK])
 		})
 	}
 }
@@ -278,7 +278,7 @@ func TestCommitLeaseLost(t *testing.T) {
 			ctx := context.Background()
 			f := newFixture(t, false)
 			old := tt.setup(f)
-			rawBefore := f.raw(inbox.KeyOf("k-lost", msgType))
+			rawBefore := f.raw((inbox.Store{}).Key("k-lost", msgType))
 
 			err := f.c.Commit(ctx, old, []mutation.Write{f.count("CASE#9"), f.ledger("CASE#9", 1, nil)}, mutation.Completion{}, 0)
 			require.ErrorIs(t, err, inbox.ErrLeaseLost)
@@ -296,7 +296,7 @@ func TestCommitLeaseLost(t *testing.T) {
 			}
 			require.Nil(t, f.get("CASE#9", "COUNTER"), "no domain write applies without the lease")
 			require.Nil(t, f.get("CASE#9", "LEDGER#1"))
-			require.Equal(t, rawBefore, f.raw(inbox.KeyOf("k-lost", msgType)), "the record is not touched")
+			require.Equal(t, rawBefore, f.raw((inbox.Store{}).Key("k-lost", msgType)), "the record is not touched")
 		})
 	}
 }
@@ -313,7 +313,7 @@ func TestCommitGuardFailures(t *testing.T) {
 		{
 			name: "MustExist on a missing item: IfMissing's missing branch",
 			write: func(f *fixture) mutation.Write {
-				return f.setStage("CASE#1", "ESCALATED", 2, ptr(mutation.MustExist(tables.AttrPK)), mutation.IfMissing(caseNotFound, mutation.RetryConflict()))
+				return f.setStage("CASE#1", "ESCALATED", 2, ptr(mutation.MustExist(tables.DefaultLayout().PartitionKey)), mutation.IfMissing(caseNotFound, mutation.RetryConflict()))
 			},
 			verdict: mutation.Verdict{Kind: mutation.Fail, Code: "CASE_NOT_FOUND", Message: "case c-1 does not exist"},
 		},
@@ -321,7 +321,7 @@ func TestCommitGuardFailures(t *testing.T) {
 			name: "MustExist and ExpectVersion on a present item: IfMissing's present branch",
 			seed: []domainItem{{PK: "CASE#1", SK: "STATE", Version: 5, Stage: "OPEN"}},
 			write: func(f *fixture) mutation.Write {
-				cond := mutation.MustExist(tables.AttrPK).And(mutation.ExpectVersion("version", 3))
+				cond := mutation.MustExist(tables.DefaultLayout().PartitionKey).And(mutation.ExpectVersion("version", 3))
 				return f.setStage("CASE#1", "ESCALATED", 4, &cond, mutation.IfMissing(caseNotFound, mutation.RetryConflict()))
 			},
 			verdict: mutation.Verdict{Kind: mutation.Retry}, oldSet: true,
@@ -369,7 +369,7 @@ func TestCommitGuardFailures(t *testing.T) {
 		{
 			name: "ConditionCheck on a missing item",
 			write: func(f *fixture) mutation.Write {
-				return f.must(mutation.Check(f.env.Table, dkey("CUSTOMER#1", "PROFILE"), mutation.MustExist(tables.AttrPK),
+				return f.must(mutation.Check(f.env.Table, dkey("CUSTOMER#1", "PROFILE"), mutation.MustExist(tables.DefaultLayout().PartitionKey),
 					mutation.IfMissing(mutation.Terminal("CUSTOMER_NOT_FOUND", ""), mutation.RetryConflict())))
 			},
 			verdict: mutation.Verdict{Kind: mutation.Fail, Code: "CUSTOMER_NOT_FOUND"},
@@ -391,7 +391,7 @@ func TestCommitGuardFailures(t *testing.T) {
 				f.put(it)
 			}
 			l := f.acquire("k-guard")
-			inboxBefore := f.raw(inbox.KeyOf("k-guard", msgType))
+			inboxBefore := f.raw((inbox.Store{}).Key("k-guard", msgType))
 			stateBefore := f.raw(dkey("CASE#1", "STATE"))
 
 			writes := []mutation.Write{f.ledger("CASE#2", 7, nil), tt.write(f), f.count("CASE#2")}
@@ -403,7 +403,7 @@ func TestCommitGuardFailures(t *testing.T) {
 			require.Equal(t, tt.verdict, ge.Verdict)
 			if tt.oldSet {
 				require.NotEmpty(t, ge.Old, "the failed condition returns the item as it was")
-				require.Equal(t, &types.AttributeValueMemberS{Value: tt.seed[0].SK}, ge.Old[tables.AttrSK])
+				require.Equal(t, &types.AttributeValueMemberS{Value: tt.seed[0].SK}, ge.Old[tables.DefaultLayout().SortKey])
 			} else {
 				require.Empty(t, ge.Old)
 			}
@@ -412,7 +412,7 @@ func TestCommitGuardFailures(t *testing.T) {
 			require.Nil(t, f.get("CASE#2", "LEDGER#7"))
 			require.Nil(t, f.get("CASE#2", "COUNTER"))
 			require.Equal(t, stateBefore, f.raw(dkey("CASE#1", "STATE")))
-			require.Equal(t, inboxBefore, f.raw(inbox.KeyOf("k-guard", msgType)))
+			require.Equal(t, inboxBefore, f.raw((inbox.Store{}).Key("k-guard", msgType)))
 		})
 	}
 }
@@ -425,8 +425,8 @@ func TestCommitLeaseLostWinsOverGuard(t *testing.T) {
 	f := newFixture(t, false)
 	old := f.acquire("k-both")
 	current := f.takeover("k-both")
-	before := f.raw(inbox.KeyOf("k-both", msgType))
-	w := f.setStage("CASE#1", "ESCALATED", 2, ptr(mutation.MustExist(tables.AttrPK)), mutation.Superseded(""))
+	before := f.raw((inbox.Store{}).Key("k-both", msgType))
+	w := f.setStage("CASE#1", "ESCALATED", 2, ptr(mutation.MustExist(tables.DefaultLayout().PartitionKey)), mutation.Superseded(""))
 	err := f.c.Commit(ctx, old, []mutation.Write{w, f.count("CASE#2")}, mutation.Completion{}, 0)
 	require.NotErrorIs(t, err, mutation.ErrGuard)
 	var lost *inbox.LeaseLostError
@@ -434,14 +434,14 @@ func TestCommitLeaseLostWinsOverGuard(t *testing.T) {
 	require.Equal(t, current.Token, lost.Record.LeaseToken)
 	require.Nil(t, f.get("CASE#1", "STATE"))
 	require.Nil(t, f.get("CASE#2", "COUNTER"))
-	require.Equal(t, before, f.raw(inbox.KeyOf("k-both", msgType)))
+	require.Equal(t, before, f.raw((inbox.Store{}).Key("k-both", msgType)))
 }
 
 func TestCommitTransactionConflict(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, false)
 	l := f.acquire("k-conflict")
-	before := f.raw(inbox.KeyOf("k-conflict", msgType))
+	before := f.raw((inbox.Store{}).Key("k-conflict", msgType))
 	f.inj.Add(faults.Rule{Operation: "TransactWriteItems", Kind: faults.KindConflict, Times: 1})
 	writes := []mutation.Write{f.count("CASE#1"), f.ledger("CASE#1", 1, nil)}
 
@@ -472,7 +472,7 @@ func TestCommitTransactionConflict(t *testing.T) {
 		require.Equal(t, r.want, got, "reason %d", r.i)
 	}
 	require.Nil(t, f.get("CASE#1", "COUNTER"))
-	require.Equal(t, before, f.raw(inbox.KeyOf("k-conflict", msgType)))
+	require.Equal(t, before, f.raw((inbox.Store{}).Key("k-conflict", msgType)))
 
 	// Retryable indeed: the same commit goes through once the conflict is gone.
 	require.NoError(t, f.c.Commit(ctx, l, writes, mutation.Completion{}, 0))
@@ -593,7 +593,7 @@ func TestCommitValidationException(t *testing.T) {
 			return []mutation.Write{f.count("CASE#1"), f.count("CASE#1")}
 		}},
 		{"a domain write on the inbox record", func(f *fixture) []mutation.Write {
-			return []mutation.Write{f.must(mutation.Update(f.env.Table, inbox.KeyOf("k-invalid", msgType),
+			return []mutation.Write{f.must(mutation.Update(f.env.Table, (inbox.Store{}).Key("k-invalid", msgType),
 				expression.Set(expression.Name("note"), expression.Value("x")), nil, nil))}
 		}},
 	}
@@ -601,7 +601,7 @@ func TestCommitValidationException(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, false)
 			l := f.acquire("k-invalid")
-			before := f.raw(inbox.KeyOf("k-invalid", msgType))
+			before := f.raw((inbox.Store{}).Key("k-invalid", msgType))
 			err := f.c.Commit(context.Background(), l, tt.writes(f), mutation.Completion{}, 0)
 			fe, ok := failure.As(err)
 			require.True(t, ok, "want *failure.Error, got %T: %v", err, err)
@@ -610,7 +610,7 @@ func TestCommitValidationException(t *testing.T) {
 			require.ErrorIs(t, err, failure.ErrTerminal)
 			require.True(t, failure.IsValidation(err))
 			require.Nil(t, f.get("CASE#1", "COUNTER"))
-			require.Equal(t, before, f.raw(inbox.KeyOf("k-invalid", msgType)))
+			require.Equal(t, before, f.raw((inbox.Store{}).Key("k-invalid", msgType)))
 		})
 	}
 }
@@ -698,7 +698,7 @@ func TestCommitFused(t *testing.T) {
 		require.GreaterOrEqual(t, got.TTL, now.Add(35*24*time.Hour).Unix())
 		require.Equal(t, "hash-k-fused", got.RequestHash)
 		require.Equal(t, inbox.AggregatePK("Case", "c-1"), got.GSI1PK)
-		for _, a := range []string{tables.AttrGSI2PK, tables.AttrGSI2SK, tables.AttrLeaseExpiresAt} {
+		for _, a := range []string{tables.DefaultLayout().AttentionPK, tables.DefaultLayout().AttentionSK, tables.AttrLeaseExpiresAt} {
 			require.False(t, has(item, a), a)
 		}
 		require.Empty(t, rec.Status, "the caller's record is not modified")
@@ -719,7 +719,7 @@ func TestCommitFused(t *testing.T) {
 		t.Run("existing record: "+tt.name, func(t *testing.T) {
 			f := newFixture(t, false)
 			tt.setup(f)
-			before := f.raw(inbox.KeyOf("k-fused", msgType))
+			before := f.raw((inbox.Store{}).Key("k-fused", msgType))
 			err := f.c.CommitFused(context.Background(), newRec(f, "k-fused", "tok-1"), []mutation.Write{f.count("CASE#1")}, mutation.Completion{}, 0)
 			require.ErrorIs(t, err, mutation.ErrExists)
 			var ee *mutation.ExistsError
@@ -731,7 +731,7 @@ func TestCommitFused(t *testing.T) {
 				require.True(t, strings.HasPrefix(ee.Record.LeaseToken, tt.token), ee.Record.LeaseToken)
 			}
 			require.Nil(t, f.get("CASE#1", "COUNTER"), "no domain write applies")
-			require.Equal(t, before, f.raw(inbox.KeyOf("k-fused", msgType)))
+			require.Equal(t, before, f.raw((inbox.Store{}).Key("k-fused", msgType)))
 		})
 	}
 
@@ -754,13 +754,13 @@ func TestCommitFused(t *testing.T) {
 
 	t.Run("domain guard failure", func(t *testing.T) {
 		f := newFixture(t, false)
-		w := f.setStage("CASE#1", "ESCALATED", 2, ptr(mutation.MustExist(tables.AttrPK)), mutation.Terminal("CASE_NOT_FOUND", ""))
+		w := f.setStage("CASE#1", "ESCALATED", 2, ptr(mutation.MustExist(tables.DefaultLayout().PartitionKey)), mutation.Terminal("CASE_NOT_FOUND", ""))
 		err := f.c.CommitFused(context.Background(), newRec(f, "k-fused", "tok-1"), []mutation.Write{f.count("CASE#2"), w}, mutation.Completion{}, 0)
 		var ge *mutation.GuardError
 		require.ErrorAs(t, err, &ge)
 		require.Equal(t, 1, ge.Index)
 		require.Equal(t, "CASE_NOT_FOUND", ge.Verdict.Code)
-		require.Empty(t, f.raw(inbox.KeyOf("k-fused", msgType)), "no inbox record either")
+		require.Empty(t, f.raw((inbox.Store{}).Key("k-fused", msgType)), "no inbox record either")
 		require.Nil(t, f.get("CASE#2", "COUNTER"))
 	})
 }
@@ -785,7 +785,7 @@ func TestSupersede(t *testing.T) {
 			require.Equal(t, inbox.StatusCompleted, rec.Status)
 			require.Equal(t, tt.want, rec.Outcome)
 			require.Equal(t, inbox.FormatTime(f.clock.Now()), rec.CompletedAt)
-			require.False(t, has(item, tables.AttrGSI2PK))
+			require.False(t, has(item, tables.DefaultLayout().AttentionPK))
 			require.False(t, has(item, tables.AttrLeaseExpiresAt))
 
 			// Again with the same lease: the record is COMPLETED already.
@@ -800,13 +800,13 @@ func TestSupersede(t *testing.T) {
 		f := newFixture(t, false)
 		old := f.acquire("k-super")
 		current := f.takeover("k-super")
-		before := f.raw(inbox.KeyOf("k-super", msgType))
+		before := f.raw((inbox.Store{}).Key("k-super", msgType))
 		err := f.c.Supersede(ctx, old, "")
 		var lost *inbox.LeaseLostError
 		require.ErrorAs(t, err, &lost)
 		require.False(t, lost.Completed())
 		require.Equal(t, current.Token, lost.Record.LeaseToken)
-		require.Equal(t, before, f.raw(inbox.KeyOf("k-super", msgType)))
+		require.Equal(t, before, f.raw((inbox.Store{}).Key("k-super", msgType)))
 	})
 }
 
@@ -864,14 +864,14 @@ func TestFail(t *testing.T) {
 		f := newFixture(t, false)
 		old := f.acquire("k-fail")
 		current := f.takeover("k-fail")
-		before := f.raw(inbox.KeyOf("k-fail", msgType))
+		before := f.raw((inbox.Store{}).Key("k-fail", msgType))
 		err := f.c.Fail(ctx, old, failure.NewRetryable("X", "y"))
 		require.ErrorIs(t, err, inbox.ErrLeaseLost)
 		var lost *inbox.LeaseLostError
 		require.ErrorAs(t, err, &lost)
 		require.False(t, lost.Completed())
 		require.Equal(t, current.Token, lost.Record.LeaseToken)
-		require.Equal(t, before, f.raw(inbox.KeyOf("k-fail", msgType)))
+		require.Equal(t, before, f.raw((inbox.Store{}).Key("k-fail", msgType)))
 	})
 
 	t.Run("after the commit already applied with the same token", func(t *testing.T) {
@@ -895,14 +895,14 @@ func TestFail(t *testing.T) {
 }
 
 func TestNewValidation(t *testing.T) {
-	_, err := mutation.New(nil, mutation.Config{AttentionShards: 101, TTL: stale.TTL{Completed: 7 * 24 * time.Hour}})
+	_, err := mutation.New(nil, mutation.Config{Store: inbox.Store{AttentionShards: 101, TTL: inbox.TTL{Completed: 7 * 24 * time.Hour}}})
 	require.Error(t, err)
 	joined, ok := err.(interface{ Unwrap() []error })
 	require.True(t, ok, "errors.Join expected, got %T", err)
-	require.Len(t, joined.Unwrap(), 4)
-	for _, want := range []string{"API is required", "Config.Table is required", "AttentionShards 101", "TTL.Completed"} {
+	require.Len(t, joined.Unwrap(), 2, "the API, and the store's problems joined")
+	for _, want := range []string{"API is required", "Store.Table is required", "AttentionShards 101", "TTL.Completed"} {
 		require.ErrorContains(t, err, want)
 	}
-	_, err = mutation.New(dynamodb.New(dynamodb.Options{Region: "us-east-1"}), mutation.Config{Table: "t"})
+	_, err = mutation.New(dynamodb.New(dynamodb.Options{Region: "us-east-1"}), mutation.Config{Store: inbox.Store{Table: "t"}})
 	require.NoError(t, err)
 }

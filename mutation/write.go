@@ -82,7 +82,7 @@ func (w Write) verdict(old map[string]types.AttributeValue) Verdict {
 }
 
 // MustExist is the condition that the item exists: its partition key
-// attribute keyAttr (e.g. tables.AttrPK in ddbworker's layout, or the
+// attribute keyAttr (e.g. the table layout's PartitionKey, or the
 // application table's own) is present.
 func MustExist(keyAttr string) expression.ConditionBuilder {
 	return expression.AttributeExists(expression.Name(keyAttr))

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/stale"
 )
 
@@ -22,7 +23,7 @@ func ExampleSweeper() {
 		return
 	}
 	sw, err := stale.NewSweeper(dynamodb.NewFromConfig(cfg), stale.SweepConfig{
-		Table: "ddbworker", Policy: stale.Policy{Lease: 30 * time.Second}, Grace: time.Hour, UseIndex: true,
+		Store: inbox.Store{Table: "ddbworker", IndexProcessing: true}, Policy: stale.Policy{Lease: 30 * time.Second}, Grace: time.Hour, UseIndex: true,
 	})
 	if err != nil {
 		return
@@ -44,7 +45,7 @@ func ExampleNewSweeper() {
 	}
 	// Output:
 	// stale: SweepAPI is required
-	// stale: SweepConfig.Table is required
+	// stale: SweepConfig: inbox: Store.Table is required
 	// stale: SweepConfig.Grace -1m0s must not be negative
 	// stale: SweepConfig.PageSize 5000 must be within 1..1000
 }

@@ -93,57 +93,6 @@ func (p Policy) Remaining(expiresAt, now time.Time) time.Duration {
 // lease, so one lost renewal still leaves time for another.
 func (p Policy) RenewAfter() time.Duration { return p.Lease / 2 }
 
-// TTL holds how long records live after their last write, per status. TTL is
-// garbage collection only.
-type TTL struct {
-	// Processing records of abandoned work disappear after this. It must be
-	// far beyond any lease. Default: 7 days.
-	Processing time.Duration
-	// Completed records must outlive every possible redelivery: SQS retention
-	// (≤ 14 days) + DLQ retention (≤ 14 days) + margin. Default: 35 days.
-	Completed time.Duration
-	// Failed records (retryable and terminal) stay for investigation and
-	// redrive. Default: 35 days.
-	Failed time.Duration
-}
-
-// WithDefaults fills zero fields and validates.
-func (t TTL) WithDefaults() (TTL, error) {
-	if t.Processing == 0 {
-		t.Processing = 7 * 24 * time.Hour
-	}
-	if t.Completed == 0 {
-		t.Completed = 35 * 24 * time.Hour
-	}
-	if t.Failed == 0 {
-		t.Failed = 35 * 24 * time.Hour
-	}
-	var errs []error
-	if t.Processing < time.Hour {
-		errs = append(errs, fmt.Errorf("stale: TTL.Processing %s must be at least 1h (far beyond any lease)", t.Processing))
-	}
-	if t.Completed < 28*24*time.Hour {
-		errs = append(errs, fmt.Errorf("stale: TTL.Completed %s must be at least 28 days (SQS + DLQ retention), or a late redelivery applies twice", t.Completed))
-	}
-	if t.Failed < time.Hour {
-		errs = append(errs, fmt.Errorf("stale: TTL.Failed %s must be at least 1h", t.Failed))
-	}
-	return t, errors.Join(errs...)
-}
-
-// For returns the ttl attribute value (epoch seconds) of a record written in
-// status at now.
-func (t TTL) For(status inbox.Status, now time.Time) int64 {
-	switch status {
-	case inbox.StatusCompleted:
-		return now.Add(t.Completed).Unix()
-	case inbox.StatusProcessing:
-		return now.Add(t.Processing).Unix()
-	default:
-		return now.Add(t.Failed).Unix()
-	}
-}
-
 // RenewAPI is what a Renewer needs of DynamoDB.
 type RenewAPI interface {
 	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
@@ -151,14 +100,11 @@ type RenewAPI interface {
 
 // RenewerConfig configures a Renewer.
 type RenewerConfig struct {
-	// Table is the inbox table. Required.
-	Table string
+	// Store is the inbox (with IndexProcessing the attention index's sort
+	// key follows each renewal). Required (Table).
+	Store inbox.Store
 	// Policy is the lease policy. Default: Policy{} with defaults.
 	Policy Policy
-	// IndexProcessing keeps the attention index sort key of PROCESSING
-	// records in step with the lease (only when the gate indexes them).
-	// Default: false.
-	IndexProcessing bool
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
 }
@@ -175,9 +121,11 @@ func NewRenewer(api RenewAPI, cfg RenewerConfig) (*Renewer, error) {
 	if api == nil {
 		errs = append(errs, errors.New("stale: RenewAPI is required"))
 	}
-	if cfg.Table == "" {
-		errs = append(errs, errors.New("stale: RenewerConfig.Table is required"))
+	st, err := cfg.Store.WithDefaults()
+	if err != nil {
+		errs = append(errs, fmt.Errorf("stale: RenewerConfig: %w", err))
 	}
+	cfg.Store = st
 	p, err := cfg.Policy.WithDefaults()
 	errs = append(errs, err)
 	cfg.Policy = p
@@ -196,14 +144,14 @@ func NewRenewer(api RenewAPI, cfg RenewerConfig) (*Renewer, error) {
 func (r *Renewer) Renew(ctx context.Context, l inbox.Lease) (inbox.Lease, error) {
 	now := r.cfg.Now()
 	exp := r.cfg.Policy.ExpiresAt(now)
-	in, err := inbox.Renew(l, now, exp, r.cfg.IndexProcessing).UpdateItem(r.cfg.Table, inbox.KeyOf(l.Key, l.MessageType))
+	in, err := r.cfg.Store.Renew(l, now, exp).UpdateItem(r.cfg.Store.Table, r.cfg.Store.Key(l.Key, l.MessageType))
 	if err != nil {
 		return l, fmt.Errorf("stale: renewal: %w", err)
 	}
 	_, err = r.api.UpdateItem(ctx, in)
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return l, inbox.LostLease(l, ccf.Item)
+		return l, r.cfg.Store.LostLease(l, ccf.Item)
 	}
 	if err != nil {
 		return l, fmt.Errorf("stale: renew %s/%s: %w", l.Key, l.MessageType, err)

@@ -116,18 +116,18 @@ func TestPolicyExpiresAtAndRenewAfter(t *testing.T) {
 func TestTTLWithDefaults(t *testing.T) {
 	tests := []struct {
 		name string
-		in   stale.TTL
-		want stale.TTL
+		in   inbox.TTL
+		want inbox.TTL
 		errs []string
 	}{
-		{"defaults", stale.TTL{}, stale.TTL{Processing: 7 * day, Completed: 35 * day, Failed: 35 * day}, nil},
-		{"minimums accepted", stale.TTL{Processing: time.Hour, Completed: 28 * day, Failed: time.Hour}, stale.TTL{Processing: time.Hour, Completed: 28 * day, Failed: time.Hour}, nil},
-		{"completed below 28 days", stale.TTL{Completed: 28*day - time.Second}, stale.TTL{}, []string{"TTL.Completed", "at least 28 days"}},
-		{"completed 14 days", stale.TTL{Completed: 14 * day}, stale.TTL{}, []string{"TTL.Completed 336h0m0s"}},
-		{"processing below 1h", stale.TTL{Processing: 59 * time.Minute}, stale.TTL{}, []string{"TTL.Processing 59m0s"}},
-		{"failed below 1h", stale.TTL{Failed: time.Minute}, stale.TTL{}, []string{"TTL.Failed 1m0s"}},
-		{"negative", stale.TTL{Processing: -time.Hour}, stale.TTL{}, []string{"TTL.Processing"}},
-		{"all problems at once", stale.TTL{Processing: time.Second, Completed: day, Failed: time.Second}, stale.TTL{}, []string{"TTL.Processing", "TTL.Completed", "TTL.Failed"}},
+		{"defaults", inbox.TTL{}, inbox.TTL{Processing: 7 * day, Completed: 35 * day, Failed: 35 * day}, nil},
+		{"minimums accepted", inbox.TTL{Processing: time.Hour, Completed: 28 * day, Failed: time.Hour}, inbox.TTL{Processing: time.Hour, Completed: 28 * day, Failed: time.Hour}, nil},
+		{"completed below 28 days", inbox.TTL{Completed: 28*day - time.Second}, inbox.TTL{}, []string{"TTL.Completed", "at least 28 days"}},
+		{"completed 14 days", inbox.TTL{Completed: 14 * day}, inbox.TTL{}, []string{"TTL.Completed 336h0m0s"}},
+		{"processing below 1h", inbox.TTL{Processing: 59 * time.Minute}, inbox.TTL{}, []string{"TTL.Processing 59m0s"}},
+		{"failed below 1h", inbox.TTL{Failed: time.Minute}, inbox.TTL{}, []string{"TTL.Failed 1m0s"}},
+		{"negative", inbox.TTL{Processing: -time.Hour}, inbox.TTL{}, []string{"TTL.Processing"}},
+		{"all problems at once", inbox.TTL{Processing: time.Second, Completed: day, Failed: time.Second}, inbox.TTL{}, []string{"TTL.Processing", "TTL.Completed", "TTL.Failed"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -145,7 +145,7 @@ func TestTTLWithDefaults(t *testing.T) {
 }
 
 func TestTTLFor(t *testing.T) {
-	ttl := stale.TTL{Processing: 2 * day, Completed: 40 * day, Failed: 30 * day}
+	ttl := inbox.TTL{Processing: 2 * day, Completed: 40 * day, Failed: 30 * day}
 	now := time.Date(2026, 3, 1, 12, 0, 0, 900_000_000, time.UTC)
 	tests := []struct {
 		status inbox.Status
@@ -162,7 +162,7 @@ func TestTTLFor(t *testing.T) {
 			require.Equal(t, now.Add(tt.want).Unix(), ttl.For(tt.status, now), "epoch seconds")
 		})
 	}
-	d, err := stale.TTL{}.WithDefaults()
+	d, err := inbox.TTL{}.WithDefaults()
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, d.For(inbox.StatusCompleted, now), now.Add(35*day).Unix(), "COMPLETED outlives SQS + DLQ retention")
 }
@@ -186,14 +186,14 @@ func newFixture(t *testing.T, indexProcessing bool) *fixture {
 	f := &fixture{t: t, env: env, inj: faults.New(3), clock: testenv.NewClock()}
 	f.ddb = dynamodb.NewFromConfig(env.AWS, f.inj.DynamoDB)
 	var err error
-	f.gate, err = gate.New(f.ddb, gate.Config{Table: env.Table, Owner: "worker-1", Policy: policy, Now: f.clock.Now, IndexProcessing: indexProcessing, AttentionShards: 4})
+	f.gate, err = gate.New(f.ddb, gate.Config{Store: inbox.Store{Table: env.Table, IndexProcessing: indexProcessing, AttentionShards: 4}, Owner: "worker-1", Policy: policy, Now: f.clock.Now})
 	require.NoError(t, err)
 	return f
 }
 
 func (f *fixture) renewer(indexProcessing bool) *stale.Renewer {
 	f.t.Helper()
-	r, err := stale.NewRenewer(f.ddb, stale.RenewerConfig{Table: f.env.Table, Policy: policy, IndexProcessing: indexProcessing, Now: f.clock.Now})
+	r, err := stale.NewRenewer(f.ddb, stale.RenewerConfig{Store: inbox.Store{Table: f.env.Table, IndexProcessing: indexProcessing, AttentionShards: 4}, Policy: policy, Now: f.clock.Now})
 	require.NoError(f.t, err)
 	return r
 }
@@ -208,14 +208,14 @@ func (f *fixture) acquire(key string) inbox.Lease {
 
 func (f *fixture) raw(key string) map[string]types.AttributeValue {
 	f.t.Helper()
-	out, err := f.env.DynamoDB.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(f.env.Table), Key: inbox.KeyOf(key, "CaseOpened"), ConsistentRead: aws.Bool(true)})
+	out, err := f.env.DynamoDB.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(f.env.Table), Key: (inbox.Store{}).Key(key, "CaseOpened"), ConsistentRead: aws.Bool(true)})
 	require.NoError(f.t, err)
 	return out.Item
 }
 
 func (f *fixture) record(key string) *inbox.Record {
 	f.t.Helper()
-	rec, err := inbox.Decode(f.raw(key))
+	rec, err := (inbox.Store{}).Decode(f.raw(key))
 	require.NoError(f.t, err)
 	return rec
 }
@@ -248,9 +248,9 @@ func TestRenew(t *testing.T) {
 				require.Equal(t, now.Add(policy.Lease).UnixMilli(), rec.LeaseExpiresAt)
 				require.Equal(t, inbox.FormatTime(now), rec.LastSeenAt)
 				require.Equal(t, 1, rec.Attempts, "a renewal is not an attempt")
-				require.Equal(t, before[tables.AttrGSI1SK], item[tables.AttrGSI1SK])
+				require.Equal(t, before[tables.DefaultLayout().AggregateSK], item[tables.DefaultLayout().AggregateSK])
 				if ip {
-					require.Equal(t, before[tables.AttrGSI2PK], item[tables.AttrGSI2PK])
+					require.Equal(t, before[tables.DefaultLayout().AttentionPK], item[tables.DefaultLayout().AttentionPK])
 					require.Equal(t, inbox.FormatTime(now.Add(policy.Lease)), rec.GSI2SK, "the attention index follows the lease")
 				} else {
 					require.Empty(t, rec.GSI2PK)
@@ -296,7 +296,7 @@ func TestRenewLeaseLost(t *testing.T) {
 			name: "already completed under this token",
 			setup: func(f *fixture) inbox.Lease {
 				l := f.acquire("k-lost")
-				c, err := mutation.New(f.ddb, mutation.Config{Table: f.env.Table, Now: f.clock.Now})
+				c, err := mutation.New(f.ddb, mutation.Config{Store: inbox.Store{Table: f.env.Table}, Now: f.clock.Now})
 				require.NoError(f.t, err)
 				require.NoError(f.t, c.Commit(context.Background(), l, nil, mutation.Completion{}, 0))
 				return l
@@ -344,10 +344,10 @@ func TestRenewLeaseLost(t *testing.T) {
 func TestNewRenewerValidation(t *testing.T) {
 	_, err := stale.NewRenewer(nil, stale.RenewerConfig{Policy: stale.Policy{Lease: time.Millisecond}})
 	require.Error(t, err)
-	for _, want := range []string{"RenewAPI is required", "RenewerConfig.Table is required", "Policy.Lease"} {
+	for _, want := range []string{"RenewAPI is required", "RenewerConfig: inbox: Store.Table is required", "Policy.Lease"} {
 		require.ErrorContains(t, err, want)
 	}
-	r, err := stale.NewRenewer(dynamodb.New(dynamodb.Options{Region: "us-east-1"}), stale.RenewerConfig{Table: "t"})
+	r, err := stale.NewRenewer(dynamodb.New(dynamodb.Options{Region: "us-east-1"}), stale.RenewerConfig{Store: inbox.Store{Table: "t"}})
 	require.NoError(t, err)
 	require.NotNil(t, r)
 }

@@ -28,14 +28,12 @@ type SweepAPI interface {
 
 // SweepConfig configures a Sweeper.
 type SweepConfig struct {
-	// Table is the inbox table. Required.
-	Table string
+	// Store is the inbox, as the workers write it (its TTL applies to the
+	// records the sweeper marks). Required (Table).
+	Store inbox.Store
 	// Policy is the workers' lease policy: a lease is expired Skew after its
 	// end. Default: Policy{} with its defaults.
 	Policy Policy
-	// TTL per status, for the records the sweeper marks. Default: TTL{}
-	// with its defaults.
-	TTL TTL
 	// Grace is how long a lease must have been expired before its record is
 	// abandoned: no delivery came to take it over in that time, so its
 	// message is likely in the DLQ (moved by the redrive policy) or gone.
@@ -43,12 +41,10 @@ type SweepConfig struct {
 	// marks every expired lease at once.
 	Grace time.Duration
 	// UseIndex finds PROCESSING records through the attention index, which
-	// holds them only when the workers run with IndexProcessing. Without
-	// it the sweeper scans the whole table (every item read costs RCU).
-	// Default: false (scan).
+	// holds them only when the store has IndexProcessing. Without it the
+	// sweeper scans the whole table (every item read costs RCU). Default:
+	// Store.IndexProcessing.
 	UseIndex bool
-	// AttentionShards must match the workers'. Default: 16.
-	AttentionShards int
 	// PageSize is how many items one Query or Scan page reads. Default: 200.
 	PageSize int
 	// Metrics, when set, receives each sweep's figures. Default: nil.
@@ -110,14 +106,12 @@ func NewSweeper(api SweepAPI, cfg SweepConfig) (*Sweeper, error) {
 	if api == nil {
 		errs = append(errs, errors.New("stale: SweepAPI is required"))
 	}
-	if cfg.Table == "" {
-		errs = append(errs, errors.New("stale: SweepConfig.Table is required"))
-	}
 	var err error
-	if cfg.Policy, err = cfg.Policy.WithDefaults(); err != nil {
-		errs = append(errs, err)
+	if cfg.Store, err = cfg.Store.WithDefaults(); err != nil {
+		errs = append(errs, fmt.Errorf("stale: SweepConfig: %w", err))
 	}
-	if cfg.TTL, err = cfg.TTL.WithDefaults(); err != nil {
+	cfg.UseIndex = cfg.UseIndex || cfg.Store.IndexProcessing
+	if cfg.Policy, err = cfg.Policy.WithDefaults(); err != nil {
 		errs = append(errs, err)
 	}
 	switch cfg.Grace {
@@ -129,9 +123,6 @@ func NewSweeper(api SweepAPI, cfg SweepConfig) (*Sweeper, error) {
 	if cfg.Grace < 0 {
 		errs = append(errs, fmt.Errorf("stale: SweepConfig.Grace %s must not be negative", cfg.Grace))
 	}
-	if cfg.AttentionShards == 0 {
-		cfg.AttentionShards = 16
-	}
 	if cfg.PageSize == 0 {
 		cfg.PageSize = 200
 	}
@@ -142,8 +133,8 @@ func NewSweeper(api SweepAPI, cfg SweepConfig) (*Sweeper, error) {
 		cfg.Now = time.Now
 	}
 	s := &Sweeper{api: api, cfg: cfg}
-	if api != nil && cfg.Table != "" {
-		if s.reader, err = inbox.NewReader(api, inbox.ReaderConfig{Table: cfg.Table, AttentionShards: cfg.AttentionShards}); err != nil {
+	if api != nil && cfg.Store.Table != "" {
+		if s.reader, err = inbox.NewReader(api, inbox.ReaderConfig{Store: cfg.Store}); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -289,15 +280,15 @@ func (s *Sweeper) fromScan(ctx context.Context, now time.Time) ([]*inbox.Record,
 	var start map[string]types.AttributeValue
 	for {
 		res, err := s.api.Scan(ctx, &dynamodb.ScanInput{
-			TableName: aws.String(s.cfg.Table), FilterExpression: ex.Filter(),
+			TableName: aws.String(s.cfg.Store.Table), FilterExpression: ex.Filter(),
 			ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(),
 			Limit: aws.Int32(int32(s.cfg.PageSize)), ExclusiveStartKey: start, ConsistentRead: aws.Bool(true),
 		})
 		if err != nil {
-			return nil, fmt.Errorf("stale: sweep scan of %s: %w", s.cfg.Table, err)
+			return nil, fmt.Errorf("stale: sweep scan of %s: %w", s.cfg.Store.Table, err)
 		}
 		for _, item := range res.Items {
-			rec, err := inbox.Decode(item)
+			rec, err := s.cfg.Store.Decode(item)
 			if err != nil {
 				continue // a domain item that happens to carry these attributes
 			}
@@ -316,8 +307,8 @@ func (s *Sweeper) fromScan(ctx context.Context, now time.Time) ([]*inbox.Record,
 func (s *Sweeper) abandon(ctx context.Context, rec *inbox.Record, now time.Time, abandonBefore int64) (bool, error) {
 	msg := fmt.Sprintf("lease of %s expired at %s (%s ago) and no delivery took it over; its message is likely in the DLQ or gone: a redrive of the same work takes it over",
 		orUnknown(rec.LeaseOwner), inbox.FormatTime(rec.LeaseExpiry), now.Sub(rec.LeaseExpiry).Round(time.Second))
-	in, err := inbox.End(rec, now, failure.CodeLeaseAbandoned, msg, s.cfg.TTL.For(inbox.StatusFailedTerminal, now), s.cfg.AttentionShards, abandonBefore).
-		UpdateItem(s.cfg.Table, inbox.KeyOf(rec.Key, rec.MessageType))
+	in, err := s.cfg.Store.End(rec, now, failure.CodeLeaseAbandoned, msg, abandonBefore).
+		UpdateItem(s.cfg.Store.Table, s.cfg.Store.Key(rec.Key, rec.MessageType))
 	if err != nil {
 		return false, fmt.Errorf("stale: abandon: %w", err)
 	}

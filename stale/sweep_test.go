@@ -20,8 +20,8 @@ import (
 
 func (f *fixture) sweeper(useIndex bool, m *stale.SweepMetrics) *stale.Sweeper {
 	f.t.Helper()
-	s, err := stale.NewSweeper(f.ddb, stale.SweepConfig{Table: f.env.Table, Policy: policy, Grace: time.Hour,
-		UseIndex: useIndex, AttentionShards: 4, PageSize: 2, Metrics: m, Now: f.clock.Now})
+	s, err := stale.NewSweeper(f.ddb, stale.SweepConfig{Store: inbox.Store{Table: f.env.Table, AttentionShards: 4}, Policy: policy, Grace: time.Hour,
+		UseIndex: useIndex, PageSize: 2, Metrics: m, Now: f.clock.Now})
 	require.NoError(f.t, err)
 	return s
 }
@@ -91,7 +91,7 @@ func TestSweep(t *testing.T) {
 			require.Equal(t, inbox.StatusCompleted, f.record("k-done").Status)
 
 			// Operators find them in the attention index.
-			reader, err := inbox.NewReader(f.env.DynamoDB, inbox.ReaderConfig{Table: f.env.Table, AttentionShards: 4})
+			reader, err := inbox.NewReader(f.env.DynamoDB, inbox.ReaderConfig{Store: inbox.Store{Table: f.env.Table, AttentionShards: 4}})
 			require.NoError(t, err)
 			l, err := reader.ListAttention(ctx, inbox.StatusFailedTerminal, inbox.AttentionFilter{Code: failure.CodeLeaseAbandoned}, inbox.Page{})
 			require.NoError(t, err)
@@ -124,7 +124,7 @@ func TestSweepFencedByRenewal(t *testing.T) {
 	f := newFixture(t, true)
 	l := f.acquire("k-late-renewal")
 	f.clock.Advance(3 * time.Hour)
-	r, err := stale.NewRenewer(f.env.DynamoDB, stale.RenewerConfig{Table: f.env.Table, Policy: policy, IndexProcessing: true, Now: f.clock.Now})
+	r, err := stale.NewRenewer(f.env.DynamoDB, stale.RenewerConfig{Store: inbox.Store{Table: f.env.Table, IndexProcessing: true, AttentionShards: 4}, Policy: policy, Now: f.clock.Now})
 	require.NoError(t, err)
 	f.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "UpdateItem", Kind: faults.KindHook, Times: 1,
 		Hook: func(ctx context.Context, _ any) {
@@ -151,7 +151,7 @@ func TestNewSweeperValidation(t *testing.T) {
 
 func (f *fixture) committer() *mutation.Committer {
 	f.t.Helper()
-	c, err := mutation.New(f.ddb, mutation.Config{Table: f.env.Table, AttentionShards: 4, Now: f.clock.Now})
+	c, err := mutation.New(f.ddb, mutation.Config{Store: inbox.Store{Table: f.env.Table, AttentionShards: 4}, Now: f.clock.Now})
 	require.NoError(f.t, err)
 	return c
 }

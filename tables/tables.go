@@ -12,19 +12,79 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// Key and index attribute names.
-const (
-	AttrPK     = "PK"
-	AttrSK     = "SK"
-	AttrGSI1PK = "GSI1PK"
-	AttrGSI1SK = "GSI1SK"
-	AttrGSI2PK = "GSI2PK"
-	AttrGSI2SK = "GSI2SK"
-)
+// Layout names the attributes and indexes the inbox's keys live in: the
+// table's key, the two indexes and the TTL attribute. The defaults are
+// ddbworker's own table's (PK, SK, GSI1, GSI2, ttl); an application table
+// that holds the inbox records beside its own items sets its own names.
+// Every other attribute of an inbox record has a fixed name (below): they
+// live only on inbox records.
+type Layout struct {
+	// PartitionKey and SortKey are the table's key attributes (strings).
+	// Defaults: PK and SK.
+	PartitionKey, SortKey string
+	// AggregateIndex is the aggregate index (KEYS_ONLY) and AggregatePK,
+	// AggregateSK its key attributes (strings). Defaults: GSI1, GSI1PK,
+	// GSI1SK.
+	AggregateIndex, AggregatePK, AggregateSK string
+	// AttentionIndex is the sparse attention index (KEYS_ONLY) and
+	// AttentionPK, AttentionSK its key attributes (strings). Defaults: GSI2,
+	// GSI2PK, GSI2SK.
+	AttentionIndex, AttentionPK, AttentionSK string
+	// TTL is the table's time-to-live attribute (epoch seconds). Default:
+	// ttl.
+	TTL string
+}
 
-// Inbox record attribute names (DESIGN §2). `status` and `ttl` are reserved
-// words in DynamoDB expressions: build expressions with
-// feature/dynamodb/expression, which escapes every name.
+// DefaultLayout is ddbworker's own table's layout.
+func DefaultLayout() Layout {
+	return Layout{PartitionKey: "PK", SortKey: "SK",
+		AggregateIndex: "GSI1", AggregatePK: "GSI1PK", AggregateSK: "GSI1SK",
+		AttentionIndex: "GSI2", AttentionPK: "GSI2PK", AttentionSK: "GSI2SK", TTL: "ttl"}
+}
+
+// WithDefaults fills empty names with the defaults and checks that the
+// attribute names are distinct and none is one of the inbox record's own.
+func (l Layout) WithDefaults() (Layout, error) {
+	d := DefaultLayout()
+	for _, f := range []struct {
+		v   *string
+		def string
+	}{{&l.PartitionKey, d.PartitionKey}, {&l.SortKey, d.SortKey},
+		{&l.AggregateIndex, d.AggregateIndex}, {&l.AggregatePK, d.AggregatePK}, {&l.AggregateSK, d.AggregateSK},
+		{&l.AttentionIndex, d.AttentionIndex}, {&l.AttentionPK, d.AttentionPK}, {&l.AttentionSK, d.AttentionSK}, {&l.TTL, d.TTL}} {
+		if *f.v == "" {
+			*f.v = f.def
+		}
+	}
+	var errs []error
+	seen := map[string]bool{}
+	for _, n := range []string{l.PartitionKey, l.SortKey, l.AggregatePK, l.AggregateSK, l.AttentionPK, l.AttentionSK, l.TTL} {
+		if seen[n] {
+			errs = append(errs, fmt.Errorf("tables: Layout names attribute %q twice", n))
+		}
+		seen[n] = true
+		if recordAttribute(n) {
+			errs = append(errs, fmt.Errorf("tables: Layout attribute %q is an inbox record attribute", n))
+		}
+	}
+	if l.AggregateIndex == l.AttentionIndex {
+		errs = append(errs, fmt.Errorf("tables: Layout names index %q twice", l.AggregateIndex))
+	}
+	return l, errors.Join(errs...)
+}
+
+func recordAttribute(n string) bool {
+	switch n {
+	case AttrStatus, AttrRequestHash, AttrMessageType, AttrSchemaVersion, AttrAggregateType, AttrAggregateID, AttrCorrelationID,
+		AttrCausationID, AttrProducer, AttrIdempotencyKey, AttrFirstSeenAt, AttrLastSeenAt, AttrStartedAt, AttrCompletedAt,
+		AttrFailedAt, AttrAttempts, AttrDeliveries, AttrLeaseOwner, AttrLeaseToken, AttrLeaseExpiresAt, AttrFailureCode,
+		AttrFailureMessage, AttrOutcome, AttrResultRef, AttrSQSMessageID:
+		return true
+	}
+	return false
+}
+
+// Inbox record attribute names (fixed).
 const (
 	AttrStatus         = "status"
 	AttrRequestHash    = "requestHash"
@@ -51,17 +111,6 @@ const (
 	AttrOutcome        = "outcome"
 	AttrResultRef      = "resultRef"
 	AttrSQSMessageID   = "sqsMessageId"
-	AttrTTL            = "ttl"
-)
-
-// Index names.
-const (
-	// IndexAggregate (GSI1, KEYS_ONLY) lists what happened to one aggregate,
-	// in order. Its keys are written once, at the gate.
-	IndexAggregate = "GSI1"
-	// IndexAttention (GSI2, KEYS_ONLY, sparse) holds failed records (and,
-	// when enabled, PROCESSING records sorted by lease expiry).
-	IndexAttention = "GSI2"
 )
 
 // Sentinel errors.
@@ -80,7 +129,7 @@ type IncompatibleError struct {
 }
 
 func (e *IncompatibleError) Error() string {
-	return fmt.Sprintf("tables: table %s is not a ddbworker table: %s", e.Table, e.Problem)
+	return fmt.Sprintf("tables: table %s does not fit the inbox layout: %s", e.Table, e.Problem)
 }
 
 // Unwrap returns ErrIncompatible.
@@ -98,6 +147,9 @@ type API interface {
 type Config struct {
 	// Name is the table name. Required.
 	Name string
+	// Layout names the key, index and TTL attributes. Default:
+	// DefaultLayout().
+	Layout Layout
 	// WaitTimeout bounds the wait for ACTIVE. Default: 5 minutes.
 	WaitTimeout time.Duration
 	// Tags are added when the table is created. Default: none.
@@ -117,11 +169,16 @@ func (c *Config) validate() error {
 	if c.WaitTimeout == 0 {
 		c.WaitTimeout = 5 * time.Minute
 	}
+	var err error
+	if c.Layout, err = c.Layout.WithDefaults(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
-// Definition returns the CreateTable input of a ddbworker table named name.
-func Definition(name string) *dynamodb.CreateTableInput {
+// Definition returns the CreateTable input of an inbox table named name
+// with layout l (on-demand billing; both indexes KEYS_ONLY).
+func Definition(name string, l Layout) *dynamodb.CreateTableInput {
 	str := func(n string) types.AttributeDefinition {
 		return types.AttributeDefinition{AttributeName: aws.String(n), AttributeType: types.ScalarAttributeTypeS}
 	}
@@ -133,18 +190,19 @@ func Definition(name string) *dynamodb.CreateTableInput {
 	}
 	keysOnly := &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly}
 	return &dynamodb.CreateTableInput{
-		TableName:            aws.String(name),
-		BillingMode:          types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{str(AttrPK), str(AttrSK), str(AttrGSI1PK), str(AttrGSI1SK), str(AttrGSI2PK), str(AttrGSI2SK)},
-		KeySchema:            keys(AttrPK, AttrSK),
+		TableName:   aws.String(name),
+		BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{str(l.PartitionKey), str(l.SortKey), str(l.AggregatePK), str(l.AggregateSK),
+			str(l.AttentionPK), str(l.AttentionSK)},
+		KeySchema: keys(l.PartitionKey, l.SortKey),
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{
-			{IndexName: aws.String(IndexAggregate), KeySchema: keys(AttrGSI1PK, AttrGSI1SK), Projection: keysOnly},
-			{IndexName: aws.String(IndexAttention), KeySchema: keys(AttrGSI2PK, AttrGSI2SK), Projection: keysOnly},
+			{IndexName: aws.String(l.AggregateIndex), KeySchema: keys(l.AggregatePK, l.AggregateSK), Projection: keysOnly},
+			{IndexName: aws.String(l.AttentionIndex), KeySchema: keys(l.AttentionPK, l.AttentionSK), Projection: keysOnly},
 		},
 	}
 }
 
-// Ensure makes the table exist with ddbworker's layout and TTL on `ttl`.
+// Ensure makes the table exist with cfg.Layout and TTL on its TTL attribute.
 // It creates the table when missing, waits until it is ACTIVE, checks an
 // existing table's keys and indexes, and enables TTL unless it already is.
 // Calling it again is a no-op; two concurrent callers both succeed.
@@ -156,7 +214,7 @@ func Ensure(ctx context.Context, api API, cfg Config) error {
 	var notFound *types.ResourceNotFoundException
 	switch {
 	case errors.As(err, &notFound):
-		in := Definition(cfg.Name)
+		in := Definition(cfg.Name, cfg.Layout)
 		for k, v := range cfg.Tags {
 			in.Tags = append(in.Tags, types.Tag{Key: aws.String(k), Value: aws.String(v)})
 		}
@@ -168,7 +226,7 @@ func Ensure(ctx context.Context, api API, cfg Config) error {
 	case err != nil:
 		return fmt.Errorf("tables: describe %s: %w", cfg.Name, err)
 	default:
-		if err := checkLayout(cfg.Name, desc.Table); err != nil {
+		if err := checkLayout(cfg.Name, cfg.Layout, desc.Table); err != nil {
 			return err
 		}
 	}
@@ -179,10 +237,10 @@ func Ensure(ctx context.Context, api API, cfg Config) error {
 	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(cfg.Name)}, cfg.WaitTimeout); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrNotActive, cfg.Name, err)
 	}
-	return ensureTTL(ctx, api, cfg.Name)
+	return ensureTTL(ctx, api, cfg.Name, cfg.Layout.TTL)
 }
 
-func ensureTTL(ctx context.Context, api API, name string) error {
+func ensureTTL(ctx context.Context, api API, name, attr string) error {
 	ttl, err := api.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(name)})
 	if err != nil {
 		return fmt.Errorf("tables: describe TTL of %s: %w", name, err)
@@ -190,15 +248,15 @@ func ensureTTL(ctx context.Context, api API, name string) error {
 	if d := ttl.TimeToLiveDescription; d != nil {
 		switch d.TimeToLiveStatus {
 		case types.TimeToLiveStatusEnabled, types.TimeToLiveStatusEnabling:
-			if got := aws.ToString(d.AttributeName); got != AttrTTL {
-				return &IncompatibleError{Table: name, Problem: fmt.Sprintf("TTL is on attribute %q, want %q", got, AttrTTL)}
+			if got := aws.ToString(d.AttributeName); got != attr {
+				return &IncompatibleError{Table: name, Problem: fmt.Sprintf("TTL is on attribute %q, not %q", got, attr)}
 			}
 			return nil
 		}
 	}
 	_, err = api.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
 		TableName:               aws.String(name),
-		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(AttrTTL), Enabled: aws.Bool(true)},
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(attr), Enabled: aws.Bool(true)},
 	})
 	// A concurrent Ensure may have enabled it between our describe and update.
 	if err != nil && !strings.Contains(err.Error(), "already enabled") {
@@ -207,28 +265,80 @@ func ensureTTL(ctx context.Context, api API, name string) error {
 	return nil
 }
 
-func checkLayout(name string, t *types.TableDescription) error {
+// Verify checks that the existing table fits l: its key, both indexes
+// (with their keys, projecting at least the keys) and TTL enabled on l's
+// attribute. It returns an *IncompatibleError naming each difference, or
+// the SDK's error (a missing table: *types.ResourceNotFoundException).
+func Verify(ctx context.Context, api API, name string, l Layout) error {
+	l, err := l.WithDefaults()
+	if err != nil {
+		return err
+	}
+	desc, err := api.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	if err != nil {
+		return fmt.Errorf("tables: describe %s: %w", name, err)
+	}
+	var problems []string
+	if err := checkLayout(name, l, desc.Table); err != nil {
+		var inc *IncompatibleError
+		if !errors.As(err, &inc) {
+			return err
+		}
+		problems = append(problems, inc.Problem)
+	}
+	ttl, err := api.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(name)})
+	if err != nil {
+		return fmt.Errorf("tables: describe TTL of %s: %w", name, err)
+	}
+	d := ttl.TimeToLiveDescription
+	switch {
+	case d == nil || (d.TimeToLiveStatus != types.TimeToLiveStatusEnabled && d.TimeToLiveStatus != types.TimeToLiveStatusEnabling):
+		problems = append(problems, fmt.Sprintf("TTL is not enabled (want it on attribute %q)", l.TTL))
+	case aws.ToString(d.AttributeName) != l.TTL:
+		problems = append(problems, fmt.Sprintf("TTL is on attribute %q, not %q", aws.ToString(d.AttributeName), l.TTL))
+	}
+	if len(problems) > 0 {
+		return &IncompatibleError{Table: name, Problem: strings.Join(problems, "; ")}
+	}
+	return nil
+}
+
+func checkLayout(name string, l Layout, t *types.TableDescription) error {
 	if t == nil {
 		return &IncompatibleError{Table: name, Problem: "no description"}
 	}
-	want := Definition(name)
+	want := Definition(name, l)
+	var problems []string
 	if !sameKeys(t.KeySchema, want.KeySchema) {
-		return &IncompatibleError{Table: name, Problem: "primary key is not (PK string, SK string)"}
+		problems = append(problems, fmt.Sprintf("its key is %s, not (%s, %s)", describeKeys(t.KeySchema), l.PartitionKey, l.SortKey))
 	}
-	have := map[string][]types.KeySchemaElement{}
+	have := map[string]types.GlobalSecondaryIndexDescription{}
 	for _, g := range t.GlobalSecondaryIndexes {
-		have[aws.ToString(g.IndexName)] = g.KeySchema
+		have[aws.ToString(g.IndexName)] = g
 	}
 	for _, g := range want.GlobalSecondaryIndexes {
-		ks, ok := have[aws.ToString(g.IndexName)]
-		if !ok {
-			return &IncompatibleError{Table: name, Problem: "missing index " + aws.ToString(g.IndexName)}
-		}
-		if !sameKeys(ks, g.KeySchema) {
-			return &IncompatibleError{Table: name, Problem: "index " + aws.ToString(g.IndexName) + " has other keys"}
+		idx := aws.ToString(g.IndexName)
+		got, ok := have[idx]
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("it has no index %s (%s, %s)", idx, aws.ToString(g.KeySchema[0].AttributeName), aws.ToString(g.KeySchema[1].AttributeName)))
+		case !sameKeys(got.KeySchema, g.KeySchema):
+			problems = append(problems, fmt.Sprintf("index %s's key is %s, not (%s, %s)", idx, describeKeys(got.KeySchema),
+				aws.ToString(g.KeySchema[0].AttributeName), aws.ToString(g.KeySchema[1].AttributeName)))
 		}
 	}
+	if len(problems) > 0 {
+		return &IncompatibleError{Table: name, Problem: strings.Join(problems, "; ")}
+	}
 	return nil
+}
+
+func describeKeys(ks []types.KeySchemaElement) string {
+	names := make([]string, len(ks))
+	for i, k := range ks {
+		names[i] = aws.ToString(k.AttributeName)
+	}
+	return "(" + strings.Join(names, ", ") + ")"
 }
 
 func sameKeys(a, b []types.KeySchemaElement) bool {

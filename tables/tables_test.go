@@ -41,12 +41,12 @@ func TestEnsureCreatesAndIsIdempotent(t *testing.T) {
 	for _, g := range desc.Table.GlobalSecondaryIndexes {
 		idx[aws.ToString(g.IndexName)] = g.Projection.ProjectionType
 	}
-	require.Equal(t, map[string]types.ProjectionType{tables.IndexAggregate: types.ProjectionTypeKeysOnly, tables.IndexAttention: types.ProjectionTypeKeysOnly}, idx)
+	require.Equal(t, map[string]types.ProjectionType{tables.DefaultLayout().AggregateIndex: types.ProjectionTypeKeysOnly, tables.DefaultLayout().AttentionIndex: types.ProjectionTypeKeysOnly}, idx)
 
 	ttl, err := ddb.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(name)})
 	require.NoError(t, err)
 	require.Equal(t, types.TimeToLiveStatusEnabled, ttl.TimeToLiveDescription.TimeToLiveStatus)
-	require.Equal(t, tables.AttrTTL, aws.ToString(ttl.TimeToLiveDescription.AttributeName))
+	require.Equal(t, tables.DefaultLayout().TTL, aws.ToString(ttl.TimeToLiveDescription.AttributeName))
 }
 
 func TestEnsureRejectsForeignTable(t *testing.T) {

@@ -7,6 +7,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/ddbworker/ddbworker"
+	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/stretchr/testify/require"
 )
 
@@ -194,18 +196,18 @@ func TestZeroIsExplicit(t *testing.T) {
 	require.Equal(t, time.Second, withDefault(time.Duration(0), time.Second))
 
 	w, err := New(Deps{DynamoDB: &dynamodb.Client{}, SQS: &sqs.Client{}, Handlers: oneRoute()},
-		Config{Table: "t", QueueURL: "q", DLQURL: "d", ClockSkew: Zero, MaxGuardRetries: Zero, DeleteFlushInterval: Zero, DrainTimeout: Zero})
+		Config{Store: inbox.Store{Table: "t"}, QueueURL: "q", DLQURL: "d", ClockSkew: Zero, MaxGuardRetries: Zero, DeleteFlushInterval: Zero, DrainTimeout: Zero})
 	require.NoError(t, err)
 	require.Zero(t, w.policy.Skew)
 	require.Zero(t, w.cfg.MaxGuardRetries)
 	require.Zero(t, w.cfg.DeleteFlushInterval)
 	require.Zero(t, w.cfg.DrainTimeout)
-	_, err = New(Deps{DynamoDB: &dynamodb.Client{}, SQS: &sqs.Client{}, Handlers: oneRoute()}, Config{Table: "t", QueueURL: "q", DLQURL: "d", DrainTimeout: -time.Second})
+	_, err = New(Deps{DynamoDB: &dynamodb.Client{}, SQS: &sqs.Client{}, Handlers: oneRoute()}, Config{Store: inbox.Store{Table: "t"}, QueueURL: "q", DLQURL: "d", DrainTimeout: -time.Second})
 	require.ErrorContains(t, err, "must not be negative")
 }
 
-func oneRoute() *Registry {
-	r := NewRegistry()
-	_ = r.Register("T", HandlerFunc(func(context.Context, *Message) (Result, error) { return Result{}, nil }))
+func oneRoute() *ddbworker.Registry {
+	r := ddbworker.NewRegistry()
+	_ = r.Register("T", ddbworker.HandlerFunc(func(context.Context, *ddbworker.Message) (ddbworker.Result, error) { return ddbworker.Result{}, nil }))
 	return r
 }

@@ -9,23 +9,25 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/worker"
 )
 
 // A handler returns its writes (committed with the inbox flip) or a typed
 // failure; the registry routes message types to handlers.
 func ExampleRegistry() {
-	reg := worker.NewRegistry()
-	_ = reg.Register("InvoiceApproved", worker.HandlerFunc(func(ctx context.Context, m *worker.Message) (worker.Result, error) {
+	reg := ddbworker.NewRegistry()
+	_ = reg.Register("InvoiceApproved", ddbworker.HandlerFunc(func(ctx context.Context, m *ddbworker.Message) (ddbworker.Result, error) {
 		if len(m.Envelope.Payload) == 0 {
-			return worker.Result{}, failure.NewTerminal("EMPTY_INVOICE", "nothing to approve")
+			return ddbworker.Result{}, failure.NewTerminal("EMPTY_INVOICE", "nothing to approve")
 		}
-		return worker.Result{ /* Writes: mutation.Update(...), … */ }, nil
+		return ddbworker.Result{ /* Writes: mutation.Update(...), … */ }, nil
 	}))
-	err := reg.Register("InvoiceApproved", worker.HandlerFunc(nil))
+	err := reg.Register("InvoiceApproved", ddbworker.HandlerFunc(nil))
 	fmt.Println(reg.Types(), err != nil)
 	// Output: [InvoiceApproved] true
 }
@@ -37,12 +39,12 @@ func ExampleJSON() {
 		InvoiceID string `json:"invoiceId"`
 		Cents     int64  `json:"cents"`
 	}
-	h := worker.JSON(func(ctx context.Context, m *worker.Message, p approved) (worker.Result, error) {
+	h := ddbworker.JSON(func(ctx context.Context, m *ddbworker.Message, p approved) (ddbworker.Result, error) {
 		fmt.Println("approve", p.InvoiceID, p.Cents)
-		return worker.Result{ /* Writes: mutation.Update(...), … */ }, nil
+		return ddbworker.Result{ /* Writes: mutation.Update(...), … */ }, nil
 	})
-	msg := func(payload string) *worker.Message {
-		return &worker.Message{Envelope: &envelope.Envelope{MessageType: "InvoiceApproved", Payload: []byte(payload)}}
+	msg := func(payload string) *ddbworker.Message {
+		return &ddbworker.Message{Envelope: &envelope.Envelope{MessageType: "InvoiceApproved", Payload: []byte(payload)}}
 	}
 	_, _ = h.Handle(context.Background(), msg(`{"invoiceId":"inv-7","cents":1200}`))
 	_, err := h.Handle(context.Background(), msg(`{"invoiceId":7}`))
@@ -63,16 +65,16 @@ func ExampleNew() {
 	// worker: Deps.DynamoDB is required
 	// worker: Deps.SQS is required
 	// worker: Deps.Handlers must register at least one message type
-	// worker: Config.Table is required
+	// worker: Config.Store: inbox: Store.Table is required
 	// worker: Config.QueueURL is required
 	// worker: Config.TerminalPolicy "shred" must be dlq, quarantine or redrive
 	// worker: Config.Concurrency -1 must be within 1..10000
 }
 
 func TestNewValidatesTogether(t *testing.T) {
-	reg := worker.NewRegistry()
+	reg := ddbworker.NewRegistry()
 	require.NoError(t, (&caseflow.Handlers{Table: "t"}).Register(reg))
-	_, err := worker.New(worker.Deps{Handlers: reg}, worker.Config{Table: "t", QueueURL: "q", TerminalPolicy: worker.PolicyDLQ,
+	_, err := worker.New(worker.Deps{Handlers: reg}, worker.Config{Store: inbox.Store{Table: "t"}, QueueURL: "q", TerminalPolicy: worker.PolicyDLQ,
 		VisibilityTimeout: 1500 * time.Millisecond, WaitTime: 21 * time.Second})
 	require.ErrorContains(t, err, "DLQURL is required")
 	require.ErrorContains(t, err, "VisibilityTimeout")

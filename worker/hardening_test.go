@@ -12,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
@@ -29,13 +30,13 @@ func TestHandlerOverrunsMessageTimeout(t *testing.T) {
 	h.seedCases("c1")
 	inner := &caseflow.Handlers{Table: h.env.Table, TrackApplications: true}
 	var runs atomic.Int32
-	reg := worker.NewRegistry()
-	require.NoError(t, reg.Register(caseflow.TypeDeadline, worker.HandlerFunc(func(ctx context.Context, m *worker.Message) (worker.Result, error) {
+	reg := ddbworker.NewRegistry()
+	require.NoError(t, reg.Register(caseflow.TypeDeadline, ddbworker.HandlerFunc(func(ctx context.Context, m *ddbworker.Message) (ddbworker.Result, error) {
 		if runs.Add(1) == 1 {
 			<-ctx.Done() // the first run hangs until the per-message deadline
-			return worker.Result{}, ctx.Err()
+			return ddbworker.Result{}, ctx.Err()
 		}
-		return worker.JSON(inner.Deadline).Handle(ctx, m)
+		return ddbworker.JSON(inner.Deadline).Handle(ctx, m)
 	})))
 	var atRetry *inbox.Record
 	var mu sync.Mutex
@@ -164,18 +165,18 @@ func TestHeartbeatKeepsLongHandler(t *testing.T) {
 	inner := &caseflow.Handlers{Table: h.env.Table, TrackApplications: true}
 	var runs atomic.Int32
 	started := make(chan time.Time, 1)
-	slow := func() *worker.Registry {
-		reg := worker.NewRegistry()
-		require.NoError(t, reg.Register(caseflow.TypeDeadline, worker.HandlerFunc(func(ctx context.Context, m *worker.Message) (worker.Result, error) {
+	slow := func() *ddbworker.Registry {
+		reg := ddbworker.NewRegistry()
+		require.NoError(t, reg.Register(caseflow.TypeDeadline, ddbworker.HandlerFunc(func(ctx context.Context, m *ddbworker.Message) (ddbworker.Result, error) {
 			if runs.Add(1) == 1 {
 				started <- time.Now()
 			}
 			select {
 			case <-time.After(work): // the handler's own slow work
 			case <-ctx.Done():
-				return worker.Result{}, ctx.Err()
+				return ddbworker.Result{}, ctx.Err()
 			}
-			return worker.JSON(inner.Deadline).Handle(ctx, m)
+			return ddbworker.JSON(inner.Deadline).Handle(ctx, m)
 		})))
 		return reg
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/inbox"
@@ -58,7 +59,7 @@ func newHarness(t *testing.T, opts testenv.Options) *harness {
 // testConfig is fast: 2 s leases, 1 s long polls, 1 s backoff steps.
 func (h *harness) testConfig() worker.Config {
 	return worker.Config{
-		Table: h.env.Table, QueueURL: h.env.Queues.URL, DLQURL: h.env.Queues.DLQURL,
+		Store: inbox.Store{Table: h.env.Table}, QueueURL: h.env.Queues.URL, DLQURL: h.env.Queues.DLQURL,
 		Concurrency: 4, WaitTime: time.Second, VisibilityTimeout: 2 * time.Second, ClockSkew: 100 * time.Millisecond,
 		Backoff:             worker.Backoff{Base: time.Second, Max: 8 * time.Second, Jitter: 0.5},
 		DeleteFlushInterval: 20 * time.Millisecond, DrainTimeout: 10 * time.Second,
@@ -66,8 +67,8 @@ func (h *harness) testConfig() worker.Config {
 }
 
 // caseHandlers registers the example domain (with application counters).
-func (h *harness) caseHandlers(opts ...worker.RouteOption) *worker.Registry {
-	reg := worker.NewRegistry()
+func (h *harness) caseHandlers(opts ...ddbworker.RouteOption) *ddbworker.Registry {
+	reg := ddbworker.NewRegistry()
 	require.NoError(h.t, (&caseflow.Handlers{Table: h.env.Table, TrackApplications: true}).Register(reg, opts...))
 	return reg
 }
@@ -204,12 +205,12 @@ func (h *harness) sendRaw(bodies ...string) {
 func (h *harness) record(key, messageType string) *inbox.Record {
 	h.t.Helper()
 	out, err := h.env.DynamoDB.GetItem(context.Background(), &dynamodb.GetItemInput{
-		TableName: aws.String(h.env.Table), Key: inbox.KeyOf(key, messageType), ConsistentRead: aws.Bool(true)})
+		TableName: aws.String(h.env.Table), Key: (inbox.Store{}).Key(key, messageType), ConsistentRead: aws.Bool(true)})
 	require.NoError(h.t, err)
 	if len(out.Item) == 0 {
 		return nil
 	}
-	rec, err := inbox.Decode(out.Item)
+	rec, err := (inbox.Store{}).Decode(out.Item)
 	require.NoError(h.t, err)
 	return rec
 }

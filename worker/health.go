@@ -18,7 +18,6 @@ import (
 
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/health"
-	"github.com/ddbworker/ddbworker/tables"
 )
 
 // HealthConfig configures the database health gate. While DynamoDB is
@@ -221,15 +220,16 @@ func (h *dbHealth) probeUntilHealthy(ctx context.Context) bool {
 // table: one request (no SDK retry), bounded by the call timeout.
 func (h *dbHealth) probe(ctx context.Context) error {
 	now := h.w.cfg.Now()
+	l := h.w.cfg.Store.Layout
 	callCtx, cancel := context.WithTimeout(ctx, h.w.cfg.CallTimeout)
 	defer cancel()
 	_, err := h.w.deps.DynamoDB.PutItem(callCtx, &dynamodb.PutItemInput{
-		TableName: aws.String(h.w.cfg.Table),
+		TableName: aws.String(h.w.cfg.Store.Table),
 		Item: map[string]ddbtypes.AttributeValue{
-			tables.AttrPK:  &ddbtypes.AttributeValueMemberS{Value: healthItemPK},
-			tables.AttrSK:  &ddbtypes.AttributeValueMemberS{Value: "PROBE#" + h.w.owner},
+			l.PartitionKey: &ddbtypes.AttributeValueMemberS{Value: healthItemPK},
+			l.SortKey:      &ddbtypes.AttributeValueMemberS{Value: "PROBE#" + h.w.owner},
 			"probedAt":     &ddbtypes.AttributeValueMemberS{Value: inbox.FormatTime(now)},
-			tables.AttrTTL: &ddbtypes.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(24*time.Hour).Unix(), 10)},
+			l.TTL:          &ddbtypes.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(24*time.Hour).Unix(), 10)},
 		},
 	}, func(o *dynamodb.Options) { o.Retryer = retry.AddWithMaxAttempts(o.Retryer, 1) })
 	return err

@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"sync"
 
+	"github.com/ddbworker/ddbworker"
+
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/failure"
 )
@@ -29,7 +31,7 @@ type labels struct {
 	codes map[string]bool
 }
 
-func newLabels(routes map[string]route) *labels {
+func newLabels(routes map[string]ddbworker.Route) *labels {
 	l := &labels{types: make(map[string]bool, len(routes)), codes: map[string]bool{}}
 	for t := range routes {
 		l.types[t] = true

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/ddbproxy"
@@ -165,11 +166,11 @@ func TestLambdaLeaseFollowsDeadline(t *testing.T) {
 	h := newHarness(t, testenv.Options{})
 	h.seedCases("c1")
 	var lease time.Time
-	reg := worker.NewRegistry()
+	reg := ddbworker.NewRegistry()
 	inner := &caseflow.Handlers{Table: h.env.Table, TrackApplications: true}
-	require.NoError(t, reg.Register(caseflow.TypeDeadline, worker.HandlerFunc(func(ctx context.Context, m *worker.Message) (worker.Result, error) {
+	require.NoError(t, reg.Register(caseflow.TypeDeadline, ddbworker.HandlerFunc(func(ctx context.Context, m *ddbworker.Message) (ddbworker.Result, error) {
 		lease = h.record("k-lease", caseflow.TypeDeadline).LeaseExpiry
-		return worker.JSON(inner.Deadline).Handle(ctx, m)
+		return ddbworker.JSON(inner.Deadline).Handle(ctx, m)
 	})))
 	w := h.lambdaWorker(h.testConfig(), worker.Deps{Handlers: reg})
 	h.send(mustEnv(t)(caseflow.NewDeadlineRequest("k-lease", "c1", "intake", effective)))

@@ -13,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/inbox"
@@ -189,11 +190,11 @@ func TestShutdownIsNotAnAttempt(t *testing.T) {
 	h := newHarness(t, testenv.Options{})
 	h.seedCases("c1")
 	started := make(chan struct{})
-	blocking := worker.NewRegistry()
-	require.NoError(t, blocking.Register(caseflow.TypeDeadline, worker.HandlerFunc(func(ctx context.Context, m *worker.Message) (worker.Result, error) {
+	blocking := ddbworker.NewRegistry()
+	require.NoError(t, blocking.Register(caseflow.TypeDeadline, ddbworker.HandlerFunc(func(ctx context.Context, m *ddbworker.Message) (ddbworker.Result, error) {
 		close(started)
 		<-ctx.Done() // runs until shutdown cancels it
-		return worker.Result{}, ctx.Err()
+		return ddbworker.Result{}, ctx.Err()
 	})))
 	cfg := h.testConfig()
 	cfg.DrainTimeout = 300 * time.Millisecond

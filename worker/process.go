@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/gate"
@@ -65,7 +66,7 @@ type delivery struct {
 	lease      time.Duration // 0: the policy's, renewed by the heartbeat
 	env        *envelope.Envelope
 	req        *gate.Request
-	rt         route
+	rt         ddbworker.Route
 }
 
 // settled is what became of a delivery.
@@ -129,12 +130,12 @@ func (w *Worker) deliver(ctx context.Context, d *delivery) disposition {
 	}
 	d.rt = rt
 	now := w.cfg.Now()
-	if origin := originTime(d.m); !origin.IsZero() && now.Sub(origin) >= w.ttl.Completed-w.policy.Skew {
+	if origin := originTime(d.m); !origin.IsZero() && now.Sub(origin) >= w.cfg.Store.TTL.Completed-w.policy.Skew {
 		// Its COMPLETED record, if the work was ever applied, may be gone
 		// by TTL: the gate could not tell a replay from new work.
 		return w.reject(ctx, d, w.rejection(env, failure.CodeReplayWindowExpired, fmt.Sprintf(
 			"first sent %s, longer ago than the inbox keeps COMPLETED records (%s): a replay this old could apply the work twice",
-			inbox.FormatTime(origin), w.ttl.Completed)))
+			inbox.FormatTime(origin), w.cfg.Store.TTL.Completed)))
 	}
 	if ap := env.AttemptPolicy; ap != nil && ap.NotBefore != nil && now.Before(*ap.NotBefore) {
 		return w.defer_(ctx, d, ap.NotBefore.Sub(now))
@@ -150,7 +151,7 @@ func (w *Worker) deliver(ctx context.Context, d *delivery) disposition {
 			d.req.Attempts.RetryableUntil = *ap.RetryableUntil
 		}
 	}
-	if rt.fused {
+	if rt.Fused {
 		return w.deliverFused(ctx, d)
 	}
 	dec, err := w.gate.Acquire(ctx, d.req)
@@ -297,17 +298,17 @@ func (w *Worker) runLease(ctx context.Context, d *delivery, lease inbox.Lease, a
 	}
 	defer stopBeat()
 	for run := 0; ; run++ {
-		msg := &Message{Envelope: d.env, SQSMessageID: aws.ToString(d.m.MessageId), ReceiveCount: receiveCount(d.m), Attempt: lease.Attempts, Run: run}
-		res, err := w.callHandler(handlerCtx, d.rt.handler, msg)
+		msg := &ddbworker.Message{Envelope: d.env, SQSMessageID: aws.ToString(d.m.MessageId), ReceiveCount: receiveCount(d.m), Attempt: lease.Attempts, Run: run}
+		res, err := w.callHandler(handlerCtx, d.rt.Handler, msg)
 		if lost := leaseLostCause(handlerCtx); lost != nil {
 			return w.lostLease(lost, lease.Attempts)
 		}
 		if err == nil {
 			var disp disposition
-			if disp, err = w.commit(res, lease.Attempts, func(done mutation.Completion) error {
+			if disp, err = w.commit(res, lease.Attempts, func(writes []mutation.Write, done mutation.Completion) error {
 				lock.Lock()
 				defer lock.Unlock()
-				return w.committer.Commit(ctx, lease, res.Writes, done, run)
+				return w.committer.Commit(ctx, lease, writes, done, run)
 			}); err == nil {
 				return disp
 			}
@@ -354,9 +355,17 @@ func (w *Worker) overran(ctx context.Context, err error) error {
 
 // commit runs one commit of a handler's result and times it; after a
 // commit the after-commit failpoint passes and the message is acked.
-func (w *Worker) commit(res Result, attempt int, do func(mutation.Completion) error) (disposition, error) {
+func (w *Worker) commit(res ddbworker.Result, attempt int, do func([]mutation.Write, mutation.Completion) error) (disposition, error) {
+	writes := make([]mutation.Write, len(res.Writes))
+	for i, wr := range res.Writes {
+		m, err := wr.Mutation()
+		if err != nil {
+			return disposition{}, fmt.Errorf("write %d: %w", i, err)
+		}
+		writes[i] = m
+	}
 	start := w.cfg.Now()
-	err := do(mutation.Completion{Outcome: res.Outcome, ResultRef: res.ResultRef})
+	err := do(writes, mutation.Completion{Outcome: res.Outcome, ResultRef: res.ResultRef})
 	w.metrics.Commit.Observe(w.cfg.Now().Sub(start).Seconds())
 	if err != nil {
 		return disposition{}, err
@@ -520,7 +529,7 @@ func (w *Worker) lostLease(lost *inbox.LeaseLostError, attempt int) disposition 
 	return disp
 }
 
-func (w *Worker) callHandler(ctx context.Context, h Handler, msg *Message) (res Result, err error) {
+func (w *Worker) callHandler(ctx context.Context, h ddbworker.Handler, msg *ddbworker.Message) (res ddbworker.Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			w.log.Error("handler panicked", "messageType", msg.Envelope.MessageType, "idempotencyKey", msg.Envelope.IdempotencyKey,
@@ -539,12 +548,12 @@ func (w *Worker) deliverFused(ctx context.Context, d *delivery) disposition {
 	rec := inbox.NewRecord(&d.req.Work, w.cfg.Now())
 	rec.LeaseToken, rec.LeaseOwner = gate.NewToken(), w.gate.Owner()
 	for run := 0; ; run++ {
-		msg := &Message{Envelope: d.env, SQSMessageID: aws.ToString(d.m.MessageId), ReceiveCount: receiveCount(d.m), Attempt: 1, Run: run}
-		res, err := w.callHandler(ctx, d.rt.handler, msg)
+		msg := &ddbworker.Message{Envelope: d.env, SQSMessageID: aws.ToString(d.m.MessageId), ReceiveCount: receiveCount(d.m), Attempt: 1, Run: run}
+		res, err := w.callHandler(ctx, d.rt.Handler, msg)
 		if err == nil {
 			var disp disposition
-			if disp, err = w.commit(res, 1, func(done mutation.Completion) error {
-				return w.committer.CommitFused(ctx, rec, res.Writes, done, run)
+			if disp, err = w.commit(res, 1, func(writes []mutation.Write, done mutation.Completion) error {
+				return w.committer.CommitFused(ctx, rec, writes, done, run)
 			}); err == nil {
 				return disp
 			}

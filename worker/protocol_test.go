@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/example/caseflow"
@@ -29,11 +30,11 @@ var effective = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 func TestFreshMessage(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		opts  []worker.RouteOption
+		opts  []ddbworker.RouteOption
 		calls map[string]int
 	}{
 		{"gated", nil, map[string]int{"DynamoDB.PutItem": 1, "DynamoDB.TransactWriteItems": 1}},
-		{"fused", []worker.RouteOption{worker.Fused()}, map[string]int{"DynamoDB.TransactWriteItems": 1}},
+		{"fused", []ddbworker.RouteOption{ddbworker.Fused()}, map[string]int{"DynamoDB.TransactWriteItems": 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, testenv.Options{})
@@ -87,11 +88,11 @@ func countPrefix(calls map[string]int, prefix string) int {
 func TestSequentialDuplicate(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		opts   []worker.RouteOption
+		opts   []ddbworker.RouteOption
 		dupOps map[string]int
 	}{
 		{"gated", nil, map[string]int{"DynamoDB.PutItem": 1}},
-		{"fused", []worker.RouteOption{worker.Fused()}, map[string]int{"DynamoDB.TransactWriteItems": 1}},
+		{"fused", []ddbworker.RouteOption{ddbworker.Fused()}, map[string]int{"DynamoDB.TransactWriteItems": 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, testenv.Options{})
@@ -137,17 +138,17 @@ func TestConcurrentDuplicates(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, testenv.Options{})
 			h.seedCases("c1")
-			var opts []worker.RouteOption
+			var opts []ddbworker.RouteOption
 			if fused {
-				opts = append(opts, worker.Fused())
+				opts = append(opts, ddbworker.Fused())
 			}
 			inner := &caseflow.Handlers{Table: h.env.Table, TrackApplications: true}
 			var entered atomic.Int32
 			bothIn := make(chan struct{})
 			var once sync.Once
 			release := make(chan struct{})
-			reg := worker.NewRegistry()
-			require.NoError(t, reg.Register(caseflow.TypeDeadline, worker.HandlerFunc(func(ctx context.Context, m *worker.Message) (worker.Result, error) {
+			reg := ddbworker.NewRegistry()
+			require.NoError(t, reg.Register(caseflow.TypeDeadline, ddbworker.HandlerFunc(func(ctx context.Context, m *ddbworker.Message) (ddbworker.Result, error) {
 				if fused {
 					// Both run the handler; hold both until both are in, so
 					// both fused commits race.
@@ -165,7 +166,7 @@ func TestConcurrentDuplicates(t *testing.T) {
 					case <-time.After(10 * time.Second):
 					}
 				}
-				return worker.JSON(inner.Deadline).Handle(ctx, m)
+				return ddbworker.JSON(inner.Deadline).Handle(ctx, m)
 			}), opts...))
 
 			var sawInFlight sync.Once
@@ -290,7 +291,7 @@ func TestHashMismatch(t *testing.T) {
 
 	require.Equal(t, before, h.record("k-hash", caseflow.TypeDeadline), "the existing record is not touched")
 	require.Equal(t, caseBefore, h.item(caseflow.CaseKey("c1")), "no domain write")
-	rej, err := inbox.Decode(h.item(inbox.RejectionKeyOf(ev.SQSMessageID)))
+	rej, err := (inbox.Store{}).Decode(h.item((inbox.Store{}).RejectionKey(ev.SQSMessageID)))
 	require.NoError(t, err)
 	require.True(t, rej.Rejection)
 	require.Equal(t, failure.CodeHashMismatch, rej.FailureCode)
@@ -332,12 +333,12 @@ func TestOutOfOrderVersions(t *testing.T) {
 
 // flaky wraps the deadline handler: it fails retryably `fails` times for
 // keys accepted by which, then delegates.
-func flaky(h *harness, fails int, which func(key string) bool) *worker.Registry {
+func flaky(h *harness, fails int, which func(key string) bool) *ddbworker.Registry {
 	inner := &caseflow.Handlers{Table: h.env.Table, TrackApplications: true}
 	var mu sync.Mutex
 	seen := map[string]int{}
-	reg := worker.NewRegistry()
-	require.NoError(h.t, reg.Register(caseflow.TypeDeadline, worker.HandlerFunc(func(ctx context.Context, m *worker.Message) (worker.Result, error) {
+	reg := ddbworker.NewRegistry()
+	require.NoError(h.t, reg.Register(caseflow.TypeDeadline, ddbworker.HandlerFunc(func(ctx context.Context, m *ddbworker.Message) (ddbworker.Result, error) {
 		key := m.Envelope.IdempotencyKey
 		if which(key) {
 			mu.Lock()
@@ -345,10 +346,10 @@ func flaky(h *harness, fails int, which func(key string) bool) *worker.Registry 
 			n := seen[key]
 			mu.Unlock()
 			if fails < 0 || n <= fails {
-				return worker.Result{}, failure.NewRetryable("DOWNSTREAM_DOWN", "the pricing service is unavailable")
+				return ddbworker.Result{}, failure.NewRetryable("DOWNSTREAM_DOWN", "the pricing service is unavailable")
 			}
 		}
-		return worker.JSON(inner.Deadline).Handle(ctx, m)
+		return ddbworker.JSON(inner.Deadline).Handle(ctx, m)
 	})))
 	return reg
 }
@@ -470,7 +471,7 @@ func TestInvalidEnvelopes(t *testing.T) {
 	for _, ev := range evs {
 		require.Equal(t, worker.OutcomeTerminal, ev.Outcome)
 		gotCodes[ev.Code]++
-		rej, err := inbox.Decode(h.item(inbox.RejectionKeyOf(ev.SQSMessageID)))
+		rej, err := (inbox.Store{}).Decode(h.item((inbox.Store{}).RejectionKey(ev.SQSMessageID)))
 		require.NoError(t, err, "every refused message has a rejection record")
 		require.Equal(t, ev.Code, rej.FailureCode)
 		require.Equal(t, inbox.StatusFailedTerminal, rej.Status)

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/example/caseflow"
@@ -50,7 +51,7 @@ func (h *harness) requireRejected(ev worker.Event, code, caseID, key string) typ
 	require.Equal(t, code, ev.Code)
 	require.Equal(t, worker.PolicyDLQ, ev.Policy)
 	require.True(t, ev.Final)
-	rej, err := inbox.Decode(h.item(inbox.RejectionKeyOf(ev.SQSMessageID)))
+	rej, err := (inbox.Store{}).Decode(h.item((inbox.Store{}).RejectionKey(ev.SQSMessageID)))
 	require.NoError(t, err, "a rejection record exists")
 	require.True(t, rej.Rejection)
 	require.Equal(t, code, rej.FailureCode)
@@ -85,12 +86,12 @@ func TestRegressDeferral(t *testing.T) {
 			inner := &caseflow.Handlers{Table: h.env.Table, TrackApplications: true}
 			var mu sync.Mutex
 			var counts []int
-			reg := worker.NewRegistry()
-			require.NoError(t, reg.Register(caseflow.TypeDeadline, worker.HandlerFunc(func(ctx context.Context, m *worker.Message) (worker.Result, error) {
+			reg := ddbworker.NewRegistry()
+			require.NoError(t, reg.Register(caseflow.TypeDeadline, ddbworker.HandlerFunc(func(ctx context.Context, m *ddbworker.Message) (ddbworker.Result, error) {
 				mu.Lock()
 				counts = append(counts, m.ReceiveCount)
 				mu.Unlock()
-				return worker.JSON(inner.Deadline).Handle(ctx, m)
+				return ddbworker.JSON(inner.Deadline).Handle(ctx, m)
 			})))
 			h.start(h.testConfig(), worker.Deps{Handlers: reg})
 			env := mustEnv(t)(caseflow.NewDeadlineRequest("k-defer", "c1", "intake", effective))

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/example/caseflow"
@@ -112,9 +113,9 @@ func TestRegressDLQCopyFitsSizeLimit(t *testing.T) {
 		{"a 300 KB failure message is capped in logs and DLQ attributes", func(t *testing.T, h *harness, cfg worker.Config, logs *syncBuffer) {
 			h.seedCases("c1")
 			huge := strings.Repeat("e", 300_000)
-			reg := worker.NewRegistry()
-			require.NoError(t, reg.Register(caseflow.TypeDeadline, worker.HandlerFunc(func(context.Context, *worker.Message) (worker.Result, error) {
-				return worker.Result{}, failure.NewTerminal("PAYLOAD_REFUSED", "the pricing service refused: "+huge)
+			reg := ddbworker.NewRegistry()
+			require.NoError(t, reg.Register(caseflow.TypeDeadline, ddbworker.HandlerFunc(func(context.Context, *ddbworker.Message) (ddbworker.Result, error) {
+				return ddbworker.Result{}, failure.NewTerminal("PAYLOAD_REFUSED", "the pricing service refused: "+huge)
 			})))
 			h.start(cfg, worker.Deps{Handlers: reg, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 			h.send(mustEnv(t)(caseflow.NewDeadlineRequest("k-huge", "c1", "intake", effective)))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/internal/testenv"
@@ -27,14 +28,14 @@ func TestRegressDrainTimeoutFlushesDeletes(t *testing.T) {
 	h.seedCases(append(ids, "c-block")...)
 	inner := &caseflow.Handlers{Table: h.env.Table, TrackApplications: true}
 	blocked := make(chan struct{})
-	reg := worker.NewRegistry()
-	require.NoError(t, reg.Register(caseflow.TypeDeadline, worker.HandlerFunc(func(ctx context.Context, m *worker.Message) (worker.Result, error) {
+	reg := ddbworker.NewRegistry()
+	require.NoError(t, reg.Register(caseflow.TypeDeadline, ddbworker.HandlerFunc(func(ctx context.Context, m *ddbworker.Message) (ddbworker.Result, error) {
 		if m.Envelope.IdempotencyKey == "k-block" {
 			close(blocked)
 			<-ctx.Done() // never returns on its own
-			return worker.Result{}, ctx.Err()
+			return ddbworker.Result{}, ctx.Err()
 		}
-		return worker.JSON(inner.Deadline).Handle(ctx, m)
+		return ddbworker.JSON(inner.Deadline).Handle(ctx, m)
 	})))
 	cfg := h.testConfig()
 	cfg.Concurrency = 8

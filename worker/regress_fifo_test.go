@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/internal/testenv"
@@ -44,8 +45,8 @@ func TestRegressFIFOWaitingMessagesStayHidden(t *testing.T) {
 		active   atomic.Int32
 		overlaps atomic.Int32
 	)
-	reg := worker.NewRegistry()
-	require.NoError(t, reg.Register(caseflow.TypeDeadline, worker.HandlerFunc(func(ctx context.Context, m *worker.Message) (worker.Result, error) {
+	reg := ddbworker.NewRegistry()
+	require.NoError(t, reg.Register(caseflow.TypeDeadline, ddbworker.HandlerFunc(func(ctx context.Context, m *ddbworker.Message) (ddbworker.Result, error) {
 		if active.Add(1) > 1 {
 			overlaps.Add(1)
 		}
@@ -60,10 +61,10 @@ func TestRegressFIFOWaitingMessagesStayHidden(t *testing.T) {
 			select {
 			case <-time.After(slow):
 			case <-ctx.Done():
-				return worker.Result{}, ctx.Err()
+				return ddbworker.Result{}, ctx.Err()
 			}
 		}
-		return worker.JSON(inner.Deadline).Handle(ctx, m)
+		return ddbworker.JSON(inner.Deadline).Handle(ctx, m)
 	})))
 
 	// Sent before the worker starts, so its first receive returns the

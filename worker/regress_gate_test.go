@@ -13,9 +13,11 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/faults"
 	"github.com/ddbworker/ddbworker/internal/testenv"
 	"github.com/ddbworker/ddbworker/tables"
@@ -41,7 +43,7 @@ func TestRegressGateValidationIsTerminal(t *testing.T) {
 			if !ok {
 				return false
 			}
-			pk, ok := p.Item[tables.AttrPK].(*ddbtypes.AttributeValueMemberS)
+			pk, ok := p.Item[tables.DefaultLayout().PartitionKey].(*ddbtypes.AttributeValueMemberS)
 			if !ok || !strings.HasPrefix(pk.Value, "IDEMP#") {
 				return false
 			}
@@ -64,12 +66,12 @@ func TestRegressGateValidationIsTerminal(t *testing.T) {
 // reach 1,182 bytes, over DynamoDB's 1,024; every such message would fail
 // its gate with a ValidationException. The defaults are accepted.
 func TestRegressNewRefusesOversizedKeyLimits(t *testing.T) {
-	reg := worker.NewRegistry()
-	require.NoError(t, reg.Register(caseflow.TypeDeadline, worker.HandlerFunc(func(context.Context, *worker.Message) (worker.Result, error) {
-		return worker.Result{}, nil
+	reg := ddbworker.NewRegistry()
+	require.NoError(t, reg.Register(caseflow.TypeDeadline, ddbworker.HandlerFunc(func(context.Context, *ddbworker.Message) (ddbworker.Result, error) {
+		return ddbworker.Result{}, nil
 	})))
 	deps := worker.Deps{DynamoDB: dynamodb.New(dynamodb.Options{Region: "us-east-1"}), SQS: sqs.New(sqs.Options{Region: "us-east-1"}), Handlers: reg}
-	cfg := worker.Config{Table: "t", QueueURL: "http://127.0.0.1:1/000000000000/q", DLQURL: "http://127.0.0.1:1/000000000000/q-dlq"}
+	cfg := worker.Config{Store: inbox.Store{Table: "t"}, QueueURL: "http://127.0.0.1:1/000000000000/q", DLQURL: "http://127.0.0.1:1/000000000000/q-dlq"}
 
 	_, err := worker.New(deps, cfg)
 	require.NoError(t, err, "the default limits fit DynamoDB's keys")

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/internal/faults"
 	"github.com/ddbworker/ddbworker/internal/testenv"
@@ -88,7 +89,7 @@ var placeholder = regexp.MustCompile(`#[A-Za-z0-9_]+`)
 func isCommit(in *dynamodb.TransactWriteItemsInput) bool {
 	for _, it := range in.TransactItems {
 		if it.Update != nil {
-			if pk, ok := it.Update.Key[tables.AttrPK].(*ddbtypes.AttributeValueMemberS); ok && len(pk.Value) > 6 && pk.Value[:6] == "IDEMP#" {
+			if pk, ok := it.Update.Key[tables.DefaultLayout().PartitionKey].(*ddbtypes.AttributeValueMemberS); ok && len(pk.Value) > 6 && pk.Value[:6] == "IDEMP#" {
 				return true
 			}
 		}
@@ -201,12 +202,12 @@ func TestRegressHeartbeatNeverConflictsWithCommit(t *testing.T) {
 	ddb := dynamodb.NewFromConfig(h.env.AWS, h.inj.DynamoDB, conf.install)
 
 	inner := &caseflow.Handlers{Table: h.env.Table, TrackApplications: true}
-	reg := worker.NewRegistry()
-	require.NoError(t, reg.Register(caseflow.TypeDeadline, worker.HandlerFunc(func(ctx context.Context, m *worker.Message) (worker.Result, error) {
+	reg := ddbworker.NewRegistry()
+	require.NoError(t, reg.Register(caseflow.TypeDeadline, ddbworker.HandlerFunc(func(ctx context.Context, m *ddbworker.Message) (ddbworker.Result, error) {
 		if err := sleepCtx(ctx, 1100*time.Millisecond); err != nil { // the handler's own work, just past the first renewal
-			return worker.Result{}, err
+			return ddbworker.Result{}, err
 		}
-		return worker.JSON(inner.Deadline).Handle(ctx, m)
+		return ddbworker.JSON(inner.Deadline).Handle(ctx, m)
 	})))
 	cfg := h.testConfig()
 	cfg.VisibilityTimeout = 2 * time.Second // the heartbeat renews at 1s
@@ -249,14 +250,14 @@ func TestRegressHeartbeatVisibilityCancellable(t *testing.T) {
 			return true
 		}})
 	started := make(chan struct{}, 1)
-	reg := worker.NewRegistry()
-	require.NoError(t, reg.Register(caseflow.TypeDeadline, worker.HandlerFunc(func(ctx context.Context, m *worker.Message) (worker.Result, error) {
+	reg := ddbworker.NewRegistry()
+	require.NoError(t, reg.Register(caseflow.TypeDeadline, ddbworker.HandlerFunc(func(ctx context.Context, m *ddbworker.Message) (ddbworker.Result, error) {
 		select {
 		case started <- struct{}{}:
 		default:
 		}
 		<-ctx.Done() // runs until cancelled
-		return worker.Result{}, ctx.Err()
+		return ddbworker.Result{}, ctx.Err()
 	})))
 	cfg := h.testConfig()
 	cfg.VisibilityTimeout = visibility

@@ -136,7 +136,7 @@ func itemKey(table *string, key map[string]ddbtypes.AttributeValue) string {
 		}
 		return ""
 	}
-	return aws.ToString(table) + "|" + s(tables.AttrPK) + "|" + s(tables.AttrSK)
+	return aws.ToString(table) + "|" + s(tables.DefaultLayout().PartitionKey) + "|" + s(tables.DefaultLayout().SortKey)
 }
 
 // transactItemKeys are the items a transaction writes or checks, in the

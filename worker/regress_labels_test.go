@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/failure"
@@ -64,17 +65,17 @@ func TestRegressMetricLabelsBounded(t *testing.T) {
 	}
 	var mu sync.Mutex
 	failed := map[string]bool{}
-	reg := worker.NewRegistry()
-	require.NoError(t, reg.Register(caseflow.TypeDeadline, worker.HandlerFunc(func(_ context.Context, m *worker.Message) (worker.Result, error) {
+	reg := ddbworker.NewRegistry()
+	require.NoError(t, reg.Register(caseflow.TypeDeadline, ddbworker.HandlerFunc(func(_ context.Context, m *ddbworker.Message) (ddbworker.Result, error) {
 		key := m.Envelope.IdempotencyKey
 		mu.Lock()
 		first := !failed[key]
 		failed[key] = true
 		mu.Unlock()
 		if first {
-			return worker.Result{}, failure.NewRetryable(codeOf(key), "the pricing service said no")
+			return ddbworker.Result{}, failure.NewRetryable(codeOf(key), "the pricing service said no")
 		}
-		return worker.Result{Outcome: "chosen-" + key}, nil // a handler's own outcome, one per message
+		return ddbworker.Result{Outcome: "chosen-" + key}, nil // a handler's own outcome, one per message
 	})))
 	metricsReg := prometheus.NewRegistry()
 	metrics, err := worker.NewMetrics(metricsReg)

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/example/caseflow"
@@ -85,11 +86,11 @@ func TestGracefulShutdownMidBatch(t *testing.T) {
 	inner := &caseflow.Handlers{Table: h.env.Table, TrackApplications: true}
 	var started atomic.Int32
 	gate := make(chan struct{})
-	reg := worker.NewRegistry()
-	require.NoError(t, reg.Register(caseflow.TypeDeadline, worker.HandlerFunc(func(ctx context.Context, m *worker.Message) (worker.Result, error) {
+	reg := ddbworker.NewRegistry()
+	require.NoError(t, reg.Register(caseflow.TypeDeadline, ddbworker.HandlerFunc(func(ctx context.Context, m *ddbworker.Message) (ddbworker.Result, error) {
 		started.Add(1)
 		<-gate
-		return worker.JSON(inner.Deadline).Handle(ctx, m)
+		return ddbworker.JSON(inner.Deadline).Handle(ctx, m)
 	})))
 	cfg := h.testConfig()
 	cfg.Concurrency, cfg.BatchSize = 4, 4
@@ -155,10 +156,10 @@ func TestTerminalGuardQuarantine(t *testing.T) {
 // A handler panic is a retryable failure (never a crash) and ends with a code.
 func TestHandlerPanicIsRetryable(t *testing.T) {
 	h := newHarness(t, testenv.Options{})
-	reg := worker.NewRegistry()
-	require.NoError(t, reg.Register(caseflow.TypeDeadline, worker.HandlerFunc(func(context.Context, *worker.Message) (worker.Result, error) {
+	reg := ddbworker.NewRegistry()
+	require.NoError(t, reg.Register(caseflow.TypeDeadline, ddbworker.HandlerFunc(func(context.Context, *ddbworker.Message) (ddbworker.Result, error) {
 		var notes []string
-		return worker.Result{Outcome: notes[len(notes)]}, nil // index out of range: a real runtime panic
+		return ddbworker.Result{Outcome: notes[len(notes)]}, nil // index out of range: a real runtime panic
 	})))
 	h.start(h.testConfig(), worker.Deps{Handlers: reg})
 	env := mustEnv(t)(caseflow.NewDeadlineRequest("k-panic", "c1", "intake", effective))

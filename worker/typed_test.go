@@ -8,9 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/failure"
-	"github.com/ddbworker/ddbworker/worker"
 )
 
 type priced struct {
@@ -34,19 +34,19 @@ func (p *pointerValidated) Validate() error {
 	return nil
 }
 
-// worker.JSON decodes the payload into the handler's type, validates it,
+// ddbworker.JSON decodes the payload into the handler's type, validates it,
 // and ends a payload that fails either as terminal INVALID_PAYLOAD without
 // calling the handler. Pure logic: no emulator involved.
 func TestJSONHandler(t *testing.T) {
-	msg := func(payload string) *worker.Message {
-		return &worker.Message{Envelope: &envelope.Envelope{MessageType: "PriceSet", Payload: json.RawMessage(payload)}}
+	msg := func(payload string) *ddbworker.Message {
+		return &ddbworker.Message{Envelope: &envelope.Envelope{MessageType: "PriceSet", Payload: json.RawMessage(payload)}}
 	}
 	var got priced
 	calls := 0
-	h := worker.JSON(func(_ context.Context, _ *worker.Message, p priced) (worker.Result, error) {
+	h := ddbworker.JSON(func(_ context.Context, _ *ddbworker.Message, p priced) (ddbworker.Result, error) {
 		calls++
 		got = p
-		return worker.Result{Outcome: "APPLIED"}, nil
+		return ddbworker.Result{Outcome: "APPLIED"}, nil
 	})
 	tests := []struct {
 		name    string
@@ -76,8 +76,8 @@ func TestJSONHandler(t *testing.T) {
 			require.True(t, ok)
 			require.Equal(t, failure.Terminal, f.Kind)
 			require.Equal(t, failure.CodeInvalidPayload, f.Code)
-			require.ErrorIs(t, err, worker.ErrPayload)
-			var pe *worker.PayloadError
+			require.ErrorIs(t, err, ddbworker.ErrPayload)
+			var pe *ddbworker.PayloadError
 			require.ErrorAs(t, err, &pe)
 			require.Equal(t, "PriceSet", pe.MessageType)
 			require.ErrorContains(t, err, tt.wantErr)
@@ -85,8 +85,8 @@ func TestJSONHandler(t *testing.T) {
 	}
 
 	t.Run("pointer-receiver Validate", func(t *testing.T) {
-		ph := worker.JSON(func(context.Context, *worker.Message, pointerValidated) (worker.Result, error) {
-			return worker.Result{}, nil
+		ph := ddbworker.JSON(func(context.Context, *ddbworker.Message, pointerValidated) (ddbworker.Result, error) {
+			return ddbworker.Result{}, nil
 		})
 		_, err := ph.Handle(context.Background(), msg(`{}`))
 		require.ErrorContains(t, err, "name is required")

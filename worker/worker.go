@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/gate"
@@ -69,8 +70,10 @@ const Zero = -1
 
 // Config configures a Worker.
 type Config struct {
-	// Table is the inbox (and, usually, domain) table. Required.
-	Table string
+	// Store is the inbox: its table (usually also the domain's), key and
+	// index names, TTLs, attention shards and PROCESSING index — the same
+	// configuration the operator commands use. Required (Table).
+	Store inbox.Store
 	// QueueURL is the work queue. Required. A URL ending in ".fifo" turns
 	// on FIFO group order.
 	QueueURL string
@@ -119,13 +122,6 @@ type Config struct {
 	// to finish after Run's context ends. Default: 30s; Zero cancels
 	// in-flight work at once (its leases and visibility then expire).
 	DrainTimeout time.Duration
-	// TTL per inbox status. Default: stale.TTL{} with its defaults.
-	TTL stale.TTL
-	// AttentionShards spreads the attention index. Default: 16.
-	AttentionShards int
-	// IndexProcessing puts PROCESSING records in the attention index for
-	// the sweeper (costs index writes). Default: false.
-	IndexProcessing bool
 	// Owner names this worker in leases. Default: hostname/pid.
 	Owner string
 	// Envelope limits. Default: envelope.Config{} with its defaults.
@@ -163,7 +159,7 @@ type Deps struct {
 	// SQS client. Required.
 	SQS SQSAPI
 	// Handlers by message type. Required.
-	Handlers *Registry
+	Handlers *ddbworker.Registry
 	// Logger for JSON logs. Default: discard.
 	Logger *slog.Logger
 	// Metrics collectors. Default: NewMetrics(nil).
@@ -176,14 +172,13 @@ type Deps struct {
 type Worker struct {
 	cfg       Config
 	deps      Deps
-	routes    map[string]route
+	routes    map[string]ddbworker.Route
 	decoder   *envelope.Decoder
 	db        *dbCalls
 	gate      *gate.Gate
 	committer *mutation.Committer
 	renewer   *stale.Renewer
 	policy    stale.Policy
-	ttl       stale.TTL
 	retention time.Duration // the queue's, read when Run starts
 	// maxReceives is the redrive policy's maxReceiveCount (0: none), read
 	// when Run starts.
@@ -213,11 +208,12 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 	if deps.SQS == nil {
 		errs = append(errs, errors.New("worker: Deps.SQS is required"))
 	}
-	if deps.Handlers == nil || len(deps.Handlers.routes) == 0 {
+	if deps.Handlers == nil || len(deps.Handlers.Types()) == 0 {
 		errs = append(errs, errors.New("worker: Deps.Handlers must register at least one message type"))
 	}
-	if cfg.Table == "" {
-		errs = append(errs, errors.New("worker: Config.Table is required"))
+	var err error
+	if cfg.Store, err = cfg.Store.WithDefaults(); err != nil {
+		errs = append(errs, fmt.Errorf("worker: Config.Store: %w", err))
 	}
 	if cfg.QueueURL == "" {
 		errs = append(errs, errors.New("worker: Config.QueueURL is required"))
@@ -308,15 +304,11 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 	if cfg.MaxDeferral < time.Minute {
 		errs = append(errs, fmt.Errorf("worker: Config.MaxDeferral %s must be at least 1m", cfg.MaxDeferral))
 	}
-	var err error
 	if cfg.Health, err = cfg.Health.withDefaults(); err != nil {
 		errs = append(errs, err)
 	}
 	w := &Worker{cfg: cfg, deps: deps, fifo: strings.HasSuffix(cfg.QueueURL, ".fifo")}
 	if w.policy, err = (stale.Policy{Lease: cfg.VisibilityTimeout, Skew: cfg.ClockSkew}).WithDefaults(); err != nil { // stale.Zero == Zero
-		errs = append(errs, err)
-	}
-	if w.ttl, err = cfg.TTL.WithDefaults(); err != nil {
 		errs = append(errs, err)
 	}
 	w.retention = defaultRetention
@@ -332,17 +324,16 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 	if w.health, err = newDBHealth(w, cfg.Health); err != nil {
 		errs = append(errs, err)
 	}
-	if deps.DynamoDB != nil && cfg.Table != "" {
+	if deps.DynamoDB != nil && cfg.Store.Table != "" {
 		w.db = newDBCalls(deps.DynamoDB, cfg.CallTimeout, cfg.CallAttempts, cfg.MaxWCU, cfg.Now, w.observe)
-		if w.gate, err = gate.New(w.db, gate.Config{Table: cfg.Table, Owner: cfg.Owner, Policy: w.policy, TTL: cfg.TTL,
-			MaxAttempts: cfg.MaxAttempts, AttentionShards: cfg.AttentionShards, IndexProcessing: cfg.IndexProcessing, Now: cfg.Now}); err != nil {
+		if w.gate, err = gate.New(w.db, gate.Config{Store: cfg.Store, Owner: cfg.Owner, Policy: w.policy,
+			MaxAttempts: cfg.MaxAttempts, Now: cfg.Now}); err != nil {
 			errs = append(errs, err)
 		}
-		if w.committer, err = mutation.New(w.db, mutation.Config{Table: cfg.Table, TTL: cfg.TTL, AttentionShards: cfg.AttentionShards,
-			IndexProcessing: cfg.IndexProcessing, Now: cfg.Now}); err != nil {
+		if w.committer, err = mutation.New(w.db, mutation.Config{Store: cfg.Store, Now: cfg.Now}); err != nil {
 			errs = append(errs, err)
 		}
-		if w.renewer, err = stale.NewRenewer(w.db, stale.RenewerConfig{Table: cfg.Table, Policy: w.policy, IndexProcessing: cfg.IndexProcessing, Now: cfg.Now}); err != nil {
+		if w.renewer, err = stale.NewRenewer(w.db, stale.RenewerConfig{Store: cfg.Store, Policy: w.policy, Now: cfg.Now}); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -350,9 +341,9 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	w.owner = w.gate.Owner()
-	w.routes = make(map[string]route, len(deps.Handlers.routes))
-	for k, v := range deps.Handlers.routes {
-		w.routes[k] = v
+	w.routes = make(map[string]ddbworker.Route)
+	for _, t := range deps.Handlers.Types() {
+		w.routes[t], _ = deps.Handlers.Lookup(t)
 	}
 	w.labels = newLabels(w.routes)
 	w.log = deps.Logger

@@ -321,7 +321,7 @@ func TestComposeHookCreatesContract(t *testing.T) {
 				}
 			}
 
-			// TTL on tables.AttrTTL, enabled unless it is already.
+			// TTL on tables.DefaultLayout().TTL, enabled unless it is already.
 			ttl := callsOf(calls, "dynamodb update-time-to-live")
 			if tc.existing {
 				require.Empty(t, ttl, "the hook must not re-enable TTL (DynamoDB refuses: already enabled)")
@@ -335,7 +335,7 @@ func TestComposeHookCreatesContract(t *testing.T) {
 				}
 				require.NoErrorf(t, strictJSON(spec, &ts), "--time-to-live-specification %q: write it as JSON", spec)
 				require.True(t, ts.Enabled != nil && *ts.Enabled, "TTL must be enabled: %s", spec)
-				require.Equal(t, tables.AttrTTL, ts.AttributeName, "TTL attribute (tables.AttrTTL)")
+				require.Equal(t, tables.DefaultLayout().TTL, ts.AttributeName, "TTL attribute (tables.DefaultLayout().TTL)")
 			}
 
 			// Queues: what worker.CreateQueues creates by default, DLQ first.

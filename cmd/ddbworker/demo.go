@@ -18,8 +18,10 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/spf13/cobra"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/example/caseflow"
+	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/faults"
 	"github.com/ddbworker/ddbworker/tables"
 	"github.com/ddbworker/ddbworker/worker"
@@ -126,17 +128,17 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags, out, errw io.Writer)
 	fmt.Fprintf(errw, "[demo] table %s, queue %s, %d cases seeded\n", table, queues.URL, len(plan.CaseIDs))
 
 	tally := &demoTally{outcomes: map[string]int{}, terminal: map[string]int{}, final: map[string]bool{}, changed: make(chan struct{}, 1)}
-	handlers := worker.NewRegistry()
-	var opts []worker.RouteOption
+	handlers := ddbworker.NewRegistry()
+	var opts []ddbworker.RouteOption
 	if f.fused {
-		opts = append(opts, worker.Fused())
+		opts = append(opts, ddbworker.Fused())
 	}
 	if err := (&caseflow.Handlers{Table: table, TrackApplications: true}).Register(handlers, opts...); err != nil {
 		return err
 	}
 	log := slog.New(slog.NewJSONHandler(errw, &slog.HandlerOptions{Level: slog.LevelError + 4})) // the demo prints tables, not log lines
 	w, err := worker.New(worker.Deps{DynamoDB: ddb, SQS: q, Handlers: handlers, Logger: log, OnEvent: tally.on}, worker.Config{
-		Table: table, QueueURL: queues.URL, DLQURL: queues.DLQURL, Concurrency: f.concurrency,
+		Store: inbox.Store{Table: table}, QueueURL: queues.URL, DLQURL: queues.DLQURL, Concurrency: f.concurrency,
 		VisibilityTimeout: f.visibility, WaitTime: 2 * time.Second, ClockSkew: 500 * time.Millisecond,
 		Backoff: worker.Backoff{Base: time.Second, Max: 10 * time.Second},
 	})

@@ -31,7 +31,6 @@ type inboxFlags struct {
 	cursor     string
 	all        bool
 	descending bool
-	shards     int
 }
 
 func newInboxCmd(g *globals) *cobra.Command {
@@ -141,7 +140,6 @@ A page holds --limit records; "next page: --cursor C" resumes after it, and
 	fl.StringVar(&f.cursor, "cursor", "", "resume after a previous page (its \"next page\" cursor)")
 	fl.BoolVar(&f.all, "all", false, "follow every page to the end")
 	fl.BoolVar(&f.descending, "descending", false, "newest first")
-	fl.IntVar(&f.shards, "attention-shards", 16, "attention index shards per status; must match the workers'")
 
 	cmd.AddCommand(get, list)
 	return cmd
@@ -165,7 +163,7 @@ func (f *inboxFlags) lister(cmd *cobra.Command, g *globals, now time.Time) (func
 		if !ok || typ == "" || id == "" {
 			return nil, fmt.Errorf("--aggregate %q: want TYPE/ID", f.aggregate)
 		}
-		r, err := newInboxReader(cmd.Context(), g, f.shards)
+		r, err := newInboxReader(cmd.Context(), g)
 		if err != nil {
 			return nil, err
 		}
@@ -183,7 +181,7 @@ func (f *inboxFlags) lister(cmd *cobra.Command, g *globals, now time.Time) (func
 	}
 	filter.Code = f.code
 	status := inbox.Status(strings.ToUpper(f.status))
-	r, err := newInboxReader(cmd.Context(), g, f.shards)
+	r, err := newInboxReader(cmd.Context(), g)
 	if err != nil {
 		return nil, err
 	}
@@ -192,13 +190,17 @@ func (f *inboxFlags) lister(cmd *cobra.Command, g *globals, now time.Time) (func
 	}, nil
 }
 
-func newInboxReader(ctx context.Context, g *globals, shards int) (*inbox.Reader, error) {
+func newInboxReader(ctx context.Context, g *globals) (*inbox.Reader, error) {
 	cfg, err := g.awsConfig(ctx)
 	if err != nil {
 		return nil, err
 	}
 	ddb, _ := g.clients(cfg, nil, nil)
-	return inbox.NewReader(ddb, inbox.ReaderConfig{Table: g.table, AttentionShards: shards})
+	store, err := g.store()
+	if err != nil {
+		return nil, err
+	}
+	return inbox.NewReader(ddb, inbox.ReaderConfig{Store: store})
 }
 
 // inboxParseTime reads --since/--until: RFC3339, or a duration before now.

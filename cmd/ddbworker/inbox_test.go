@@ -68,7 +68,7 @@ func (c *inboxCLI) runJSON(args ...string) inboxJSONDoc {
 
 func (c *inboxCLI) put(rec *inbox.Record, key map[string]string) {
 	c.t.Helper()
-	item, err := rec.Item()
+	item, err := (inbox.Store{}).Encode(rec), error(nil)
 	require.NoError(c.t, err)
 	for k, v := range key { // a rejection's own primary key
 		item[k] = &types.AttributeValueMemberS{Value: v}

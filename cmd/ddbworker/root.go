@@ -16,7 +16,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/emulators"
+	"github.com/ddbworker/ddbworker/tables"
 )
 
 // envPrefix: every flag --some-flag can also be set as DDBWORKER_SOME_FLAG.
@@ -34,6 +36,20 @@ type globals struct {
 	sqsEndpoint string
 	logLevel    string
 	table       string
+	// The inbox store: every command reads and writes it the same way.
+	layout          tables.Layout
+	shards          int
+	indexProcessing bool
+	ttl             inbox.TTL
+}
+
+// store is the inbox store the flags describe.
+func (g *globals) store() (inbox.Store, error) {
+	s, err := inbox.Store{Table: g.table, Layout: g.layout, TTL: g.ttl, AttentionShards: g.shards, IndexProcessing: g.indexProcessing}.WithDefaults()
+	if err != nil {
+		return inbox.Store{}, fmt.Errorf("inbox store flags (--table, --*-attribute, --*-index, --attention-shards, --*-ttl): %w", err)
+	}
+	return s, nil
 }
 
 func newRootCmd() *cobra.Command {
@@ -60,6 +76,21 @@ SDK's own variables (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS
 	pf.StringVar(&g.sqsEndpoint, "sqs-endpoint", "", "SQS endpoint URL (default: the SDK's, e.g. AWS_ENDPOINT_URL_SQS)")
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	pf.StringVar(&g.table, "table", "ddbworker", "DynamoDB table (inbox and example domain)")
+	d := tables.DefaultLayout()
+	pf.StringVar(&g.layout.PartitionKey, "pk-attribute", d.PartitionKey, "the table's partition key attribute")
+	pf.StringVar(&g.layout.SortKey, "sk-attribute", d.SortKey, "the table's sort key attribute")
+	pf.StringVar(&g.layout.AggregateIndex, "aggregate-index", d.AggregateIndex, "the inbox's aggregate index (KEYS_ONLY)")
+	pf.StringVar(&g.layout.AggregatePK, "aggregate-pk-attribute", d.AggregatePK, "the aggregate index's partition key attribute")
+	pf.StringVar(&g.layout.AggregateSK, "aggregate-sk-attribute", d.AggregateSK, "the aggregate index's sort key attribute")
+	pf.StringVar(&g.layout.AttentionIndex, "attention-index", d.AttentionIndex, "the inbox's attention index (KEYS_ONLY, sparse)")
+	pf.StringVar(&g.layout.AttentionPK, "attention-pk-attribute", d.AttentionPK, "the attention index's partition key attribute")
+	pf.StringVar(&g.layout.AttentionSK, "attention-sk-attribute", d.AttentionSK, "the attention index's sort key attribute")
+	pf.StringVar(&g.layout.TTL, "ttl-attribute", d.TTL, "the table's TTL attribute")
+	pf.IntVar(&g.shards, "attention-shards", 16, "attention index partitions per status (1..100)")
+	pf.BoolVar(&g.indexProcessing, "index-processing", false, "also index PROCESSING records by lease expiry, so sweep pages an index instead of scanning (two index writes per message)")
+	pf.DurationVar(&g.ttl.Completed, "completed-ttl", 35*24*time.Hour, "how long COMPLETED records live: longer than queue + DLQ retention, or a late redelivery applies twice (at least 672h)")
+	pf.DurationVar(&g.ttl.Failed, "failed-ttl", 35*24*time.Hour, "how long FAILED records live")
+	pf.DurationVar(&g.ttl.Processing, "processing-ttl", 7*24*time.Hour, "how long abandoned PROCESSING records live")
 
 	root.AddCommand(
 		newRunCmd(g),

@@ -22,7 +22,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/example/caseflow"
+	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/slots"
 	"github.com/ddbworker/ddbworker/worker"
 )
@@ -43,7 +45,6 @@ type runFlags struct {
 	metricsAddr       string
 	fused             bool
 	trackApplications bool
-	indexProcessing   bool
 	depthInterval     time.Duration
 	callTimeout       time.Duration
 	maxWCU            float64
@@ -70,7 +71,6 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "127.0.0.1:9090", "address of /metrics, /healthz and /readyz (empty: off)")
 	fl.BoolVar(&f.fused, "fused", false, "use the fused commit (one round trip per fresh message)")
 	fl.BoolVar(&f.trackApplications, "track-applications", false, "example domain: keep an application counter per work item")
-	fl.BoolVar(&f.indexProcessing, "index-processing", false, "index PROCESSING records for the sweeper (costs index writes)")
 	fl.DurationVar(&f.depthInterval, "depth-interval", 15*time.Second, "how often to read queue and DLQ depth for metrics (0: never)")
 	fl.DurationVar(&f.callTimeout, "call-timeout", 5*time.Second, "bound of each DynamoDB call, its SDK retries included (a timeout is infrastructure trouble, never a business attempt)")
 	fl.Float64Var(&f.maxWCU, "max-wcu", 0, "pace this worker's DynamoDB writes to this many write capacity units per second (0: unpaced; a fleet of N workers sharing a budget B sets B/N)")
@@ -80,13 +80,13 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	f.faults.register(cmd)
 }
 
-func (f *runFlags) workerConfig(table string) worker.Config {
+func (f *runFlags) workerConfig(store inbox.Store) worker.Config {
 	return worker.Config{
-		Table: table, QueueURL: f.queueURL, DLQURL: f.dlqURL,
+		Store: store, QueueURL: f.queueURL, DLQURL: f.dlqURL,
 		Concurrency: f.concurrency, BatchSize: f.batchSize, WaitTime: f.waitTime,
 		VisibilityTimeout: f.visibility, ClockSkew: explicit(f.clockSkew), MessageTimeout: f.messageTimeout,
 		DrainTimeout: explicit(f.drainTimeout), MaxAttempts: f.maxAttempts, TerminalPolicy: worker.TerminalPolicy(f.terminalPolicy),
-		IndexProcessing: f.indexProcessing, CallTimeout: f.callTimeout, MaxWCU: f.maxWCU,
+		CallTimeout: f.callTimeout, MaxWCU: f.maxWCU,
 		Health: worker.HealthConfig{MinFailures: f.healthFailures, Window: f.healthWindow, ProbeMaxInterval: f.probeMaxInterval},
 	}
 }
@@ -149,15 +149,19 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 	if err != nil {
 		return err
 	}
-	handlers := worker.NewRegistry()
-	var opts []worker.RouteOption
+	handlers := ddbworker.NewRegistry()
+	var opts []ddbworker.RouteOption
 	if f.fused {
-		opts = append(opts, worker.Fused())
+		opts = append(opts, ddbworker.Fused())
 	}
 	if err := (&caseflow.Handlers{Table: g.table, TrackApplications: f.trackApplications}).Register(handlers, opts...); err != nil {
 		return err
 	}
-	w, err := worker.New(worker.Deps{DynamoDB: ddb, SQS: q, Handlers: handlers, Logger: log, Metrics: metrics}, f.workerConfig(g.table))
+	store, err := g.store()
+	if err != nil {
+		return err
+	}
+	w, err := worker.New(worker.Deps{DynamoDB: ddb, SQS: q, Handlers: handlers, Logger: log, Metrics: metrics}, f.workerConfig(store))
 	if err != nil {
 		return err
 	}

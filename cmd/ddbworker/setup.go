@@ -22,7 +22,7 @@ func newTablesCmd(g *globals) *cobra.Command {
 				return err
 			}
 			ddb, _ := g.clients(cfg, nil, nil)
-			if err := tables.Ensure(cmd.Context(), ddb, tables.Config{Name: g.table, WaitTimeout: wait}); err != nil {
+			if err := tables.Ensure(cmd.Context(), ddb, tables.Config{Name: g.table, Layout: g.layout, WaitTimeout: wait}); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "table %s is ACTIVE with indexes %s, %s and TTL on %q\n", g.table, tables.IndexAggregate, tables.IndexAttention, tables.AttrTTL)

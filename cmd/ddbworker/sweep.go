@@ -24,7 +24,6 @@ type sweepFlags struct {
 	lease       time.Duration
 	skew        time.Duration
 	useIndex    bool
-	shards      int
 	dryRun      bool
 	max         int
 	every       time.Duration
@@ -68,8 +67,7 @@ ddbworker_stuck_records{state} and ddbworker_sweep_marked_total on
 	fl.DurationVar(&f.grace, "grace", time.Hour, "mark a record abandoned once its lease expired this long ago")
 	fl.DurationVar(&f.lease, "lease", 30*time.Second, "the workers' lease (their --visibility-timeout)")
 	fl.DurationVar(&f.skew, "clock-skew", 2*time.Second, "the workers' --clock-skew")
-	fl.BoolVar(&f.useIndex, "use-index", false, "page the attention index (workers run --index-processing) instead of scanning the table")
-	fl.IntVar(&f.shards, "attention-shards", 16, "attention index shards (as the workers)")
+	fl.BoolVar(&f.useIndex, "use-index", false, "page the attention index instead of scanning the table (the default with --index-processing)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "report only; mark nothing")
 	fl.IntVar(&f.max, "max", 0, "mark at most this many records per sweep (0: all)")
 	fl.DurationVar(&f.every, "every", 0, "sweep repeatedly at this interval (0: once)")
@@ -112,9 +110,13 @@ func runSweep(ctx context.Context, g *globals, f *sweepFlags, out io.Writer) err
 			}()
 		}
 	}
+	store, err := g.store()
+	if err != nil {
+		return err
+	}
 	sw, err := stale.NewSweeper(ddb, stale.SweepConfig{
-		Table: g.table, Policy: stale.Policy{Lease: f.lease, Skew: explicit(f.skew)}, Grace: explicit(f.grace),
-		UseIndex: f.useIndex, AttentionShards: f.shards, Metrics: metrics,
+		Store: store, Policy: stale.Policy{Lease: f.lease, Skew: explicit(f.skew)}, Grace: explicit(f.grace),
+		UseIndex: f.useIndex, Metrics: metrics,
 	})
 	if err != nil {
 		return err

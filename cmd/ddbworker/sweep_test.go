@@ -20,7 +20,7 @@ func TestSweepCommand(t *testing.T) {
 	c := newInboxCLI(t)
 	ctx := context.Background()
 	acquireAt := func(key string, at time.Time) {
-		g, err := gate.New(c.env.DynamoDB, gate.Config{Table: c.env.Table, Owner: "worker-dead/1", Policy: stale.Policy{Lease: 30 * time.Second},
+		g, err := gate.New(c.env.DynamoDB, gate.Config{Store: inbox.Store{Table: c.env.Table}, Owner: "worker-dead/1", Policy: stale.Policy{Lease: 30 * time.Second},
 			Now: func() time.Time { return at }})
 		require.NoError(t, err)
 		d, err := g.Acquire(ctx, &gate.Request{Work: inbox.Work{Key: key, MessageType: "CaseNoteRecorded", RequestHash: "h", AggregateType: "Case", AggregateID: "c-9"}})

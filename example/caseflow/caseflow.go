@@ -13,11 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/failure"
-	"github.com/ddbworker/ddbworker/mutation"
-	"github.com/ddbworker/ddbworker/tables"
-	"github.com/ddbworker/ddbworker/worker"
 )
 
 // Message types, aggregate type, codes and outcomes of the domain.
@@ -118,30 +116,50 @@ func (p NoteRecorded) Validate() error {
 	return nil
 }
 
-// CaseKey is the primary key of a case item.
-func CaseKey(caseID string) map[string]types.AttributeValue {
-	return key("CASE#"+caseID, "CASE")
+// Key attributes of the example table (ddbworker's default layout: the
+// domain's items live beside the inbox records).
+const (
+	AttrPK = "PK"
+	AttrSK = "SK"
+)
+
+// caseKey, deadlineKey, ledgerKey and applicationKey are the items' keys as
+// a handler writes them.
+func caseKey(caseID string) ddbworker.Key {
+	return ddbworker.Key{AttrPK: "CASE#" + caseID, AttrSK: "CASE"}
 }
+func deadlineKey(caseID, stage string) ddbworker.Key {
+	return ddbworker.Key{AttrPK: "CASE#" + caseID, AttrSK: "DEADLINE#" + stage}
+}
+func ledgerKey(caseID, sourceEventID string) ddbworker.Key {
+	return ddbworker.Key{AttrPK: "CASE#" + caseID, AttrSK: "LEDGER#" + sourceEventID}
+}
+func applicationKey(caseID, messageType, idempotencyKey string) ddbworker.Key {
+	return ddbworker.Key{AttrPK: "CASE#" + caseID, AttrSK: "APPLIED#" + messageType + "#" + idempotencyKey}
+}
+
+// CaseKey is the primary key of a case item, for reading it back.
+func CaseKey(caseID string) map[string]types.AttributeValue { return avKey(caseKey(caseID)) }
 
 // DeadlineKey is the primary key of a case's deadline item for stage.
 func DeadlineKey(caseID, stage string) map[string]types.AttributeValue {
-	return key("CASE#"+caseID, "DEADLINE#"+stage)
+	return avKey(deadlineKey(caseID, stage))
 }
 
 // LedgerKey is the primary key of a ledger entry.
 func LedgerKey(caseID, sourceEventID string) map[string]types.AttributeValue {
-	return key("CASE#"+caseID, "LEDGER#"+sourceEventID)
+	return avKey(ledgerKey(caseID, sourceEventID))
 }
 
 // ApplicationKey is the primary key of a work item's application counter.
 func ApplicationKey(caseID, messageType, idempotencyKey string) map[string]types.AttributeValue {
-	return key("CASE#"+caseID, "APPLIED#"+messageType+"#"+idempotencyKey)
+	return avKey(applicationKey(caseID, messageType, idempotencyKey))
 }
 
-func key(pk, sk string) map[string]types.AttributeValue {
+func avKey(k ddbworker.Key) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
-		tables.AttrPK: &types.AttributeValueMemberS{Value: pk},
-		tables.AttrSK: &types.AttributeValueMemberS{Value: sk},
+		AttrPK: &types.AttributeValueMemberS{Value: k[AttrPK].(string)},
+		AttrSK: &types.AttributeValueMemberS{Value: k[AttrSK].(string)},
 	}
 }
 
@@ -154,86 +172,70 @@ type Handlers struct {
 	TrackApplications bool
 }
 
-// Register routes the three message types to h.
-func (h *Handlers) Register(reg *worker.Registry, opts ...worker.RouteOption) error {
+// Register routes the four message types to h.
+func (h *Handlers) Register(reg *ddbworker.Registry, opts ...ddbworker.RouteOption) error {
 	if h.Table == "" {
 		return errors.New("caseflow: Handlers.Table is required")
 	}
 	return errors.Join(
-		reg.Register(TypeDeadline, worker.JSON(h.Deadline), opts...),
-		reg.Register(TypeStageChanged, worker.JSON(h.StageChanged), opts...),
-		reg.Register(TypeLedger, worker.JSON(h.Ledger), opts...),
-		reg.Register(TypeNote, worker.JSON(h.Note), opts...),
+		reg.Register(TypeDeadline, ddbworker.JSON(h.Deadline), opts...),
+		reg.Register(TypeStageChanged, ddbworker.JSON(h.StageChanged), opts...),
+		reg.Register(TypeLedger, ddbworker.JSON(h.Ledger), opts...),
+		reg.Register(TypeNote, ddbworker.JSON(h.Note), opts...),
 	)
 }
 
-var caseMissing = mutation.Terminal(CodeCaseNotFound, "the case does not exist")
+// caseExists guards every write to a case item: a case that does not exist
+// ends the work terminal CASE_NOT_FOUND.
+func caseExists() ddbworker.Guard {
+	return ddbworker.MustExist().Else(ddbworker.Fail(CodeCaseNotFound, "the case does not exist"))
+}
 
 // Deadline handles CaseDeadlineCalculationRequested.
-func (h *Handlers) Deadline(_ context.Context, msg *worker.Message, p DeadlineRequested) (worker.Result, error) {
+func (h *Handlers) Deadline(_ context.Context, msg *ddbworker.Message, p DeadlineRequested) (ddbworker.Result, error) {
 	sla, ok := SLA(p.Stage)
 	if !ok {
-		return worker.Result{}, failure.NewTerminal(CodeUnknownStage, fmt.Sprintf("stage %q has no SLA", p.Stage))
+		return ddbworker.Result{}, ddbworker.Terminal(CodeUnknownStage, fmt.Sprintf("stage %q has no SLA", p.Stage))
 	}
 	deadline := p.EffectiveAt.Add(sla).UTC().Format(time.RFC3339)
-	upd := expression.Set(expression.Name(AttrDeadlineAt), expression.Value(deadline)).
-		Set(expression.Name(AttrDeadlineStage), expression.Value(p.Stage)).
-		Add(expression.Name(AttrDeadlineVersion), expression.Value(1))
-	exists := mutation.MustExist(tables.AttrPK)
-	caseWrite, err := mutation.Update(h.Table, CaseKey(p.CaseID), upd, &exists, caseMissing)
-	if err != nil {
-		return worker.Result{}, err
-	}
-	item := DeadlineKey(p.CaseID, p.Stage)
-	item[AttrCaseID] = &types.AttributeValueMemberS{Value: p.CaseID}
-	item[AttrStage] = &types.AttributeValueMemberS{Value: p.Stage}
-	item[AttrDeadlineAt] = &types.AttributeValueMemberS{Value: deadline}
-	item[AttrEffectiveAt] = &types.AttributeValueMemberS{Value: p.EffectiveAt.UTC().Format(time.RFC3339Nano)}
-	deadlineWrite, err := mutation.Put(h.Table, item, nil, nil)
-	if err != nil {
-		return worker.Result{}, err
-	}
-	return h.result(msg, p.CaseID, caseWrite, deadlineWrite)
+	caseWrite := ddbworker.Update(h.Table, caseKey(p.CaseID)).
+		Set(AttrDeadlineAt, deadline).Set(AttrDeadlineStage, p.Stage).Add(AttrDeadlineVersion, 1).
+		Guard(caseExists())
+	deadlineWrite := ddbworker.Put(h.Table, deadlineKey(p.CaseID, p.Stage), ddbworker.Item{
+		AttrCaseID: p.CaseID, AttrStage: p.Stage, AttrDeadlineAt: deadline,
+		AttrEffectiveAt: p.EffectiveAt.UTC().Format(time.RFC3339Nano),
+	})
+	return h.result(msg, p.CaseID, caseWrite, deadlineWrite), nil
 }
 
 // StageChanged handles CaseStageChanged: the stage moves only forward in
 // version; an older version completes as SUPERSEDED.
-func (h *Handlers) StageChanged(_ context.Context, msg *worker.Message, p StageChanged) (worker.Result, error) {
-	if msg.Envelope.AggregateVersion == nil {
-		return worker.Result{}, failure.NewTerminal(CodeInvalidPayload, "CaseStageChanged needs aggregateVersion")
+func (h *Handlers) StageChanged(_ context.Context, msg *ddbworker.Message, p StageChanged) (ddbworker.Result, error) {
+	v, ok := msg.AggregateVersion()
+	if !ok {
+		return ddbworker.Result{}, ddbworker.Terminal(CodeInvalidPayload, "CaseStageChanged needs aggregateVersion")
 	}
 	if _, ok := SLA(p.Stage); !ok || p.CaseID == "" {
-		return worker.Result{}, failure.NewTerminal(CodeUnknownStage, fmt.Sprintf("stage %q is not a known stage", p.Stage))
+		return ddbworker.Result{}, ddbworker.Terminal(CodeUnknownStage, fmt.Sprintf("stage %q is not a known stage", p.Stage))
 	}
-	v := *msg.Envelope.AggregateVersion
-	upd := expression.Set(expression.Name(AttrStage), expression.Value(p.Stage)).
-		Set(expression.Name(AttrStageVersion), expression.Value(v))
-	cond := mutation.MustExist(tables.AttrPK).And(mutation.NewerVersion(AttrStageVersion, v))
-	w, err := mutation.Update(h.Table, CaseKey(p.CaseID), upd, &cond, mutation.IfMissing(caseMissing, mutation.Superseded("")))
-	if err != nil {
-		return worker.Result{}, err
-	}
-	return h.result(msg, p.CaseID, w)
+	w := ddbworker.Update(h.Table, caseKey(p.CaseID)).Set(AttrStage, p.Stage).Set(AttrStageVersion, v).
+		Guard(caseExists(), ddbworker.NewerVersion(AttrStageVersion, v))
+	return h.result(msg, p.CaseID, w), nil
 }
 
 // Ledger handles LedgerEntryRequested: one entry per source event.
-func (h *Handlers) Ledger(_ context.Context, msg *worker.Message, p LedgerEntry) (worker.Result, error) {
-	item := LedgerKey(p.CaseID, p.SourceEventID)
-	item[AttrCaseID] = &types.AttributeValueMemberS{Value: p.CaseID}
-	item[AttrAmountCents] = &types.AttributeValueMemberN{Value: fmt.Sprint(p.AmountCents)}
-	item[AttrCurrency] = &types.AttributeValueMemberS{Value: p.Currency}
-	createOnly := mutation.CreateOnly(tables.AttrPK)
-	entry, err := mutation.Put(h.Table, item, &createOnly, mutation.Superseded(OutcomeAlreadyRecorded))
-	if err != nil {
-		return worker.Result{}, err
-	}
-	exists := mutation.MustExist(tables.AttrPK)
-	balance, err := mutation.Update(h.Table, CaseKey(p.CaseID),
-		expression.Add(expression.Name(AttrBalanceCents), expression.Value(p.AmountCents)), &exists, caseMissing)
-	if err != nil {
-		return worker.Result{}, err
-	}
-	return h.result(msg, p.CaseID, entry, balance)
+func (h *Handlers) Ledger(_ context.Context, msg *ddbworker.Message, p LedgerEntry) (ddbworker.Result, error) {
+	entry := ddbworker.Put(h.Table, ledgerKey(p.CaseID, p.SourceEventID), ddbworker.Item{
+		AttrCaseID: p.CaseID, AttrAmountCents: p.AmountCents, AttrCurrency: p.Currency,
+	}).Guard(ddbworker.CreateOnly().Else(ddbworker.Supersede(OutcomeAlreadyRecorded)))
+	balance := ddbworker.Update(h.Table, caseKey(p.CaseID)).Add(AttrBalanceCents, p.AmountCents).Guard(caseExists())
+	return h.result(msg, p.CaseID, entry, balance), nil
+}
+
+// Note handles CaseNoteRecorded: one guarded update of the case item.
+func (h *Handlers) Note(_ context.Context, msg *ddbworker.Message, p NoteRecorded) (ddbworker.Result, error) {
+	w := ddbworker.Update(h.Table, caseKey(p.CaseID)).Set(AttrLastNote, p.Note).Add(AttrNoteCount, 1).Guard(caseExists())
+	return h.result(msg, p.CaseID, w), nil
 }
 
 // NoteUpdate is the update CaseNoteRecorded applies to the case item; the
@@ -243,31 +245,16 @@ func NoteUpdate(p NoteRecorded) expression.UpdateBuilder {
 		Add(expression.Name(AttrNoteCount), expression.Value(1))
 }
 
-// Note handles CaseNoteRecorded: one guarded update of the case item.
-func (h *Handlers) Note(_ context.Context, msg *worker.Message, p NoteRecorded) (worker.Result, error) {
-	exists := mutation.MustExist(tables.AttrPK)
-	w, err := mutation.Update(h.Table, CaseKey(p.CaseID), NoteUpdate(p), &exists, caseMissing)
-	if err != nil {
-		return worker.Result{}, err
-	}
-	return h.result(msg, p.CaseID, w)
-}
-
 // NewNote builds a CaseNoteRecorded envelope.
 func NewNote(key, caseID, note string) (*envelope.Envelope, error) {
 	return newEnvelope(key, TypeNote, caseID, NoteRecorded{CaseID: caseID, Note: note}, nil)
 }
 
-func (h *Handlers) result(msg *worker.Message, caseID string, writes ...mutation.Write) (worker.Result, error) {
+func (h *Handlers) result(msg *ddbworker.Message, caseID string, writes ...ddbworker.Write) ddbworker.Result {
 	if h.TrackApplications {
-		w, err := mutation.Update(h.Table, ApplicationKey(caseID, msg.Envelope.MessageType, msg.Envelope.IdempotencyKey),
-			expression.Add(expression.Name(AttrApplications), expression.Value(1)), nil, nil)
-		if err != nil {
-			return worker.Result{}, err
-		}
-		writes = append(writes, w)
+		writes = append(writes, ddbworker.Update(h.Table, applicationKey(caseID, msg.Type(), msg.Key())).Add(AttrApplications, 1))
 	}
-	return worker.Result{Writes: writes}, nil
+	return ddbworker.Apply(writes...)
 }
 
 // BatchWriteAPI is what SeedCases needs.

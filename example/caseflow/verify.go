@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbworker/ddbworker/inbox"
-	"github.com/ddbworker/ddbworker/tables"
 )
 
 // ScanAPI is what Verify needs of DynamoDB.
@@ -66,15 +65,19 @@ func Verify(ctx context.Context, api ScanAPI, table string, plan *Plan, dlq []st
 		return nil, err
 	}
 	r := &Report{WorkStates: map[string]int{}, Rejections: map[string]int{}, DLQ: map[string]int{}}
+	store, err := inbox.Store{Table: table}.WithDefaults() // the example table: ddbworker's default layout
+	if err != nil {
+		return nil, err
+	}
 	records := map[string]*inbox.Record{} // key|type
 	apps := map[string]int64{}            // key|type → applications
 	cases := map[string]map[string]types.AttributeValue{}
 	var stuck []string
 	for _, it := range items {
-		pk, sk := s(it, tables.AttrPK), s(it, tables.AttrSK)
+		pk, sk := s(it, AttrPK), s(it, AttrSK)
 		switch {
 		case strings.HasPrefix(pk, "IDEMP#") || strings.HasPrefix(pk, "REJECT#"):
-			rec, err := inbox.Decode(it)
+			rec, err := store.Decode(it)
 			if err != nil {
 				return nil, err
 			}

@@ -73,8 +73,8 @@ func (f *fixture) client(maxAttempts int) *dynamodb.Client {
 
 func key(id string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
-		tables.AttrPK: &types.AttributeValueMemberS{Value: "item#" + id},
-		tables.AttrSK: &types.AttributeValueMemberS{Value: "v"},
+		tables.DefaultLayout().PartitionKey: &types.AttributeValueMemberS{Value: "item#" + id},
+		tables.DefaultLayout().SortKey:      &types.AttributeValueMemberS{Value: "v"},
 	}
 }
 
