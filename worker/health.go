@@ -35,6 +35,11 @@ type HealthConfig struct {
 	// unhealthy, when they are at least half of the window's calls.
 	// Default: 5.
 	MinFailures int
+	// ConsecutiveFailures in a row, with no success between, make the
+	// database unhealthy whatever the window holds: calls that hang are
+	// few (each waits for CallTimeout) and would never fill the window.
+	// Default: 3.
+	ConsecutiveFailures int
 	// ProbeInterval is the wait before the first probe; later probes wait
 	// 1.5 times longer each, up to ProbeMaxInterval. Default: 2s.
 	ProbeInterval time.Duration
@@ -92,7 +97,7 @@ type dbHealth struct {
 }
 
 func newDBHealth(w *Worker, cfg HealthConfig) (*dbHealth, error) {
-	d, err := health.New(health.Config{Window: cfg.Window, MinFailures: cfg.MinFailures})
+	d, err := health.New(health.Config{Window: cfg.Window, MinFailures: cfg.MinFailures, Consecutive: cfg.ConsecutiveFailures})
 	if err != nil {
 		return nil, fmt.Errorf("worker: Config.Health: %w", err)
 	}

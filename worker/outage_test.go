@@ -158,6 +158,8 @@ func TestInfrastructureIsNotAnAttempt(t *testing.T) {
 			// Two deliveries' commits fail.
 			h.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "TransactWriteItems", Kind: tc.kind, Times: 2 * tc.attempts})
 			cfg := h.testConfig()
+			// Room for all three SDK attempts of a call within its timeout.
+			cfg.VisibilityTimeout, cfg.CallTimeout = 10*time.Second, 5*time.Second
 			h.start(cfg, worker.Deps{Handlers: h.caseHandlers()})
 			env := mustEnv(t)(caseflow.NewDeadlineRequest("k-infra", "c1", "intake", effective))
 			env.AttemptPolicy = &envelope.AttemptPolicy{MaxBusinessAttempts: 1}
@@ -247,4 +249,37 @@ func TestWriteBudgetPaces(t *testing.T) {
 	least := time.Duration(float64(n*perMessage-maxWCU) / maxWCU * float64(time.Second))
 	require.GreaterOrEqual(t, time.Since(start), least, "paced to %v WCU/s", maxWCU)
 	require.Positive(t, counter(t, metrics.BudgetWait), "writes waited for the budget")
+}
+
+// Calls that hang are few — each waits for CallTimeout, and the adaptive
+// limit shrinks to one slot — too few to fill the detector's window: three
+// failures in a row trip the gate anyway. Before, a worker at one slot
+// never paused in a hang, kept receiving, and walked healthy messages to
+// the DLQ a receive at a time (found by the chaos run's outage phases).
+func TestHangingCallsTripTheGateAtOneSlot(t *testing.T) {
+	h := newHarness(t, testenv.Options{Queue: worker.QueueConfig{MaxReceiveCount: 3, VisibilityTimeout: 8 * time.Second}})
+	proxy, err := ddbproxy.Start(ddbproxy.Config{Target: os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	ddb := dynamodb.NewFromConfig(h.env.AWS, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(proxy.URL()) })
+	ids := []string{"c0", "c1", "c2", "c3"}
+	h.seedCases(ids...)
+	cfg := h.testConfig()
+	// A 3 s call timeout: at most 3 failures fit the 10 s window, never 5.
+	cfg.Concurrency, cfg.VisibilityTimeout, cfg.CallTimeout = 1, 8*time.Second, 3*time.Second
+	cfg.Health = worker.HealthConfig{ProbeInterval: 300 * time.Millisecond, ProbeMaxInterval: time.Second, ParkVisibility: 10 * time.Second}
+	run := h.start(cfg, worker.Deps{DynamoDB: ddb, Handlers: h.caseHandlers()})
+
+	proxy.SetMode(ddbproxy.Hang)
+	for _, id := range ids {
+		h.send(mustEnv(t)(caseflow.NewDeadlineRequest("k-"+id, id, "intake", effective)))
+	}
+	testenv.Eventually(t, 30*time.Second, func() bool { return !run.w.DatabaseHealthy() }, "three timeouts in a row trip the gate")
+	proxy.SetMode(ddbproxy.Pass)
+	h.waitEvents(len(ids), 60*time.Second, final)
+	for _, id := range ids {
+		require.EqualValues(t, 1, h.applications(id, caseflow.TypeDeadline, "k-"+id))
+		require.Equal(t, 1, h.record("k-"+id, caseflow.TypeDeadline).Attempts)
+	}
+	require.Zero(t, testenv.InspectQueue(t, h.env.Queues.DLQURL).Total(), "nothing dead-lettered")
 }

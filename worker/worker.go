@@ -129,7 +129,9 @@ type Config struct {
 	// CallTimeout bounds each DynamoDB call the worker makes, its SDK
 	// attempts included; a call that times out is infrastructure trouble
 	// (not a business attempt) and counts against the database's health.
-	// Default: 5s.
+	// It must be shorter than VisibilityTimeout: a call that hangs longer
+	// than its message stays hidden hands the message to another receive.
+	// Default: 5s, or half of VisibilityTimeout when that is shorter.
 	CallTimeout time.Duration
 	// CallAttempts is how many attempts the SDK makes of one DynamoDB call
 	// (throttling, 5xx and transport errors are retried within the call,
@@ -287,7 +289,10 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.CallTimeout == 0 {
-		cfg.CallTimeout = 5 * time.Second
+		cfg.CallTimeout = min(5*time.Second, max(cfg.VisibilityTimeout, time.Second)/2)
+	}
+	if cfg.CallTimeout >= cfg.VisibilityTimeout && cfg.VisibilityTimeout > 0 {
+		errs = append(errs, fmt.Errorf("worker: Config.CallTimeout %s must be shorter than VisibilityTimeout %s", cfg.CallTimeout, cfg.VisibilityTimeout))
 	}
 	if cfg.CallAttempts == 0 {
 		cfg.CallAttempts = 3

@@ -30,7 +30,17 @@ few with SIGSTOP past their visibility timeout. When the stream has drained it
 checks, against DynamoDB and SQS themselves, that every work item was applied
 exactly once, that no state rolled back, that every terminal message is in the
 DLQ with its code and no other is, and that the queue is empty. It prints what
-happened and exits non-zero on any violation or on timeout.`,
+happened and exits non-zero on any violation or on timeout.
+
+With --outage the workers reach DynamoDB through a fault proxy, the queue's
+maxReceiveCount is 10 and, after a warm-up in which the killer acts, three
+outage windows follow: every DynamoDB request throttled (--outage-throttle),
+answered 500/503 (--outage-5xx), held unanswered (--outage-hang), while
+traffic keeps arriving (--outage-rate). The verdict then also requires that
+no healthy message was dead-lettered by the redrive policy, no work item
+ended terminal for infrastructure reasons, the workers made at most 5
+DynamoDB requests per second each during every window, and the queue
+drained within --outage-recover after every window.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			bin, err := os.Executable()
 			if err != nil {
@@ -69,20 +79,19 @@ happened and exits non-zero on any violation or on timeout.`,
 	fl.StringVar(&cfg.LogDir, "log-dir", "", "directory for workers.log (and table.jsonl on a violation) (default: a new temporary directory)")
 	fl.StringVar(&cfg.EmulatorsDir, "emulators-dir", "", "directory of the emulators' npm install (default: found from the working directory)")
 	fl.BoolVar(&asJSON, "json", false, "print the report as JSON instead of a table")
+	fl.IntVar(&cfg.MaxReceiveCount, "max-receive-count", 0, "the work queue's maxReceiveCount (default 1000; 10 with --outage)")
+	fl.BoolVar(&cfg.Outage.Enabled, "outage", false, "outage phases: throttle, 5xx and hang windows through a fault proxy (defaults then: maxReceiveCount 10, visibility 10s, no failpoints, kills only in the warm-up)")
+	fl.DurationVar(&cfg.Outage.Throttle, "outage-throttle", chaos.DefaultOutageThrottle, "length of the window in which every DynamoDB request is throttled (0: none)")
+	fl.DurationVar(&cfg.Outage.ServerError, "outage-5xx", chaos.DefaultOutageServerError, "length of the window in which every DynamoDB request is answered 500/503 (0: none)")
+	fl.DurationVar(&cfg.Outage.Hang, "outage-hang", chaos.DefaultOutageHang, "length of the window in which every DynamoDB request hangs until the client gives up (0: none)")
+	fl.DurationVar(&cfg.Outage.Recover, "outage-recover", chaos.DefaultOutageRecover, "bound on the drain after each window, from its end")
+	fl.Float64Var(&cfg.Outage.Rate, "outage-rate", chaos.DefaultOutageRate, "messages per second sent during each window (all workers together)")
+	fl.DurationVar(&cfg.Outage.Gap, "outage-gap", chaos.DefaultOutageGap, "quiet time between a drain and the next window, so the workers' health window holds only the window's calls (0: none)")
 	return cmd
 }
 
 func runChaos(cmd *cobra.Command, cfg chaos.Config, asJSON bool, out io.Writer) error {
-	if cfg.Faults == (chaos.Faults{}) {
-		cfg.NoFaults = true
-	}
-	// On the command line 0 means none; in chaos.Config it means the default.
-	if cfg.Kills == 0 {
-		cfg.Kills = -1
-	}
-	if cfg.Pauses == 0 {
-		cfg.Pauses = -1
-	}
+	cfg = chaosConfig(cfg, cmd.Flags().Changed)
 	rep, err := chaos.Run(cmd.Context(), cfg)
 	if err != nil {
 		return err
@@ -102,4 +111,43 @@ func runChaos(cmd *cobra.Command, cfg chaos.Config, asJSON bool, out io.Writer) 
 		return &exitError{code: 1, msg: msg}
 	}
 	return nil
+}
+
+// chaosConfig maps the command line's conventions onto chaos.Config: 0
+// kills, pauses or window length means none (in chaos.Config it means the
+// default), zero fault rates mean no faults, and with --outage the flags
+// left at the kill-heavy run's defaults (visibility timeout, timeout,
+// failpoints) take the outage run's (see chaos.Outage). changed reports
+// whether a flag was given.
+func chaosConfig(cfg chaos.Config, changed func(flag string) bool) chaos.Config {
+	if cfg.Faults == (chaos.Faults{}) {
+		cfg.NoFaults = true
+	}
+	if cfg.Kills == 0 {
+		cfg.Kills = -1
+	}
+	if cfg.Pauses == 0 {
+		cfg.Pauses = -1
+	}
+	if !cfg.Outage.Enabled {
+		return cfg
+	}
+	for _, d := range []*time.Duration{&cfg.Outage.Throttle, &cfg.Outage.ServerError, &cfg.Outage.Hang} {
+		if *d == 0 {
+			*d = -1
+		}
+	}
+	if cfg.Outage.Gap == 0 {
+		cfg.Outage.Gap = -1
+	}
+	if !changed("visibility-timeout") {
+		cfg.Visibility = 0
+	}
+	if !changed("timeout") {
+		cfg.Timeout = 0
+	}
+	if !changed("failpoints") {
+		cfg.Failpoints = ""
+	}
+	return cfg
 }

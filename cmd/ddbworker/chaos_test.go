@@ -102,12 +102,136 @@ func TestChaosFlags(t *testing.T) {
 	for flag, want := range map[string]string{"count": "10000", "workers": "4", "concurrency": "8", "kills": "20", "pauses": "3",
 		"timeout": "15m0s", "visibility-timeout": "3s", "max-attempts": "20", "throttle": "0.02", "conflict": "0.02",
 		"timeout-rate": "0.01", "lost-response": "0.02", "sqs-delete": "0.02", "delay": "0.005",
-		"failpoints": chaos.DefaultFailpoints, "json": "false", "seed": "1"} {
+		"failpoints": chaos.DefaultFailpoints, "json": "false", "seed": "1", "max-receive-count": "0", "outage": "false",
+		"outage-throttle": "2m30s", "outage-5xx": "1m30s", "outage-hang": "1m0s", "outage-recover": "2m0s", "outage-rate": "1", "outage-gap": "10s"} {
 		f := cmd.Flags().Lookup(flag)
 		require.NotNil(t, f, flag)
 		require.Equal(t, want, f.DefValue, flag)
 	}
 	for _, flag := range []string{"emulators-dir", "log-dir", "send-rate"} {
 		require.NotNil(t, cmd.Flags().Lookup(flag), flag)
+	}
+}
+
+// --outage: a window of 0 is skipped, and the flags left at the kill-heavy
+// run's defaults take the outage run's; flags given stay as given.
+func TestChaosOutageFlags(t *testing.T) {
+	base := chaos.Config{Faults: chaos.DefaultFaults(), Kills: 5, Pauses: 3, Visibility: 3 * time.Second, Timeout: 15 * time.Minute,
+		Failpoints: chaos.DefaultFailpoints, Outage: chaos.Outage{Enabled: true, Throttle: 150 * time.Second, ServerError: 0, Hang: 60 * time.Second}}
+	none := func(string) bool { return false }
+	got := chaosConfig(base, none)
+	require.Equal(t, time.Duration(-1), got.Outage.ServerError, "0 skips the window")
+	require.Equal(t, 150*time.Second, got.Outage.Throttle)
+	require.Zero(t, got.Visibility, "the outage run's default")
+	require.Zero(t, got.Timeout, "the outage run's default")
+	require.Empty(t, got.Failpoints, "the outage run's default: none")
+	require.Equal(t, 5, got.Kills)
+
+	given := chaosConfig(base, func(f string) bool { return f == "visibility-timeout" || f == "failpoints" })
+	require.Equal(t, 3*time.Second, given.Visibility)
+	require.Equal(t, chaos.DefaultFailpoints, given.Failpoints)
+
+	base.Outage.Enabled = false
+	plain := chaosConfig(base, none)
+	require.Equal(t, 3*time.Second, plain.Visibility, "without --outage nothing changes")
+	require.Equal(t, chaos.DefaultFailpoints, plain.Failpoints)
+	require.Equal(t, 15*time.Minute, plain.Timeout)
+}
+
+// The outage run, short: two worker processes reach DynamoDB Local through
+// the harness's fault proxy; after a warm-up with kills, every DynamoDB
+// request is throttled for 12 s, then answered 5xx for 12 s, then held
+// unanswered for 12 s (each window after 10 s of quiet), while traffic
+// keeps arriving, and the queue's maxReceiveCount is the realistic 10. Each window must show the database
+// health gate at work — the workers pause (a health transition each way)
+// and make few requests — and the run must dead-letter no healthy message,
+// end no work item terminal for infrastructure reasons, drain within the
+// bound after each window, and keep the exactly-once invariant.
+func TestChaosOutageShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts worker processes and runs for about two minutes")
+	}
+	aws := testenv.AWSConfig(t) // fails unless the endpoints are the local emulators
+	bin := buildDevBinary(t)
+	var progress bytes.Buffer
+	const window, rate = 12 * time.Second, 4.0
+	cfg := chaos.Config{
+		Binary:           bin,
+		DynamoDBEndpoint: os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"),
+		SQSEndpoint:      os.Getenv("AWS_ENDPOINT_URL_SQS"),
+		AWS:              aws,
+		Count:            300,
+		Seed:             33,
+		Workers:          2,
+		Concurrency:      8,
+		Kills:            2,
+		Pauses:           -1,
+		KillEveryMin:     500 * time.Millisecond,
+		KillEveryMax:     2 * time.Second,
+		Outage: chaos.Outage{Enabled: true, Throttle: window, ServerError: window, Hang: window, Recover: time.Minute,
+			// Enough traffic that each worker has several calls failing at
+			// once early in a short window, hanging calls included (the
+			// detector needs 5 failures within 10 s; the adaptive limit
+			// halves the calls in flight after the first): the pause shows
+			// in every window. The full run sends 1 message/s.
+			Rate: rate},
+		Timeout:  240 * time.Second,
+		LogDir:   t.TempDir(),
+		Progress: &progress,
+	}
+	rep, err := chaos.Run(context.Background(), cfg)
+	require.NoError(t, err, "progress:\n%s", progress.String())
+	var out bytes.Buffer
+	rep.Print(&out)
+	t.Logf("report:\n%s", out.String())
+	explain := func() string {
+		logs, _ := os.ReadFile(cfg.LogDir + "/workers.log")
+		if len(logs) > 20000 {
+			logs = logs[len(logs)-20000:]
+		}
+		return "progress:\n" + progress.String() + "\nreport:\n" + out.String() + "\nlast worker log lines:\n" + string(logs)
+	}
+
+	require.Equal(t, "HOLDS", rep.Verdict, explain())
+	require.False(t, rep.TimedOut)
+	require.Empty(t, rep.Violations)
+	for _, c := range rep.Checks {
+		require.True(t, c.OK, "check %q: %s\n%s", c.Name, c.Detail, explain())
+	}
+	names := make([]string, len(rep.Checks))
+	for i, c := range rep.Checks {
+		names[i] = c.Name
+	}
+	for _, want := range []string{"no healthy message dead-lettered by the redrive policy (maxReceiveCount 10)",
+		"no work item terminal for infrastructure reasons", "DynamoDB requests during each window ≤ 5 per second per worker",
+		"queue drained within 1m0s after each window", "every sent message reached a final outcome (worker logs)"} {
+		require.Contains(t, names, want)
+	}
+	require.Empty(t, rep.UnexpectedExits)
+	require.GreaterOrEqual(t, rep.HarnessKills, 2)
+	require.Equal(t, 10, rep.MaxReceiveCount)
+	require.Zero(t, rep.DeadLettered)
+	require.Zero(t, rep.DLQ.Redriven)
+	require.Zero(t, rep.QueueLeft)
+
+	o := rep.Outage
+	require.NotNil(t, o)
+	require.Positive(t, o.WarmupSent)
+	require.Equal(t, 10*time.Second, o.Gap, "the workers' health window")
+	require.Len(t, o.Windows, 3)
+	for i, name := range []string{chaos.WindowThrottle, chaos.WindowServerError, chaos.WindowHang} {
+		w := o.Windows[i]
+		require.Equal(t, name, w.Name)
+		require.GreaterOrEqual(t, w.Duration, window, name)
+		require.Equal(t, int(window.Seconds()*rate), w.Sent, "%s: traffic kept arriving during the window", name)
+		require.Positive(t, w.Requests, "%s: the workers probe", name)
+		require.LessOrEqual(t, w.RequestRate, 5.0, "%s: requests/s per worker\n%s", name, explain())
+		require.Positive(t, w.Unhealthy, "%s: the health gate tripped\n%s", name, explain())
+		require.Positive(t, w.Healthy, "%s: the health gate recovered\n%s", name, explain())
+		require.Equal(t, w.WorkersPaused, w.WorkersResumed, "%s: every paused worker resumed", name)
+		require.Zero(t, w.DeadLettered, name)
+		require.Zero(t, w.TerminalInfra, name)
+		require.LessOrEqual(t, w.Recovered, time.Minute, name)
+		require.Less(t, w.MaxReceiveCount, 10, "%s: no message came near maxReceiveCount", name)
 	}
 }

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -141,19 +142,41 @@ type Config struct {
 	// MaxReceiveCount of the work queue's redrive policy. Default: 1000
 	// (SQS's maximum): kills and pauses redeliver messages many times, and
 	// the redrive policy must not dead-letter live work during chaos; every
-	// DLQ copy must come from the worker's terminal policy.
+	// DLQ copy must come from the worker's terminal policy. With outage
+	// phases the default is OutageMaxReceiveCount (10, SQS's console
+	// default): the run checks that an outage walks no healthy message to
+	// the DLQ through the redrive policy.
 	MaxReceiveCount int
+
+	// Outage adds outage phases: windows in which every DynamoDB request
+	// of the workers is throttled, answered 5xx or held unanswered (see
+	// Outage). Zero: none, the kill-heavy run.
+	Outage Outage
+
+	// CallTimeout, HealthMinFailures, HealthWindow and ProbeMaxInterval
+	// are passed to the workers as run's --call-timeout,
+	// --health-min-failures, --health-window and --probe-max-interval
+	// (0: the worker's defaults, 5s, 5, 10s and 15s).
+	CallTimeout       time.Duration
+	HealthMinFailures int
+	HealthWindow      time.Duration
+	ProbeMaxInterval  time.Duration
 
 	// Faults injected in every worker. Default: DefaultFaults() when the
 	// whole struct is zero; set NoFaults to run without any.
 	Faults   Faults
 	NoFaults bool
 	// Failpoints is "name=rate,…" (see Failpoints). Default:
-	// DefaultFailpoints; "none" for none.
+	// DefaultFailpoints, or none with outage phases (a process that kills
+	// itself during a window or its recovery restarts with a fresh health
+	// gate and leaves its parked messages hidden for a minute: the
+	// recovery figures would measure the failpoint, not the gate); "none"
+	// for none.
 	Failpoints string
 
 	// Kills is the least number of harness SIGKILLs. Default: 20.
-	// Negative: none.
+	// Negative: none. With outage phases the killer acts only during the
+	// warm-up, before the first window (see Outage).
 	Kills int
 	// Pauses is the number of SIGSTOP/SIGCONT pauses of visibility+2s.
 	// Default: 3. Negative: none.
@@ -162,7 +185,8 @@ type Config struct {
 	// Default: 500ms..3s.
 	KillEveryMin, KillEveryMax time.Duration
 
-	// Timeout bounds the run until verification. Default: 15m.
+	// Timeout bounds the run until verification. Default: 15m; with
+	// outage phases 15m plus every window and its recovery bound.
 	Timeout time.Duration
 	// LogDir receives workers.log (every worker's log line, prefixed by
 	// its process) and, on a violation, table.jsonl. Default: a new
@@ -198,11 +222,24 @@ func (c *Config) defaults() error {
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = 20
 	}
+	outage := c.Outage.Enabled
+	if outage {
+		if c.Outage.Gap == 0 {
+			c.Outage.Gap = cmp.Or(c.HealthWindow, DefaultOutageGap)
+		}
+		errs = append(errs, c.Outage.defaults()...)
+	}
 	if c.Visibility == 0 {
 		c.Visibility = 3 * time.Second
+		if outage {
+			c.Visibility = OutageVisibility
+		}
 	}
 	if c.MaxReceiveCount == 0 {
 		c.MaxReceiveCount = 1000
+		if outage {
+			c.MaxReceiveCount = OutageMaxReceiveCount
+		}
 	}
 	if c.Faults == (Faults{}) && !c.NoFaults {
 		c.Faults = DefaultFaults()
@@ -213,6 +250,9 @@ func (c *Config) defaults() error {
 	switch c.Failpoints {
 	case "":
 		c.Failpoints = DefaultFailpoints
+		if outage {
+			c.Failpoints = ""
+		}
 	case "none":
 		c.Failpoints = ""
 	}
@@ -239,6 +279,11 @@ func (c *Config) defaults() error {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = 15 * time.Minute
+		if outage {
+			for _, w := range c.Outage.windows() {
+				c.Timeout += c.Outage.Gap + w.Duration + c.Outage.Recover
+			}
+		}
 	}
 	switch {
 	case c.Count < 50:
@@ -276,6 +321,22 @@ func (c *Config) defaults() error {
 	if c.SendRate < 0 {
 		errs = append(errs, errors.New("chaos: SendRate must not be negative"))
 	}
+	if c.CallTimeout < 0 || c.HealthMinFailures < 0 || c.HealthWindow < 0 || c.ProbeMaxInterval < 0 {
+		errs = append(errs, errors.New("chaos: CallTimeout, HealthMinFailures, HealthWindow and ProbeMaxInterval must not be negative"))
+	}
+	if outage && c.Visibility < c.callTimeout() {
+		errs = append(errs, fmt.Errorf("chaos: Visibility %s must be at least the workers' call timeout %s with outage phases: a gate call that outlives its message's visibility redelivers the message while the worker still waits on it",
+			c.Visibility, c.callTimeout()))
+	}
+	if outage && len(errs) == 0 {
+		// The plan holds a little fewer phase-1 messages than Count (phase
+		// 2's hash-mismatch probes; see caseflow.GeneratePlan); Run checks
+		// the exact figure.
+		if need := c.Outage.windowMessages() + minWarmup; c.Count-c.Count/50 < need {
+			errs = append(errs, fmt.Errorf("chaos: Count %d is too small for the outage windows: they send %d messages, and the warm-up needs at least %d more",
+				c.Count, c.Outage.windowMessages(), minWarmup))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -307,6 +368,18 @@ func (c *Config) workerArgs(seed uint64) []string {
 	if c.Fused {
 		args = append(args, "--fused")
 	}
+	if c.CallTimeout > 0 {
+		args = append(args, "--call-timeout", c.CallTimeout.String())
+	}
+	if c.HealthMinFailures > 0 {
+		args = append(args, "--health-min-failures", strconv.Itoa(c.HealthMinFailures))
+	}
+	if c.HealthWindow > 0 {
+		args = append(args, "--health-window", c.HealthWindow.String())
+	}
+	if c.ProbeMaxInterval > 0 {
+		args = append(args, "--probe-max-interval", c.ProbeMaxInterval.String())
+	}
 	if c.Failpoints != "" {
 		rates, _ := ParseFailpoints(c.Failpoints)
 		if s := formatFailpoints(rates); s != "" {
@@ -314,4 +387,15 @@ func (c *Config) workerArgs(seed uint64) []string {
 		}
 	}
 	return args
+}
+
+// workerCallTimeout is run's --call-timeout default.
+const workerCallTimeout = 5 * time.Second
+
+// callTimeout is the workers' DynamoDB call timeout.
+func (c *Config) callTimeout() time.Duration {
+	if c.CallTimeout > 0 {
+		return c.CallTimeout
+	}
+	return workerCallTimeout
 }

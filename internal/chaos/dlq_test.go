@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/example/caseflow"
 )
 
@@ -84,6 +85,30 @@ func TestCheckDLQ(t *testing.T) {
 		require.Empty(t, missing)
 		require.Len(t, unexpected, 1)
 		require.Contains(t, unexpected[0], "must not end terminal")
+	})
+	t.Run("a message the redrive policy moved", func(t *testing.T) {
+		var healthy string
+		for id, i := range sent {
+			if expectedCode(p, i) == "" {
+				healthy = id
+				break
+			}
+		}
+		moved := append(append([]DLQCopy(nil), copies...), DLQCopy{SourceID: healthy, Code: dlq.CodeNone, Redrive: true})
+		st, missing, unexpected := CheckDLQ(p, sent, moved)
+		require.Empty(t, missing)
+		require.Empty(t, unexpected, "not a terminal policy's copy: DeadLettered reports it")
+		require.Equal(t, 1, st.Redriven)
+		require.Equal(t, []string{healthy}, DeadLettered(p, sent, append(moved, moved[len(moved)-1])))
+
+		// Poison moved by the redrive policy instead of the worker's copy:
+		// its copy has no code.
+		poison := append([]DLQCopy(nil), copies...)
+		poison[0] = DLQCopy{SourceID: copies[0].SourceID, Code: dlq.CodeNone, Redrive: true}
+		_, missing, _ = CheckDLQ(p, sent, poison)
+		require.Len(t, missing, 1)
+		require.Contains(t, missing[0], "a DLQ copy has "+dlq.CodeNone)
+		require.Empty(t, DeadLettered(p, sent, poison), "poison is not healthy")
 	})
 	t.Run("a copy of a message nobody sent", func(t *testing.T) {
 		_, _, unexpected := CheckDLQ(p, sent, append(append([]DLQCopy(nil), copies...), DLQCopy{SourceID: "other", Code: "X"}))

@@ -57,6 +57,7 @@ type supervisor struct {
 	kills      int
 	pauses     int
 	unexpected []string
+	health     []transition // the database health gate's transitions, as the harness read them
 	stopping   bool
 	wg         sync.WaitGroup
 
@@ -125,6 +126,11 @@ func (s *supervisor) read(p *proc, r io.Reader) {
 			l, ok := s.tally.Observe(line)
 			if ok && l.Msg == msgFailpointKill {
 				p.failpoint.Store(true)
+			}
+			if ok && (l.Msg == msgUnhealthy || l.Msg == msgHealthy) {
+				s.mu.Lock()
+				s.health = append(s.health, transition{proc: p.name, healthy: l.Msg == msgHealthy, at: time.Now()})
+				s.mu.Unlock()
 			}
 			p.last = append(p.last, string(line))
 			if len(p.last) > 5 {
@@ -317,6 +323,13 @@ func (s *supervisor) counts() (started, kills, pauses int, unexpected []string) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.started, s.kills, s.pauses, append([]string(nil), s.unexpected...)
+}
+
+// transitions returns the health transitions the workers logged so far.
+func (s *supervisor) transitions() []transition {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]transition(nil), s.health...)
 }
 
 // stop ends every worker: SIGCONT (in case it is paused), SIGTERM, and

@@ -54,6 +54,12 @@ type Report struct {
 
 	Logs Snapshot `json:"logs"`
 	DLQ  DLQStats `json:"dlq"`
+	// MaxReceiveCount is the work queue's redrive policy's; DeadLettered
+	// the messages that must not end terminal and that it moved to the DLQ.
+	MaxReceiveCount int `json:"maxReceiveCount"`
+	DeadLettered    int `json:"healthyDeadLettered"`
+	// Outage is what the outage phases measured (nil without them).
+	Outage *OutageReport `json:"outage,omitempty"`
 	// WorkStates are the work items' final inbox states (caseflow.Verify).
 	WorkStates map[string]int `json:"workStates"`
 	Rejections map[string]int `json:"rejections"`
@@ -141,6 +147,7 @@ func (r *Report) Print(out io.Writer) {
 	}
 	row("worker processes", fmt.Sprintf("%d × concurrency %d, %s, visibility %s", r.Workers, r.Concurrency, mode, r.Visibility))
 	row("worker processes started", r.ProcessesStarted)
+	row("work queue maxReceiveCount (redrive policy)", r.MaxReceiveCount)
 	row("harness kills (SIGKILL)", r.HarnessKills)
 	for _, name := range Failpoints() {
 		row("failpoint kills "+name, r.Logs.FailpointKills[name])
@@ -173,11 +180,17 @@ func (r *Report) Print(out io.Writer) {
 	row("DLQ copies", r.DLQ.Copies)
 	row("DLQ distinct sources (expected)", fmt.Sprintf("%d (%d)", r.DLQ.Sources, r.DLQ.Expected))
 	row("DLQ extra copies (redelivered after its DLQ send)", r.DLQ.Extra)
+	row("DLQ copies moved by the redrive policy", r.DLQ.Redriven)
+	row("healthy messages dead-lettered (redrive policy)", r.DeadLettered)
 	sorted(r.DLQ.ByCode, "DLQ ")
 	row("work queue left", r.QueueLeft)
 	row("phase 1 drained in", r.Phase1.Round(time.Millisecond))
 	row("phase 2 drained in", r.Phase2.Round(time.Millisecond))
 	row("total run time", r.Duration.Round(time.Millisecond))
+
+	if r.Outage != nil {
+		r.Outage.print(tw, section, row)
+	}
 
 	section("INVARIANT CHECKS")
 	for _, c := range r.Checks {
@@ -190,7 +203,11 @@ func (r *Report) Print(out io.Writer) {
 	if r.TimedOut {
 		row("finished before the timeout", "FAILED")
 	}
-	fmt.Fprintf(tw, "\nexactly-once invariant under chaos\t%s\t\n", r.Verdict)
+	verdict := "exactly-once invariant under chaos"
+	if r.Outage != nil {
+		verdict = "exactly-once invariant and outage bounds under chaos"
+	}
+	fmt.Fprintf(tw, "\n%s\t%s\t\n", verdict, r.Verdict)
 	_ = tw.Flush()
 	for _, v := range r.Violations {
 		fmt.Fprintln(out, "VIOLATION:", v)
@@ -204,4 +221,49 @@ func (r *Report) Print(out io.Writer) {
 	if r.LogDir != "" {
 		fmt.Fprintf(out, "\nworker logs: %s\n", strings.TrimRight(r.LogDir, "/")+"/workers.log")
 	}
+}
+
+// print writes the outage section: one column per window.
+func (o *OutageReport) print(tw io.Writer, section func(string), row func(string, any)) {
+	section("OUTAGE PHASES (the workers reach DynamoDB through the fault proxy)")
+	row("warm-up: messages sent (drained in)", fmt.Sprintf("%d (%s)", o.WarmupSent, o.WarmupDrained.Round(time.Millisecond)))
+	row("traffic during each window (quiet before each)", fmt.Sprintf("%g messages/s (%s)", o.Rate, o.Gap))
+	cols := func(name string, f func(w *WindowReport) string) {
+		fmt.Fprintf(tw, "  %s\t", name)
+		for i := range o.Windows {
+			fmt.Fprintf(tw, "%s\t", f(&o.Windows[i]))
+		}
+		fmt.Fprintln(tw)
+	}
+	cols("window", func(w *WindowReport) string { return w.Name })
+	cols("proxy answers", func(w *WindowReport) string { return w.Mode })
+	cols("length", func(w *WindowReport) string { return w.Duration.Round(100 * time.Millisecond).String() })
+	cols("messages sent during the window", func(w *WindowReport) string { return fmt.Sprint(w.Sent) })
+	cols("DynamoDB requests during the window", func(w *WindowReport) string { return fmt.Sprint(w.Requests) })
+	ops := map[string]bool{}
+	for _, w := range o.Windows {
+		for op := range w.RequestsByOp {
+			ops[op] = true
+		}
+	}
+	for _, op := range slices.Sorted(maps.Keys(ops)) {
+		cols("  "+op, func(w *WindowReport) string { return fmt.Sprint(w.RequestsByOp[op]) })
+	}
+	cols(fmt.Sprintf("requests/s per worker (bound %g)", o.MaxRequestRate), func(w *WindowReport) string { return fmt.Sprintf("%.2f", w.RequestRate) })
+	cols("requests/s per worker, busiest 10 s", func(w *WindowReport) string { return fmt.Sprintf("%.2f", w.PeakRequestRate) })
+	cols("health transitions unhealthy / healthy", func(w *WindowReport) string { return fmt.Sprintf("%d / %d", w.Unhealthy, w.Healthy) })
+	cols("worker processes paused / resumed", func(w *WindowReport) string {
+		return fmt.Sprintf("%d / %d", w.WorkersPaused, w.WorkersResumed)
+	})
+	cols("last pause after the window's start", func(w *WindowReport) string { return w.PausedAfter.Round(100 * time.Millisecond).String() })
+	cols("last resume after the window's end", func(w *WindowReport) string { return w.ResumedAfter.Round(100 * time.Millisecond).String() })
+	cols("deliveries parked / retried", func(w *WindowReport) string { return fmt.Sprintf("%d / %d", w.Parked, w.Retried) })
+	cols(fmt.Sprintf("highest receive count logged (max %d)", o.MaxReceiveCount), func(w *WindowReport) string { return fmt.Sprint(w.MaxReceiveCount) })
+	cols("healthy messages dead-lettered", func(w *WindowReport) string { return fmt.Sprint(w.DeadLettered) })
+	cols("work items terminal for infrastructure", func(w *WindowReport) string { return fmt.Sprint(w.TerminalInfra) })
+	cols(fmt.Sprintf("drained after the window's end (bound %s)", o.RecoverBound), func(w *WindowReport) string {
+		return w.Recovered.Round(100 * time.Millisecond).String()
+	})
+	row("outside the windows: dead-lettered / terminal for infrastructure / health transitions",
+		fmt.Sprintf("%d / %d / %d", o.DeadLetteredOutside, o.TerminalInfraOutside, o.TransitionsOutside))
 }

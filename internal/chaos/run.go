@@ -23,6 +23,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ddbworker/ddbworker/example/caseflow"
+	"github.com/ddbworker/ddbworker/internal/ddbproxy"
 	"github.com/ddbworker/ddbworker/internal/emulators"
 	"github.com/ddbworker/ddbworker/tables"
 	"github.com/ddbworker/ddbworker/worker"
@@ -43,9 +44,18 @@ type run struct {
 	table string
 	tally *Tally
 	sup   *supervisor
+	// proxy stands between the workers and DynamoDB in an outage run (nil
+	// otherwise).
+	proxy *ddbproxy.Proxy
+	// chaosDone closes when the killer met its targets.
+	chaosDone chan struct{}
 
-	mu   sync.Mutex
-	sent map[string]int // SQS id → plan index
+	mu      sync.Mutex
+	sent    map[string]int    // SQS id → plan index
+	segment map[string]string // SQS id → the part of the run that sent it
+	// redriven are messages found in the DLQ, moved there by the redrive
+	// policy while the run waited for them to settle.
+	redriven map[string]bool
 }
 
 // Run performs a chaos run and returns its report. The error is for runs
@@ -57,7 +67,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	started := time.Now()
-	r := &run{cfg: cfg, out: cfg.Progress, tally: NewTally(cfg.Visibility), sent: map[string]int{}}
+	r := &run{cfg: cfg, out: cfg.Progress, tally: NewTally(cfg.Visibility), sent: map[string]int{}, segment: map[string]string{},
+		redriven: map[string]bool{}, chaosDone: make(chan struct{})}
 	if r.out == nil {
 		r.out = io.Discard
 	}
@@ -121,12 +132,24 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r.progress("table %s, queue %s, %d cases seeded; %d workers × %d; logs in %s", r.table, r.qs.URL, len(r.plan.CaseIDs),
 		cfg.Workers, cfg.Concurrency, cfg.LogDir)
 
+	workerDDB := cfg.DynamoDBEndpoint
+	if cfg.Outage.Enabled {
+		// The workers reach DynamoDB only through the proxy; the harness's
+		// own clients (seeding, verification) go to DynamoDB Local.
+		if r.proxy, err = ddbproxy.Start(ddbproxy.Config{Target: cfg.DynamoDBEndpoint}); err != nil {
+			return nil, fmt.Errorf("chaos: %w", err)
+		}
+		defer func() { _ = r.proxy.Close() }()
+		workerDDB = r.proxy.URL()
+		r.progress("the workers reach DynamoDB through the fault proxy %s", workerDDB)
+	}
+
 	rep := &Report{Table: r.table, QueueURL: r.qs.URL, DLQURL: r.qs.DLQURL, LogDir: cfg.LogDir, Seed: cfg.Seed, Workers: cfg.Workers,
 		Concurrency: cfg.Concurrency, Visibility: cfg.Visibility.String(), Fused: cfg.Fused, Faults: cfg.Faults, Failpoints: cfg.Failpoints,
 		WorkItems: len(r.plan.Work), Duplicates: r.plan.Duplicates, OutOfOrder: r.plan.OutOfOrder, Poison: len(r.plan.PoisonList),
-		Cases: len(r.plan.CaseIDs)}
+		Cases: len(r.plan.CaseIDs), MaxReceiveCount: cfg.MaxReceiveCount}
 
-	r.sup = newSupervisor(&r.cfg, workerEnv(cfg, r.table, r.qs, awsCfg.Region, creds), r.tally, logw)
+	r.sup = newSupervisor(&r.cfg, workerEnv(cfg, workerDDB, r.table, r.qs, awsCfg.Region, creds), r.tally, logw)
 	runCtx, cancelRun := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancelRun()
 	stopped := false
@@ -141,7 +164,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := r.sup.startAll(); err != nil {
 		return nil, err
 	}
-	chaosDone := make(chan struct{})
+	chaosDone := r.chaosDone
 	go func() { defer close(chaosDone); r.sup.chaos(runCtx) }()
 	stopProgress := r.watch(runCtx)
 
@@ -152,7 +175,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		r.progress("waiting for the chaos targets (%d kills, %d pauses)", cfg.Kills, cfg.Pauses)
 		select {
 		case <-chaosDone:
-			runErr = r.waitDrained(runCtx, "final", r.sentIDs())
+			_, runErr = r.waitDrained(runCtx, "final", r.sentIDs())
 		case <-runCtx.Done():
 			runErr = runCtx.Err()
 		}
@@ -206,8 +229,18 @@ func (r *run) drive(ctx context.Context, rep *Report) error {
 		if phase == 1 {
 			rate = r.cfg.SendRate
 		}
-		r.progress("phase %d: sending %d messages", phase, len(idx))
-		ids, err := r.send(ctx, idx, rate)
+		var ids []string
+		var err error
+		if phase == 1 && r.cfg.Outage.Enabled {
+			ids, err = r.driveOutage(ctx, rep, idx, r.chaosDone)
+		} else {
+			r.progress("phase %d: sending %d messages", phase, len(idx))
+			ids, err = r.send(ctx, idx, rate)
+			r.mark(ids, fmt.Sprintf("phase %d", phase))
+			if err == nil {
+				_, err = r.waitDrained(ctx, fmt.Sprintf("phase %d", phase), ids)
+			}
+		}
 		if phase == 1 {
 			rep.SentPhase1 = len(ids)
 		} else {
@@ -215,9 +248,6 @@ func (r *run) drive(ctx context.Context, rep *Report) error {
 		}
 		rep.Sent += len(ids)
 		if err != nil {
-			return err
-		}
-		if err := r.waitDrained(ctx, fmt.Sprintf("phase %d", phase), ids); err != nil {
 			return err
 		}
 		if phase == 1 {
@@ -230,8 +260,18 @@ func (r *run) drive(ctx context.Context, rep *Report) error {
 	return nil
 }
 
-// send sends plan messages idx in batches of 10 (4 concurrent batches, or
-// paced at rate messages/s) and records each SQS MessageId.
+// mark records which part of the run sent ids.
+func (r *run) mark(ids []string, segment string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range ids {
+		r.segment[id] = segment
+	}
+}
+
+// send sends plan messages idx in batches of 10 (4 concurrent batches), or
+// paced at rate messages/s in batches of about one second's worth (1..10),
+// and records each SQS MessageId.
 func (r *run) send(ctx context.Context, idx []int, rate float64) ([]string, error) {
 	batches := make(chan []int)
 	var mu sync.Mutex
@@ -252,8 +292,12 @@ func (r *run) send(ctx context.Context, idx []int, rate float64) ([]string, erro
 			}
 		})
 	}
+	size := 10
+	if rate > 0 {
+		size = min(10, max(1, int(rate)))
+	}
 	start := time.Now()
-	for n, at := 0, 0; at < len(idx); n, at = n+1, at+10 {
+	for at := 0; at < len(idx); at += size {
 		if rate > 0 {
 			due := start.Add(time.Duration(float64(at) / rate * float64(time.Second)))
 			select {
@@ -264,7 +308,7 @@ func (r *run) send(ctx context.Context, idx []int, rate float64) ([]string, erro
 		if ctx.Err() != nil {
 			break
 		}
-		batches <- idx[at:min(at+10, len(idx))]
+		batches <- idx[at:min(at+size, len(idx))]
 	}
 	close(batches)
 	wg.Wait()
@@ -322,35 +366,86 @@ func (r *run) sentIDs() []string {
 	return ids
 }
 
-// waitDrained returns once every id reached a final outcome in some log and
-// the queue held nothing visible, in flight or delayed at two polls in a
-// row, one second apart.
-func (r *run) waitDrained(ctx context.Context, what string, ids []string) error {
+// waitDrained returns once every id reached a final outcome in some log
+// (or was moved to the DLQ by the redrive policy) and the queue held
+// nothing visible, in flight or delayed at two polls in a row, one second
+// apart; drained is the first of those two polls.
+func (r *run) waitDrained(ctx context.Context, what string, ids []string) (drained time.Time, err error) {
 	empty := 0
+	var lastPeek, missingSince time.Time
 	for {
-		settled := r.tally.Settled(ids)
-		if settled == len(ids) {
-			depth, err := queueDepth(ctx, r.q, r.qs.URL)
-			switch {
-			case err != nil:
-				empty = 0
-			case depth == 0:
-				empty++
-			default:
-				empty = 0
+		now := time.Now()
+		settled := r.settled(ids)
+		depth, derr := queueDepth(ctx, r.q, r.qs.URL)
+		if derr != nil || depth != 0 || settled == len(ids) {
+			missingSince = time.Time{}
+		}
+		switch {
+		case derr != nil || depth != 0:
+			empty = 0
+		case settled == len(ids):
+			if empty == 0 {
+				drained = now
 			}
+			empty++
 			if empty >= 2 {
-				return nil
+				return drained, nil
+			}
+		default:
+			// The queue is empty, yet messages have no final outcome: logs
+			// a moment behind, or the redrive policy moved them to the DLQ.
+			empty = 0
+			if missingSince.IsZero() {
+				missingSince = now
+			}
+			if now.Sub(missingSince) >= 3*time.Second && now.Sub(lastPeek) >= 5*time.Second {
+				lastPeek = now
+				if err := r.peekRedriven(ctx); err != nil {
+					r.progress("%s: could not read the DLQ: %v", what, err)
+				}
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s: %d of %d messages settled: %w", what, settled, len(ids), ctx.Err())
+			return time.Time{}, fmt.Errorf("%s: %d of %d messages settled: %w", what, settled, len(ids), ctx.Err())
 		case <-r.sup.fatal:
-			return r.sup.err()
+			return time.Time{}, r.sup.err()
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// settled counts the ids that reached a final outcome in some log or were
+// moved to the DLQ by the redrive policy.
+func (r *run) settled(ids []string) int {
+	r.mu.Lock()
+	redriven := maps.Clone(r.redriven)
+	r.mu.Unlock()
+	n := r.tally.Settled(ids)
+	for _, id := range ids {
+		if redriven[id] && !r.tally.IsSettled(id) {
+			n++
+		}
+	}
+	return n
+}
+
+// peekRedriven reads the DLQ (deleting nothing) and records the messages
+// the redrive policy moved there.
+func (r *run) peekRedriven(ctx context.Context) error {
+	copies, err := drainDLQ(ctx, r.q, r.qs.DLQURL)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range copies {
+		if c.Redrive && !r.redriven[c.SourceID] {
+			r.redriven[c.SourceID] = true
+			r.progress("message %s was moved to the DLQ by the redrive policy (maxReceiveCount %d)", c.SourceID, r.cfg.MaxReceiveCount)
+		}
+	}
+	return nil
 }
 
 // queueDepth is visible + in flight + delayed (SQS's approximate counters).
@@ -426,10 +521,32 @@ func (r *run) verify(ctx context.Context, rep *Report) error {
 	rep.DLQ = st
 	rep.check("every terminal message has a DLQ copy with its code (by source id)", missing)
 	rep.check("no DLQ copy of a message that must not end terminal", unexpected)
+	dead := DeadLettered(r.plan, sent, copies)
+	rep.DeadLettered = len(dead)
+	var deadV []string
+	r.mu.Lock()
+	for _, id := range dead {
+		i := sent[id]
+		deadV = append(deadV, fmt.Sprintf("message %s (plan #%d, %s), sent in the %s, was dead-lettered by the redrive policy (maxReceiveCount %d)",
+			id, i, describe(r.plan, i), r.segment[id], r.cfg.MaxReceiveCount))
+	}
+	r.mu.Unlock()
+	rep.check(fmt.Sprintf("no healthy message dead-lettered by the redrive policy (maxReceiveCount %d)", r.cfg.MaxReceiveCount), deadV)
+	if err := r.verifyOutage(ctx, rep, dead, r.sup.transitions()); err != nil {
+		return err
+	}
 
+	// A message the redrive policy moved never reaches a final outcome in
+	// a log; the DLQ checks above account for it.
+	redriven := map[string]bool{}
+	for _, c := range copies {
+		if c.Redrive {
+			redriven[c.SourceID] = true
+		}
+	}
 	var unsettled []string
 	for id, i := range sent {
-		if !r.tally.IsSettled(id) {
+		if !r.tally.IsSettled(id) && !redriven[id] {
 			unsettled = append(unsettled, fmt.Sprintf("message %s (plan #%d, %s) never reached a final outcome in any log", id, i, describe(r.plan, i)))
 		}
 	}
@@ -546,7 +663,7 @@ func (r *run) progress(format string, args ...any) {
 // workerEnv is the environment of every worker process: the harness's own
 // minus DDBWORKER_* and AWS_* variables, plus the table, queues, endpoints
 // and static credentials.
-func workerEnv(cfg Config, table string, qs worker.Queues, region string, creds aws.Credentials) []string {
+func workerEnv(cfg Config, ddbEndpoint, table string, qs worker.Queues, region string, creds aws.Credentials) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		if strings.HasPrefix(kv, "DDBWORKER_") || strings.HasPrefix(kv, "AWS_") {
@@ -561,7 +678,7 @@ func workerEnv(cfg Config, table string, qs worker.Queues, region string, creds 
 		"DDBWORKER_TABLE="+table,
 		"DDBWORKER_QUEUE_URL="+qs.URL,
 		"DDBWORKER_DLQ_URL="+qs.DLQURL,
-		"DDBWORKER_DYNAMODB_ENDPOINT="+cfg.DynamoDBEndpoint,
+		"DDBWORKER_DYNAMODB_ENDPOINT="+ddbEndpoint,
 		"DDBWORKER_SQS_ENDPOINT="+cfg.SQSEndpoint,
 		"DDBWORKER_REGION="+region,
 		"AWS_REGION="+region,

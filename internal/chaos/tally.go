@@ -17,8 +17,11 @@ const (
 	msgFailpointKill = "failpoint kill"
 	msgDLQSendFailed = "DLQ send failed; message kept"
 	msgHashMismatch  = "ALERT idempotency hash mismatch: the key already holds other work; the existing record is untouched"
-	levelWarn        = "WARN"
-	levelError       = "ERROR"
+	// The database health gate's transitions (worker/health.go).
+	msgUnhealthy = "database unhealthy: receiving paused; held messages parked; probing"
+	msgHealthy   = "database healthy: receiving resumed, concurrency ramping up from 1"
+	levelWarn    = "WARN"
+	levelError   = "ERROR"
 )
 
 // LogLine is what the harness reads of one JSON log line of a worker.
@@ -35,6 +38,7 @@ type LogLine struct {
 	TerminalPolicy string `json:"terminalPolicy"`
 	IdempotencyKey string `json:"idempotencyKey"`
 	DurationMs     int64  `json:"durationMs"`
+	ReceiveCount   int    `json:"receiveCount"`
 	Error          string `json:"error"`
 	Reason         string `json:"reason"`
 }
@@ -77,10 +81,11 @@ func ParseLine(b []byte) (LogLine, bool) {
 	return l, true
 }
 
-// nonFinal are the outcomes after which the message stays in the queue.
+// nonFinal are the outcomes after which the message stays in the queue
+// (parked: held hidden while the database is unhealthy).
 var nonFinal = map[string]bool{
 	worker.OutcomeInFlight: true, worker.OutcomeRetry: true, worker.OutcomeDeferred: true,
-	worker.OutcomeLeaseLost: true, worker.OutcomeReleased: true,
+	worker.OutcomeLeaseLost: true, worker.OutcomeReleased: true, worker.OutcomeParked: true,
 }
 
 // IsFinal reports whether a "message" line's outcome means the message left
@@ -118,6 +123,7 @@ type Tally struct {
 	late      map[string]int  // outcomes of deliveries that took at least long
 	final     map[string]bool // SQS message ids that reached a final outcome
 	dlqFailed map[string]bool // pending: the next terminal line of this id is not final
+	receives  map[string]int  // highest receive count logged per SQS message id
 	lastBad   []string        // the last unparsed lines
 }
 
@@ -125,7 +131,8 @@ type Tally struct {
 // also counted by outcome in Snapshot.Late (0: not counted).
 func NewTally(lease time.Duration) *Tally {
 	return &Tally{long: lease, late: map[string]int{}, faults: map[string]int{}, killed: map[string]int{}, outcomes: map[string]int{}, terminal: map[string]int{},
-		retries: map[string]int{}, codes: map[string]int{}, events: map[string]int{}, final: map[string]bool{}, dlqFailed: map[string]bool{}}
+		retries: map[string]int{}, codes: map[string]int{}, events: map[string]int{}, final: map[string]bool{}, dlqFailed: map[string]bool{},
+		receives: map[string]int{}}
 }
 
 // Observe tallies one raw log line. It returns the parsed line and whether
@@ -170,6 +177,9 @@ func (t *Tally) Observe(raw []byte) (LogLine, bool) {
 		case worker.OutcomeRetry:
 			t.retries[l.FailureCode]++
 		}
+		if l.SQSMessageID != "" && l.ReceiveCount > t.receives[l.SQSMessageID] {
+			t.receives[l.SQSMessageID] = l.ReceiveCount
+		}
 		if t.long > 0 && time.Duration(l.DurationMs)*time.Millisecond >= t.long {
 			t.late[l.Outcome]++
 		}
@@ -207,6 +217,17 @@ func (t *Tally) Settled(ids []string) int {
 		if t.final[id] {
 			n++
 		}
+	}
+	return n
+}
+
+// MaxReceiveCount is the highest receive count logged for any of ids.
+func (t *Tally) MaxReceiveCount(ids []string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, id := range ids {
+		n = max(n, t.receives[id])
 	}
 	return n
 }

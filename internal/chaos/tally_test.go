@@ -44,6 +44,7 @@ func TestIsFinal(t *testing.T) {
 		`{"level":"INFO","msg":"message","sqsMessageId":"x","outcome":"lease_lost"}`:           false,
 		`{"level":"INFO","msg":"message","sqsMessageId":"x","outcome":"deferred"}`:             false,
 		`{"level":"INFO","msg":"message","sqsMessageId":"x","outcome":"released"}`:             false,
+		`{"level":"WARN","msg":"message","sqsMessageId":"x","outcome":"parked"}`:               false,
 		`{"level":"INFO","msg":"message","sqsMessageId":"x","outcome":"superseded"}`:           true,
 		`{"level":"ERROR","msg":"message","outcome":"terminal","terminalPolicy":"quarantine"}`: true,
 	} {
@@ -115,4 +116,21 @@ func TestErrorCode(t *testing.T) {
 	s := tl.Snapshot()
 	require.Equal(t, map[string]int{"AWS.SimpleQueueService.TooManyEntriesInBatchRequest": 1}, s.ErrorCodes)
 	require.Empty(t, s.Late, "no lease given: nothing counted as late")
+}
+
+// The highest receive count logged per message, for the outage windows.
+func TestTallyReceiveCount(t *testing.T) {
+	tl := NewTally(0)
+	for _, line := range []string{
+		`{"level":"WARN","msg":"message","sqsMessageId":"a","outcome":"retry","receiveCount":1}`,
+		`{"level":"WARN","msg":"message","sqsMessageId":"a","outcome":"parked","receiveCount":3}`,
+		`{"level":"INFO","msg":"message","sqsMessageId":"a","outcome":"applied","receiveCount":3}`,
+		`{"level":"INFO","msg":"message","sqsMessageId":"b","outcome":"applied","receiveCount":2}`,
+	} {
+		tl.Observe([]byte(line))
+	}
+	require.Equal(t, 3, tl.MaxReceiveCount([]string{"a", "b"}))
+	require.Equal(t, 2, tl.MaxReceiveCount([]string{"b", "nope"}))
+	require.Zero(t, tl.MaxReceiveCount(nil))
+	require.Equal(t, 1, tl.Snapshot().Outcomes["parked"])
 }

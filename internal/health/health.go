@@ -8,7 +8,10 @@
 // the caller decides what counts) and they are at least FailureRatio of the
 // calls in it. A minimum count keeps one unlucky call from pausing a quiet
 // worker; a ratio keeps a busy worker from pausing for a handful of
-// throttles among thousands of good calls.
+// throttles among thousands of good calls. It also trips on Consecutive
+// failures in a row with no success between them: a worker whose calls
+// hang makes few calls (each waits for its timeout, and its concurrency
+// limit has shrunk), too few to fill the window.
 //
 // It does not pause anything itself, nor decide what a failure is: the
 // worker feeds it, stops receiving when it trips, and probes on the
@@ -36,6 +39,9 @@ type Config struct {
 	// FailureRatio is the least share of failures among the window's calls
 	// that trips it, in (0, 1]. Default: 0.5.
 	FailureRatio float64
+	// Consecutive failures in a row, whatever the window holds, trip it.
+	// Default: 3.
+	Consecutive int
 }
 
 // WithDefaults fills zero fields and validates.
@@ -48,6 +54,12 @@ func (c Config) WithDefaults() (Config, error) {
 	}
 	if c.FailureRatio == 0 {
 		c.FailureRatio = 0.5
+	}
+	if c.Consecutive == 0 {
+		c.Consecutive = 3
+	}
+	if c.Consecutive < 1 {
+		return c, fmt.Errorf("health: Consecutive %d must be at least 1", c.Consecutive)
 	}
 	var errs []error
 	if c.Window < 100*time.Millisecond {
@@ -74,6 +86,7 @@ type Detector struct {
 	width time.Duration
 	mu    sync.Mutex
 	b     [buckets]bucket
+	run   int // failures in a row
 }
 
 // New returns a Detector for cfg (zero fields take their defaults).
@@ -106,11 +119,13 @@ func (d *Detector) Record(now time.Time, failed bool) bool {
 	b := d.slot(now)
 	if failed {
 		b.failed++
+		d.run++
 	} else {
 		b.ok++
+		d.run = 0
 	}
 	calls, failures := d.counts(now)
-	return d.trips(calls, failures)
+	return d.run >= d.cfg.Consecutive || d.trips(calls, failures)
 }
 
 // Counts returns the calls and failures in the window ending at now.
@@ -141,6 +156,7 @@ func (d *Detector) Reset() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.b = [buckets]bucket{}
+	d.run = 0
 }
 
 // Probes is the schedule of health probes while the database is unhealthy:

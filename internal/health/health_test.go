@@ -22,6 +22,16 @@ func TestDetector(t *testing.T) {
 		}
 		return out
 	}
+	interleave := func(at time.Duration, n int) []call { // failure, success, failure, …
+		var out []call
+		for i := range n {
+			out = append(out, call{at: at, failed: true})
+			if i < n-1 {
+				out = append(out, call{at: at, failed: false})
+			}
+		}
+		return out
+	}
 	join := func(parts ...[]call) []call {
 		var out []call
 		for _, p := range parts {
@@ -34,11 +44,13 @@ func TestDetector(t *testing.T) {
 		calls []call
 		trips bool
 	}{
-		{"four failures are not enough", calls(0, 4, true), false},
+		{"four failures are not enough", interleave(0, 4), false},
 		{"five failures in a row trip", calls(0, 5, true), true},
-		{"five failures among many successes do not", join(calls(0, 20, false), calls(time.Second, 5, true)), false},
+		{"five failures among many successes do not", join(calls(0, 20, false), interleave(time.Second, 5)), false},
+		{"three failures in a row trip, however many succeeded before", join(calls(0, 100, false), calls(time.Second, 3, true)), true},
+		{"slow failures: three in a row over 15 s trip", []call{{0, true}, {5 * time.Second, true}, {10 * time.Second, true}}, true},
 		{"half of the window failing trips", join(calls(0, 6, false), calls(time.Second, 6, true)), true},
-		{"failures spread beyond the window do not add up", join(calls(0, 4, true), calls(11*time.Second, 4, true)), false},
+		{"failures spread beyond the window do not add up", join(interleave(0, 4), interleave(11*time.Second, 4)), false},
 		{"old successes leave the window", join(calls(0, 100, false), calls(10500*time.Millisecond, 5, true)), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -55,7 +67,7 @@ func TestDetector(t *testing.T) {
 
 func TestDetectorCountsAndReset(t *testing.T) {
 	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
-	d, err := health.New(health.Config{Window: time.Second, MinFailures: 2, FailureRatio: 1})
+	d, err := health.New(health.Config{Window: time.Second, MinFailures: 2, FailureRatio: 1, Consecutive: 10})
 	require.NoError(t, err)
 	d.Record(t0, false)
 	d.Record(t0.Add(100*time.Millisecond), true)
