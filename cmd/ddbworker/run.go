@@ -72,7 +72,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.fused, "fused", false, "use the fused commit (one round trip per fresh message)")
 	fl.BoolVar(&f.trackApplications, "track-applications", false, "example domain: keep an application counter per work item")
 	fl.DurationVar(&f.depthInterval, "depth-interval", 15*time.Second, "how often to read queue and DLQ depth for metrics (0: never)")
-	fl.DurationVar(&f.callTimeout, "call-timeout", 5*time.Second, "bound of each DynamoDB call, its SDK retries included (a timeout is infrastructure trouble, never a business attempt)")
+	fl.DurationVar(&f.callTimeout, "call-timeout", 0, "bound of each DynamoDB call, its SDK retries included (a timeout is infrastructure trouble, never a business attempt); below --visibility-timeout (default 5s, or half of --visibility-timeout when that is shorter)")
 	fl.Float64Var(&f.maxWCU, "max-wcu", 0, "pace this worker's DynamoDB writes to this many write capacity units per second (0: unpaced; a fleet of N workers sharing a budget B sets B/N)")
 	fl.IntVar(&f.healthFailures, "health-min-failures", 5, "database health gate: infrastructure failures (throttling, 5xx, timeouts) in --health-window, and at least half of the calls, that pause receiving")
 	fl.DurationVar(&f.healthWindow, "health-window", 10*time.Second, "database health gate: how far back call outcomes count")
