@@ -42,6 +42,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/ddbworker/ddbworker/daemon"
 	"github.com/ddbworker/ddbworker/tables"
 	"github.com/ddbworker/ddbworker/worker"
 )
@@ -70,7 +71,7 @@ func TestComposeEnvNamesRealFlags(t *testing.T) {
 	for _, s := range p.services() {
 		t.Run(s.name, func(t *testing.T) {
 			for _, k := range sortedKeys(s.env) {
-				if strings.HasPrefix(k, envPrefix) {
+				if strings.HasPrefix(k, "DDBWORKER_") {
 					require.Truef(t, p.isDdbworker(s), "service %s sets %s but does not run the ddbworker image (build: . or image %q)", s.name, k, p.image())
 				}
 			}
@@ -81,7 +82,7 @@ func TestComposeEnvNamesRealFlags(t *testing.T) {
 			cmd := findCommand(t, args)
 			flags := commandFlags(cmd)
 			for _, k := range sortedKeys(s.env) {
-				if !strings.HasPrefix(k, envPrefix) {
+				if !strings.HasPrefix(k, "DDBWORKER_") {
 					continue
 				}
 				name := flagOfEnv(k)
@@ -105,7 +106,7 @@ func TestComposeServicesParseWithRealCommands(t *testing.T) {
 			// Every DDBWORKER_* value reached its flag and parses as its type.
 			cmd := findCommand(t, args)
 			for _, k := range sortedKeys(s.env) {
-				if !strings.HasPrefix(k, envPrefix) {
+				if !strings.HasPrefix(k, "DDBWORKER_") {
 					continue
 				}
 				f := commandFlags(cmd)[flagOfEnv(k)]
@@ -380,7 +381,7 @@ func TestComposeHookStopsOnFailure(t *testing.T) {
 func TestComposeTableJSONIsDefinition(t *testing.T) {
 	p := loadProject(t)
 	got := p.tableJSON(t)
-	want := tables.Definition(composeTable)
+	want := tables.Definition(composeTable, tables.DefaultLayout())
 
 	keys := func(ks []types.KeySchemaElement) []string {
 		var out []string
@@ -422,7 +423,7 @@ func TestComposeTableJSONIsDefinition(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.field, func(t *testing.T) {
-			require.Equalf(t, tc.want, tc.got, "%s: %s differs from tables.Definition(%q)", tableFile, tc.field, composeTable)
+			require.Equalf(t, tc.want, tc.got, "%s: %s differs from tables.Definition(%q, tables.DefaultLayout())", tableFile, tc.field, composeTable)
 		})
 	}
 	// Anything else Definition may set one day (streams, SSE, tags…).
@@ -438,7 +439,7 @@ func TestComposeTableJSONIsDefinition(t *testing.T) {
 		})
 		return &c
 	}
-	require.Equal(t, norm(want), norm(got), "%s must be the CreateTable input of tables.Definition(%q)", tableFile, composeTable)
+	require.Equal(t, norm(want), norm(got), "%s must be the CreateTable input of tables.Definition(%q, tables.DefaultLayout())", tableFile, composeTable)
 }
 
 // ---------------------------------------------------------------------------
@@ -660,7 +661,7 @@ func TestComposeNamesAreCodeDefaults(t *testing.T) {
 // a real subcommand.
 func findCommand(t *testing.T, args []string) *cobra.Command {
 	t.Helper()
-	root := newRootCmd()
+	root := daemon.Command(app())
 	cmd, _, err := root.Find(args)
 	require.NoErrorf(t, err, "`ddbworker %s`", strings.Join(args, " "))
 	require.NotSamef(t, root, cmd, "`ddbworker %s` names no subcommand", strings.Join(args, " "))
@@ -679,7 +680,7 @@ func commandFlags(cmd *cobra.Command) map[string]*pflag.Flag {
 
 // flagOfEnv maps DDBWORKER_SOME_FLAG to some-flag (the inverse of envName).
 func flagOfEnv(k string) string {
-	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(k, envPrefix)), "_", "-")
+	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(k, "DDBWORKER_")), "_", "-")
 }
 
 // executeCaptured runs `ddbworker args` with env as the environment (and no
@@ -689,7 +690,7 @@ func flagOfEnv(k string) string {
 func executeCaptured(t *testing.T, env map[string]string, args []string) map[string]string {
 	t.Helper()
 	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, envPrefix) {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "DDBWORKER_") {
 			t.Setenv(k, "")
 			require.NoError(t, os.Unsetenv(k))
 		}
@@ -697,7 +698,7 @@ func executeCaptured(t *testing.T, env map[string]string, args []string) map[str
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
-	root := newRootCmd()
+	root := daemon.Command(app())
 	cmd, _, err := root.Find(args)
 	require.NoError(t, err)
 	got := map[string]string{}
@@ -1410,3 +1411,9 @@ func (s *stage) exposed() []string {
 // ---------------------------------------------------------------------------
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+// envName is the environment variable of a flag (the daemon binds every
+// flag --some-flag to DDBWORKER_SOME_FLAG).
+func envName(flag string) string {
+	return "DDBWORKER_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}

@@ -1,36 +1,38 @@
-// Command ddbworker is the daemon and operator CLI of ddbworker: run the
-// worker, create tables and queues, send example traffic, run the demo on
-// local emulators. Logic lives in the library packages; this command only
-// wires flags, clients and output.
+// Command ddbworker is ddbworker's own service: the daemon and operator
+// command line (package daemon) running the example case domain
+// (example/caseflow). A team's service is the same few lines with its own
+// handlers; see example/invoices.
+//
+// Built with -tags ddbworker_dev (bin/ddbworker-dev) it also carries the
+// development tools: demo, bench, chaos, send, emulators, faultproxy, and
+// run's fault-injection flags.
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
+	"github.com/spf13/pflag"
+
+	"github.com/ddbworker/ddbworker"
+	"github.com/ddbworker/ddbworker/daemon"
+	"github.com/ddbworker/ddbworker/example/caseflow"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := newRootCmd().ExecuteContext(ctx); err != nil {
-		var exit *exitError
-		if errors.As(err, &exit) {
-			os.Exit(exit.code)
-		}
-		fmt.Fprintln(os.Stderr, "ddbworker:", err)
-		os.Exit(1)
+func main() { daemon.Main(app()) }
+
+// app is the example service.
+func app() daemon.App {
+	var fused, track bool
+	return daemon.App{
+		Name: "ddbworker",
+		Flags: func(fs *pflag.FlagSet) {
+			fs.BoolVar(&fused, "fused", false, "example domain: the fused commit (one round trip per fresh message)")
+			fs.BoolVar(&track, "track-applications", false, "example domain: keep an application counter per work item")
+		},
+		Register: func(reg *ddbworker.Registry, env daemon.Env) error {
+			var opts []ddbworker.RouteOption
+			if fused {
+				opts = append(opts, ddbworker.Fused())
+			}
+			return (&caseflow.Handlers{Table: env.Store.Table, TrackApplications: track}).Register(reg, opts...)
+		},
 	}
 }
-
-// exitError ends the process with code after the command printed its own
-// explanation.
-type exitError struct {
-	code int
-	msg  string
-}
-
-func (e *exitError) Error() string { return e.msg }

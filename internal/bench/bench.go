@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/inbox"
@@ -455,10 +456,10 @@ func phase(ctx context.Context, env Env, cfg Config, kind Kind, conc int, bodies
 		}
 		go func() { l.run(runCtx); finished <- nil }()
 	default:
-		reg := worker.NewRegistry()
-		var opts []worker.RouteOption
+		reg := ddbworker.NewRegistry()
+		var opts []ddbworker.RouteOption
 		if kind == KindFused {
-			opts = append(opts, worker.Fused())
+			opts = append(opts, ddbworker.Fused())
 		}
 		if err := (&caseflow.Handlers{Table: env.Table}).Register(reg, opts...); err != nil {
 			return nil, err
@@ -468,7 +469,7 @@ func phase(ctx context.Context, env Env, cfg Config, kind Kind, conc int, bodies
 				if ev.Final {
 					settled(ev.Duration)
 				}
-			}}, worker.Config{Table: env.Table, QueueURL: q.URL, DLQURL: q.DLQURL, Concurrency: conc, BatchSize: cfg.BatchSize,
+			}}, worker.Config{Store: inbox.Store{Table: env.Table}, QueueURL: q.URL, DLQURL: q.DLQURL, Concurrency: conc, BatchSize: cfg.BatchSize,
 			VisibilityTimeout: leasePolicy.Lease, WaitTime: time.Second})
 		if err != nil {
 			return nil, err
@@ -583,14 +584,14 @@ func awsWCU(ctx context.Context, ddb *dynamodb.Client, table string, kind Kind, 
 	if kind == KindNaive {
 		return domain, domain, nil
 	}
-	completed, err := get(inbox.KeyOf(e.IdempotencyKey, e.MessageType))
+	completed, err := get((inbox.Store{}).Key(e.IdempotencyKey, e.MessageType))
 	if err != nil {
 		return 0, 0, err
 	}
 	if len(completed) == 0 {
 		return 0, 0, fmt.Errorf("bench: no inbox record for %s", e.IdempotencyKey)
 	}
-	index := kb(indexEntrySize(completed, tables.AttrPK, tables.AttrSK, tables.AttrGSI1PK, tables.AttrGSI1SK))
+	index := kb(indexEntrySize(completed, tables.DefaultLayout().PartitionKey, tables.DefaultLayout().SortKey, tables.DefaultLayout().AggregatePK, tables.DefaultLayout().AggregateSK))
 	done := kb(itemSize(completed))
 	if kind == KindFused {
 		return 2*domain + 2*done + index, 2*domain + 2*done, nil

@@ -8,12 +8,12 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/gate"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/mutation"
-	"github.com/ddbworker/ddbworker/worker"
 )
 
 // capture records the requests the library builds instead of sending them,
@@ -49,7 +49,7 @@ type prepared struct {
 // prepare builds the calls kind would make for env, through the library's
 // own gate, handler and committer.
 func prepare(kind Kind, table string, env *envelope.Envelope) (*prepared, error) {
-	msg := &worker.Message{Envelope: env, Attempt: 1}
+	msg := &ddbworker.Message{Envelope: env, Attempt: 1}
 	handlers := &caseflow.Handlers{Table: table}
 	var p caseflow.NoteRecorded
 	switch kind {
@@ -68,12 +68,18 @@ func prepare(kind Kind, table string, env *envelope.Envelope) (*prepared, error)
 	default:
 		return nil, fmt.Errorf("bench: unknown kind %q", kind)
 	}
-	res, err := worker.JSON(handlers.Note).Handle(context.Background(), msg)
+	res, err := ddbworker.JSON(handlers.Note).Handle(context.Background(), msg)
 	if err != nil {
 		return nil, err
 	}
+	writes := make([]mutation.Write, len(res.Writes))
+	for i, w := range res.Writes {
+		if writes[i], err = w.Mutation(); err != nil {
+			return nil, err
+		}
+	}
 	c := &capture{}
-	committer, err := mutation.New(c, mutation.Config{Table: table})
+	committer, err := mutation.New(c, mutation.Config{Store: inbox.Store{Table: table}})
 	if err != nil {
 		return nil, err
 	}
@@ -83,12 +89,12 @@ func prepare(kind Kind, table string, env *envelope.Envelope) (*prepared, error)
 	if kind == KindFused {
 		rec := inbox.NewRecord(&work, time.Now())
 		rec.LeaseToken, rec.LeaseOwner = gate.NewToken(), "bench"
-		if err := committer.CommitFused(context.Background(), rec, res.Writes, mutation.Completion{}, 0); err != nil {
+		if err := committer.CommitFused(context.Background(), rec, writes, mutation.Completion{}, 0); err != nil {
 			return nil, err
 		}
 		return &prepared{tx: c.tx}, nil
 	}
-	g, err := gate.New(c, gate.Config{Table: table, Owner: "bench", Policy: leasePolicy})
+	g, err := gate.New(c, gate.Config{Store: inbox.Store{Table: table}, Owner: "bench", Policy: leasePolicy})
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +102,7 @@ func prepare(kind Kind, table string, env *envelope.Envelope) (*prepared, error)
 	if err != nil {
 		return nil, err
 	}
-	if err := committer.Commit(context.Background(), dec.Lease, res.Writes, mutation.Completion{}, 0); err != nil {
+	if err := committer.Commit(context.Background(), dec.Lease, writes, mutation.Completion{}, 0); err != nil {
 		return nil, err
 	}
 	return &prepared{put: c.put, tx: c.tx}, nil

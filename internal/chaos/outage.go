@@ -469,11 +469,11 @@ func scanInfraTerminal(ctx context.Context, api *dynamodb.Client, table string) 
 			return nil, fmt.Errorf("chaos: scan for terminal records: %w", err)
 		}
 		for _, it := range page.Items {
-			pk, _ := it[tables.AttrPK].(*ddbtypes.AttributeValueMemberS)
+			pk, _ := it[tables.DefaultLayout().PartitionKey].(*ddbtypes.AttributeValueMemberS)
 			if pk == nil || !(strings.HasPrefix(pk.Value, "IDEMP#") || strings.HasPrefix(pk.Value, "REJECT#")) {
 				continue
 			}
-			rec, err := inbox.Decode(it)
+			rec, err := (inbox.Store{}).Decode(it)
 			if err != nil {
 				return nil, fmt.Errorf("chaos: %w", err)
 			}

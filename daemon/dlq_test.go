@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"bytes"
@@ -22,7 +22,7 @@ import (
 // runDLQCLI runs the command in-process against the test's SQS endpoint.
 func runDLQCLI(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	root := newRootCmd()
+	root := newRootCmd(App{})
 	var out, errw bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&errw)

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -60,7 +60,7 @@ index, oldest first, a page at a time.`,
 			if f.rejection && f.msgType != "" {
 				return errors.New("--type and --rejection exclude each other")
 			}
-			r, err := newInboxReader(cmd.Context(), g, 0)
+			r, err := newInboxReader(cmd.Context(), g)
 			if err != nil {
 				return err
 			}

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -31,6 +31,7 @@ func envName(flag string) string {
 
 // globals are the flags every command shares.
 type globals struct {
+	app         App
 	region      string
 	ddbEndpoint string
 	sqsEndpoint string
@@ -52,14 +53,19 @@ func (g *globals) store() (inbox.Store, error) {
 	return s, nil
 }
 
-func newRootCmd() *cobra.Command {
-	g := &globals{}
+func newRootCmd(app App) *cobra.Command {
+	g := &globals{app: app}
+	short := app.Short
+	if short == "" {
+		short = "Exactly-once effects from SQS into DynamoDB"
+	}
 	root := &cobra.Command{
-		Use:   "ddbworker",
-		Short: "Exactly-once effects from SQS into DynamoDB",
-		Long: `ddbworker consumes SQS and writes DynamoDB without double writes: the domain
-write and the inbox PROCESSING → COMPLETED flip commit in one TransactWriteItems,
-fenced by a lease token.
+		Use:     app.name(),
+		Short:   short,
+		Version: app.version(),
+		Long: short + `, built on ddbworker: the domain write and the inbox
+PROCESSING → COMPLETED flip commit in one TransactWriteItems, fenced by a
+lease token.
 
 Every flag can also be set through the environment: --queue-url is
 DDBWORKER_QUEUE_URL. AWS credentials, region and endpoints also come from the
@@ -75,7 +81,7 @@ SDK's own variables (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS
 	pf.StringVar(&g.ddbEndpoint, "dynamodb-endpoint", "", "DynamoDB endpoint URL (default: the SDK's, e.g. AWS_ENDPOINT_URL_DYNAMODB)")
 	pf.StringVar(&g.sqsEndpoint, "sqs-endpoint", "", "SQS endpoint URL (default: the SDK's, e.g. AWS_ENDPOINT_URL_SQS)")
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	pf.StringVar(&g.table, "table", "ddbworker", "DynamoDB table (inbox and example domain)")
+	pf.StringVar(&g.table, "table", "ddbworker", "DynamoDB table of the inbox records (and, usually, of the service's items)")
 	d := tables.DefaultLayout()
 	pf.StringVar(&g.layout.PartitionKey, "pk-attribute", d.PartitionKey, "the table's partition key attribute")
 	pf.StringVar(&g.layout.SortKey, "sk-attribute", d.SortKey, "the table's sort key attribute")
@@ -96,13 +102,9 @@ SDK's own variables (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS
 		newRunCmd(g),
 		newTablesCmd(g),
 		newQueuesCmd(g),
-		newSendCmd(g),
-		newDemoCmd(g),
-		newBenchCmd(g),
 		newDLQCmd(g),
 		newInboxCmd(g),
 		newSweepCmd(g),
-		newEmulatorsCmd(),
 	)
 	root.AddCommand(devCommands(g)...)
 	return root

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"bytes"
@@ -44,7 +44,7 @@ func newInboxCLI(t *testing.T) *inboxCLI {
 // run executes `ddbworker --dynamodb-endpoint … --table … args…` in-process.
 func (c *inboxCLI) run(args ...string) (string, error) {
 	c.t.Helper()
-	root := newRootCmd()
+	root := newRootCmd(App{})
 	root.SetArgs(append([]string{"--dynamodb-endpoint", os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"), "--table", c.env.Table}, args...))
 	var out, errOut bytes.Buffer
 	root.SetOut(&out)

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"fmt"
@@ -25,7 +25,7 @@ func newTablesCmd(g *globals) *cobra.Command {
 			if err := tables.Ensure(cmd.Context(), ddb, tables.Config{Name: g.table, Layout: g.layout, WaitTimeout: wait}); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "table %s is ACTIVE with indexes %s, %s and TTL on %q\n", g.table, tables.IndexAggregate, tables.IndexAttention, tables.AttrTTL)
+			fmt.Fprintf(cmd.OutOrStdout(), "table %s is ACTIVE with indexes %s, %s and TTL on %q\n", g.table, g.layout.AggregateIndex, g.layout.AttentionIndex, g.layout.TTL)
 			return nil
 		},
 	}

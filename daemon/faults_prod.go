@@ -1,6 +1,6 @@
 //go:build !ddbworker_dev
 
-package main
+package daemon
 
 import (
 	"context"

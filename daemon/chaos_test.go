@@ -1,6 +1,6 @@
 //go:build ddbworker_dev
 
-package main
+package daemon
 
 import (
 	"bytes"
@@ -95,7 +95,7 @@ func TestChaosShort(t *testing.T) {
 // The command's flags map onto chaos.Config: 0 kills or pauses means none,
 // zero fault rates mean no faults.
 func TestChaosFlags(t *testing.T) {
-	root := newRootCmd()
+	root := newRootCmd(App{})
 	cmd, _, err := root.Find([]string{"chaos"})
 	require.NoError(t, err)
 	require.Equal(t, "chaos", cmd.Name())

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -23,35 +23,32 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ddbworker/ddbworker"
-	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/slots"
 	"github.com/ddbworker/ddbworker/worker"
 )
 
 type runFlags struct {
-	queueURL          string
-	dlqURL            string
-	concurrency       int
-	batchSize         int
-	waitTime          time.Duration
-	visibility        time.Duration
-	clockSkew         time.Duration
-	messageTimeout    time.Duration
-	drainTimeout      time.Duration
-	startupTimeout    time.Duration
-	maxAttempts       int
-	terminalPolicy    string
-	metricsAddr       string
-	fused             bool
-	trackApplications bool
-	depthInterval     time.Duration
-	callTimeout       time.Duration
-	maxWCU            float64
-	healthFailures    int
-	healthWindow      time.Duration
-	probeMaxInterval  time.Duration
-	faults            faultFlags
+	queueURL         string
+	dlqURL           string
+	concurrency      int
+	batchSize        int
+	waitTime         time.Duration
+	visibility       time.Duration
+	clockSkew        time.Duration
+	messageTimeout   time.Duration
+	drainTimeout     time.Duration
+	startupTimeout   time.Duration
+	maxAttempts      int
+	terminalPolicy   string
+	metricsAddr      string
+	depthInterval    time.Duration
+	callTimeout      time.Duration
+	maxWCU           float64
+	healthFailures   int
+	healthWindow     time.Duration
+	probeMaxInterval time.Duration
+	faults           faultFlags
 }
 
 func (f *runFlags) register(cmd *cobra.Command) {
@@ -69,8 +66,6 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.maxAttempts, "max-attempts", 5, "business attempts unless a message's attemptPolicy sets its own")
 	fl.StringVar(&f.terminalPolicy, "terminal-policy", string(worker.PolicyDLQ), "terminal failures: dlq, quarantine or redrive")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "127.0.0.1:9090", "address of /metrics, /healthz and /readyz (empty: off)")
-	fl.BoolVar(&f.fused, "fused", false, "use the fused commit (one round trip per fresh message)")
-	fl.BoolVar(&f.trackApplications, "track-applications", false, "example domain: keep an application counter per work item")
 	fl.DurationVar(&f.depthInterval, "depth-interval", 15*time.Second, "how often to read queue and DLQ depth for metrics (0: never)")
 	fl.DurationVar(&f.callTimeout, "call-timeout", 0, "bound of each DynamoDB call, its SDK retries included (a timeout is infrastructure trouble, never a business attempt); below --visibility-timeout (default 5s, or half of --visibility-timeout when that is shorter)")
 	fl.Float64Var(&f.maxWCU, "max-wcu", 0, "pace this worker's DynamoDB writes to this many write capacity units per second (0: unpaced; a fleet of N workers sharing a budget B sets B/N)")
@@ -117,7 +112,7 @@ func newRunCmd(g *globals) *cobra.Command {
 	f := &runFlags{}
 	cmd := &cobra.Command{
 		Use:   "run",
-		Short: "Run the worker daemon (the example case domain's handlers) until SIGTERM",
+		Short: "Run the worker until SIGTERM: receive, gate, handle, commit, ack",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := g.logger(os.Stderr)
 			if err != nil {
@@ -127,6 +122,9 @@ func newRunCmd(g *globals) *cobra.Command {
 		},
 	}
 	f.register(cmd)
+	if g.app.Flags != nil {
+		g.app.Flags(cmd.Flags())
+	}
 	return cmd
 }
 
@@ -149,17 +147,16 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 	if err != nil {
 		return err
 	}
-	handlers := ddbworker.NewRegistry()
-	var opts []ddbworker.RouteOption
-	if f.fused {
-		opts = append(opts, ddbworker.Fused())
-	}
-	if err := (&caseflow.Handlers{Table: g.table, TrackApplications: f.trackApplications}).Register(handlers, opts...); err != nil {
-		return err
-	}
 	store, err := g.store()
 	if err != nil {
 		return err
+	}
+	if g.app.Register == nil {
+		return errors.New("daemon: App.Register is required: the service registers its handlers there")
+	}
+	handlers := ddbworker.NewRegistry()
+	if err := g.app.Register(handlers, Env{Store: store, AWS: cfg, DynamoDB: ddb, Logger: log}); err != nil {
+		return fmt.Errorf("registering the handlers: %w", err)
 	}
 	w, err := worker.New(worker.Deps{DynamoDB: ddb, SQS: q, Handlers: handlers, Logger: log, Metrics: metrics}, f.workerConfig(store))
 	if err != nil {
@@ -186,7 +183,7 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 	}
 	ready.Store(true)
 	log.Info("worker started", "table", g.table, "queueUrl", f.queueURL, "concurrency", f.concurrency,
-		"visibilityTimeout", f.visibility.String(), "terminalPolicy", f.terminalPolicy, "fused", f.fused)
+		"visibilityTimeout", f.visibility.String(), "terminalPolicy", f.terminalPolicy, "types", handlers.Types(), "version", g.app.version())
 	err = w.Run(ctx)
 	ready.Store(false)
 	log.Info("worker stopped", "error", fmt.Sprint(err))

@@ -1,4 +1,6 @@
-package main
+//go:build ddbworker_dev
+
+package daemon
 
 import (
 	"errors"

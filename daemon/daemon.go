@@ -1,0 +1,118 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/ddbworker/ddbworker"
+	"github.com/ddbworker/ddbworker/inbox"
+)
+
+// App is a worker service: its handlers, and what it adds to the command
+// line. The daemon gives it everything else.
+type App struct {
+	// Name is the command's name in help and logs. Default: the
+	// executable's base name.
+	Name string
+	// Short describes the service in help. Default: "Exactly-once effects
+	// from SQS into DynamoDB".
+	Short string
+	// Register registers the service's handlers. Required. It runs when
+	// `run` starts, after the flags were parsed (so the values Flags bound
+	// are set), with the resolved Env.
+	Register func(reg *ddbworker.Registry, env Env) error
+	// Flags adds the service's own flags to `run`; like every flag, each is
+	// also a DDBWORKER_* environment variable. Optional.
+	Flags func(fs *pflag.FlagSet)
+	// Version is printed by --version and exported as the version label of
+	// ddbworker_build_info. Default: the main module's version from the
+	// build info ("(devel)" for a local build).
+	Version string
+}
+
+// Env is what Register sees of the daemon's configuration.
+type Env struct {
+	// Store is the inbox store: Store.Table is the table the handlers
+	// usually write their items to as well.
+	Store inbox.Store
+	// AWS is the SDK configuration the daemon's clients use.
+	AWS aws.Config
+	// DynamoDB is the daemon's client (handlers may read with it).
+	DynamoDB *dynamodb.Client
+	// Logger is the daemon's JSON logger.
+	Logger *slog.Logger
+}
+
+// Main runs the command line of app — `run` (the worker), `tables create`,
+// `queues create`, `inbox`, `dlq`, `sweep` — and exits: 0 after a graceful
+// stop, 1 with the reason on stderr otherwise. SIGINT and SIGTERM stop
+// `run` gracefully.
+func Main(app App) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := Command(app).ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		var exit *exitError
+		if errors.As(err, &exit) {
+			os.Exit(exit.code)
+		}
+		fmt.Fprintf(os.Stderr, "%s: %v\n", app.name(), err)
+		os.Exit(1)
+	}
+}
+
+// Command returns app's command line without running it (to embed it in
+// a larger one, or to test it).
+func Command(app App) *cobra.Command { return newRootCmd(app) }
+
+func (a App) name() string {
+	if a.Name != "" {
+		return a.Name
+	}
+	return filepath.Base(os.Args[0])
+}
+
+func (a App) version() string {
+	if a.Version != "" {
+		return a.Version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+// revision is the VCS revision the binary was built from ("" if unknown).
+func revision() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" {
+			return s.Value
+		}
+	}
+	return ""
+}
+
+// exitError ends the process with code after the command printed its own
+// explanation.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
