@@ -4,6 +4,7 @@ package daemon
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -24,28 +25,45 @@ import (
 
 func newBenchCmd(g *globals) *cobra.Command {
 	var (
-		cfg     bench.Config
-		conc    string
-		sizes   string
-		kinds   string
-		asJSON  bool
-		emuDir  string
-		profile string
+		cfg      bench.Config
+		conc     string
+		sizes    string
+		kinds    string
+		throttle string
+		asJSON   bool
+		emuDir   string
+		profile  string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure naive, default and fused workers against a bare-calls ceiling on local emulators",
+		Short: "Measure naive, default and fused workers against a bare-calls ceiling, and the default worker under throttling, on local emulators",
 		Long: `bench runs the same CaseNoteRecorded messages (one ~1 KB case item per message,
 a share of duplicates) through each worker at each concurrency, and through a
 bare loop that issues exactly that worker's DynamoDB and SQS calls with no
 worker around them. Efficiency is the worker's throughput divided by its
 ceiling's. Calls per message are counted by SDK middleware, separately for
 fresh messages and duplicates; WCU are shown as DynamoDB Local reports them and
-computed in AWS terms from item sizes.`,
+computed in AWS terms from item sizes.
+
+The throttled scenario (--throttle) runs the default worker against DynamoDB
+Local through a proxy that throttles a share of the requests at random, once as
+shipped (health gate and adaptive concurrency: "gated") and once without them
+("ungated"), on a queue whose redrive policy dead-letters after 10 receives.
+It reports DynamoDB requests per applied message as the proxy saw them (SDK
+retries and throttled requests included), throughput, probes, time paused,
+the concurrency limit, dead-lettered messages and business attempts used.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			if cfg.Concurrency, err = ints(conc); err != nil {
+			if strings.TrimSpace(conc) == "" {
+				cfg.SkipConcurrency = true
+			} else if cfg.Concurrency, err = ints(conc); err != nil {
 				return fmt.Errorf("--concurrency: %w", err)
+			}
+			if cfg.Throttle, err = fractions(throttle); err != nil {
+				return fmt.Errorf("--throttle: %w", err)
+			}
+			if len(cfg.Throttle) > 0 && !bench.ThrottleAvailable {
+				return errors.New("--throttle: the throttled scenario needs the development build (bin/ddbworker-dev)")
 			}
 			if cfg.Sizes, err = ints(sizes); err != nil {
 				return fmt.Errorf("--sizes: %w", err)
@@ -62,7 +80,7 @@ computed in AWS terms from item sizes.`,
 				return err
 			}
 			defer stop()
-			env := bench.Env{AWS: awsCfg, Table: "ddbworker-bench-" + caseflow.NewID("")[:8]}
+			env := bench.Env{AWS: awsCfg, Table: "ddbworker-bench-" + caseflow.NewID("")[:8], DynamoDBEndpoint: g.ddbEndpoint}
 			env.DynamoDB = []func(*dynamodb.Options){func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(g.ddbEndpoint) }}
 			env.SQS = []func(*sqs.Options){func(o *sqs.Options) { o.BaseEndpoint = aws.String(g.sqsEndpoint) }}
 			if profile != "" {
@@ -93,11 +111,20 @@ computed in AWS terms from item sizes.`,
 	f := cmd.Flags()
 	f.IntVar(&cfg.Messages, "count", 2000, "messages per run (fresh + duplicates)")
 	f.Float64Var(&cfg.DuplicateRatio, "duplicates", 0.25, "share of duplicates in each run")
-	f.StringVar(&conc, "concurrency", "1,4,16,64", "concurrency sweep, comma-separated")
+	f.StringVar(&conc, "concurrency", "1,4,16,64", `concurrency sweep, comma-separated ("": skip it)`)
 	f.StringVar(&sizes, "sizes", "", "size sweep: messages per run, comma-separated (e.g. 1000,10000,50000); the inbox keeps growing")
 	f.IntVar(&cfg.SizeConcurrency, "size-concurrency", 16, "concurrency of the size sweep")
 	f.IntVar(&cfg.BatchSize, "batch-size", 0, "messages per receive (default min(10, concurrency))")
 	f.StringVar(&kinds, "workers", "naive,default,fused", "workers to compare")
+	throttleDefault := "" // the production build has no throttled scenario
+	if bench.ThrottleAvailable {
+		throttleDefault = "0.1,0.3,0.6,0.9"
+	}
+	f.StringVar(&throttle, "throttle", throttleDefault, `throttled scenario (development build only): fractions of DynamoDB requests throttled, comma-separated, run after an unthrottled baseline row ("" or 0: skip the scenario)`)
+	f.IntVar(&cfg.ThrottleMessages, "throttle-count", bench.ThrottleMessagesDefault, "messages per run of the throttled scenario")
+	f.IntVar(&cfg.ThrottleConcurrency, "throttle-concurrency", bench.ThrottleConcurrencyDefault, "concurrency of the throttled scenario's worker")
+	f.DurationVar(&cfg.ThrottleTimeout, "throttle-timeout", bench.ThrottleTimeoutDefault, "longest run of the throttled scenario; a run stopped by it is reported as timed out")
+	f.Uint64Var(&cfg.ThrottleSeed, "throttle-seed", bench.ThrottleSeedDefault, "seed of the proxy's throttling draws")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	f.StringVar(&emuDir, "emulators-dir", "", "directory of the emulators' npm install")
 	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -115,6 +142,24 @@ func ints(s string) ([]int, error) {
 			return nil, fmt.Errorf("%q is not a positive integer", p)
 		}
 		out = append(out, n)
+	}
+	return out, nil
+}
+
+// fractions parses --throttle: fractions in (0, 1]; "" or only zeros: none.
+func fractions(s string) ([]float64, error) {
+	var out []float64
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		f, err := strconv.ParseFloat(p, 64)
+		if err != nil || !(f >= 0 && f <= 1) {
+			return nil, fmt.Errorf("%q is not a fraction within [0, 1]", p)
+		}
+		if f > 0 {
+			out = append(out, f)
+		}
 	}
 	return out, nil
 }
@@ -150,7 +195,50 @@ func printBench(out io.Writer, r *bench.Report, took time.Duration) {
 	rows("CONCURRENCY SWEEP", r.Concurrency)
 	rows("SIZE SWEEP (default worker)", r.Sizes)
 	_ = tw.Flush()
-	fmt.Fprintf(out, "\n%d messages per run, %.0f%% duplicates; took %s\n", r.Config.Messages, 100*r.Config.DuplicateRatio, took.Round(time.Second))
+	if len(r.Concurrency)+len(r.Sizes) > 0 {
+		fmt.Fprintf(out, "\n%d messages per run, %.0f%% duplicates\n", r.Config.Messages, 100*r.Config.DuplicateRatio)
+	}
+	printThrottled(out, r)
+	fmt.Fprintf(out, "\ntook %s\n", took.Round(time.Second))
+}
+
+// printThrottled prints the throttled scenario's table.
+func printThrottled(out io.Writer, r *bench.Report) {
+	if len(r.Throttled) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "\nTHROTTLED (default worker)\n")
+	fmt.Fprintln(tw, "throttled\tvariant\tmessages\tapplied\tmsg/s\tDDB req\tDDB req/msg\tthrottled/msg\treq/call\tprobes\tpaused\tlimit min/avg\tSQS/msg\tDLQ redrive/worker\tattempts used (max)\tapplied twice\tduration\tstatus\t")
+	for _, x := range r.Throttled {
+		perMsg := func(v float64) string {
+			if x.Applied == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.2f", v)
+		}
+		reqPerCall := "-"
+		if x.Calls > 0 {
+			reqPerCall = fmt.Sprintf("%.2f", float64(x.Requests)/float64(x.Calls))
+		}
+		paused := "-"
+		if x.Pauses > 0 {
+			paused = fmt.Sprintf("%d× %.1fs", x.Pauses, x.Paused.Seconds())
+		}
+		status := "done"
+		if x.TimedOut {
+			status = fmt.Sprintf("timed out, %d left", x.Left())
+		}
+		fmt.Fprintf(tw, "%.0f%%\t%s\t%d\t%d\t%.1f\t%d\t%s\t%s\t%s\t%d\t%s\t%d / %.1f\t%s\t%d / %d\t%d (%d)\t%d\t%.1fs\t%s\t\n",
+			100*x.Fraction, x.Variant, x.Messages, x.Applied, x.Throughput, x.Requests, perMsg(x.RequestsPerMessage), perMsg(x.ThrottledPerMessage),
+			reqPerCall, x.Probes, paused, x.MinLimit, x.AvgLimit, perMsg(x.SQSPerMessage), x.DeadLettered, x.WorkerDLQ, x.AttemptsUsed, x.MaxAttempts,
+			x.AppliedTwice, x.Elapsed.Seconds(), status)
+	}
+	_ = tw.Flush()
+	c := r.Config
+	fmt.Fprintf(out, "\n%d fresh messages per run, concurrency %d, requests throttled at random (seed %d), maxReceiveCount %d, runs stopped after %s.\n",
+		c.ThrottleMessages, c.ThrottleConcurrency, c.ThrottleSeed, bench.ThrottleMaxReceiveCount, c.ThrottleTimeout)
+	fmt.Fprintln(out, "Per message = per applied message. gated: health gate + adaptive limit (as shipped); ungated: both off.")
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond)) }

@@ -64,8 +64,37 @@ type Config struct {
 	Kinds []Kind
 	// NoteBytes is the note that makes the case item about 1 KB. Default: 800.
 	NoteBytes int
+	// SkipConcurrency skips the concurrency sweep (and its warm-up).
+	SkipConcurrency bool
+	// Throttle are the throttle fractions of the throttled scenario, each
+	// in (0, 1]: the default worker, gated and ungated, against DynamoDB
+	// Local behind a proxy that throttles that share of the requests at
+	// random. An unthrottled baseline row comes first. Default: none (the
+	// scenario is skipped). Only the development build runs it
+	// (ThrottleAvailable).
+	Throttle []float64
+	// ThrottleMessages per run of the throttled scenario (fresh messages).
+	// Default: ThrottleMessagesDefault.
+	ThrottleMessages int
+	// ThrottleConcurrency of the throttled scenario's worker (its
+	// Config.Concurrency: the adaptive limit's ceiling). Default:
+	// ThrottleConcurrencyDefault.
+	ThrottleConcurrency int
+	// ThrottleTimeout bounds each run of the throttled scenario; a run
+	// stopped by it is reported as timed out. Default:
+	// ThrottleTimeoutDefault.
+	ThrottleTimeout time.Duration
+	// ThrottleSeed seeds the proxy's throttling draws; every run starts
+	// from it. Default: ThrottleSeedDefault.
+	ThrottleSeed uint64
 	// Progress receives one line per finished measurement. Default: none.
 	Progress io.Writer
+
+	// throttleWaitTime is the long-poll wait of the throttled scenario's
+	// worker. Default (zero): the worker's, 20s, so SQS calls per message
+	// are a deployed worker's; but a worker's shutdown waits for its poll
+	// in flight, so the package's test shortens it.
+	throttleWaitTime time.Duration
 }
 
 func (c *Config) defaults() error {
@@ -90,8 +119,31 @@ func (c *Config) defaults() error {
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
+	if c.ThrottleMessages == 0 {
+		c.ThrottleMessages = ThrottleMessagesDefault
+	}
+	if c.ThrottleConcurrency == 0 {
+		c.ThrottleConcurrency = ThrottleConcurrencyDefault
+	}
+	if c.ThrottleTimeout == 0 {
+		c.ThrottleTimeout = ThrottleTimeoutDefault
+	}
+	if c.ThrottleSeed == 0 {
+		c.ThrottleSeed = ThrottleSeedDefault
+	}
 	if c.Messages < 10 || c.DuplicateRatio < 0 || c.DuplicateRatio >= 1 {
 		return errors.New("bench: need at least 10 messages and a duplicate ratio in [0, 1)")
+	}
+	if len(c.Throttle) > 0 && !ThrottleAvailable {
+		return errNoThrottle
+	}
+	for _, f := range c.Throttle {
+		if !(f > 0 && f <= 1) {
+			return fmt.Errorf("bench: throttle fraction %v must be within (0, 1]", f)
+		}
+	}
+	if c.ThrottleMessages < 10 || c.ThrottleConcurrency < 1 || c.ThrottleTimeout < 0 || c.throttleWaitTime < 0 || c.throttleWaitTime > 20*time.Second {
+		return errors.New("bench: the throttled scenario needs at least 10 messages, a concurrency of at least 1, a timeout that is not negative and a long-poll wait within 0..20s")
 	}
 	for _, k := range c.Kinds {
 		if k != KindNaive && k != KindDefault && k != KindFused {
@@ -108,6 +160,10 @@ type Env struct {
 	SQS      []func(*sqs.Options)
 	// Table is created (tables.Ensure) if missing and shared by all runs.
 	Table string
+	// DynamoDBEndpoint is the URL the DynamoDB options point at (DynamoDB
+	// Local): the throttled scenario puts its proxy in front of it.
+	// Required for that scenario.
+	DynamoDBEndpoint string
 }
 
 // Phase is the measurement of one message set through one consumer.
@@ -169,9 +225,13 @@ type Report struct {
 	Config      Config   `json:"-"`
 	Concurrency []Result `json:"concurrencySweep"`
 	Sizes       []Result `json:"sizeSweep"`
+	// Throttled are the throttled scenario's rows: per fraction (the
+	// unthrottled baseline first), the gated variant, then the ungated one.
+	Throttled []ThrottledResult `json:"throttled"`
 }
 
-// Run runs the concurrency sweep for every kind, then the size sweep.
+// Run runs the concurrency sweep for every kind, then the size sweep, then
+// the throttled scenario.
 func Run(ctx context.Context, env Env, cfg Config) (*Report, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
@@ -181,14 +241,22 @@ func Run(ctx context.Context, env Env, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	r := &Report{Config: cfg}
-	// Warm DynamoDB Local's JIT up before anything is measured.
-	fmt.Fprintln(cfg.Progress, "[bench] warming up the emulators …")
-	warm, err := runOne(ctx, env, cfg, KindDefault, 16, min(cfg.Messages, 500), 0)
-	if err != nil {
-		return nil, fmt.Errorf("bench: warm-up: %w", err)
+	sweeps := !cfg.SkipConcurrency || len(cfg.Sizes) > 0
+	inboxRecords := 0
+	if sweeps {
+		// Warm DynamoDB Local's JIT up before anything is measured.
+		fmt.Fprintln(cfg.Progress, "[bench] warming up the emulators …")
+		warm, err := runOne(ctx, env, cfg, KindDefault, 16, min(cfg.Messages, 500), 0)
+		if err != nil {
+			return nil, fmt.Errorf("bench: warm-up: %w", err)
+		}
+		inboxRecords = inboxWrites(warm)
 	}
-	inboxRecords := inboxWrites(warm)
-	for _, conc := range cfg.Concurrency {
+	concurrency := cfg.Concurrency
+	if cfg.SkipConcurrency {
+		concurrency = nil
+	}
+	for _, conc := range concurrency {
 		var naive float64
 		for _, kind := range cfg.Kinds {
 			res, err := runOne(ctx, env, cfg, kind, conc, cfg.Messages, inboxRecords)
@@ -215,6 +283,12 @@ func Run(ctx context.Context, env Env, cfg Config) (*Report, error) {
 		inboxRecords += inboxWrites(res)
 		fmt.Fprintf(cfg.Progress, "[bench] size %-6d inbox before %-7d %6.0f msg/s  efficiency %.2f\n", n, res.InboxBefore, res.Worker.Throughput, res.Efficiency)
 		r.Sizes = append(r.Sizes, *res)
+	}
+	if len(cfg.Throttle) > 0 {
+		var err error
+		if r.Throttled, err = runThrottled(ctx, env, cfg, !sweeps); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }
