@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -222,7 +221,9 @@ func (h *dbHealth) probeUntilHealthy(ctx context.Context) bool {
 }
 
 // probe is one cheap write to this worker's health item in the inbox
-// table: one request (no SDK retry), bounded by the call timeout.
+// table, under the same retry policy as the calls whose failures tripped
+// the gate (so the gate does not recover more slowly than it trips), bounded
+// by the call timeout; its outcome does not feed the detector.
 func (h *dbHealth) probe(ctx context.Context) error {
 	now := h.w.cfg.Now()
 	l := h.w.cfg.Store.Layout
@@ -236,7 +237,7 @@ func (h *dbHealth) probe(ctx context.Context) error {
 			"probedAt":     &ddbtypes.AttributeValueMemberS{Value: inbox.FormatTime(now)},
 			l.TTL:          &ddbtypes.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(24*time.Hour).Unix(), 10)},
 		},
-	}, func(o *dynamodb.Options) { o.Retryer = retry.AddWithMaxAttempts(o.Retryer, 1) })
+	}, h.w.db.opt)
 	return err
 }
 

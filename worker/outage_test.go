@@ -183,6 +183,30 @@ func TestInfrastructureIsNotAnAttempt(t *testing.T) {
 	}
 }
 
+// A refund that cannot be written when the attempt ends (the database
+// throttles the Release too) is retried in the background while the
+// message stays hidden until its lease ends: the next delivery still finds
+// the attempt refunded. Before, the refund was dropped and the takeover
+// after the lease counted a business attempt.
+func TestRefundRetriedInBackground(t *testing.T) {
+	h := newHarness(t, testenv.Options{})
+	h.seedCases("c1")
+	h.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "TransactWriteItems", Kind: faults.KindThrottle, Times: 3})
+	h.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "UpdateItem", Kind: faults.KindThrottle, Times: 3}) // the Release
+	cfg := h.testConfig()
+	cfg.VisibilityTimeout, cfg.CallTimeout = 10*time.Second, 5*time.Second
+	h.start(cfg, worker.Deps{Handlers: h.caseHandlers()})
+	env := mustEnv(t)(caseflow.NewDeadlineRequest("k-refund", "c1", "intake", effective))
+	env.AttemptPolicy = &envelope.AttemptPolicy{MaxBusinessAttempts: 1}
+	h.send(env)
+	ev := h.waitEvents(1, 60*time.Second, final)[0]
+	require.Equal(t, worker.OutcomeApplied, ev.Outcome, "%+v", h.allEvents())
+	require.Equal(t, 1, ev.Attempt)
+	rec := h.record("k-refund", caseflow.TypeDeadline)
+	require.Equal(t, 1, rec.Attempts)
+	require.Equal(t, 2, rec.Deliveries)
+}
+
 // A deploy never moves work closer to terminal: when the drain timeout
 // cancels a handler, the lease is given back, the attempt refunded and the
 // message made visible at once; the next worker applies it as attempt 1.

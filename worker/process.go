@@ -450,7 +450,11 @@ func (w *Worker) giveBack(ctx context.Context, lease inbox.Lease, f *failure.Err
 		w.log.Warn("could not release the lease; the release goes with the message", "idempotencyKey", lease.Key,
 			"code", f.Code, "error", truncateRunes(err.Error(), maxLoggedMessage))
 		disp = keepFor(OutcomeRetry, w.cfg.Backoff.delay(max(1, step)), f)
-		disp.infra, disp.release, disp.attempt = true, &pendingRelease{lease: lease, failure: f}, lease.Attempts-1
+		// Until the refund is written the attempt still counts; keep the
+		// message hidden until the lease ends, so the refund (retried in the
+		// background, or carried by a parked message) lands first.
+		disp.hide = max(disp.hide, w.policy.Remaining(lease.ExpiresAt, w.cfg.Now())+time.Second)
+		disp.infra, disp.release, disp.attempt = true, &pendingRelease{lease: lease, failure: f}, lease.Attempts
 		return disp, false
 	}
 	if step == 0 {
@@ -706,6 +710,9 @@ func (w *Worker) finish(ctx context.Context, d *delivery, disp disposition, del 
 		}
 	case disp.keep:
 		w.changeVisibility(ctx, d.m, disp.hide)
+		if disp.release != nil && w.releases != nil {
+			w.releases.add(*disp.release)
+		}
 	}
 	final := result == settledFinal
 

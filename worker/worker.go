@@ -194,6 +194,7 @@ type Worker struct {
 	pool        *slots.Pool
 	health      *dbHealth
 	parked      parkingLot
+	releases    *releaser // nil under Lambda (no background work)
 	fail        func(string)
 	fixed       bool // hooks.FixedConcurrency
 	ran         sync.Once
@@ -455,6 +456,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	var background sync.WaitGroup
 	bgCtx, stopBackground := context.WithCancel(workCtx)
 	background.Go(func() { w.health.run(bgCtx) })
+	w.releases = newReleaser(w)
+	background.Go(func() { w.releases.run(bgCtx) })
 	background.Go(func() { w.keepParked(bgCtx) })
 
 	// A permanent receive error stops every poller; in-flight work still

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/ddbproxy"
@@ -146,7 +147,7 @@ func throttledRun(ctx context.Context, env Env, cfg Config, fraction float64, v 
 	var finals, workerDLQ atomic.Int64
 	var lastFinal atomic.Int64 // UnixNano
 	settledOne := make(chan struct{}, 1)
-	reg := worker.NewRegistry()
+	reg := ddbworker.NewRegistry()
 	if err := (&caseflow.Handlers{Table: env.Table}).Register(reg); err != nil {
 		return nil, err
 	}
@@ -164,7 +165,7 @@ func throttledRun(ctx context.Context, env Env, cfg Config, fraction float64, v 
 			case settledOne <- struct{}{}:
 			default:
 			}
-		}}, worker.Config{Table: env.Table, QueueURL: q.URL, DLQURL: q.DLQURL, Concurrency: cfg.ThrottleConcurrency,
+		}}, worker.Config{Store: inbox.Store{Table: env.Table}, QueueURL: q.URL, DLQURL: q.DLQURL, Concurrency: cfg.ThrottleConcurrency,
 		VisibilityTimeout: leasePolicy.Lease, WaitTime: cfg.throttleWaitTime, DrainTimeout: 5 * time.Second})
 	if err != nil {
 		return nil, err
@@ -427,7 +428,7 @@ func attemptsUsed(ctx context.Context, ddb *dynamodb.Client, table string, ms *m
 	var keys []map[string]ddbtypes.AttributeValue
 	for _, body := range ms.fresh {
 		e := ms.envs[body]
-		keys = append(keys, inbox.KeyOf(e.IdempotencyKey, e.MessageType))
+		keys = append(keys, (inbox.Store{}).Key(e.IdempotencyKey, e.MessageType))
 	}
 	items, err := batchGet(ctx, ddb, table, keys)
 	if err != nil {
@@ -435,7 +436,7 @@ func attemptsUsed(ctx context.Context, ddb *dynamodb.Client, table string, ms *m
 	}
 	byStatus = map[inbox.Status]int{}
 	for _, it := range items {
-		rec, err := inbox.Decode(it)
+		rec, err := (inbox.Store{}).Decode(it)
 		if err != nil {
 			return 0, 0, nil, fmt.Errorf("bench: read back: %w", err)
 		}

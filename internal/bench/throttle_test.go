@@ -69,16 +69,10 @@ func TestThrottledScenario(t *testing.T) {
 		require.Zero(t, x.DeadLettered)
 		require.Zero(t, x.WorkerDLQ)
 		require.Zero(t, x.AppliedTwice, "applied twice")
-		// Infrastructure trouble is not a business attempt, so this should
-		// be 0. It is not yet: when the commit is throttled and so is the
-		// Release that refunds its attempt, the worker keeps the message
-		// without the release (only a parked message carries it), and the
-		// takeover after the lease expires counts a second attempt — 0 to 3 %
-		// of messages at fraction 0.5, gated or not. Until worker/
-		// carries a failed release with a kept message too, the bound is
-		// loose enough for that leak and tight enough to catch a worker
-		// that counts every infrastructure failure as an attempt.
-		require.LessOrEqual(t, x.AttemptsUsed, messages/10, "%v %s: infrastructure trouble is not a business attempt", x.Fraction, x.Variant)
+		// Infrastructure trouble is not a business attempt: a refund that
+		// could not be written is retried in the background while its
+		// message stays hidden until the lease ends.
+		require.Zero(t, x.AttemptsUsed, "%v %s: infrastructure trouble is not a business attempt", x.Fraction, x.Variant)
 		require.Equal(t, map[inbox.Status]int{inbox.StatusCompleted: messages}, x.InboxStatus)
 		require.Positive(t, x.Throughput)
 		require.Positive(t, x.SQSCalls)

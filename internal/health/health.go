@@ -8,10 +8,11 @@
 // the caller decides what counts) and they are at least FailureRatio of the
 // calls in it. A minimum count keeps one unlucky call from pausing a quiet
 // worker; a ratio keeps a busy worker from pausing for a handful of
-// throttles among thousands of good calls. It also trips on Consecutive
-// failures in a row with no success between them: a worker whose calls
-// hang makes few calls (each waits for its timeout, and its concurrency
-// limit has shrunk), too few to fill the window.
+// throttles among thousands of good calls. While the window holds fewer
+// than twice MinFailures calls it also trips on Consecutive failures in a
+// row: a worker whose calls hang makes few calls (each waits for its
+// timeout, and its concurrency limit has shrunk), too few to fill the
+// window.
 //
 // It does not pause anything itself, nor decide what a failure is: the
 // worker feeds it, stops receiving when it trips, and probes on the
@@ -125,7 +126,11 @@ func (d *Detector) Record(now time.Time, failed bool) bool {
 		d.run = 0
 	}
 	calls, failures := d.counts(now)
-	return d.run >= d.cfg.Consecutive || d.trips(calls, failures)
+	// Failures in a row judge only a sparse window (calls that hang are
+	// few); a busy window is judged by its counts, or a worker would pause
+	// for a short run of bad luck among many good calls.
+	sparse := calls < 2*d.cfg.MinFailures
+	return (sparse && d.run >= d.cfg.Consecutive) || d.trips(calls, failures)
 }
 
 // Counts returns the calls and failures in the window ending at now.
