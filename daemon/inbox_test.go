@@ -429,3 +429,42 @@ func (c *inboxCLI) requireErrors(errs []cliError) {
 		})
 	}
 }
+
+// reopen gives a FAILED_TERMINAL work item back to the retry path, fenced
+// and audited; anything else is refused.
+func TestInboxReopen(t *testing.T) {
+	c := newInboxCLI(t)
+	c.failed(inbox.StatusFailedTerminal, "case-9:stage", "CASE_NOT_FOUND", c.now.Add(-time.Minute))
+	c.processing("case-9:open", c.now.Add(time.Minute))
+
+	doc := c.runJSON("inbox", "reopen", "case-9:stage", "--type", "CaseOpened", "--reason", "case 9 restored", "--by", "ops@test",
+		"--attention-shards", fmt.Sprint(inboxTestShards))
+	require.Len(t, doc.Records, 1)
+	r := doc.Records[0]
+	require.Equal(t, string(inbox.StatusFailedRetryable), r.Status)
+	require.Zero(t, r.Attempts, "a fresh attempts budget")
+	require.Equal(t, 4, r.Deliveries, "deliveries stay as history")
+	require.Equal(t, "CASE_NOT_FOUND", r.FailureCode, "the last failure stays on the record")
+	require.Equal(t, "ops@test", r.ReopenedBy)
+	require.Equal(t, "case 9 restored", r.ReopenReason)
+	require.NotEmpty(t, r.ReopenedAt)
+	listed := c.runJSON("inbox", "list", "--status", "FAILED_RETRYABLE", "--attention-shards", fmt.Sprint(inboxTestShards))
+	require.Equal(t, []string{"case-9:stage"}, keysOfJSON(listed), "in the attention index under its new status")
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"again: it is not FAILED_TERMINAL any more", []string{"case-9:stage", "--type", "CaseOpened", "--reason", "x"}, "is FAILED_RETRYABLE, not FAILED_TERMINAL"},
+		{"in flight", []string{"case-9:open", "--type", "CaseOpened", "--reason", "x"}, "is PROCESSING, not FAILED_TERMINAL"},
+		{"no reason", []string{"case-9:stage", "--type", "CaseOpened"}, "--type and --reason are required"},
+		{"no such record", []string{"case-404", "--type", "CaseOpened", "--reason", "x"}, "not found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := c.run(append([]string{"inbox", "reopen"}, tc.args...)...)
+			require.Error(t, err, out)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}

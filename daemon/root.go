@@ -32,6 +32,7 @@ func envName(flag string) string {
 // globals are the flags every command shares.
 type globals struct {
 	app         App
+	cmd         *cobra.Command // the command being run (its flags say what was given)
 	region      string
 	ddbEndpoint string
 	sqsEndpoint string
@@ -73,6 +74,7 @@ SDK's own variables (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			g.cmd = cmd
 			return bindEnv(cmd)
 		},
 	}

@@ -8,13 +8,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/prometheus/client_golang/prometheus"
@@ -128,8 +128,9 @@ func newRunCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// runDaemon serves metrics and health, checks the table and queue until
-// they answer, then runs the worker until ctx ends.
+// runDaemon serves metrics and health, checks the table and queues (at
+// once for what will not heal, until --startup-timeout for what may), then
+// runs the worker until ctx ends.
 func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) error {
 	cfg, err := g.awsConfig(ctx)
 	if err != nil {
@@ -158,14 +159,19 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 	if err := g.app.Register(handlers, Env{Store: store, AWS: cfg, DynamoDB: ddb, Logger: log}); err != nil {
 		return fmt.Errorf("registering the handlers: %w", err)
 	}
-	w, err := worker.New(worker.Deps{DynamoDB: ddb, SQS: q, Handlers: handlers, Logger: log, Metrics: metrics}, f.workerConfig(store))
-	if err != nil {
-		return err
+	// The worker's configuration is checked before anything is called.
+	if _, err := worker.New(worker.Deps{DynamoDB: ddb, SQS: q, Handlers: handlers}, f.workerConfig(store)); err != nil {
+		return flagErrors(err)
 	}
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "ddbworker", Name: "build_info",
+		Help: "1, labelled with the service's name and version, the VCS revision and the Go version it was built with."},
+		[]string{"service", "version", "revision", "goversion"})
+	build.WithLabelValues(g.app.name(), g.app.version(), revision(), runtime.Version()).Set(1)
+	reg.MustRegister(build)
 
-	var ready atomic.Bool
+	var running atomic.Pointer[worker.Worker]
 	if f.metricsAddr != "" {
-		srv, err := serveOps(f.metricsAddr, reg, func() bool { return ready.Load() && w.Ready() }, log)
+		srv, err := serveOps(f.metricsAddr, reg, func() bool { w := running.Load(); return w != nil && w.Ready() }, log)
 		if err != nil {
 			return err
 		}
@@ -175,17 +181,29 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 			_ = srv.Shutdown(sctx)
 		}()
 	}
-	if err := waitDependencies(ctx, ddb, q, g.table, f.queueURL, f.startupTimeout, log); err != nil {
+	if err := checkDependencies(ctx, ddb, q, store, f.queueURL, f.dlqURL, worker.TerminalPolicy(f.terminalPolicy), f.visibility,
+		f.startupTimeout, g.app.name(), log); err != nil {
 		return err
+	}
+	// The inbox settings the table records win over defaults (and must
+	// match explicit flags); a table without a record gets this one.
+	if store, err = g.resolveStore(ctx, ddb); err != nil {
+		return err
+	}
+	if err := g.recordStore(ctx, ddb, store, false); err != nil {
+		return err
+	}
+	w, err := worker.New(worker.Deps{DynamoDB: ddb, SQS: q, Handlers: handlers, Logger: log, Metrics: metrics}, f.workerConfig(store))
+	if err != nil {
+		return flagErrors(err)
 	}
 	if f.depthInterval > 0 {
 		go watchDepth(ctx, q, f.queueURL, f.dlqURL, f.depthInterval, reg, log)
 	}
-	ready.Store(true)
+	running.Store(w)
 	log.Info("worker started", "table", g.table, "queueUrl", f.queueURL, "concurrency", f.concurrency,
 		"visibilityTimeout", f.visibility.String(), "terminalPolicy", f.terminalPolicy, "types", handlers.Types(), "version", g.app.version())
 	err = w.Run(ctx)
-	ready.Store(false)
 	log.Info("worker stopped", "error", fmt.Sprint(err))
 	return err
 }
@@ -215,35 +233,6 @@ func serveOps(addr string, reg *prometheus.Registry, ready func() bool, log *slo
 	}()
 	log.Info("serving /metrics, /healthz, /readyz", "addr", ln.Addr().String())
 	return srv, nil
-}
-
-// waitDependencies retries until the table and the queue answer (a
-// container may start before LocalStack or the network), or ctx ends.
-func waitDependencies(ctx context.Context, ddb *dynamodb.Client, q *sqs.Client, table, queueURL string, timeout time.Duration, log *slog.Logger) error {
-	if queueURL == "" {
-		return errors.New("--queue-url (DDBWORKER_QUEUE_URL) is required")
-	}
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
-	delay := 500 * time.Millisecond
-	for {
-		_, derr := ddb.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
-		_, qerr := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queueURL),
-			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameVisibilityTimeout}})
-		if derr == nil && qerr == nil {
-			return nil
-		}
-		log.Warn("waiting for the table and queue", "table", table, "queueUrl", queueURL, "tableError", fmt.Sprint(derr), "queueError", fmt.Sprint(qerr))
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("table %q or queue %s did not answer within --startup-timeout %s: %w", table, queueURL, timeout, errors.Join(derr, qerr))
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 10*time.Second)
-	}
 }
 
 // watchDepth exports the queue's backlog and the DLQ's depth.

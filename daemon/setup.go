@@ -25,7 +25,22 @@ func newTablesCmd(g *globals) *cobra.Command {
 			if err := tables.Ensure(cmd.Context(), ddb, tables.Config{Name: g.table, Layout: g.layout, WaitTimeout: wait}); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "table %s is ACTIVE with indexes %s, %s and TTL on %q\n", g.table, g.layout.AggregateIndex, g.layout.AttentionIndex, g.layout.TTL)
+			// Settings given explicitly are recorded; the others keep what
+			// the table records (re-running with defaults changes nothing).
+			store, changed, err := g.mergeStore(cmd.Context(), ddb, false)
+			if err != nil {
+				return err
+			}
+			if err := g.recordStore(cmd.Context(), ddb, store, true); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "table %s is ACTIVE with indexes %s, %s and TTL on %q\n", g.table, store.Layout.AggregateIndex, store.Layout.AttentionIndex, store.Layout.TTL)
+			fmt.Fprintf(out, "inbox settings recorded in the table: --attention-shards %d --index-processing=%t --completed-ttl %s --failed-ttl %s --processing-ttl %s\n",
+				store.AttentionShards, store.IndexProcessing, store.TTL.Completed, store.TTL.Failed, store.TTL.Processing)
+			for _, c := range changed {
+				fmt.Fprintf(out, "changed: %s — restart every worker so that all of them use the new settings\n", c)
+			}
 			return nil
 		},
 	}

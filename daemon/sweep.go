@@ -110,7 +110,7 @@ func runSweep(ctx context.Context, g *globals, f *sweepFlags, out io.Writer) err
 			}()
 		}
 	}
-	store, err := g.store()
+	store, err := g.resolveStore(ctx, ddb)
 	if err != nil {
 		return err
 	}

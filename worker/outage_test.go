@@ -307,3 +307,31 @@ func TestHangingCallsTripTheGateAtOneSlot(t *testing.T) {
 	}
 	require.Zero(t, testenv.InspectQueue(t, h.env.Queues.DLQURL).Total(), "nothing dead-lettered")
 }
+
+// A FAILED_TERMINAL work item reopened by an operator after fixing its data
+// runs again on its next delivery (a redrive), with a fresh attempts budget.
+func TestReopenedWorkRunsAgain(t *testing.T) {
+	h := newHarness(t, testenv.Options{})
+	h.start(h.testConfig(), worker.Deps{Handlers: h.caseHandlers()})
+	env := mustEnv(t)(caseflow.NewDeadlineRequest("k-reopen", "c-late", "intake", effective))
+	h.send(env)
+	ev := h.waitEvents(1, 20*time.Second, final)[0]
+	require.Equal(t, "CASE_NOT_FOUND", ev.Code)
+
+	h.seedCases("c-late") // the data is fixed
+	store := inbox.Store{Table: h.env.Table}
+	rec := h.record("k-reopen", caseflow.TypeDeadline)
+	in, err := store.Reopen(rec, time.Now(), "ops", "case created").UpdateItem(store.Table, store.Key(rec.Key, rec.MessageType))
+	require.NoError(t, err)
+	_, err = h.env.DynamoDB.UpdateItem(context.Background(), in)
+	require.NoError(t, err)
+
+	h.send(env) // the redrive
+	applied := h.waitEvents(2, 20*time.Second, final)[1]
+	require.Equal(t, worker.OutcomeApplied, applied.Outcome)
+	require.Equal(t, 1, applied.Attempt, "a fresh budget")
+	got := h.record("k-reopen", caseflow.TypeDeadline)
+	require.Equal(t, inbox.StatusCompleted, got.Status)
+	require.Equal(t, "case created", got.ReopenReason)
+	require.EqualValues(t, 1, h.applications("c-late", caseflow.TypeDeadline, "k-reopen"))
+}

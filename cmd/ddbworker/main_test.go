@@ -107,6 +107,7 @@ func TestDaemonSIGTERMAndRestart(t *testing.T) {
 		return resp.StatusCode == http.StatusOK
 	}, "/readyz never became ready")
 	testenv.Eventually(t, 30*time.Second, func() bool { return metricSum(t, addr, "ddbworker_messages_total") >= 20 }, "no progress")
+	require.Equal(t, 1.0, metricSum(t, addr, "ddbworker_build_info"), "the binary exports its version")
 
 	require.NoError(t, first.Process.Signal(syscall.SIGTERM))
 	done := make(chan error, 1)
@@ -180,14 +181,31 @@ func TestDaemonExitsWhenQueueGoes(t *testing.T) {
 func TestDaemonStartupTimeout(t *testing.T) {
 	env := testenv.New(t, testenv.Options{})
 	bin := buildBinary(t)
-	cmd := exec.Command(bin, "run", "--startup-timeout", "2s", "--metrics-addr", "")
-	cmd.Env = append(os.Environ(), "DDBWORKER_TABLE="+env.Table, "DDBWORKER_QUEUE_URL="+env.Queues.URL+"-typo", "DDBWORKER_DLQ_URL="+env.Queues.DLQURL)
-	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	require.ErrorAs(t, err, &exit, string(out))
-	require.Equal(t, 1, exit.ExitCode())
-	require.Less(t, time.Since(start), 30*time.Second)
-	require.Contains(t, string(out), "did not answer within --startup-timeout 2s")
-	require.Contains(t, string(out), "-typo")
+	for _, tc := range []struct {
+		name  string
+		env   []string
+		want  []string
+		under time.Duration
+	}{
+		// What no wait heals ends the start at once, naming the variable.
+		{"a typo'd queue URL", []string{"DDBWORKER_QUEUE_URL=" + env.Queues.URL + "-typo"},
+			[]string{"--queue-url (DDBWORKER_QUEUE_URL)", "-typo", "no such queue"}, 10 * time.Second},
+		// What may heal (nothing listens yet) is retried until the timeout.
+		{"an SQS that does not answer", []string{"DDBWORKER_QUEUE_URL=" + env.Queues.URL, "DDBWORKER_SQS_ENDPOINT=http://127.0.0.1:1"},
+			[]string{"did not answer within --startup-timeout 2s"}, 30 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(bin, "run", "--startup-timeout", "2s", "--metrics-addr", "")
+			cmd.Env = append(append(os.Environ(), "DDBWORKER_TABLE="+env.Table, "DDBWORKER_DLQ_URL="+env.Queues.DLQURL), tc.env...)
+			start := time.Now()
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			require.ErrorAs(t, err, &exit, string(out))
+			require.Equal(t, 1, exit.ExitCode())
+			require.Less(t, time.Since(start), tc.under)
+			for _, w := range tc.want {
+				require.Contains(t, string(out), w)
+			}
+		})
+	}
 }

@@ -1,0 +1,190 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/tables"
+	"github.com/ddbworker/ddbworker/worker"
+)
+
+// startupError is a problem at start that waiting will not fix: the
+// daemon exits at once with what to change.
+type startupError struct{ msg string }
+
+func (e *startupError) Error() string { return e.msg }
+
+// permanentCode reports AWS error codes that no retry heals: the resource
+// does not exist, or the credentials may not use it.
+func permanentCode(code string) bool {
+	switch code {
+	case "ResourceNotFoundException", "QueueDoesNotExist", "NonExistentQueue", "InvalidAddress",
+		"AccessDenied", "AccessDeniedException", "UnrecognizedClientException", "InvalidClientTokenId",
+		"InvalidSignatureException", "SignatureDoesNotMatch", "MissingAuthenticationToken", "InvalidSecurity",
+		"KmsAccessDenied", "KmsDisabled", "KmsNotFound":
+		return true
+	}
+	return false
+}
+
+// startupAPI is what the startup checks need.
+type startupAPI interface {
+	tables.API
+}
+
+type queueAPI interface {
+	GetQueueAttributes(ctx context.Context, params *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+}
+
+// checkDependencies checks, before the worker starts, that the table fits
+// the store's layout and the queues exist, retrying what may heal (a
+// container that starts before the network or LocalStack) until timeout
+// (0: forever), and failing at once — naming the flag or variable to fix —
+// on what will not.
+func checkDependencies(ctx context.Context, ddb startupAPI, q queueAPI, s inbox.Store, queueURL, dlqURL string, policy worker.TerminalPolicy,
+	visibility, timeout time.Duration, app string, log *slog.Logger) error {
+	if queueURL == "" {
+		return &startupError{"--queue-url (DDBWORKER_QUEUE_URL) is required: the work queue (`" + app + " queues create` prints it)"}
+	}
+	if policy == worker.PolicyDLQ && dlqURL == "" {
+		return &startupError{"--dlq-url (DDBWORKER_DLQ_URL) is required with --terminal-policy dlq (DDBWORKER_TERMINAL_POLICY): the dead-letter queue (`" + app + " queues create` prints it), or choose quarantine or redrive"}
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	delay := 500 * time.Millisecond
+	for {
+		err := checkOnce(ctx, ddb, q, s, queueURL, dlqURL, policy, visibility, app, log)
+		var se *startupError
+		if err == nil || errors.As(err, &se) {
+			return err
+		}
+		log.Warn("waiting for the table and queues to answer", "table", s.Table, "queueUrl", queueURL, "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the table %q or the queues did not answer within --startup-timeout %s (DDBWORKER_STARTUP_TIMEOUT): %w", s.Table, timeout, err)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 10*time.Second)
+	}
+}
+
+func checkOnce(ctx context.Context, ddb startupAPI, q queueAPI, s inbox.Store, queueURL, dlqURL string, policy worker.TerminalPolicy,
+	visibility time.Duration, app string, log *slog.Logger) error {
+	if err := tables.Verify(ctx, ddb, s.Table, s.Layout); err != nil {
+		var inc *tables.IncompatibleError
+		switch code := failure.APICode(err); {
+		case errors.As(err, &inc):
+			return &startupError{fmt.Sprintf("%v. Point --table (DDBWORKER_TABLE) at an inbox table, or name this table's attributes and indexes with --pk-attribute, --sk-attribute, --aggregate-index, --aggregate-pk-attribute, --aggregate-sk-attribute, --attention-index, --attention-pk-attribute, --attention-sk-attribute and --ttl-attribute (DDBWORKER_PK_ATTRIBUTE, …); `%s tables create` makes a table that fits", err, app)}
+		case code == "ResourceNotFoundException":
+			return &startupError{fmt.Sprintf("table %q does not exist: create it with `%s tables create`, or set --table (DDBWORKER_TABLE)", s.Table, app)}
+		case permanentCode(code):
+			return &startupError{fmt.Sprintf("table %q: %v (check the credentials and their IAM policy: DescribeTable and DescribeTimeToLive at start; PutItem, UpdateItem, TransactWriteItems at work)", s.Table, err)}
+		}
+		return err
+	}
+	if err := checkQueue(ctx, q, queueURL, "--queue-url (DDBWORKER_QUEUE_URL)", visibility, log); err != nil {
+		return err
+	}
+	if policy == worker.PolicyDLQ {
+		return checkQueue(ctx, q, dlqURL, "--dlq-url (DDBWORKER_DLQ_URL)", 0, log)
+	}
+	return nil
+}
+
+func checkQueue(ctx context.Context, q queueAPI, url, flag string, visibility time.Duration, log *slog.Logger) error {
+	out, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameVisibilityTimeout}})
+	if err != nil {
+		switch code := failure.APICode(err); {
+		case code == "QueueDoesNotExist" || code == "NonExistentQueue":
+			return &startupError{fmt.Sprintf("%s %s: no such queue (`queues create` makes the queue and its DLQ and prints both URLs)", flag, url)}
+		case permanentCode(code):
+			return &startupError{fmt.Sprintf("%s %s: %s (%v)", flag, url, code, err)}
+		}
+		return err
+	}
+	if visibility > 0 {
+		if s, err := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameVisibilityTimeout)]); err == nil && time.Duration(s)*time.Second != visibility {
+			log.Warn("the queue's visibility timeout differs from --visibility-timeout (DDBWORKER_VISIBILITY_TIMEOUT); the worker sets its own on each receive, but the queue's applies to other consumers and to redriven messages",
+				"queueUrl", url, "queueVisibilityTimeout", (time.Duration(s) * time.Second).String(), "visibilityTimeout", visibility.String())
+		}
+	}
+	return nil
+}
+
+// configFieldRE finds the worker's Config fields in its errors; configFlag
+// maps them to the flags that set them, so an error names what a person
+// can change.
+var configFieldRE = regexp.MustCompile(`Config\.(Health\.)?([A-Za-z]+)`)
+
+func configFlag(field string) string {
+	switch field {
+	case "Concurrency":
+		return "--concurrency"
+	case "BatchSize":
+		return "--batch-size"
+	case "WaitTime":
+		return "--wait-time"
+	case "VisibilityTimeout":
+		return "--visibility-timeout"
+	case "ClockSkew":
+		return "--clock-skew"
+	case "MessageTimeout":
+		return "--message-timeout"
+	case "MaxAttempts":
+		return "--max-attempts"
+	case "TerminalPolicy":
+		return "--terminal-policy"
+	case "DLQURL":
+		return "--dlq-url"
+	case "QueueURL":
+		return "--queue-url"
+	case "DrainTimeout":
+		return "--drain-timeout"
+	case "CallTimeout":
+		return "--call-timeout"
+	case "MaxWCU":
+		return "--max-wcu"
+	case "MinFailures":
+		return "--health-min-failures"
+	case "Window":
+		return "--health-window"
+	case "ProbeMaxInterval":
+		return "--probe-max-interval"
+	}
+	return ""
+}
+
+// flagErrors rewrites worker.New's "worker: Config.X …" into "--x (DDBWORKER_X) …".
+func flagErrors(err error) error {
+	if err == nil {
+		return nil
+	}
+	lines := strings.Split(err.Error(), "\n")
+	for i, l := range lines {
+		lines[i] = configFieldRE.ReplaceAllStringFunc(l, func(m string) string {
+			sub := configFieldRE.FindStringSubmatch(m)
+			if f := configFlag(sub[2]); f != "" {
+				return f + " (" + envName(strings.TrimPrefix(f, "--")) + ")"
+			}
+			return m
+		})
+		lines[i] = strings.TrimPrefix(lines[i], "worker: ")
+	}
+	return errors.New(strings.Join(lines, "\n"))
+}
