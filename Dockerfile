@@ -1,12 +1,32 @@
 # syntax=docker/dockerfile:1
 #
-# ddbworker container image: a static binary on distroless, running as non-root.
+# ddbworker's own image: the production binary (run, tables, queues, inbox,
+# dlq, sweep; no demo, bench, chaos, send, emulators or fault injection,
+# which need -tags ddbworker_dev) on distroless static, running as non-root.
 #
-#   docker build -t ddbworker .
-#   docker run --rm ddbworker --help
+#   docker build -t ddbworker \
+#     --build-arg VERSION=v1.4.0 --build-arg REVISION="$(git rev-parse HEAD)" .
+#   docker run --rm ddbworker --version
+#
+# The version reaches `ddbworker --version`, the ddbworker_build_info metric
+# and the OCI labels; without VERSION the binary says "(devel)" (.git is not
+# in the build context, so go build cannot stamp a version or revision).
+#
+# `docker build --target dev` builds the development image instead (the same
+# binary built with -tags ddbworker_dev, `send` included); it is never the
+# default target.
 #
 # docker-compose.yml runs it against LocalStack; cmd/ddbworker/compose_test.go
-# checks this file (stages, user, build flags) without a Docker engine.
+# checks this file (stages, build flags, user, environment, labels) without a
+# Docker engine.
+
+# Build arguments: set them with --build-arg; every stage that reads one
+# declares it again (ARG without a value takes these defaults).
+ARG VERSION="(devel)"
+ARG REVISION=""
+ARG SOURCE="https://github.com/ddbworker/ddbworker"
+# An SPDX expression; NOASSERTION until the repository carries a licence.
+ARG LICENSES="NOASSERTION"
 
 # ---- build -------------------------------------------------------------------
 # The tag's Go minor must match go.mod's `go` line (the official images set
@@ -21,20 +41,50 @@ RUN go mod download && go mod verify
 
 COPY . .
 # Static binary (no cgo, so it runs on distroless/static), reproducible paths,
-# no symbol table or DWARF. The build cache mount only speeds up rebuilds.
+# no symbol table or DWARF, the version in main.version. No build tags: the
+# development tools stay out. The build cache mount only speeds up rebuilds.
+ARG VERSION
+ARG REVISION
 RUN --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w" -o /out/ddbworker ./cmd/ddbworker
+    CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w -X main.version=${VERSION} -X main.revision=${REVISION}" -o /out/ddbworker ./cmd/ddbworker
 
-# ---- run ---------------------------------------------------------------------
+# ---- development image (docker build --target dev) ---------------------------
+# For local traffic against LocalStack (`send`); never deployed.
+FROM build AS dev-build
+ARG VERSION
+ARG REVISION
+RUN --mount=type=cache,target=/root/.cache/go-build \
+    CGO_ENABLED=0 GOOS=linux go build -tags ddbworker_dev -trimpath -ldflags="-s -w -X main.version=${VERSION} -X main.revision=${REVISION}" -o /out/ddbworker-dev ./cmd/ddbworker
+
+FROM gcr.io/distroless/static-debian12:nonroot AS dev
+COPY --from=dev-build /out/ddbworker-dev /ddbworker
+USER nonroot:nonroot
+ENV DDBWORKER_METRICS_ADDR=0.0.0.0:9090
+EXPOSE 9090
+ENTRYPOINT ["/ddbworker"]
+CMD ["run"]
+
+# ---- run (the default target: the last stage) ---------------------------------
 # distroless/static: no shell, no package manager, no libc; the :nonroot tag's
 # default user is nonroot (65532).
 FROM gcr.io/distroless/static-debian12:nonroot
+ARG VERSION
+ARG REVISION
+ARG SOURCE
+ARG LICENSES
+LABEL org.opencontainers.image.title="ddbworker" \
+      org.opencontainers.image.description="Exactly-once effects from SQS into DynamoDB: the ddbworker daemon and operator CLI" \
+      org.opencontainers.image.source="${SOURCE}" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.licenses="${LICENSES}"
 COPY --from=build /out/ddbworker /ddbworker
 USER nonroot:nonroot
 
-# Prometheus /metrics, /healthz and /readyz (set --metrics-addr, or
-# DDBWORKER_METRICS_ADDR, to 0.0.0.0:9090: the default 127.0.0.1 is unreachable
-# from outside the container).
+# Prometheus /metrics, /healthz and /readyz on every interface of the
+# container (the daemon's own default, 127.0.0.1:9090, is unreachable from
+# outside it). Override with DDBWORKER_METRICS_ADDR or --metrics-addr.
+ENV DDBWORKER_METRICS_ADDR=0.0.0.0:9090
 EXPOSE 9090
 
 # No HEALTHCHECK: distroless has no shell, curl or wget to run one with, and

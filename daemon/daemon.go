@@ -37,9 +37,19 @@ type App struct {
 	// also a DDBWORKER_* environment variable. Optional.
 	Flags func(fs *pflag.FlagSet)
 	// Version is printed by --version and exported as the version label of
-	// ddbworker_build_info. Default: the main module's version from the
-	// build info ("(devel)" for a local build).
+	// ddbworker_build_info; stamp it at build time (e.g. a main's
+	// `var version string` set with -ldflags "-X main.version=v1.4.0").
+	// Default: the main module's version from the build info ("(devel)"
+	// for a local build).
 	Version string
+	// Revision is the VCS revision exported by ddbworker_build_info (an
+	// image build has no .git to read it from: stamp it like Version).
+	// Default: vcs.revision from the build info.
+	Revision string
+	// Table is --table's default. Default: none — the table must be given
+	// (--table or DDBWORKER_TABLE), so a deployment that forgets it fails
+	// at start instead of using some table of the default name.
+	Table string
 }
 
 // Env is what Register sees of the daemon's configuration.
@@ -95,7 +105,10 @@ func (a App) version() string {
 }
 
 // revision is the VCS revision the binary was built from ("" if unknown).
-func revision() string {
+func (a App) revision() string {
+	if a.Revision != "" {
+		return a.Revision
+	}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return ""

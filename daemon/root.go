@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -47,6 +48,9 @@ type globals struct {
 
 // store is the inbox store the flags describe.
 func (g *globals) store() (inbox.Store, error) {
+	if g.table == "" {
+		return inbox.Store{}, errors.New("--table (DDBWORKER_TABLE) is required: the inbox table")
+	}
 	s, err := inbox.Store{Table: g.table, Layout: g.layout, TTL: g.ttl, AttentionShards: g.shards, IndexProcessing: g.indexProcessing}.WithDefaults()
 	if err != nil {
 		return inbox.Store{}, fmt.Errorf("inbox store flags (--table, --*-attribute, --*-index, --attention-shards, --*-ttl): %w", err)
@@ -75,15 +79,17 @@ SDK's own variables (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			g.cmd = cmd
+			warnUnknownEnv(cmd.Root(), cmd.ErrOrStderr())
 			return bindEnv(cmd)
 		},
 	}
+	root.CompletionOptions.DisableDefaultCmd = true
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.region, "region", "", "AWS region (default: the SDK's, e.g. AWS_REGION)")
 	pf.StringVar(&g.ddbEndpoint, "dynamodb-endpoint", "", "DynamoDB endpoint URL (default: the SDK's, e.g. AWS_ENDPOINT_URL_DYNAMODB)")
 	pf.StringVar(&g.sqsEndpoint, "sqs-endpoint", "", "SQS endpoint URL (default: the SDK's, e.g. AWS_ENDPOINT_URL_SQS)")
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	pf.StringVar(&g.table, "table", "ddbworker", "DynamoDB table of the inbox records (and, usually, of the service's items)")
+	pf.StringVar(&g.table, "table", app.Table, "DynamoDB table of the inbox records (and, usually, of the service's items)")
 	d := tables.DefaultLayout()
 	pf.StringVar(&g.layout.PartitionKey, "pk-attribute", d.PartitionKey, "the table's partition key attribute")
 	pf.StringVar(&g.layout.SortKey, "sk-attribute", d.SortKey, "the table's sort key attribute")
@@ -110,6 +116,30 @@ SDK's own variables (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS
 	)
 	root.AddCommand(devCommands(g)...)
 	return root
+}
+
+// warnUnknownEnv warns about DDBWORKER_* variables that name no flag of any
+// command: a typo (DDBWORKER_CONCURENCY) would otherwise be ignored
+// silently. (Variables of other commands are normal: one environment
+// serves run, sweep and inbox alike.)
+func warnUnknownEnv(root *cobra.Command, w io.Writer) {
+	known := map[string]bool{}
+	var visit func(c *cobra.Command)
+	visit = func(c *cobra.Command) {
+		for _, fs := range []*pflag.FlagSet{c.Flags(), c.PersistentFlags()} {
+			fs.VisitAll(func(f *pflag.Flag) { known[envName(f.Name)] = true })
+		}
+		for _, sub := range c.Commands() {
+			visit(sub)
+		}
+	}
+	visit(root)
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, envPrefix) && !known[k] && !strings.HasPrefix(k, envPrefix+"EMULATORS_") && k != envPrefix+"REQUIRE_EMULATORS" {
+			fmt.Fprintf(w, "%s: warning: %s names no flag of any command; it is ignored (a typo?)\n", root.Name(), k)
+		}
+	}
 }
 
 // bindEnv sets every flag not given on the command line from its

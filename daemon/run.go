@@ -166,7 +166,7 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "ddbworker", Name: "build_info",
 		Help: "1, labelled with the service's name and version, the VCS revision and the Go version it was built with."},
 		[]string{"service", "version", "revision", "goversion"})
-	build.WithLabelValues(g.app.name(), g.app.version(), revision(), runtime.Version()).Set(1)
+	build.WithLabelValues(g.app.name(), g.app.version(), g.app.revision(), runtime.Version()).Set(1)
 	reg.MustRegister(build)
 
 	var running atomic.Pointer[worker.Worker]

@@ -1,3 +1,5 @@
+//go:build ddbworker_dev
+
 // Tests of the container files: Dockerfile, .dockerignore, docker-compose.yml
 // and the LocalStack init hook under localstack/.
 //
@@ -482,9 +484,7 @@ func TestComposeDockerfile(t *testing.T) {
 			for _, want := range []string{"CGO_ENABLED=0", "-trimpath", "./cmd/ddbworker"} {
 				require.Containsf(t, buildRun, want, "builder RUN %q", buildRun)
 			}
-			ld := regexp.MustCompile(`-ldflags[= ]+["']?([^"']*)`).FindStringSubmatch(buildRun)
-			require.NotNil(t, ld, "go build needs -ldflags=\"-s -w\"")
-			require.Subset(t, strings.Fields(ld[1]), []string{"-s", "-w"}, "-ldflags")
+			require.Subset(t, strings.Fields(ldflagsOf(t, buildRun)), []string{"-s", "-w"}, "-ldflags")
 			require.NotNil(t, outRe, "go build needs -o <path>")
 		}},
 		{"final stage is distroless static, non-root", func(t *testing.T) {
@@ -519,6 +519,74 @@ func TestComposeDockerfile(t *testing.T) {
 			args := final.execForm(t, "CMD")
 			require.Equal(t, []string{"run"}, args, "CMD")
 			findCommand(t, args)
+		}},
+		{"the production image has no development build", func(t *testing.T) {
+			// The image is the final stage and every stage it comes from; a
+			// `--target dev` stage may build the tag, the default may not.
+			for _, st := range df.ancestry(final) {
+				for _, in := range st.instr {
+					require.NotContainsf(t, in.args, "ddbworker_dev",
+						"Dockerfile: %s in stage %s, part of the default image: the development tools (demo, bench, chaos, send, emulators, fault injection) would ship",
+						in.cmd, cmp.Or(st.name, strconv.Itoa(st.pos)))
+				}
+			}
+			require.NotContainsf(t, buildRun, "-tags", "the production go build takes no build tags: %q", buildRun)
+			require.Contains(t, df.ancestry(final), build, "the final stage must copy the binary of the stage that runs go build")
+		}},
+		{"metrics listen on every interface of the container", func(t *testing.T) {
+			env := final.keyValues(t, "ENV")
+			addr, ok := env["DDBWORKER_METRICS_ADDR"]
+			require.True(t, ok, "final stage needs ENV DDBWORKER_METRICS_ADDR=0.0.0.0:9090: the daemon's default, 127.0.0.1:9090, is unreachable from outside the container")
+			host, port, err := net.SplitHostPort(addr)
+			require.NoError(t, err, "DDBWORKER_METRICS_ADDR %q", addr)
+			require.Containsf(t, []string{"", "0.0.0.0", "::"}, host, "DDBWORKER_METRICS_ADDR %q listens on %q only", addr, host)
+			require.Containsf(t, final.exposed(), port, "the final stage must EXPOSE the metrics port %s", port)
+			// Every DDBWORKER_* the image sets is a flag of its command and
+			// reaches it.
+			ddb := map[string]string{}
+			for k, v := range env {
+				if strings.HasPrefix(k, "DDBWORKER_") {
+					ddb[k] = v
+				}
+			}
+			args := final.execForm(t, "CMD")
+			got := executeCaptured(t, ddb, args)
+			flags := commandFlags(findCommand(t, args))
+			for _, k := range sortedKeys(ddb) {
+				f := flags[flagOfEnv(k)]
+				require.NotNilf(t, f, "Dockerfile: ENV %s names no flag of `ddbworker %s`", k, strings.Join(args, " "))
+				require.NoErrorf(t, f.Value.Set(ddb[k]), "Dockerfile: ENV %s=%q is not a valid --%s", k, ddb[k], f.Name)
+				require.Equalf(t, f.Value.String(), got[f.Name], "Dockerfile: ENV %s did not reach --%s", k, f.Name)
+			}
+		}},
+		{"OCI labels, from build arguments", func(t *testing.T) {
+			labels := final.keyValues(t, "LABEL")
+			require.Equal(t, "ddbworker", labels["org.opencontainers.image.title"])
+			require.NotEmpty(t, labels["org.opencontainers.image.description"])
+			for _, tc := range []struct{ label, arg string }{{"source", "SOURCE"}, {"version", "VERSION"}, {"revision", "REVISION"}, {"licenses", "LICENSES"}} {
+				k := "org.opencontainers.image." + tc.label
+				require.Equalf(t, "${"+tc.arg+"}", labels[k], "LABEL %s must come from the build argument %s", k, tc.arg)
+				require.Truef(t, final.declares(tc.arg), "the final stage must declare ARG %s (for LABEL %s)", tc.arg, k)
+				require.Containsf(t, df.args, tc.arg, "declare ARG %s before the first FROM, with its default, so that every stage shares it", tc.arg)
+			}
+		}},
+		{"the version reaches the binary", func(t *testing.T) {
+			require.Truef(t, build.declares("VERSION"), "the builder stage must declare ARG VERSION")
+			const v = "v0.0.0-composetest"
+			ld := ldflagsOf(t, build.run("go build"))
+			stamped := strings.Fields(df.expand(build, ld, map[string]string{"VERSION": v}))
+			require.Subset(t, stamped, []string{"-X", "main.version=" + v}, "go build -ldflags must set main.version from ARG VERSION: %q", ld)
+			// Built as the Dockerfile builds it, the binary reports it.
+			bin := filepath.Join(t.TempDir(), "ddbworker")
+			cmd := exec.Command("go", "build", "-trimpath", "-ldflags", strings.Join(stamped, " "), "-o", bin, "./cmd/ddbworker")
+			cmd.Dir = p.root
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, string(out))
+			out, err = exec.Command(bin, "--version").CombinedOutput()
+			require.NoError(t, err, string(out))
+			require.Equalf(t, "ddbworker version "+v+"\n", string(out),
+				"-X main.version=%s did not reach --version: cmd/ddbworker/main.go needs `var version string` passed as daemon.App.Version", v)
 		}},
 		{"no shell HEALTHCHECK on distroless", func(t *testing.T) {
 			hc := final.last("HEALTHCHECK")
@@ -567,6 +635,8 @@ func TestComposeDockerignore(t *testing.T) {
 		{"go.sum", false},
 		{"cmd/ddbworker/main.go", false},
 		{"tables/tables.go", false},
+		{"ddbworker", true}, // what `go build ./cmd/ddbworker` leaves at the root
+		{"bin", true},
 	}
 	// Every node_modules in the tree, and every Go package, as they are now.
 	require.NoError(t, filepath.WalkDir(p.root, func(file string, d os.DirEntry, err error) error {
@@ -1122,7 +1192,7 @@ type service struct {
 	networkMode string
 }
 
-type buildSpec struct{ context, dockerfile string }
+type buildSpec struct{ context, dockerfile, target string }
 
 type portMapping struct{ spec, hostIP, published, container string }
 
@@ -1179,9 +1249,9 @@ func parseCompose(t *testing.T, text string) map[string]*service {
 		case yaml.ScalarNode:
 			s.build = &buildSpec{context: raw.Build.Value}
 		default:
-			var b struct{ Context, Dockerfile string }
+			var b struct{ Context, Dockerfile, Target string }
 			require.NoError(t, raw.Build.Decode(&b), where+": build")
-			s.build = &buildSpec{context: cmp.Or(b.Context, "."), dockerfile: b.Dockerfile}
+			s.build = &buildSpec{context: cmp.Or(b.Context, "."), dockerfile: b.Dockerfile, target: b.Target}
 		}
 		s.entrypoint = commandLine(t, where+": entrypoint", &raw.Entrypoint)
 		s.command = commandLine(t, where+": command", &raw.Command)
@@ -1287,7 +1357,8 @@ func parsePort(t *testing.T, where string, n *yaml.Node) portMapping {
 }
 
 // ---------------------------------------------------------------------------
-// Dockerfile, parsed (enough for this file: no heredocs, no ARG expansion).
+// Dockerfile, parsed (enough for this file: no heredocs; build arguments
+// expanded only where a check asks, by expand).
 
 type instruction struct{ cmd, args string }
 
@@ -1298,14 +1369,17 @@ type stage struct {
 	instr []instruction
 }
 
-type dockerfile struct{ stages []*stage }
+type dockerfile struct {
+	args   map[string]string // ARGs before the first FROM, with their defaults
+	stages []*stage
+}
 
 func (p *project) dockerfile(t *testing.T) *dockerfile {
 	t.Helper()
 	if p.df != nil {
 		return p.df
 	}
-	df := &dockerfile{}
+	df := &dockerfile{args: map[string]string{}}
 	var logical strings.Builder
 	flush := func() {
 		line := strings.TrimSpace(logical.String())
@@ -1324,7 +1398,12 @@ func (p *project) dockerfile(t *testing.T) *dockerfile {
 			df.stages = append(df.stages, st)
 			return
 		}
-		require.NotEmptyf(t, df.stages, "Dockerfile: %s before FROM", cmd)
+		if len(df.stages) == 0 {
+			require.Equalf(t, "ARG", cmd, "Dockerfile: %s before FROM (only ARG may come first)", cmd)
+			k, v, _ := strings.Cut(args, "=")
+			df.args[k] = unquote(v)
+			return
+		}
 		st := df.stages[len(df.stages)-1]
 		st.instr = append(st.instr, instruction{cmd: cmd, args: args})
 	}
@@ -1395,6 +1474,130 @@ func (s *stage) execForm(t *testing.T, cmd string) []string {
 	return out
 }
 
+// ldflagsOf returns the -ldflags value of a go build command line.
+func ldflagsOf(t *testing.T, cmdline string) string {
+	t.Helper()
+	m := regexp.MustCompile(`-ldflags[= ]+(?:"([^"]*)"|'([^']*)'|(\S+))`).FindStringSubmatch(cmdline)
+	require.NotNilf(t, m, "go build needs -ldflags=\"-s -w …\": %q", cmdline)
+	return m[1] + m[2] + m[3]
+}
+
+// stage returns the stage named (or numbered) ref, nil if none.
+func (d *dockerfile) stage(ref string) *stage {
+	for _, s := range d.stages {
+		if s.name == ref || strconv.Itoa(s.pos) == ref {
+			return s
+		}
+	}
+	return nil
+}
+
+// ancestry is s and every stage its image or files come from: its FROM
+// when that names a stage, and each COPY --from, transitively.
+func (d *dockerfile) ancestry(s *stage) []*stage {
+	out := []*stage{}
+	var visit func(*stage)
+	visit = func(s *stage) {
+		if s == nil || slices.Contains(out, s) {
+			return
+		}
+		out = append(out, s)
+		visit(d.stage(s.from))
+		for _, in := range s.instr {
+			for _, f := range strings.Fields(in.args) {
+				if v, ok := strings.CutPrefix(f, "--from="); ok && in.cmd == "COPY" {
+					visit(d.stage(v))
+				}
+			}
+		}
+	}
+	visit(s)
+	return out
+}
+
+// expand substitutes $NAME and ${NAME} in text where NAME is a build
+// argument the stage declares: set's value (a --build-arg), else the
+// stage's ARG default, else the global one.
+func (d *dockerfile) expand(s *stage, text string, set map[string]string) string {
+	return regexp.MustCompile(`\$\{(\w+)\}|\$(\w+)`).ReplaceAllStringFunc(text, func(m string) string {
+		name := strings.Trim(m, "${}")
+		if !s.declares(name) {
+			return m // the shell's
+		}
+		if v, ok := set[name]; ok {
+			return v
+		}
+		for _, in := range s.instr {
+			if k, v, ok := strings.Cut(in.args, "="); in.cmd == "ARG" && ok && k == name {
+				return unquote(v)
+			}
+		}
+		return d.args[name]
+	})
+}
+
+// declares reports whether the stage declares ARG name.
+func (s *stage) declares(name string) bool {
+	return s.index(func(in instruction) bool {
+		k, _, _ := strings.Cut(in.args, "=")
+		return in.cmd == "ARG" && k == name
+	}) >= 0
+}
+
+// keyValues are the KEY=value pairs of the stage's cmd instructions (ENV,
+// LABEL), values unquoted and not expanded.
+func (s *stage) keyValues(t *testing.T, cmd string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, in := range s.instr {
+		if in.cmd != cmd {
+			continue
+		}
+		for _, w := range words(in.args) {
+			k, v, ok := strings.Cut(w, "=")
+			require.Truef(t, ok, "Dockerfile: %s %s: write KEY=value", cmd, in.args)
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// words splits s at blanks outside double quotes, dropping the quotes.
+func words(s string) []string {
+	var out []string
+	var cur strings.Builder
+	inWord, quoted := false, false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\' && quoted && i+1 < len(s):
+			i++
+			cur.WriteByte(s[i])
+		case c == '"':
+			quoted, inWord = !quoted, true
+		case (c == ' ' || c == '\t') && !quoted:
+			if inWord {
+				out = append(out, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteByte(c)
+			inWord = true
+		}
+	}
+	if inWord {
+		out = append(out, cur.String())
+	}
+	return out
+}
+
+func unquote(s string) string {
+	if w := words(s); len(w) == 1 {
+		return w[0]
+	}
+	return s
+}
+
 func (s *stage) exposed() []string {
 	var out []string
 	for _, in := range s.instr {
@@ -1416,4 +1619,28 @@ func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys
 // flag --some-flag to DDBWORKER_SOME_FLAG).
 func envName(flag string) string {
 	return "DDBWORKER_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// A service that runs a development tool (send, demo, bench, chaos) builds
+// the Dockerfile's dev target under an image name of its own: the
+// production image has no such commands, and must not be overwritten by one
+// that has.
+func TestComposeDevToolsUseTheDevTarget(t *testing.T) {
+	p := loadProject(t)
+	images := map[string]string{} // image → target
+	for _, s := range p.services() {
+		if !p.isDdbworker(s) || s.build == nil {
+			continue
+		}
+		args := p.args(t, s)
+		if len(args) > 0 && slices.Contains([]string{"send", "demo", "bench", "chaos"}, args[0]) {
+			require.Equalf(t, "dev", s.build.target, "service %s runs %q: it needs build.target dev", s.name, args[0])
+		} else {
+			require.Emptyf(t, s.build.target, "service %s runs the production image", s.name)
+		}
+		if prev, ok := images[s.image]; ok {
+			require.Equalf(t, prev, s.build.target, "image %s is built from two targets: one would overwrite the other", s.image)
+		}
+		images[s.image] = s.build.target
+	}
 }

@@ -16,13 +16,21 @@ import (
 	"github.com/ddbworker/ddbworker/example/caseflow"
 )
 
+// version and revision are stamped at build time (the Dockerfile does):
+// go build -ldflags "-X main.version=v1.4.0 -X main.revision=$(git rev-parse HEAD)".
+// Empty: the build info's.
+var version, revision string
+
 func main() { daemon.Main(app()) }
 
 // app is the example service.
 func app() daemon.App {
 	var fused, track bool
 	return daemon.App{
-		Name: "ddbworker",
+		Name:     "ddbworker",
+		Table:    "ddbworker",
+		Version:  version,
+		Revision: revision,
 		Flags: func(fs *pflag.FlagSet) {
 			fs.BoolVar(&fused, "fused", false, "example domain: the fused commit (one round trip per fresh message)")
 			fs.BoolVar(&track, "track-applications", false, "example domain: keep an application counter per work item")
