@@ -49,7 +49,7 @@ lint: ## go vet, gofmt, go mod tidy -diff, and staticcheck when it installs
 # `go run`, which adds an "exit status 1" line.)
 EMU_CHECK   := $(GO) build -o bin/emulators-check ./$(EMU_DIR)/check && bin/emulators-check
 
-deps: java $(EMU_STAMP) ## Install the emulators (npm ci) and Java if missing; check Node.js >= 22.5 and Java 17+
+deps: java $(EMU_STAMP) rie ## Install the emulators (npm ci), the Lambda Runtime Interface Emulator, and Java if missing; check Node.js >= 22.5 and Java 17+
 	$(GO) mod download
 	@$(EMU_CHECK)
 
@@ -60,6 +60,19 @@ $(EMU_STAMP): $(EMU_DIR)/package.json $(EMU_DIR)/package-lock.json
 	@command -v npm >/dev/null 2>&1 || { echo "emulators: npm not found: install Node.js 22 from https://nodejs.org (or \`brew install node\` on macOS)" >&2; exit 1; }
 	cd $(EMU_DIR) && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
+
+# The AWS Lambda Runtime Interface Emulator, which the Lambda adapter's test
+# (lambda/rie_test.go) runs functions under: a Go module, pinned here and
+# installed from the Go module proxy into bin/ when missing. It builds for
+# Linux and macOS.
+RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
+RIE         := bin/aws-lambda-rie
+
+.PHONY: rie
+rie: $(RIE) ## Install the AWS Lambda Runtime Interface Emulator into bin/ if missing
+
+$(RIE):
+	GOBIN=$(CURDIR)/bin $(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
 
 java: ## Install a Java 17+ runtime for DynamoDB Local when none is found (apt on Debian/Ubuntu; elsewhere says what to install)
 	@if ! { $(EMU_CHECK) java; } >/dev/null 2>&1 && [ -f /etc/debian_version ] && command -v apt-get >/dev/null 2>&1; then \

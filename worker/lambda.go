@@ -14,6 +14,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
+// maxBatchingWindow is the longest an event source mapping holds records
+// before it invokes the function.
+const maxBatchingWindow = 5 * time.Minute
+
 // lambdaSettleMargin is the time kept back from an invocation's deadline
 // to record a failure and answer before Lambda ends the invocation.
 const lambdaSettleMargin = 2 * time.Second
@@ -51,6 +55,7 @@ func (noAck) ack(types.Message) {}
 // Config.QueueURL must be the queue the mapping reads (visibility changes
 // go there).
 func (w *Worker) HandleSQSEvent(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	w.lambdaInit.Do(func() { w.readQueue(ctx) })
 	now := w.cfg.Now()
 	var lease, timeout time.Duration
 	if deadline, ok := ctx.Deadline(); ok {
@@ -59,7 +64,10 @@ func (w *Worker) HandleSQSEvent(ctx context.Context, ev events.SQSEvent) (events
 	}
 	msgs := make([]received, len(ev.Records))
 	for i, rec := range ev.Records {
-		msgs[i] = received{m: sqsMessage(rec), at: now, lease: lease, timeout: timeout}
+		// The mapping received the records before the invocation, up to
+		// its batching window (at most 5 minutes) earlier: SQS's 12-hour
+		// visibility cap counts from then.
+		msgs[i] = received{m: sqsMessage(rec), at: now.Add(-maxBatchingWindow), lease: lease, timeout: timeout}
 	}
 	var mu sync.Mutex
 	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
@@ -73,8 +81,11 @@ func (w *Worker) HandleSQSEvent(ctx context.Context, ev events.SQSEvent) (events
 		for _, r := range msgs {
 			failed(r.m)
 		}
+		w.log.Warn("database unhealthy: the batch is reported and hidden without touching the table", "records", len(msgs),
+			"visibility", w.health.cfg.ParkVisibility.String())
 		return resp, nil
 	}
+	w.releases.flush(ctx, true) // refunds earlier invocations could not write
 
 	var work sync.WaitGroup
 	for _, group := range w.groups(msgs) {
@@ -92,9 +103,13 @@ func (w *Worker) HandleSQSEvent(ctx context.Context, ev events.SQSEvent) (events
 					failed(r.m) // after a failure in its FIFO group: back, in order
 					continue
 				}
-				if result, _ := w.process(ctx, r, noAck{}); result != settledFinal {
+				result, pm := w.process(ctx, r, noAck{})
+				if result != settledFinal {
 					failed(r.m)
 					ok = !w.fifo
+				}
+				if pm != nil && pm.release != nil {
+					w.releases.add(*pm.release) // written by a later invocation
 				}
 			}
 		})

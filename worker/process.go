@@ -710,7 +710,7 @@ func (w *Worker) finish(ctx context.Context, d *delivery, disp disposition, del 
 		}
 	case disp.keep:
 		w.changeVisibility(ctx, d.m, disp.hide)
-		if disp.release != nil && w.releases != nil {
+		if disp.release != nil {
 			w.releases.add(*disp.release)
 		}
 	}

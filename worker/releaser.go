@@ -62,39 +62,46 @@ func (r *releaser) run(ctx context.Context) {
 		case <-t.C:
 		case <-r.wake:
 		}
-		if !r.w.health.Healthy() {
-			continue // the health gate's probes decide when to call again
+		r.flush(ctx, false)
+	}
+}
+
+// flush tries the due refunds (all of them with all set) while the
+// database is healthy. Under Lambda each invocation calls it: there is no
+// background work between invocations.
+func (r *releaser) flush(ctx context.Context, all bool) {
+	if !r.w.health.Healthy() {
+		return // the health gate's probes decide when to call again
+	}
+	now := r.w.cfg.Now()
+	r.mu.Lock()
+	var due []retryRelease
+	keep := r.pending[:0]
+	for _, p := range r.pending {
+		if p.next.After(now) && !all {
+			keep = append(keep, p)
+		} else {
+			due = append(due, p)
 		}
-		now := r.w.cfg.Now()
+	}
+	r.pending = keep
+	r.mu.Unlock()
+	for _, p := range due {
+		err := r.w.committer.Release(ctx, p.lease, p.failure)
+		var lost *inbox.LeaseLostError
+		switch {
+		case err == nil, errors.As(err, &lost):
+			continue // refunded, or the record moved on: nothing left to do
+		case ctx.Err() != nil:
+			return
+		}
+		if p.tries++; p.tries >= releaseTries {
+			r.w.log.Warn("gave up releasing a lease; the next takeover counts the attempt", "idempotencyKey", p.lease.Key, "error", err.Error())
+			continue
+		}
+		p.next = r.w.cfg.Now().Add(r.w.cfg.Backoff.delay(p.tries))
 		r.mu.Lock()
-		var due []retryRelease
-		keep := r.pending[:0]
-		for _, p := range r.pending {
-			if p.next.After(now) {
-				keep = append(keep, p)
-			} else {
-				due = append(due, p)
-			}
-		}
-		r.pending = keep
+		r.pending = append(r.pending, p)
 		r.mu.Unlock()
-		for _, p := range due {
-			err := r.w.committer.Release(ctx, p.lease, p.failure)
-			var lost *inbox.LeaseLostError
-			switch {
-			case err == nil, errors.As(err, &lost):
-				continue // refunded, or the record moved on: nothing left to do
-			case ctx.Err() != nil:
-				return
-			}
-			if p.tries++; p.tries >= releaseTries {
-				r.w.log.Warn("gave up releasing a lease; the next takeover counts the attempt", "idempotencyKey", p.lease.Key, "error", err.Error())
-				continue
-			}
-			p.next = r.w.cfg.Now().Add(r.w.cfg.Backoff.delay(p.tries))
-			r.mu.Lock()
-			r.pending = append(r.pending, p)
-			r.mu.Unlock()
-		}
 	}
 }

@@ -194,7 +194,8 @@ type Worker struct {
 	pool        *slots.Pool
 	health      *dbHealth
 	parked      parkingLot
-	releases    *releaser // nil under Lambda (no background work)
+	releases    *releaser // refunds to retry (in the background; under Lambda, per invocation)
+	lambdaInit  sync.Once
 	fail        func(string)
 	fixed       bool // hooks.FixedConcurrency
 	ran         sync.Once
@@ -364,6 +365,7 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 	w.metrics.DatabaseHealthy.Set(1)
 	w.db.paced = func(d time.Duration) { w.metrics.BudgetWait.Add(d.Seconds()) }
 	w.pool = slots.New(cfg.Concurrency)
+	w.releases = newReleaser(w)
 	w.fail = func(string) {}
 	return w, nil
 }
@@ -456,7 +458,6 @@ func (w *Worker) Run(ctx context.Context) error {
 	var background sync.WaitGroup
 	bgCtx, stopBackground := context.WithCancel(workCtx)
 	background.Go(func() { w.health.run(bgCtx) })
-	w.releases = newReleaser(w)
 	background.Go(func() { w.releases.run(bgCtx) })
 	background.Go(func() { w.keepParked(bgCtx) })
 

@@ -1,0 +1,289 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/ddbworker/ddbworker/example/invoices"
+	"github.com/ddbworker/ddbworker/lambda"
+)
+
+// The main stays a registration: at most 10 lines, package clause and
+// imports included.
+func TestMainIsShort(t *testing.T) {
+	f, err := os.Open("main.go")
+	require.NoError(t, err)
+	defer f.Close()
+	lines := 0
+	for s := bufio.NewScanner(f); s.Scan(); {
+		lines++
+	}
+	require.LessOrEqual(t, lines, 10)
+}
+
+// The SAM template: only real resource types and the properties this
+// template means, the event source mapping reports batch item failures,
+// the queue's visibility timeout is at least six times the function's
+// timeout, the execution role grants exactly the calls the function makes
+// on exactly its table and queues, and the function's environment is a
+// configuration the adapter accepts.
+func TestTemplate(t *testing.T) {
+	tpl := loadTemplate(t, "../template.yaml")
+	require.Equal(t, "AWS::Serverless-2016-10-31", tpl["Transform"])
+
+	// Resource types and properties, as documented for CloudFormation and
+	// SAM (a typo in a property name would be ignored by nothing: the
+	// deploy fails).
+	known := map[string][]string{
+		"AWS::DynamoDB::Table": {"BillingMode", "AttributeDefinitions", "KeySchema", "GlobalSecondaryIndexes", "TimeToLiveSpecification",
+			"PointInTimeRecoverySpecification", "TableName"},
+		"AWS::SQS::Queue": {"VisibilityTimeout", "MessageRetentionPeriod", "SqsManagedSseEnabled", "RedrivePolicy"},
+		"AWS::IAM::Role":  {"AssumeRolePolicyDocument", "ManagedPolicyArns", "Policies"},
+		"AWS::Serverless::Function": {"CodeUri", "Handler", "Runtime", "Architectures", "MemorySize", "Timeout", "Role",
+			"Environment", "Events"},
+	}
+	resources := tpl.m("Resources")
+	for name := range resources {
+		r := resources.m(name)
+		allowed, ok := known[r.s("Type")]
+		require.True(t, ok, "%s: unexpected resource type %s", name, r["Type"])
+		for p := range r.m("Properties") {
+			require.Contains(t, allowed, p, "%s (%s): unexpected property", name, r["Type"])
+		}
+	}
+
+	fn := resources.m("InvoiceFunction")
+	require.Equal(t, "AWS::Serverless::Function", fn.s("Type"))
+	require.Equal(t, "go1.x", fn.m("Metadata").s("BuildMethod"), "sam build runs go build")
+	props := fn.m("Properties")
+	require.Equal(t, "provided.al2023", props.s("Runtime"))
+	require.Equal(t, []any{"arm64"}, props["Architectures"])
+	require.Equal(t, "bootstrap", props.s("Handler"))
+	require.Equal(t, "lambda/", props.s("CodeUri"), "this directory, next to the template")
+	require.Equal(t, map[string]any{"Fn::GetAtt": "FunctionRole.Arn"}, props["Role"])
+	timeout := props.i(t, "Timeout")
+
+	events := props.m("Events")
+	require.Len(t, events, 1)
+	ev := events.m("Work")
+	require.Equal(t, "SQS", ev.s("Type"))
+	sqsProps := ev.m("Properties")
+	for p := range sqsProps {
+		require.Contains(t, []string{"Queue", "BatchSize", "MaximumBatchingWindowInSeconds", "FunctionResponseTypes", "ScalingConfig", "Enabled", "FilterCriteria"}, p,
+			"an SQS event's property (SAM)")
+	}
+	require.Equal(t, map[string]any{"Fn::GetAtt": "WorkQueue.Arn"}, sqsProps["Queue"])
+	require.Equal(t, []any{"ReportBatchItemFailures"}, sqsProps["FunctionResponseTypes"], "the function reports batch item failures")
+	batch := sqsProps.i(t, "BatchSize")
+	require.True(t, batch >= 1 && batch <= 10000, "BatchSize %d", batch)
+	window := sqsProps.i(t, "MaximumBatchingWindowInSeconds")
+	require.True(t, window >= 0 && window <= 300, "MaximumBatchingWindowInSeconds %d", window)
+	if batch > 10 {
+		require.Positive(t, window, "a batch above 10 needs a batching window")
+	}
+	maxConc := sqsProps.m("ScalingConfig").i(t, "MaximumConcurrency")
+	require.True(t, maxConc >= 2 && maxConc <= 1000, "ScalingConfig.MaximumConcurrency %d", maxConc)
+
+	queue := resources.m("WorkQueue").m("Properties")
+	require.GreaterOrEqual(t, queue.i(t, "VisibilityTimeout"), 6*timeout, "the queue's VisibilityTimeout is at least 6 × the function's Timeout")
+	redrive := queue.m("RedrivePolicy")
+	require.Equal(t, map[string]any{"Fn::GetAtt": "DeadLetterQueue.Arn"}, redrive["deadLetterTargetArn"])
+	require.Equal(t, 10, redrive.i(t, "maxReceiveCount"))
+	require.Equal(t, "AWS::SQS::Queue", resources.m("DeadLetterQueue").s("Type"))
+
+	table := resources.m("Table").m("Properties")
+	require.Equal(t, "PAY_PER_REQUEST", table.s("BillingMode"))
+	require.Equal(t, []any{map[string]any{"AttributeName": "PK", "KeyType": "HASH"}, map[string]any{"AttributeName": "SK", "KeyType": "RANGE"}}, table["KeySchema"])
+	var indexes []string
+	for _, gsi := range table["GlobalSecondaryIndexes"].([]any) {
+		g := tmap(gsi.(map[string]any))
+		require.Equal(t, "KEYS_ONLY", g.m("Projection").s("ProjectionType"))
+		indexes = append(indexes, g.s("IndexName"))
+	}
+	require.Equal(t, []string{"GSI1", "GSI2"}, indexes)
+	require.Equal(t, map[string]any{"AttributeName": "ttl", "Enabled": true}, table["TimeToLiveSpecification"])
+
+	// Least privilege: action → resources, and nothing on "*".
+	role := resources.m("FunctionRole").m("Properties")
+	require.Equal(t, []any{map[string]any{"Fn::Sub": "arn:${AWS::Partition}:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"}}, role["ManagedPolicyArns"])
+	grants := map[string][]string{}
+	for _, p := range role["Policies"].([]any) {
+		for _, st := range tmap(p.(map[string]any)).m("PolicyDocument")["Statement"].([]any) {
+			s := tmap(st.(map[string]any))
+			require.Equal(t, "Allow", s.s("Effect"))
+			for _, a := range actions(s["Action"]) {
+				grants[a] = append(grants[a], resourceName(t, s["Resource"]))
+			}
+		}
+	}
+	require.Equal(t, map[string][]string{
+		"dynamodb:PutItem":            {"Table"},
+		"dynamodb:UpdateItem":         {"Table"},
+		"sqs:ReceiveMessage":          {"WorkQueue"},
+		"sqs:DeleteMessage":           {"WorkQueue"},
+		"sqs:GetQueueAttributes":      {"WorkQueue"},
+		"sqs:ChangeMessageVisibility": {"WorkQueue"},
+		"sqs:SendMessage":             {"WorkQueue", "DeadLetterQueue"},
+	}, grants)
+
+	// The adapter accepts the function's environment (references stand for
+	// what CloudFormation puts there).
+	vars := props.m("Environment").m("Variables")
+	refs := map[string]string{
+		"Table":           "invoices",
+		"WorkQueue":       "https://sqs.eu-west-1.amazonaws.com/123456789012/invoices",
+		"DeadLetterQueue": "https://sqs.eu-west-1.amazonaws.com/123456789012/invoices-dlq",
+	}
+	env := map[string]string{}
+	for k, v := range vars {
+		switch v := v.(type) {
+		case string:
+			env[k] = v
+		case map[string]any:
+			if ref, ok := v["Ref"].(string); ok {
+				env[k] = refs[ref]
+			} else if branches, ok := v["Fn::If"].([]any); ok {
+				env[k] = refs[branches[1].(map[string]any)["Ref"].(string)]
+			}
+		}
+		require.NotEmpty(t, env[k], "%s: %v", k, v)
+	}
+	require.Equal(t, "invoices", env["DDBWORKER_TABLE"])
+	t.Setenv("AWS_REGION", "eu-west-1")
+	_, err := lambda.New(context.Background(), func(reg *lambda.Registry, e lambda.Env) error {
+		return (&invoices.Handler{Table: e.Store.Table}).Register(reg)
+	}, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	require.NoError(t, err, "the template's configuration")
+}
+
+// cfn-lint, when it is installed, validates the template against
+// CloudFormation's and SAM's own schemas (the SAM transform included).
+func TestTemplateCFNLint(t *testing.T) {
+	lint, err := exec.LookPath("cfn-lint")
+	if err != nil {
+		t.Skip("cfn-lint is not installed (pip install cfn-lint): the template is checked by TestTemplate only")
+	}
+	out, err := exec.Command(lint, "../template.yaml").CombinedOutput()
+	require.NoError(t, err, "cfn-lint:\n%s", out)
+}
+
+// tmap is a YAML mapping with typed accessors.
+type tmap map[string]any
+
+func (m tmap) m(key string) tmap {
+	v, _ := m[key].(map[string]any)
+	return v
+}
+
+func (m tmap) s(key string) string {
+	v, _ := m[key].(string)
+	return v
+}
+
+func (m tmap) i(t *testing.T, key string) int {
+	t.Helper()
+	n, ok := m[key].(int)
+	require.True(t, ok, "%s: not an integer: %#v", key, m[key])
+	return n
+}
+
+// actions are an IAM statement's Action: a string or a list.
+func actions(v any) []string {
+	if s, ok := v.(string); ok {
+		return []string{s}
+	}
+	var out []string
+	for _, a := range v.([]any) {
+		out = append(out, a.(string))
+	}
+	return out
+}
+
+// resourceName names the template resource an IAM Resource stands for:
+// !GetAtt X.Arn is X; the table's !If (created, or an existing one by
+// name) is Table. Anything else — "*" above all — fails.
+func resourceName(t *testing.T, v any) string {
+	t.Helper()
+	m, ok := v.(map[string]any)
+	require.True(t, ok, "an IAM Resource must name a resource of this template: %v", v)
+	if att, ok := m["Fn::GetAtt"].(string); ok && strings.HasSuffix(att, ".Arn") {
+		return strings.TrimSuffix(att, ".Arn")
+	}
+	if branches, ok := m["Fn::If"].([]any); ok && len(branches) == 3 && branches[0] == "CreateTable" {
+		require.Equal(t, map[string]any{"Fn::GetAtt": "Table.Arn"}, branches[1])
+		sub, _ := branches[2].(map[string]any)["Fn::Sub"].(string)
+		require.True(t, strings.HasSuffix(sub, ":table/${ExistingTableName}"), "the existing table's ARN: %s", sub)
+		return "Table"
+	}
+	t.Fatalf("an IAM Resource must name a resource of this template: %v", v)
+	return ""
+}
+
+// loadTemplate parses a CloudFormation template, its short-form intrinsic
+// functions (!Ref, !GetAtt, !Sub, !If, !Equals, …) turned into their long
+// form ({"Ref": …}, {"Fn::GetAtt": …}).
+func loadTemplate(t *testing.T, path string) tmap {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var doc yaml.Node
+	require.NoError(t, yaml.Unmarshal(raw, &doc), "valid YAML")
+	v, err := cfnValue(doc.Content[0])
+	require.NoError(t, err)
+	return v.(map[string]any)
+}
+
+func cfnValue(n *yaml.Node) (any, error) {
+	if fn, ok := strings.CutPrefix(n.Tag, "!"); ok && !strings.HasPrefix(n.Tag, "!!") {
+		inner := *n
+		inner.Tag = ""
+		v, err := cfnValue(&inner)
+		if err != nil {
+			return nil, err
+		}
+		if fn == "Ref" {
+			return map[string]any{"Ref": v}, nil
+		}
+		return map[string]any{"Fn::" + fn: v}, nil
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		out := map[string]any{}
+		for i := 0; i < len(n.Content); i += 2 {
+			v, err := cfnValue(n.Content[i+1])
+			if err != nil {
+				return nil, err
+			}
+			if _, dup := out[n.Content[i].Value]; dup {
+				return nil, fmt.Errorf("line %d: key %s twice", n.Content[i].Line, n.Content[i].Value)
+			}
+			out[n.Content[i].Value] = v
+		}
+		return out, nil
+	case yaml.SequenceNode:
+		out := []any{}
+		for _, c := range n.Content {
+			v, err := cfnValue(c)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		return out, nil
+	case yaml.ScalarNode:
+		var v any
+		if err := n.Decode(&v); err != nil {
+			return nil, err
+		}
+		return v, nil
+	}
+	return nil, fmt.Errorf("line %d: unexpected YAML node", n.Line)
+}

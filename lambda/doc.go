@@ -1,0 +1,89 @@
+// Package lambda runs ddbworker handlers as an AWS Lambda function behind
+// an SQS event source mapping with ReportBatchItemFailures. A function's
+// main is one call:
+//
+//	func main() {
+//		lambda.Main(func(reg *lambda.Registry, env lambda.Env) error {
+//			return (&invoices.Handler{Table: env.Store.Table}).Register(reg)
+//		})
+//	}
+//
+// Each record runs the same protocol as under the daemon — gate → handle →
+// commit, see worker.HandleSQSEvent — and the response's batchItemFailures
+// lists the records that must come back: applied work, duplicates, and
+// terminal work its policy settled are successes (the mapping deletes
+// them); a retryable failure is hidden for its backoff with
+// ChangeMessageVisibility on the record's receipt handle, then reported. A
+// record's lease ends with the invocation's deadline. On a FIFO queue a
+// group stops at its first failure and reports the rest. While DynamoDB is
+// unhealthy the whole batch is hidden and reported without touching the
+// table.
+//
+// # What it owns
+//
+// Packaging: reading the configuration from the environment, loading the
+// AWS configuration (config.LoadDefaultConfig: AWS_REGION, the execution
+// role's credentials, the SDK's AWS_ENDPOINT_URL_DYNAMODB and
+// AWS_ENDPOINT_URL_SQS), JSON logs on stdout (log/slog, with the
+// invocation's awsRequestId), building the workers once per execution
+// environment — so the adaptive concurrency limit and the database health
+// gate outlive invocations — failing the init on a configuration problem,
+// and the Lambda runtime loop (github.com/aws/aws-lambda-go/lambda). It does
+// not own the protocol (package worker), the handlers' API (package
+// ddbworker), the table or the queues (example/invoices/template.yaml shows
+// them), nor the event source mapping's deletes: a function never deletes
+// the records it settles, the mapping does.
+//
+// # Configuration
+//
+// The daemon's DDBWORKER_* variables, where they apply, with the daemon's
+// defaults; an empty variable is the same as an unset one:
+//
+//	DDBWORKER_TABLE                 required: the inbox table (and usually the service's)
+//	DDBWORKER_QUEUE_URL             the queue the mapping reads (default: from each record's eventSourceARN)
+//	DDBWORKER_DLQ_URL               required with the dlq terminal policy
+//	DDBWORKER_TERMINAL_POLICY       dlq (default), quarantine or redrive
+//	DDBWORKER_CONCURRENCY           records in flight per execution environment (16)
+//	DDBWORKER_MAX_ATTEMPTS          business attempts unless a message's attemptPolicy says otherwise (5)
+//	DDBWORKER_CALL_TIMEOUT          bound of each DynamoDB call, SDK retries included (5s; below 30s)
+//	DDBWORKER_CLOCK_SKEW            lease margin before a takeover (2s; 0: none)
+//	DDBWORKER_MAX_WCU               write budget of one execution environment (0: unpaced)
+//	DDBWORKER_HEALTH_MIN_FAILURES   health gate: failures in the window that trip it (5)
+//	DDBWORKER_HEALTH_WINDOW         health gate: how far back calls count (10s)
+//	DDBWORKER_PROBE_MAX_INTERVAL    health gate: longest wait between probes (15s)
+//	DDBWORKER_ATTENTION_SHARDS      inbox store (16)
+//	DDBWORKER_INDEX_PROCESSING      inbox store (false)
+//	DDBWORKER_COMPLETED_TTL         inbox record lifetime (840h; at least 672h)
+//	DDBWORKER_FAILED_TTL            inbox record lifetime (840h)
+//	DDBWORKER_PROCESSING_TTL        inbox record lifetime (168h)
+//	DDBWORKER_LOG_LEVEL             debug, info (default), warn or error
+//
+// and the inbox layout, for a table of the service's own: DDBWORKER_PK_ATTRIBUTE
+// (PK), DDBWORKER_SK_ATTRIBUTE (SK), DDBWORKER_AGGREGATE_INDEX (GSI1),
+// DDBWORKER_AGGREGATE_PK_ATTRIBUTE (GSI1PK), DDBWORKER_AGGREGATE_SK_ATTRIBUTE
+// (GSI1SK), DDBWORKER_ATTENTION_INDEX (GSI2), DDBWORKER_ATTENTION_PK_ATTRIBUTE
+// (GSI2PK), DDBWORKER_ATTENTION_SK_ATTRIBUTE (GSI2SK) and
+// DDBWORKER_TTL_ATTRIBUTE (ttl).
+//
+// DDBWORKER_TABLE has no default here (the daemon's is "ddbworker"): a
+// function's table is its stack's. The daemon's receive and shutdown
+// settings (batch size, wait time, visibility and message timeouts, drain,
+// metrics) do not apply — the mapping receives, and the invocation's
+// deadline bounds every record; New logs a warning for each that is set.
+//
+// Every problem is reported at once, in one line naming each variable, and
+// fails the init: Main logs it, posts it to the Runtime API as the init
+// error (the invocation that started the environment fails with it) and
+// exits 1, before any record is touched.
+//
+// # The queue
+//
+// Visibility changes need the queue's URL. With DDBWORKER_QUEUE_URL set,
+// its worker is built at init; records of another queue — a function may
+// have several SQS event source mappings — get a worker of their own,
+// built at their queue's first invocation from their eventSourceARN
+// (worker.QueueURLFromARN), as do all records when DDBWORKER_QUEUE_URL is
+// not set. The configuration is validated at init either way. Two URLs name
+// the same queue when their paths' ACCOUNT/NAME agree, so
+// DDBWORKER_QUEUE_URL may use any endpoint's host.
+package lambda

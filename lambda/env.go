@@ -1,0 +1,267 @@
+package lambda
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/tables"
+	"github.com/ddbworker/ddbworker/worker"
+)
+
+// The environment variables the adapter reads: the daemon's names (its
+// flag --some-flag is DDBWORKER_SOME_FLAG) where the setting applies to a
+// Lambda function, with the daemon's defaults.
+const (
+	envTable            = "DDBWORKER_TABLE"
+	envQueueURL         = "DDBWORKER_QUEUE_URL"
+	envDLQURL           = "DDBWORKER_DLQ_URL"
+	envTerminalPolicy   = "DDBWORKER_TERMINAL_POLICY"
+	envConcurrency      = "DDBWORKER_CONCURRENCY"
+	envMaxAttempts      = "DDBWORKER_MAX_ATTEMPTS"
+	envCallTimeout      = "DDBWORKER_CALL_TIMEOUT"
+	envClockSkew        = "DDBWORKER_CLOCK_SKEW"
+	envMaxWCU           = "DDBWORKER_MAX_WCU"
+	envHealthFailures   = "DDBWORKER_HEALTH_MIN_FAILURES"
+	envHealthWindow     = "DDBWORKER_HEALTH_WINDOW"
+	envProbeMaxInterval = "DDBWORKER_PROBE_MAX_INTERVAL"
+	envAttentionShards  = "DDBWORKER_ATTENTION_SHARDS"
+	envIndexProcessing  = "DDBWORKER_INDEX_PROCESSING"
+	envCompletedTTL     = "DDBWORKER_COMPLETED_TTL"
+	envFailedTTL        = "DDBWORKER_FAILED_TTL"
+	envProcessingTTL    = "DDBWORKER_PROCESSING_TTL"
+	envLogLevel         = "DDBWORKER_LOG_LEVEL"
+)
+
+// layoutVars are the inbox layout's variables (the daemon's
+// --*-attribute and --*-index flags).
+var layoutVars = []struct {
+	name  string
+	field func(*tables.Layout) *string
+}{
+	{"DDBWORKER_PK_ATTRIBUTE", func(l *tables.Layout) *string { return &l.PartitionKey }},
+	{"DDBWORKER_SK_ATTRIBUTE", func(l *tables.Layout) *string { return &l.SortKey }},
+	{"DDBWORKER_AGGREGATE_INDEX", func(l *tables.Layout) *string { return &l.AggregateIndex }},
+	{"DDBWORKER_AGGREGATE_PK_ATTRIBUTE", func(l *tables.Layout) *string { return &l.AggregatePK }},
+	{"DDBWORKER_AGGREGATE_SK_ATTRIBUTE", func(l *tables.Layout) *string { return &l.AggregateSK }},
+	{"DDBWORKER_ATTENTION_INDEX", func(l *tables.Layout) *string { return &l.AttentionIndex }},
+	{"DDBWORKER_ATTENTION_PK_ATTRIBUTE", func(l *tables.Layout) *string { return &l.AttentionPK }},
+	{"DDBWORKER_ATTENTION_SK_ATTRIBUTE", func(l *tables.Layout) *string { return &l.AttentionSK }},
+	{"DDBWORKER_TTL_ATTRIBUTE", func(l *tables.Layout) *string { return &l.TTL }},
+}
+
+// notUnderLambda are daemon settings that have no meaning in a Lambda
+// function, with what decides instead; New warns when one is set.
+var notUnderLambda = map[string]string{
+	"DDBWORKER_REGION":             "the SDK's AWS_REGION (set by Lambda) is used",
+	"DDBWORKER_DYNAMODB_ENDPOINT":  "set AWS_ENDPOINT_URL_DYNAMODB instead",
+	"DDBWORKER_SQS_ENDPOINT":       "set AWS_ENDPOINT_URL_SQS instead",
+	"DDBWORKER_BATCH_SIZE":         "the event source mapping's BatchSize decides",
+	"DDBWORKER_WAIT_TIME":          "the event source mapping polls the queue",
+	"DDBWORKER_VISIBILITY_TIMEOUT": "the queue's VisibilityTimeout applies, and each record's lease ends with the invocation",
+	"DDBWORKER_MESSAGE_TIMEOUT":    "each record must finish 2s before the invocation's deadline",
+	"DDBWORKER_DRAIN_TIMEOUT":      "an invocation ends when its records are settled",
+	"DDBWORKER_STARTUP_TIMEOUT":    "a configuration problem fails the function's init",
+	"DDBWORKER_METRICS_ADDR":       "a function serves no /metrics; read the JSON log lines",
+	"DDBWORKER_DEPTH_INTERVAL":     "use the queue's CloudWatch metrics",
+}
+
+// lambdaLease is the worker's VisibilityTimeout under Lambda. The
+// invocation's deadline is every record's lease; this bounds
+// DDBWORKER_CALL_TIMEOUT and DDBWORKER_CLOCK_SKEW and is the wait of a
+// record found in flight elsewhere whose lease cannot be read.
+const lambdaLease = 30 * time.Second
+
+// settings is the configuration the environment describes.
+type settings struct {
+	store    inbox.Store
+	queueURL string        // DDBWORKER_QUEUE_URL, or "" (from the records)
+	worker   worker.Config // without Store and QueueURL
+	logLevel slog.Level
+}
+
+// envReader reads variables and collects every problem, each naming its
+// variable. An empty variable is the same as an unset one (a template
+// parameter left empty).
+type envReader struct {
+	lookup func(string) (string, bool)
+	errs   []string
+}
+
+func (r *envReader) get(name string) (string, bool) {
+	v, ok := r.lookup(name)
+	v = strings.TrimSpace(v)
+	return v, ok && v != ""
+}
+
+func (r *envReader) fail(name, v, format string, args ...any) {
+	r.errs = append(r.errs, fmt.Sprintf("%s=%q: %s", name, v, fmt.Sprintf(format, args...)))
+}
+
+func (r *envReader) str(name, def string) string {
+	if v, ok := r.get(name); ok {
+		return v
+	}
+	return def
+}
+
+func (r *envReader) integer(name string, def, lo, hi int) int {
+	v, ok := r.get(name)
+	if !ok {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	switch {
+	case err != nil:
+		r.fail(name, v, "not an integer")
+	case n < lo || n > hi:
+		r.fail(name, v, "must be within %d..%d", lo, hi)
+	default:
+		return n
+	}
+	return def
+}
+
+func (r *envReader) float(name string, def, lo float64) float64 {
+	v, ok := r.get(name)
+	if !ok {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	switch {
+	case err != nil:
+		r.fail(name, v, "not a number")
+	case f < lo:
+		r.fail(name, v, "must be at least %v", lo)
+	default:
+		return f
+	}
+	return def
+}
+
+// duration reads a Go duration ("5s", "840h") within [lo, hi) (hi 0: no
+// upper bound).
+func (r *envReader) duration(name string, def, lo, hi time.Duration) time.Duration {
+	v, ok := r.get(name)
+	if !ok {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	switch {
+	case err != nil:
+		r.fail(name, v, "not a duration (e.g. 5s, 2m, 840h)")
+	case d < lo || (hi > 0 && d >= hi):
+		if hi > 0 {
+			r.fail(name, v, "must be at least %s and less than %s", lo, hi)
+		} else {
+			r.fail(name, v, "must be at least %s", lo)
+		}
+	default:
+		return d
+	}
+	return def
+}
+
+func (r *envReader) boolean(name string) bool {
+	v, ok := r.get(name)
+	if !ok {
+		return false
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		r.fail(name, v, "not a boolean (true or false)")
+	}
+	return b
+}
+
+// readSettings reads the configuration from the environment. Every problem
+// is reported in one line, each naming its variable.
+func readSettings(lookup func(string) (string, bool)) (settings, error) {
+	r := &envReader{lookup: lookup}
+	var s settings
+
+	s.store.Table = r.str(envTable, "")
+	if s.store.Table == "" {
+		r.errs = append(r.errs, envTable+" is required: the DynamoDB table of the inbox records (and usually of the service's items)")
+	}
+	for _, v := range layoutVars {
+		*v.field(&s.store.Layout) = r.str(v.name, "")
+	}
+	s.store.AttentionShards = r.integer(envAttentionShards, 16, 1, 100)
+	s.store.IndexProcessing = r.boolean(envIndexProcessing)
+	s.store.TTL.Completed = r.duration(envCompletedTTL, 35*24*time.Hour, 28*24*time.Hour, 0)
+	s.store.TTL.Failed = r.duration(envFailedTTL, 35*24*time.Hour, time.Hour, 0)
+	s.store.TTL.Processing = r.duration(envProcessingTTL, 7*24*time.Hour, time.Hour, 0)
+
+	if s.queueURL = r.str(envQueueURL, ""); s.queueURL != "" && queueID(s.queueURL) == "" {
+		r.fail(envQueueURL, s.queueURL, "not a queue URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME)")
+	}
+	c := &s.worker
+	c.DLQURL = r.str(envDLQURL, "")
+	if c.DLQURL != "" && queueID(c.DLQURL) == "" {
+		r.fail(envDLQURL, c.DLQURL, "not a queue URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME)")
+	}
+	policy := r.str(envTerminalPolicy, string(worker.PolicyDLQ))
+	switch c.TerminalPolicy = worker.TerminalPolicy(policy); c.TerminalPolicy {
+	case worker.PolicyDLQ:
+		if c.DLQURL == "" {
+			r.errs = append(r.errs, envDLQURL+" is required with "+envTerminalPolicy+"=dlq (the default): terminal work is copied there")
+		}
+	case worker.PolicyQuarantine, worker.PolicyRedrive:
+	default:
+		r.fail(envTerminalPolicy, policy, "must be dlq, quarantine or redrive")
+	}
+	c.Concurrency = r.integer(envConcurrency, 16, 1, 10000)
+	c.MaxAttempts = r.integer(envMaxAttempts, 5, 1, 100)
+	c.CallTimeout = r.duration(envCallTimeout, 0, 100*time.Millisecond, lambdaLease)
+	if skew := r.duration(envClockSkew, 2*time.Second, 0, lambdaLease); skew == 0 {
+		c.ClockSkew = worker.Zero // the daemon's --clock-skew 0: no margin
+	} else {
+		c.ClockSkew = skew
+	}
+	c.MaxWCU = r.float(envMaxWCU, 0, 0)
+	c.Health.MinFailures = r.integer(envHealthFailures, 5, 1, math.MaxInt32)
+	c.Health.Window = r.duration(envHealthWindow, 10*time.Second, 100*time.Millisecond, 0)
+	c.Health.ProbeMaxInterval = r.duration(envProbeMaxInterval, 15*time.Second, 2*time.Second, 0)
+	c.VisibilityTimeout = lambdaLease
+
+	level := r.str(envLogLevel, "info")
+	if err := s.logLevel.UnmarshalText([]byte(level)); err != nil {
+		r.fail(envLogLevel, level, "must be debug, info, warn or error")
+	}
+
+	if len(r.errs) == 0 {
+		var err error
+		if s.store, err = s.store.WithDefaults(); err != nil {
+			r.errs = append(r.errs, fmt.Sprintf("the inbox store (%s, DDBWORKER_*_ATTRIBUTE, DDBWORKER_*_INDEX, %s, DDBWORKER_*_TTL): %s",
+				envTable, envAttentionShards, strings.ReplaceAll(err.Error(), "\n", "; ")))
+		}
+	}
+	if len(r.errs) > 0 {
+		return settings{}, errors.New("lambda: invalid environment: " + strings.Join(r.errs, "; "))
+	}
+	s.worker.Store = s.store
+	return s, nil
+}
+
+// queueID is the "ACCOUNT/NAME" a queue URL ends with ("" if it does not
+// look like one), which identifies a queue whatever the URL's host (AWS's
+// sqs.REGION.amazonaws.com, the legacy queue.amazonaws.com, a VPC
+// endpoint, an emulator).
+func queueID(queueURL string) string {
+	u, err := url.Parse(queueURL)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return ""
+	}
+	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
+	if len(parts) != 2 || parts[0] == "" || parts[1] == "" {
+		return ""
+	}
+	return parts[0] + "/" + parts[1]
+}

@@ -1,0 +1,125 @@
+package lambda_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ddbworker/ddbworker/example/invoices"
+	"github.com/ddbworker/ddbworker/internal/testenv"
+	"github.com/ddbworker/ddbworker/lambda"
+	"github.com/ddbworker/ddbworker/worker"
+)
+
+func lookup(env map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := env[k]
+		return v, ok
+	}
+}
+
+func registerInvoices(reg *lambda.Registry, env lambda.Env) error {
+	return (&invoices.Handler{Table: env.Store.Table}).Register(reg)
+}
+
+// Configuration problems are one error, on one line, that names each
+// variable at fault; they surface at init, before any record.
+func TestNewConfigurationErrors(t *testing.T) {
+	t.Setenv("AWS_REGION", "us-east-1")
+	base := map[string]string{"DDBWORKER_TABLE": "orders", "DDBWORKER_DLQ_URL": "https://sqs.us-east-1.amazonaws.com/1/orders-dlq"}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want []string
+	}{
+		{"nothing set", map[string]string{"DDBWORKER_TABLE": "", "DDBWORKER_DLQ_URL": ""},
+			[]string{"DDBWORKER_TABLE is required", "DDBWORKER_DLQ_URL is required with DDBWORKER_TERMINAL_POLICY=dlq"}},
+		{"not numbers", map[string]string{"DDBWORKER_CONCURRENCY": "lots", "DDBWORKER_MAX_WCU": "-1", "DDBWORKER_INDEX_PROCESSING": "maybe"},
+			[]string{`DDBWORKER_CONCURRENCY="lots": not an integer`, `DDBWORKER_MAX_WCU="-1": must be at least 0`, `DDBWORKER_INDEX_PROCESSING="maybe": not a boolean`}},
+		{"out of range", map[string]string{"DDBWORKER_CONCURRENCY": "0", "DDBWORKER_MAX_ATTEMPTS": "101", "DDBWORKER_ATTENTION_SHARDS": "0"},
+			[]string{`DDBWORKER_CONCURRENCY="0": must be within 1..10000`, `DDBWORKER_MAX_ATTEMPTS="101": must be within 1..100`, `DDBWORKER_ATTENTION_SHARDS="0": must be within 1..100`}},
+		{"durations", map[string]string{"DDBWORKER_CALL_TIMEOUT": "40s", "DDBWORKER_COMPLETED_TTL": "24h", "DDBWORKER_HEALTH_WINDOW": "soon"},
+			[]string{`DDBWORKER_CALL_TIMEOUT="40s": must be at least 100ms and less than 30s`, `DDBWORKER_COMPLETED_TTL="24h": must be at least 672h0m0s`, `DDBWORKER_HEALTH_WINDOW="soon": not a duration`}},
+		{"policy and URLs", map[string]string{"DDBWORKER_TERMINAL_POLICY": "drop", "DDBWORKER_QUEUE_URL": "orders", "DDBWORKER_LOG_LEVEL": "loud"},
+			[]string{`DDBWORKER_TERMINAL_POLICY="drop": must be dlq, quarantine or redrive`, `DDBWORKER_QUEUE_URL="orders": not a queue URL`, `DDBWORKER_LOG_LEVEL="loud"`}},
+		{"layout", map[string]string{"DDBWORKER_PK_ATTRIBUTE": "SK"},
+			[]string{`the inbox store (DDBWORKER_TABLE, DDBWORKER_*_ATTRIBUTE`, `names attribute "SK" twice`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{}
+			for k, v := range base {
+				env[k] = v
+			}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			_, err := lambda.New(context.Background(), registerInvoices, lookup(env))
+			require.Error(t, err)
+			require.NotContains(t, err.Error(), "\n", "one line")
+			require.True(t, strings.HasPrefix(err.Error(), "lambda: invalid environment: "), err.Error())
+			for _, w := range tc.want {
+				require.Contains(t, err.Error(), w)
+			}
+		})
+	}
+
+	_, err := lambda.New(context.Background(), func(*lambda.Registry, lambda.Env) error { return errors.New("no table for invoices") }, lookup(base))
+	require.ErrorContains(t, err, "lambda: registering the handlers: no table for invoices")
+	_, err = lambda.New(context.Background(), func(*lambda.Registry, lambda.Env) error { return nil }, lookup(base))
+	require.ErrorContains(t, err, "must register at least one message type")
+	h, err := lambda.New(context.Background(), registerInvoices, lookup(map[string]string{"DDBWORKER_TABLE": "orders", "DDBWORKER_TERMINAL_POLICY": "quarantine", "DDBWORKER_CLOCK_SKEW": "0"}))
+	require.NoError(t, err, "quarantine needs no DLQ; a clock skew of 0 is none")
+	require.NotNil(t, h)
+}
+
+// One worker per queue: with DDBWORKER_QUEUE_URL set, its queue's records
+// go to the worker built at init, another queue's to a worker built from
+// their eventSourceARN; without it, a record whose queue is unknown is
+// reported, untouched.
+func TestHandlerRoutesRecordsByQueue(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	other, err := worker.CreateQueues(ctx, w.env.SQS, worker.QueueConfig{Name: testenv.Unique("q")})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for _, u := range []string{other.URL, other.DLQURL} {
+			_, _ = w.env.SQS.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(u)})
+		}
+	})
+	otherARN := strings.Replace(w.arn, queueName(w.env.Queues.URL), queueName(other.URL), 1)
+
+	handle, err := lambda.New(ctx, registerInvoices, lookup(w.functionEnv(true)))
+	require.NoError(t, err)
+	w.seedOrder("o-a")
+	w.seedOrder("o-b")
+	w.send(request(t, "k-a", invoices.InvoiceRequested{OrderID: "o-a", AmountCents: 1, Currency: "EUR"}))
+	w.sendTo(other.URL, request(t, "k-b", invoices.InvoiceRequested{OrderID: "o-b", AmountCents: 1, Currency: "EUR"}))
+	ev := w.receive(1, time.Minute)
+	ev.Records = append(ev.Records, w.receiveFrom(other.URL, otherARN, 1, time.Minute).Records...)
+	resp, err := handle(ctx, ev)
+	require.NoError(t, err)
+	require.Empty(t, resp.BatchItemFailures)
+	for _, o := range []string{"o-a", "o-b"} {
+		require.Equal(t, invoices.StatusInvoiced, w.item("ORDER#"+o, "ORDER")[invoices.AttrStatus], o)
+	}
+
+	env := w.functionEnv(false)
+	handle, err = lambda.New(ctx, registerInvoices, lookup(env))
+	require.NoError(t, err)
+	resp, err = handle(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m-unknown", ReceiptHandle: "h", Body: "{}", EventSourceARN: "arn:aws:sns:us-east-1:1:t"}}})
+	require.NoError(t, err)
+	require.Equal(t, []events.SQSBatchItemFailure{{ItemIdentifier: "m-unknown"}}, resp.BatchItemFailures)
+	resp, err = handle(ctx, events.SQSEvent{})
+	require.NoError(t, err)
+	require.NotNil(t, resp.BatchItemFailures, "an empty list, never null")
+	require.Empty(t, resp.BatchItemFailures)
+}
+
+func queueName(queueURL string) string { return queueURL[strings.LastIndexByte(queueURL, '/')+1:] }

@@ -1,0 +1,5 @@
+//go:build race
+
+package lambda_test
+
+func init() { raceEnabled = true }
