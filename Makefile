@@ -20,12 +20,12 @@ demo: deps build ## Run the example end to end on local emulators and check the 
 	$(DEVBIN) demo
 
 test: deps build ## Run the whole suite with -race against emulators it starts and stops
-	$(DEVBIN) emulators exec -- $(GOTEST) ./...
+	DDBWORKER_REQUIRE_EMULATORS=1 $(DEVBIN) emulators exec -- $(GOTEST) ./...
 
 test/race: test ## Same as test (the suite always runs with -race)
 
 test/short: deps build ## Unit tests and the fast protocol tests only
-	$(DEVBIN) emulators exec -- $(GOTEST) -short ./...
+	DDBWORKER_REQUIRE_EMULATORS=1 $(DEVBIN) emulators exec -- $(GOTEST) -short ./...
 
 bench: deps build ## Benchmark: naive vs default vs fused against their ceilings, then Go micro-benchmarks
 	$(DEVBIN) bench $(BENCH_ARGS)

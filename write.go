@@ -35,8 +35,7 @@ type Write struct {
 	table   string
 	key     Key
 	item    Item
-	update  expression.UpdateBuilder
-	changed bool
+	changes []func(expression.UpdateBuilder) expression.UpdateBuilder
 	guards  []Guard
 	err     error
 }
@@ -73,8 +72,12 @@ func Check(table string, key Key, guards ...Guard) Write {
 	return Write{kind: kindCheck, table: table, key: key, guards: guards}
 }
 
+// with returns a copy of w changed by f; the copy shares nothing mutable
+// with w (the SDK's update builder does, so changes are kept as functions
+// and the builder is made in Mutation).
 func (w Write) with(f func(*Write)) Write {
 	w.guards = slices.Clone(w.guards)
+	w.changes = slices.Clone(w.changes)
 	f(&w)
 	return w
 }
@@ -83,7 +86,7 @@ func (w Write) change(f func(u expression.UpdateBuilder) expression.UpdateBuilde
 	if w.kind != kindUpdate {
 		return w.with(func(w *Write) { w.err = errors.Join(w.err, errors.New("ddbworker: only an Update has changes")) })
 	}
-	return w.with(func(w *Write) { w.update, w.changed = f(w.update), true })
+	return w.with(func(w *Write) { w.changes = append(w.changes, f) })
 }
 
 // Set sets attr to v.
@@ -287,10 +290,14 @@ func (w Write) Mutation() (mutation.Write, error) {
 	var out mutation.Write
 	switch w.kind {
 	case kindUpdate:
-		if !w.changed {
+		if len(w.changes) == 0 {
 			return mutation.Write{}, w.invalid(errors.New("an Update needs at least one change (Set, Add, Remove, SetIfMissing)"))
 		}
-		out, err = mutation.Update(w.table, key, w.update, cond, judge)
+		var upd expression.UpdateBuilder
+		for _, c := range w.changes {
+			upd = c(upd)
+		}
+		out, err = mutation.Update(w.table, key, upd, cond, judge)
 	case kindPut:
 		item, merr := attributevalue.MarshalMap(map[string]any(w.item))
 		if merr != nil {

@@ -108,6 +108,22 @@ func TestGuardVerdicts(t *testing.T) {
 	}
 }
 
+// A Write is a value: writes derived from one do not share changes.
+func TestWriteIsAValue(t *testing.T) {
+	key := ddbworker.Key{"PK": "CASE#1", "SK": "CASE"}
+	base := ddbworker.Update("t", key).Set("stage", "review")
+	a := base.Set("x", 1)
+	_ = base.Remove("y")
+	m, err := a.Mutation()
+	require.NoError(t, err)
+	require.NotContains(t, aws.ToString(m.Item.Update.UpdateExpression), "REMOVE", "a change to base leaked into a")
+	g := base.Guard(ddbworker.MustExist())
+	_ = base.Guard(ddbworker.CreateOnly())
+	mg, err := g.Mutation()
+	require.NoError(t, err)
+	require.NotContains(t, aws.ToString(mg.Item.Update.ConditionExpression), "attribute_not_exists")
+}
+
 func TestJSONAndRegistry(t *testing.T) {
 	type approved struct {
 		ID string `json:"id"`

@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -234,4 +236,15 @@ func TestChaosOutageShort(t *testing.T) {
 		require.LessOrEqual(t, w.Recovered, time.Minute, name)
 		require.Less(t, w.MaxReceiveCount, 10, "%s: no message came near maxReceiveCount", name)
 	}
+}
+
+// buildDevBinary builds bin/ddbworker-dev's flavour of the ddbworker
+// command: with the development tools and the fault flags the chaos harness
+// drives.
+func buildDevBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "ddbworker-dev")
+	out, err := exec.Command("go", "build", "-tags", "ddbworker_dev", "-o", bin, "../cmd/ddbworker").CombinedOutput()
+	require.NoError(t, err, string(out))
+	return bin
 }

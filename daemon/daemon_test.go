@@ -1,9 +1,6 @@
 package daemon
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -31,16 +28,4 @@ func TestEnvBinding(t *testing.T) {
 	t.Setenv("DDBWORKER_MAX_ATTEMPTS", "many")
 	run2, _, _ := newRootCmd(App{}).Find([]string{"run"})
 	require.ErrorContains(t, bindEnv(run2), "DDBWORKER_MAX_ATTEMPTS")
-}
-
-// buildDevBinary builds bin/ddbworker-dev's flavour of the ddbworker
-// command: with the development tools and the fault flags the chaos harness
-// drives.
-func buildDevBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "ddbworker-dev")
-	out, err := exec.Command("go", "build", "-tags", "ddbworker_dev", "-o", bin, "../cmd/ddbworker").CombinedOutput()
-	require.NoError(t, err, string(out))
-	_ = os.Getenv
-	return bin
 }

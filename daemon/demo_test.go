@@ -5,18 +5,19 @@ package daemon
 import (
 	"bytes"
 	"context"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker/example/caseflow"
+	"github.com/ddbworker/ddbworker/internal/testenv"
 )
 
 // The demo, small: it must pass its own invariant check.
 func TestDemoHoldsInvariant(t *testing.T) {
-	g := &globals{ddbEndpoint: os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"), sqsEndpoint: os.Getenv("AWS_ENDPOINT_URL_SQS"), logLevel: "info"}
+	ddbEndpoint, sqsEndpoint := testenv.Endpoints(t)
+	g := &globals{ddbEndpoint: ddbEndpoint, sqsEndpoint: sqsEndpoint, logLevel: "info"}
 	f := &demoFlags{scenario: caseflow.ScenarioConfig{Messages: 300, Seed: 11}, concurrency: 8, visibility: 3 * time.Second, timeout: 2 * time.Minute}
 	var out, errw bytes.Buffer
 	err := runDemo(context.Background(), g, f, &out, &errw)

@@ -18,7 +18,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ddbworker/ddbworker/inbox"
-	"github.com/ddbworker/ddbworker/internal/emulators"
 	"github.com/ddbworker/ddbworker/tables"
 )
 
@@ -187,30 +186,6 @@ func (g *globals) clients(cfg aws.Config, ddbOpts []func(*dynamodb.Options), sqs
 		sqsOpts = append(sqsOpts, func(o *sqs.Options) { o.BaseEndpoint = aws.String(g.sqsEndpoint) })
 	}
 	return dynamodb.NewFromConfig(cfg, ddbOpts...), sqs.NewFromConfig(cfg, sqsOpts...)
-}
-
-// localOrGiven returns the SDK configuration for a command that runs on
-// local emulators: when --dynamodb-endpoint and --sqs-endpoint are both set,
-// the SDK's own configuration for them; otherwise it starts the emulators
-// from dir, points both endpoints at them and returns their static
-// configuration. stop ends what it started (a no-op otherwise).
-func (g *globals) localOrGiven(ctx context.Context, dir string, log io.Writer, label string) (cfg aws.Config, stop func(), err error) {
-	if g.ddbEndpoint != "" && g.sqsEndpoint != "" {
-		cfg, err = g.awsConfig(ctx)
-		return cfg, func() {}, err
-	}
-	started := time.Now()
-	fmt.Fprintf(log, "[%s] starting DynamoDB Local and the SQS emulator on 127.0.0.1 …\n", label)
-	env, err := emulators.Start(ctx, emulators.Config{Dir: dir})
-	if err != nil {
-		return aws.Config{}, nil, err
-	}
-	g.ddbEndpoint, g.sqsEndpoint = env.DynamoDBEndpoint, env.SQSEndpoint
-	fmt.Fprintf(log, "[%s] DynamoDB Local %s, SQS %s (ready in %s)\n", label, env.DynamoDBEndpoint, env.SQSEndpoint, time.Since(started).Round(time.Millisecond))
-	return emulators.AWSConfig(), func() {
-		_ = env.Stop()
-		fmt.Fprintf(log, "[%s] emulators stopped\n", label)
-	}, nil
 }
 
 // checkOutput validates an --output value: every listing prints a table

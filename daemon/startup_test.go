@@ -106,6 +106,7 @@ func TestStoreSettingsRecorded(t *testing.T) {
 			require.NoError(t, os.Unsetenv(k))
 		}
 	}
+	ddbEndpoint, _ := testenv.Endpoints(t) // skips the test when the emulators are not available
 	table := testenv.Unique("t")
 	t.Cleanup(func() {
 		cfg := testenv.AWSConfig(t)
@@ -113,7 +114,7 @@ func TestStoreSettingsRecorded(t *testing.T) {
 	})
 	run := func(args ...string) (string, error) {
 		root := newRootCmd(App{})
-		root.SetArgs(append([]string{"--dynamodb-endpoint", os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"), "--table", table}, args...))
+		root.SetArgs(append([]string{"--dynamodb-endpoint", ddbEndpoint, "--table", table}, args...))
 		var out bytes.Buffer
 		root.SetOut(&out)
 		root.SetErr(&out)
@@ -129,7 +130,7 @@ func TestStoreSettingsRecorded(t *testing.T) {
 	require.Contains(t, out, "--attention-shards 8 --index-processing=false --completed-ttl 1000h0m0s")
 	require.NotContains(t, out, "changed:")
 
-	g := &globals{app: App{}, table: table, ddbEndpoint: os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"), shards: 16, layout: tables.DefaultLayout()}
+	g := &globals{app: App{}, table: table, ddbEndpoint: ddbEndpoint, shards: 16, layout: tables.DefaultLayout()}
 	ddb := dynamodb.NewFromConfig(testenv.AWSConfig(t))
 	s, err := g.resolveStore(context.Background(), ddb)
 	require.NoError(t, err)

@@ -2,7 +2,6 @@ package worker_test
 
 import (
 	"context"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -214,7 +213,8 @@ func TestLambdaFIFOGroupStops(t *testing.T) {
 // applies the batch.
 func TestLambdaUnhealthyReportsBatch(t *testing.T) {
 	h := newHarness(t, testenv.Options{})
-	proxy, err := ddbproxy.Start(ddbproxy.Config{Target: os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")})
+	target, _ := testenv.Endpoints(t)
+	proxy, err := ddbproxy.Start(ddbproxy.Config{Target: target})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = proxy.Close() })
 	ddb := dynamodb.NewFromConfig(h.env.AWS, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(proxy.URL()) })

@@ -44,12 +44,6 @@ func (r *releaser) add(pr pendingRelease) {
 	}
 }
 
-func (r *releaser) len() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.pending)
-}
-
 // run retries due refunds, one call each, while the database is healthy,
 // until ctx ends.
 func (r *releaser) run(ctx context.Context) {

@@ -4,7 +4,6 @@ package bench
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +25,7 @@ func TestThrottledScenario(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the worker four times against the emulators")
 	}
-	ddbEndpoint, sqsEndpoint := os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"), os.Getenv("AWS_ENDPOINT_URL_SQS")
+	ddbEndpoint, sqsEndpoint := testenv.Endpoints(t)
 	env := Env{AWS: testenv.AWSConfig(t), Table: testenv.Unique("bench"), DynamoDBEndpoint: ddbEndpoint,
 		DynamoDB: []func(*dynamodb.Options){func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(ddbEndpoint) }},
 		SQS:      []func(*sqs.Options){func(o *sqs.Options) { o.BaseEndpoint = aws.String(sqsEndpoint) }},

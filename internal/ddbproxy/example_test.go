@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -14,12 +13,14 @@ import (
 	"github.com/ddbworker/ddbworker/internal/emulators"
 )
 
-// A client pointed at the proxy talks to DynamoDB Local until a fault mode is
-// set; then it gets AWS's own error answers. (The DynamoDB client's default
-// retryer makes 4 attempts and backs off at least a second after a throttle;
-// this one makes a single attempt.)
+// A client pointed at the proxy talks to DynamoDB Local (here on its usual
+// port) until a fault mode is set; then it gets AWS's own error answers from
+// the proxy, and the request never reaches DynamoDB Local — this example
+// runs without it. (The DynamoDB client's default retryer makes 4 attempts
+// and backs off at least a second after a throttle; this one makes a single
+// attempt.)
 func ExampleStart() {
-	p, err := ddbproxy.Start(ddbproxy.Config{Target: os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")})
+	p, err := ddbproxy.Start(ddbproxy.Config{Target: "http://127.0.0.1:8000"})
 	if err != nil {
 		fmt.Println(err)
 		return

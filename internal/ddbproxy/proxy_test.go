@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptrace"
-	"os"
 	"reflect"
 	"sync/atomic"
 	"testing"
@@ -42,7 +41,7 @@ type fixture struct {
 func newFixture(t *testing.T, cfg ddbproxy.Config) *fixture {
 	t.Helper()
 	f := &fixture{aws: testenv.AWSConfig(t), table: testenv.Unique("ddbproxy")}
-	cfg.Target = os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")
+	cfg.Target, _ = testenv.Endpoints(t)
 	p, err := ddbproxy.Start(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, p.Close()) })

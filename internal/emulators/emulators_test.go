@@ -12,11 +12,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker/internal/emulators"
+	"github.com/ddbworker/ddbworker/internal/testenv"
 )
 
 // TestStartStop starts its own pair (independent of any shared one), talks
 // to both through the SDK, and checks that Stop really ends them.
 func TestStartStop(t *testing.T) {
+	testenv.SkipWithoutRuntimes(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	env, err := emulators.Start(ctx, emulators.Config{})

