@@ -109,7 +109,7 @@ func RequestHash(e *Envelope) (string, error) {
 
 // requestHash is RequestHash returning a concrete *Error.
 func requestHash(e *Envelope) (string, *Error) {
-	if len(e.Payload) == 0 {
+	if len(e.Payload) == 0 && e.PayloadRef == nil {
 		return "", &Error{Code: CodeMissingField, Field: "payload", Reason: "required field is missing"}
 	}
 	c := getCanon()
@@ -120,12 +120,17 @@ func requestHash(e *Envelope) (string, *Error) {
 	out = appendString(out, e.AggregateType)
 	out = append(out, `,"messageType":`...)
 	out = appendString(out, e.MessageType)
-	out = append(out, `,"payload":`...)
-	c.out = out
-	if ce := c.payload(e.Payload); ce != nil {
-		return "", &Error{Code: CodeInvalidField, Field: "payload", Reason: ce.reason, Err: ce.err}
+	if r := e.PayloadRef; r != nil {
+		out = appendRef(out, r)
+	} else {
+		out = append(out, `,"payload":`...)
+		c.out = out
+		if ce := c.payload(e.Payload); ce != nil {
+			return "", &Error{Code: CodeInvalidField, Field: "payload", Reason: ce.reason, Err: ce.err}
+		}
+		out = c.out
 	}
-	out = append(c.out, `,"schemaVersion":`...)
+	out = append(out, `,"schemaVersion":`...)
 	out = strconv.AppendInt(out, int64(e.SchemaVersion), 10)
 	out = append(out, '}')
 	c.out = out
@@ -133,6 +138,17 @@ func requestHash(e *Envelope) (string, *Error) {
 	var h [2 * sha256.Size]byte
 	hex.Encode(h[:], sum[:])
 	return string(h[:]), nil
+}
+
+// appendRef appends the canonical form of a payloadRef member: its content
+// identity only. Bucket, key and version say where a copy lives; a re-send
+// that uploads the same bytes elsewhere is the same work.
+func appendRef(out []byte, r *PayloadRef) []byte {
+	out = append(out, `,"payloadRef":{"sha256":`...)
+	out = appendString(out, r.SHA256)
+	out = append(out, `,"size":`...)
+	out = strconv.AppendInt(out, r.Size, 10)
+	return append(out, '}')
 }
 
 // payload appends the canonical form of the JSON document p to c.out.

@@ -95,13 +95,14 @@ const (
 	fCorrelationID
 	fAttemptPolicy
 	fPayload
+	fPayloadRef
 	numFields
 )
 
 var fieldNames = [numFields]string{
 	"schemaVersion", "messageId", "messageType", "producer", "occurredAt",
 	"idempotencyKey", "aggregateType", "aggregateId", "aggregateVersion",
-	"causationId", "correlationId", "attemptPolicy", "payload",
+	"causationId", "correlationId", "attemptPolicy", "payload", "payloadRef",
 }
 
 func lookupField(key []byte) int {
@@ -132,6 +133,8 @@ func lookupField(key []byte) int {
 		return fAttemptPolicy
 	case "payload":
 		return fPayload
+	case "payloadRef":
+		return fPayloadRef
 	}
 	return -1
 }
@@ -164,6 +167,37 @@ func lookupPolicyField(key []byte) int {
 	return -1
 }
 
+// Field identifiers of payloadRef.
+const (
+	rBucket = iota
+	rKey
+	rVersionID
+	rSHA256
+	rSize
+	numRefFields
+)
+
+var refFieldNames = [numRefFields]string{
+	"payloadRef.bucket", "payloadRef.key", "payloadRef.versionId",
+	"payloadRef.sha256", "payloadRef.size",
+}
+
+func lookupRefField(key []byte) int {
+	switch string(key) {
+	case "bucket":
+		return rBucket
+	case "key":
+		return rKey
+	case "versionId":
+		return rVersionID
+	case "sha256":
+		return rSHA256
+	case "size":
+		return rSize
+	}
+	return -1
+}
+
 // span is the byte range of a field's value in the body.
 type span struct {
 	start, end int
@@ -181,6 +215,7 @@ type timeState struct {
 // when validating a decoded (rather than producer-built) envelope.
 type decodeState struct {
 	svPresent                 bool
+	refSizePresent            bool
 	occurredAt                timeState
 	notBefore, retryableUntil timeState
 }
@@ -220,8 +255,16 @@ func (d *Decoder) Config() Config {
 //     AttemptPolicy field order, payload last): length limits (an
 //     over-long idempotencyKey is CodeKeyTooLong, checked before its
 //     charset), charsets, UTF-8, control characters, RFC 3339 times,
-//     aggregateVersion >= 0, attempt ranges, payload not null and
-//     canonicalizable (see RequestHash); all CodeInvalidField.
+//     aggregateVersion >= 0, attempt ranges, then exactly one of payload
+//     and payloadRef (both: CodeInvalidField "payload"; neither was
+//     CodeMissingField "payload" in step 5), payloadRef's members (absent
+//     required ones CodeMissingField "payloadRef.bucket" etc., rule
+//     violations CodeInvalidField), payload not null and canonicalizable
+//     (see RequestHash); all CodeInvalidField.
+//
+// An envelope with a payloadRef is returned with Payload nil: the caller
+// fetches the object, checks it against the reference and hands the bytes
+// to ResolvePayload before any handler sees the envelope.
 func (d *Decoder) Decode(body []byte) (*Envelope, error) {
 	if d == nil {
 		d = defaultDecoder
@@ -329,6 +372,15 @@ func (d *Decoder) decode(body []byte) (*Envelope, *Error) {
 	}
 	if sp := spans[fPayload]; sp.set {
 		e.Payload = json.RawMessage(append([]byte(nil), body[sp.start:sp.end]...))
+	}
+	if sp := spans[fPayloadRef]; sp.set && !isNull(body, sp) {
+		if body[sp.start] != '{' {
+			return nil, typeError(fieldNames[fPayloadRef], "must be an object")
+		}
+		e.PayloadRef, err = decodeRef(body[sp.start:sp.end], &ds, ta, &c.str)
+		if err != nil {
+			return nil, err
+		}
 	}
 	ta.finish()
 
@@ -599,6 +651,42 @@ func decodePolicy(b []byte, ds *decodeState, scratch *[]byte) (*AttemptPolicy, *
 		p.TerminalAfterCodes = codes
 	}
 	return p, nil
+}
+
+// decodeRef decodes the payloadRef object b (already syntax-checked).
+// Unknown members are ignored, as they are at the top level.
+func decodeRef(b []byte, ds *decodeState, ta *textArena, scratch *[]byte) (*PayloadRef, *Error) {
+	var spans [numRefFields]span
+	dup, err := scanObject(b, spans[:], lookupRefField, scratch, false)
+	if err != nil {
+		return nil, err
+	}
+	if dup >= 0 {
+		return nil, dupError(refFieldNames[dup])
+	}
+	r := new(PayloadRef)
+	for _, f := range [...]struct {
+		id  int
+		dst *string
+	}{
+		{rBucket, &r.Bucket},
+		{rKey, &r.Key},
+		{rVersionID, &r.VersionID},
+		{rSHA256, &r.SHA256},
+	} {
+		if err := decodeString(b, spans[f.id], refFieldNames[f.id], ta, f.dst); err != nil {
+			return nil, err
+		}
+	}
+	if sp := spans[rSize]; sp.set && !isNull(b, sp) {
+		v, err := decodeInt(b, sp, refFieldNames[rSize], 64)
+		if err != nil {
+			return nil, err
+		}
+		r.Size = v
+		ds.refSizePresent = true
+	}
+	return r, nil
 }
 
 // decodeStrings decodes an array of strings (already syntax-checked).

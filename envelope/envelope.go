@@ -76,11 +76,37 @@ type Envelope struct {
 	// AttemptPolicy optionally overrides retry behaviour.
 	AttemptPolicy *AttemptPolicy `json:"attemptPolicy,omitempty"`
 	// Payload is the operation's body: any JSON value except null.
-	// Required. Decode stores a copy of the body's bytes, unchanged.
-	Payload json.RawMessage `json:"payload"`
+	// Exactly one of Payload and PayloadRef is required. Decode stores a
+	// copy of the body's bytes, unchanged; for an envelope with a
+	// PayloadRef it leaves Payload nil, and whoever fetches the object
+	// (the worker) sets it with ResolvePayload before a handler runs.
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// PayloadRef points at the payload stored in S3 instead of inline.
+	// Exactly one of Payload and PayloadRef is required.
+	PayloadRef *PayloadRef `json:"payloadRef,omitempty"`
 	// RequestHash is set by Decode to RequestHash(e). It is not part of the
 	// wire format.
 	RequestHash string `json:"-"`
+}
+
+// PayloadRef points at a payload stored in S3 instead of inline. The
+// request hash covers the reference's content identity (SHA256 and Size),
+// never bytes fetched later.
+type PayloadRef struct {
+	// Bucket is the S3 bucket: 3..63 characters of [a-z0-9.-], beginning
+	// and ending with a letter or digit. Required.
+	Bucket string `json:"bucket"`
+	// Key is the object key: 1..1024 bytes of UTF-8 without control
+	// characters. Required.
+	Key string `json:"key"`
+	// VersionID pins the object version (at most 1024 bytes, no control
+	// characters). Optional: without it the current version is read.
+	VersionID string `json:"versionId,omitempty"`
+	// SHA256 is the lowercase hex SHA-256 of the object's bytes (64
+	// characters). Required.
+	SHA256 string `json:"sha256"`
+	// Size is the object's length in bytes, > 0. Required.
+	Size int64 `json:"size"`
 }
 
 // Code classifies why an envelope was rejected. Codes are stable strings

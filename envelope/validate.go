@@ -89,7 +89,7 @@ func validate(e *Envelope, cfg *Config, ds *decodeState) *Error {
 		return missing(fieldNames[fAggregateType])
 	case e.AggregateID == "":
 		return missing(fieldNames[fAggregateID])
-	case len(e.Payload) == 0:
+	case len(e.Payload) == 0 && e.PayloadRef == nil:
 		return missing(fieldNames[fPayload])
 	}
 
@@ -141,7 +141,84 @@ func validate(e *Envelope, cfg *Config, ds *decodeState) *Error {
 			return err
 		}
 	}
+	if r := e.PayloadRef; r != nil {
+		if len(e.Payload) > 0 {
+			return invalid(fieldNames[fPayload], "exactly one of payload and payloadRef may be present")
+		}
+		sizePresent := r.Size != 0
+		if ds != nil {
+			sizePresent = ds.refSizePresent
+		}
+		if err := checkRef(r, sizePresent); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// Limits of payloadRef's members (S3's own).
+const (
+	minBucketLen = 3
+	maxBucketLen = 63
+	maxS3KeyLen  = 1024 // bytes, for key and versionId
+)
+
+// checkRef validates a payloadRef: required members first, then rules.
+func checkRef(r *PayloadRef, sizePresent bool) *Error {
+	switch {
+	case r.Bucket == "":
+		return missing(refFieldNames[rBucket])
+	case r.Key == "":
+		return missing(refFieldNames[rKey])
+	case r.SHA256 == "":
+		return missing(refFieldNames[rSHA256])
+	case !sizePresent:
+		return missing(refFieldNames[rSize])
+	}
+	if !isBucket(r.Bucket) {
+		return invalid(refFieldNames[rBucket], "must be "+strconv.Itoa(minBucketLen)+".."+strconv.Itoa(maxBucketLen)+
+			" characters of [a-z0-9.-], beginning and ending with a letter or digit")
+	}
+	if err := checkText(refFieldNames[rKey], r.Key, maxS3KeyLen); err != nil {
+		return err
+	}
+	if r.VersionID != "" {
+		if err := checkText(refFieldNames[rVersionID], r.VersionID, maxS3KeyLen); err != nil {
+			return err
+		}
+	}
+	if !isSHA256Hex(r.SHA256) {
+		return invalid(refFieldNames[rSHA256], "must be 64 lowercase hex digits")
+	}
+	if r.Size <= 0 {
+		return invalid(refFieldNames[rSize], "must be greater than 0")
+	}
+	return nil
+}
+
+func isBucket(s string) bool {
+	if len(s) < minBucketLen || len(s) > maxBucketLen {
+		return false
+	}
+	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !alnum(c) && c != '.' && c != '-' {
+			return false
+		}
+	}
+	return alnum(s[0]) && alnum(s[len(s)-1])
+}
+
+func isSHA256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 func checkPolicy(p *AttemptPolicy, ds *decodeState) *Error {
