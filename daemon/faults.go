@@ -93,7 +93,7 @@ func (f *faultFlags) failpoint(log *slog.Logger) (func(string), error) {
 	}
 	rates := map[string]float64{}
 	known := map[string]bool{}
-	for _, n := range hooks.Failpoints() {
+	for _, n := range append(hooks.Failpoints(), hooks.RelayFailpoints()...) {
 		known[n] = true
 	}
 	for _, part := range strings.Split(f.kill, ",") {

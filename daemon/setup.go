@@ -13,6 +13,7 @@ import (
 func newTablesCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "tables", Short: "Manage the DynamoDB table"}
 	var wait time.Duration
+	var stream bool
 	create := &cobra.Command{
 		Use:   "create",
 		Short: "Create the table (keys, aggregate and attention indexes, TTL) if missing; a no-op when it exists",
@@ -41,10 +42,18 @@ func newTablesCmd(g *globals) *cobra.Command {
 			for _, c := range changed {
 				fmt.Fprintf(out, "changed: %s — restart every worker so that all of them use the new settings\n", c)
 			}
+			if stream {
+				arn, err := tables.EnableStream(cmd.Context(), ddb, g.table, wait)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "stream on (NEW_IMAGE) for the outbox relay: %s\n", arn)
+			}
 			return nil
 		},
 	}
 	create.Flags().DurationVar(&wait, "wait", 5*time.Minute, "how long to wait for the table to become ACTIVE")
+	create.Flags().BoolVar(&stream, "stream", false, "also turn the table's DynamoDB Stream on (NEW_IMAGE), for `relay` (the outbox)")
 	cmd.AddCommand(create)
 	return cmd
 }

@@ -19,6 +19,18 @@ const (
 	MidBatch     = "mid-batch"
 )
 
+// Failpoints of the outbox relay (package relay).
+const (
+	RelayAfterSend        = "relay-after-send"
+	RelayAfterMark        = "relay-after-mark"
+	RelayBeforeCheckpoint = "relay-before-checkpoint"
+)
+
+// RelayFailpoints lists the relay's failpoint names in a stable order.
+func RelayFailpoints() []string {
+	return []string{RelayAfterSend, RelayAfterMark, RelayBeforeCheckpoint}
+}
+
 // Failpoints lists the failpoint names in a stable order.
 func Failpoints() []string { return []string{AfterGate, AfterCommit, BeforeDelete, MidBatch} }
 

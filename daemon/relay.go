@@ -1,0 +1,162 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+
+	"github.com/ddbworker/ddbworker/outbox"
+	"github.com/ddbworker/ddbworker/relay"
+)
+
+type relayFlags struct {
+	queueURL      string
+	streamARN     string
+	name          string
+	shards        int
+	leaseDuration time.Duration
+	pollInterval  time.Duration
+	discovery     time.Duration
+	publishedTTL  time.Duration
+	drainTimeout  time.Duration
+	sweep         bool
+	sweepAge      time.Duration
+	sweepInterval time.Duration
+	metricsAddr   string
+	faults        faultFlags
+}
+
+func (f *relayFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.queueURL, "queue-url", "", "queue of outbox records that name no destination (required)")
+	fl.StringVar(&f.streamARN, "stream-arn", "", "the stream to read (default: the table's latest stream)")
+	fl.StringVar(&f.name, "relay-name", relay.NameDefault, "relay group: instances with the same name share the stream's shards, one lease per shard")
+	fl.IntVar(&f.shards, "outbox-shards", outbox.ShardsDefault, "attention index partitions of PENDING outbox records (the producers' outbox.Config.Shards)")
+	fl.DurationVar(&f.leaseDuration, "lease-duration", relay.LeaseDurationDefault, "shard lease length: a crashed instance's shards are taken over after it")
+	fl.DurationVar(&f.pollInterval, "poll-interval", relay.PollIntervalDefault, "wait after an empty GetRecords page")
+	fl.DurationVar(&f.discovery, "discovery-interval", relay.DiscoveryDefault, "how often the stream's shards are listed and free leases taken")
+	fl.DurationVar(&f.publishedTTL, "published-ttl", relay.PublishedTTLDefault, "how long PUBLISHED outbox records live")
+	fl.DurationVar(&f.drainTimeout, "drain-timeout", relay.DrainTimeoutDefault, "on SIGTERM, how long the page in hand may take (send, mark, checkpoint) before the leases are released")
+	fl.BoolVar(&f.sweep, "sweep", false, "sweep once and exit: publish PENDING records older than --sweep-age (records the stream cannot deliver any more)")
+	fl.DurationVar(&f.sweepAge, "sweep-age", relay.SweepAgeDefault, "a sweep publishes PENDING records created longer ago than this")
+	fl.DurationVar(&f.sweepInterval, "sweep-interval", 0, "while reading the stream, also sweep this often (0: never)")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "127.0.0.1:9090", "address of /metrics, /healthz and /readyz (empty: off)")
+	f.faults.register(cmd)
+}
+
+func (f *relayFlags) config(g *globals) relay.Config {
+	return relay.Config{Table: g.table, Layout: g.layout, Shards: f.shards, QueueURL: f.queueURL, StreamARN: f.streamARN,
+		Name: f.name, LeaseDuration: f.leaseDuration, PollInterval: f.pollInterval, DiscoveryInterval: f.discovery,
+		PublishedTTL: f.publishedTTL, DrainTimeout: f.drainTimeout, SweepAge: f.sweepAge, SweepInterval: f.sweepInterval}
+}
+
+func newRelayCmd(g *globals) *cobra.Command {
+	f := &relayFlags{}
+	cmd := &cobra.Command{
+		Use:   "relay",
+		Short: "Publish the table's outbox records to SQS from its DynamoDB Stream until SIGTERM (or --sweep once)",
+		Long: `Publish the table's outbox records to SQS from its DynamoDB Stream until
+SIGTERM: shards are leased in the table (several instances share them),
+records are sent in batches, marked PUBLISHED (fenced on PENDING) and
+checkpointed. A crash re-sends, never loses: the consumer's gate absorbs
+the duplicate.
+
+The stream must be on (tables create --stream). Its endpoint is the SDK's:
+AWS_ENDPOINT_URL_DYNAMODB_STREAMS (DynamoDB Local serves streams on its
+DynamoDB endpoint).
+
+With --sweep it publishes, once, the PENDING records older than --sweep-age
+and exits: for records a stream cannot deliver any more (retention is 24
+hours).`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := g.logger(os.Stderr)
+			if err != nil {
+				return err
+			}
+			return runRelay(cmd.Context(), g, f, log, cmd)
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+// relayFlagErrors names flags in relay.New's "relay: Config.X …" errors.
+func relayFlagErrors(err error) error {
+	names := map[string]string{"Table": "--table", "QueueURL": "--queue-url", "Shards": "--outbox-shards", "Name": "--relay-name",
+		"LeaseDuration": "--lease-duration", "PollInterval": "--poll-interval", "DiscoveryInterval": "--discovery-interval",
+		"PublishedTTL": "--published-ttl", "DrainTimeout": "--drain-timeout", "SweepAge": "--sweep-age", "SweepInterval": "--sweep-interval"}
+	s := err.Error()
+	for field, flag := range names {
+		s = strings.ReplaceAll(s, "relay: Config."+field+" ", flag+" ("+envName(strings.TrimPrefix(flag, "--"))+") ")
+	}
+	return errors.New(s)
+}
+
+// runRelay serves metrics and health, then runs the relay until ctx ends
+// (or sweeps once).
+func runRelay(ctx context.Context, g *globals, f *relayFlags, log *slog.Logger, cmd *cobra.Command) error {
+	cfg, err := g.awsConfig(ctx)
+	if err != nil {
+		return err
+	}
+	ctx, ddbOpts, sqsOpts, err := f.faults.apply(ctx, log)
+	if err != nil {
+		return err
+	}
+	ddb, q := g.clients(cfg, ddbOpts, sqsOpts)
+	streams := dynamodbstreams.NewFromConfig(cfg)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics, err := relay.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "ddbworker", Name: "build_info",
+		Help: "1, labelled with the service's name and version, the VCS revision and the Go version it was built with."},
+		[]string{"service", "version", "revision", "goversion"})
+	build.WithLabelValues(g.app.name(), g.app.version(), g.app.revision(), runtime.Version()).Set(1)
+	reg.MustRegister(build)
+	r, err := relay.New(relay.Deps{DynamoDB: ddb, Streams: streams, SQS: q, Logger: log, Metrics: metrics}, f.config(g))
+	if err != nil {
+		return relayFlagErrors(err)
+	}
+	if f.sweep {
+		res, err := r.Sweep(ctx)
+		fmt.Fprintf(cmd.OutOrStdout(), "swept: %d PENDING records older than %s, %d published, %d failed\n", res.Found, f.sweepAge, res.Published, res.Failed)
+		if err == nil && res.Failed > 0 {
+			err = fmt.Errorf("relay: %d records could not be published; they stay PENDING for the next sweep", res.Failed)
+		}
+		return err
+	}
+	var ready atomic.Bool
+	if f.metricsAddr != "" {
+		srv, err := serveOps(f.metricsAddr, reg, ready.Load, log)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+	}
+	if _, err := r.StreamARN(ctx); err != nil {
+		if errors.Is(err, relay.ErrNoStream) {
+			return fmt.Errorf("%w (run `%s tables create --stream`, or enable a NEW_IMAGE stream on the table)", err, g.app.name())
+		}
+		return err
+	}
+	ready.Store(true)
+	return r.Run(ctx)
+}

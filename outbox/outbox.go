@@ -1,0 +1,269 @@
+package outbox
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbworker/ddbworker/envelope"
+	"github.com/ddbworker/ddbworker/tables"
+)
+
+// Record statuses.
+const (
+	// StatusPending: written by the producer, not yet published.
+	StatusPending = "PENDING"
+	// StatusPublished: a relay sent it to its queue and marked it.
+	StatusPublished = "PUBLISHED"
+)
+
+// Key prefixes.
+const (
+	// PKPrefix starts every outbox record's partition key; a stream filter
+	// (EventBridge Pipes, a Lambda event filter) selects outbox records by it.
+	PKPrefix = "OUTBOX#"
+	// SKPrefix starts every outbox record's sort key.
+	SKPrefix = "EVENT#"
+	// PendingPrefix starts the attention index partition of PENDING
+	// records: OUTBOX#PENDING#00 … OUTBOX#PENDING#<Shards-1>.
+	PendingPrefix = "OUTBOX#PENDING#"
+)
+
+// ShardsDefault is the default number of attention index partitions that
+// PENDING records are spread over.
+const ShardsDefault = 16
+
+// TimeLayout is the layout of createdAt and publishedAt: UTC, fixed width,
+// so text order is time order.
+const TimeLayout = "2006-01-02T15:04:05.000Z"
+
+// Sentinel errors.
+var (
+	// ErrInvalid reports an Event that cannot become an outbox record.
+	ErrInvalid = errors.New("outbox: invalid event")
+	// ErrDecode reports an item that is not an outbox record.
+	ErrDecode = errors.New("outbox: not an outbox record")
+)
+
+// Config configures a Writer.
+type Config struct {
+	// Table is the table the outbox records go to (the producer's own,
+	// usually). Required.
+	Table string
+	// Layout names the key, attention index and TTL attributes. Default:
+	// tables.DefaultLayout().
+	Layout tables.Layout
+	// Shards is the number of attention index partitions PENDING records
+	// are spread over; the relay's sweep must use the same. 1..100.
+	// Default: ShardsDefault (16).
+	Shards int
+	// Now is the clock. Default: time.Now.
+	Now func() time.Time
+}
+
+// Writer builds outbox records. It is safe for concurrent use.
+type Writer struct{ cfg Config }
+
+// New validates cfg.
+func New(cfg Config) (*Writer, error) {
+	var errs []error
+	if cfg.Table == "" {
+		errs = append(errs, errors.New("outbox: Config.Table is required"))
+	}
+	var err error
+	if cfg.Layout, err = cfg.Layout.WithDefaults(); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.Shards == 0 {
+		cfg.Shards = ShardsDefault
+	}
+	if cfg.Shards < 1 || cfg.Shards > 100 {
+		errs = append(errs, fmt.Errorf("outbox: Config.Shards %d must be 1..100", cfg.Shards))
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &Writer{cfg: cfg}, nil
+}
+
+// Event is one message to publish.
+type Event struct {
+	// Envelope is the message. Required; it must pass envelope.Encode.
+	Envelope *envelope.Envelope
+	// Destination is the queue URL to send it to. Default: the relay's
+	// queue.
+	Destination string
+	// Sequence orders the aggregate's records (text order). Default: the
+	// envelope's aggregateVersion, else its occurredAt (see the package
+	// documentation). At most 64 bytes, no '#'.
+	Sequence string
+}
+
+// InvalidError says why an Event was refused.
+type InvalidError struct {
+	Field  string
+	Reason string
+	Err    error
+}
+
+func (e *InvalidError) Error() string {
+	s := "outbox: invalid event: " + e.Field + ": " + e.Reason
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns ErrInvalid and the underlying error.
+func (e *InvalidError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrInvalid}
+	}
+	return []error{ErrInvalid, e.Err}
+}
+
+// Sequence is the default sequence of e (see Event.Sequence).
+func Sequence(e *envelope.Envelope) string {
+	if e.AggregateVersion != nil {
+		return fmt.Sprintf("V%020d", *e.AggregateVersion)
+	}
+	return fmt.Sprintf("T%020d", e.OccurredAt.UnixNano())
+}
+
+// Keys returns an outbox record's partition and sort key.
+func Keys(aggregateType, aggregateID, sequence, eventID string) (pk, sk string) {
+	return PKPrefix + aggregateType + "#" + aggregateID, SKPrefix + sequence + "#" + eventID
+}
+
+// PendingPK is the attention index partition of a PENDING record of the
+// aggregate's partition key pk, with shards partitions.
+func PendingPK(pk string, shards int) string {
+	shard := 0
+	if shards > 1 {
+		h := sha256.Sum256([]byte(pk))
+		shard = int(binary.BigEndian.Uint32(h[:4]) % uint32(shards))
+	}
+	return fmt.Sprintf("%s%02d", PendingPrefix, shard)
+}
+
+// Record returns the outbox record of ev: what Put writes.
+func (w *Writer) Record(ev Event) (Record, error) {
+	if ev.Envelope == nil {
+		return Record{}, &InvalidError{Field: "Envelope", Reason: "required"}
+	}
+	body, err := envelope.Encode(ev.Envelope)
+	if err != nil {
+		return Record{}, &InvalidError{Field: "Envelope", Reason: "does not encode", Err: err}
+	}
+	seq := ev.Sequence
+	if seq == "" {
+		seq = Sequence(ev.Envelope)
+	}
+	if len(seq) > 64 || strings.Contains(seq, "#") {
+		return Record{}, &InvalidError{Field: "Sequence", Reason: "at most 64 bytes without '#'"}
+	}
+	e := ev.Envelope
+	pk, sk := Keys(e.AggregateType, e.AggregateID, seq, e.MessageID)
+	return Record{PK: pk, SK: sk, EventID: e.MessageID, AggregateType: e.AggregateType, AggregateID: e.AggregateID,
+		MessageType: e.MessageType, Body: string(body), Destination: ev.Destination, Status: StatusPending,
+		CreatedAt: w.cfg.Now().UTC().Truncate(time.Millisecond)}, nil
+}
+
+// Put returns the TransactWriteItem that writes ev's PENDING outbox record,
+// to add to the transaction that changes the producer's state. Its
+// condition, attribute_not_exists on the partition key, cancels the
+// transaction when the same event (aggregate, sequence, event id) was
+// written before.
+func (w *Writer) Put(ev Event) (types.TransactWriteItem, error) {
+	rec, err := w.Record(ev)
+	if err != nil {
+		return types.TransactWriteItem{}, err
+	}
+	l := w.cfg.Layout
+	cond := expression.AttributeNotExists(expression.Name(l.PartitionKey))
+	expr, err := expression.NewBuilder().WithCondition(cond).Build()
+	if err != nil {
+		return types.TransactWriteItem{}, fmt.Errorf("outbox: condition: %w", err)
+	}
+	item := map[string]types.AttributeValue{
+		l.PartitionKey:             str(rec.PK),
+		l.SortKey:                  str(rec.SK),
+		tables.AttrStatus:          str(rec.Status),
+		tables.AttrOutboxEventID:   str(rec.EventID),
+		tables.AttrAggregateType:   str(rec.AggregateType),
+		tables.AttrAggregateID:     str(rec.AggregateID),
+		tables.AttrMessageType:     str(rec.MessageType),
+		tables.AttrOutboxBody:      str(rec.Body),
+		tables.AttrOutboxCreatedAt: str(rec.CreatedAt.Format(TimeLayout)),
+		l.AttentionPK:              str(PendingPK(rec.PK, w.cfg.Shards)),
+		l.AttentionSK:              str(rec.CreatedAt.Format(TimeLayout)),
+	}
+	if rec.Destination != "" {
+		item[tables.AttrOutboxDestination] = str(rec.Destination)
+	}
+	return types.TransactWriteItem{Put: &types.Put{
+		TableName:                 aws.String(w.cfg.Table),
+		Item:                      item,
+		ConditionExpression:       expr.Condition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	}}, nil
+}
+
+func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+// Record is an outbox record as stored.
+type Record struct {
+	PK, SK        string
+	EventID       string
+	AggregateType string
+	AggregateID   string
+	MessageType   string
+	// Body is the encoded envelope.
+	Body string
+	// Destination is the queue URL, or "" for the relay's default.
+	Destination string
+	Status      string
+	CreatedAt   time.Time
+}
+
+// IsKey reports whether pk is an outbox record's partition key.
+func IsKey(pk string) bool {
+	return strings.HasPrefix(pk, PKPrefix) && !strings.HasPrefix(pk, PendingPrefix)
+}
+
+// Decode reads an outbox record from an item (or a stream record's image,
+// converted) of a table with layout l. An item that is not one is
+// ErrDecode.
+func Decode(item map[string]types.AttributeValue, l tables.Layout) (Record, error) {
+	get := func(name string) string {
+		if v, ok := item[name].(*types.AttributeValueMemberS); ok {
+			return v.Value
+		}
+		return ""
+	}
+	r := Record{PK: get(l.PartitionKey), SK: get(l.SortKey), EventID: get(tables.AttrOutboxEventID),
+		AggregateType: get(tables.AttrAggregateType), AggregateID: get(tables.AttrAggregateID),
+		MessageType: get(tables.AttrMessageType), Body: get(tables.AttrOutboxBody),
+		Destination: get(tables.AttrOutboxDestination), Status: get(tables.AttrStatus)}
+	if !IsKey(r.PK) || !strings.HasPrefix(r.SK, SKPrefix) {
+		return Record{}, fmt.Errorf("%w: key %q/%q", ErrDecode, r.PK, r.SK)
+	}
+	if r.EventID == "" || r.AggregateID == "" || r.Body == "" || r.Status == "" {
+		return Record{}, fmt.Errorf("%w: %s/%s lacks eventId, aggregateId, body or status", ErrDecode, r.PK, r.SK)
+	}
+	if t, err := time.Parse(TimeLayout, get(tables.AttrOutboxCreatedAt)); err == nil {
+		r.CreatedAt = t
+	}
+	return r, nil
+}

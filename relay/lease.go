@@ -1,0 +1,158 @@
+package relay
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbworker/ddbworker/tables"
+)
+
+// A shard lease item: PK = RELAY#<name>#<stream label>, SK = SHARD#<shard
+// id>; leaseOwner, leaseToken, leaseExpiresAt (epoch ms), checkpoint (the
+// sequence number last done), shardEnded, streamArn, shardId, updatedAt.
+
+// lease is this instance's claim on one shard.
+type lease struct {
+	shardID    string
+	token      string
+	checkpoint string
+}
+
+// leasePK is the partition of the relay's leases on stream arn.
+func (r *Relay) leasePK(arn string) string {
+	label := arn
+	if i := strings.LastIndex(arn, "/stream/"); i >= 0 {
+		label = arn[i+len("/stream/"):]
+	}
+	return "RELAY#" + r.cfg.Name + "#" + label
+}
+
+func (r *Relay) leaseKey(arn, shardID string) map[string]types.AttributeValue {
+	l := r.cfg.Layout
+	return map[string]types.AttributeValue{l.PartitionKey: &types.AttributeValueMemberS{Value: r.leasePK(arn)},
+		l.SortKey: &types.AttributeValueMemberS{Value: "SHARD#" + shardID}}
+}
+
+// leaseState is what the lease items say about a stream's shards.
+type leaseState struct {
+	ended map[string]bool
+	known map[string]bool
+}
+
+// leases reads the lease items of stream arn.
+func (r *Relay) leases(ctx context.Context, arn string) (leaseState, error) {
+	l := r.cfg.Layout
+	st := leaseState{ended: map[string]bool{}, known: map[string]bool{}}
+	key := expression.Key(l.PartitionKey).Equal(expression.Value(r.leasePK(arn)))
+	expr, err := expression.NewBuilder().WithKeyCondition(key).Build()
+	if err != nil {
+		return st, err
+	}
+	in := &dynamodb.QueryInput{TableName: aws.String(r.cfg.Table), KeyConditionExpression: expr.KeyCondition(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(), ConsistentRead: aws.Bool(true)}
+	p := dynamodb.NewQueryPaginator(r.deps.DynamoDB, in)
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return st, fmt.Errorf("query the shard leases: %w", err)
+		}
+		for _, it := range out.Items {
+			id, _ := it[tables.AttrRelayShardID].(*types.AttributeValueMemberS)
+			if id == nil {
+				continue
+			}
+			st.known[id.Value] = true
+			if b, ok := it[tables.AttrRelayShardEnded].(*types.AttributeValueMemberBOOL); ok && b.Value {
+				st.ended[id.Value] = true
+			}
+		}
+	}
+	return st, nil
+}
+
+// acquire takes shardID's lease when it is free (no item, or expired) and
+// the shard is not finished. It returns nil, nil when another instance
+// holds it.
+func (r *Relay) acquire(ctx context.Context, arn, shardID string) (*lease, error) {
+	l := r.cfg.Layout
+	now := r.cfg.Now()
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	token := hex.EncodeToString(b[:])
+	upd := expression.Set(expression.Name(tables.AttrLeaseOwner), expression.Value(r.cfg.Owner)).
+		Set(expression.Name(tables.AttrLeaseToken), expression.Value(token)).
+		Set(expression.Name(tables.AttrLeaseExpiresAt), expression.Value(now.Add(r.cfg.LeaseDuration).UnixMilli())).
+		Set(expression.Name(tables.AttrRelayStreamARN), expression.Value(arn)).
+		Set(expression.Name(tables.AttrRelayShardID), expression.Value(shardID)).
+		Set(expression.Name(tables.AttrRelayUpdatedAt), expression.Value(now.UTC().Format("2006-01-02T15:04:05.000Z")))
+	free := expression.AttributeNotExists(expression.Name(l.PartitionKey)).
+		Or(expression.Name(tables.AttrLeaseExpiresAt).LessThan(expression.Value(now.UnixMilli())))
+	notEnded := expression.AttributeNotExists(expression.Name(tables.AttrRelayShardEnded)).
+		Or(expression.Name(tables.AttrRelayShardEnded).Equal(expression.Value(false)))
+	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(free.And(notEnded)).Build()
+	if err != nil {
+		return nil, err
+	}
+	out, err := r.deps.DynamoDB.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(r.cfg.Table), Key: r.leaseKey(arn, shardID),
+		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(),
+		ExpressionAttributeValues: expr.Values(), ReturnValues: types.ReturnValueAllNew})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("acquire the lease of shard %s: %w", shardID, err)
+	}
+	ls := &lease{shardID: shardID, token: token}
+	if cp, ok := out.Attributes[tables.AttrRelayCheckpoint].(*types.AttributeValueMemberS); ok {
+		ls.checkpoint = cp.Value
+	}
+	return ls, nil
+}
+
+// renew writes the lease (fenced on its token): a new expiry and, when
+// checkpoint is not "", the checkpoint; ended marks the shard finished;
+// release ends the lease now. ErrLeaseLost when the token changed.
+func (r *Relay) renew(ctx context.Context, arn string, ls *lease, checkpoint string, ended, release bool) error {
+	now := r.cfg.Now()
+	exp := now.Add(r.cfg.LeaseDuration).UnixMilli()
+	if release {
+		exp = 0
+	}
+	upd := expression.Set(expression.Name(tables.AttrLeaseExpiresAt), expression.Value(exp)).
+		Set(expression.Name(tables.AttrRelayUpdatedAt), expression.Value(now.UTC().Format("2006-01-02T15:04:05.000Z")))
+	if checkpoint != "" {
+		upd = upd.Set(expression.Name(tables.AttrRelayCheckpoint), expression.Value(checkpoint))
+	}
+	if ended {
+		upd = upd.Set(expression.Name(tables.AttrRelayShardEnded), expression.Value(true))
+	}
+	cond := expression.Name(tables.AttrLeaseToken).Equal(expression.Value(ls.token))
+	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
+	if err != nil {
+		return err
+	}
+	_, err = r.deps.DynamoDB.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(r.cfg.Table), Key: r.leaseKey(arn, ls.shardID),
+		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(),
+		ExpressionAttributeValues: expr.Values()})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return fmt.Errorf("%w: shard %s", ErrLeaseLost, ls.shardID)
+	}
+	if err != nil {
+		return fmt.Errorf("write the lease of shard %s: %w", ls.shardID, err)
+	}
+	if checkpoint != "" {
+		ls.checkpoint = checkpoint
+	}
+	return nil
+}

@@ -1,0 +1,414 @@
+package relay
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/ddbworker/ddbworker/internal/hooks"
+	"github.com/ddbworker/ddbworker/outbox"
+	"github.com/ddbworker/ddbworker/tables"
+)
+
+// Sentinel errors.
+var (
+	// ErrPublish is matched by every *PublishError.
+	ErrPublish = errors.New("relay: record not published")
+	// ErrBlocked: an earlier record of the same aggregate (FIFO group)
+	// failed, so this one was not sent (per-aggregate order).
+	ErrBlocked = errors.New("relay: an earlier record of the aggregate failed")
+	// ErrLeaseLost: another instance took the shard's lease over.
+	ErrLeaseLost = errors.New("relay: shard lease lost")
+)
+
+// PublishError says which step failed for which record.
+type PublishError struct {
+	EventID string
+	// Step is read (the status check), send or mark.
+	Step string
+	Err  error
+}
+
+func (e *PublishError) Error() string {
+	return fmt.Sprintf("relay: event %s: %s: %v", e.EventID, e.Step, e.Err)
+}
+
+// Unwrap returns ErrPublish and the cause.
+func (e *PublishError) Unwrap() []error { return []error{ErrPublish, e.Err} }
+
+// Relay publishes outbox records: from the table's stream (Run), from the
+// table's PENDING index (Sweep), or from stream events a Lambda function
+// receives (Handler). It is safe for concurrent use.
+type Relay struct {
+	deps Deps
+	cfg  Config
+	log  *slog.Logger
+	m    *Metrics
+}
+
+// New validates deps and cfg.
+func New(deps Deps, cfg Config) (*Relay, error) {
+	var errs []error
+	if deps.DynamoDB == nil {
+		errs = append(errs, errors.New("relay: Deps.DynamoDB is required"))
+	}
+	if deps.SQS == nil {
+		errs = append(errs, errors.New("relay: Deps.SQS is required"))
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	r := &Relay{deps: deps, cfg: cfg, log: deps.Logger, m: deps.Metrics}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	if r.m == nil {
+		r.m, _ = NewMetrics(nil)
+	}
+	return r, nil
+}
+
+// Config returns the configuration with defaults applied.
+func (r *Relay) Config() Config { return r.cfg }
+
+type recKey struct{ pk, sk string }
+
+// Publish sends recs to their queues and marks them PUBLISHED, and returns
+// one error per record (nil: published now or before). Records no longer
+// PENDING are skipped. On a FIFO queue (a URL ending in .fifo) each
+// aggregate is a message group (MessageGroupId = aggregate id), its records
+// go in sort-key order, one per SendMessageBatch call so that a failed
+// entry can never be overtaken, and the group stops at its first failure
+// (ErrBlocked for the rest). The event id is the deduplication id.
+func (r *Relay) Publish(ctx context.Context, recs []outbox.Record) []error {
+	errs := make([]error, len(recs))
+	if len(recs) == 0 {
+		return errs
+	}
+	pending, err := r.pending(ctx, recs)
+	if err != nil {
+		r.m.Failures.WithLabelValues("read").Inc()
+		for i, rec := range recs {
+			errs[i] = &PublishError{EventID: rec.EventID, Step: "read", Err: err}
+		}
+		return errs
+	}
+	// Groups: one per aggregate and queue on FIFO queues, one per record
+	// otherwise.
+	type group struct {
+		queue string
+		fifo  bool
+		idx   []int // into recs, in send order
+		next  int
+		tries int
+		done  bool
+	}
+	var groups []*group
+	byName := map[string]*group{}
+	seen := map[recKey]bool{}
+	for i, rec := range recs {
+		k := recKey{rec.PK, rec.SK}
+		if !pending[k] || seen[k] {
+			if !seen[k] {
+				r.m.Skipped.Inc()
+			}
+			continue
+		}
+		seen[k] = true
+		q := rec.Destination
+		if q == "" {
+			q = r.cfg.QueueURL
+		}
+		fifo := strings.HasSuffix(q, ".fifo")
+		name := q + "\x00" + strconv.Itoa(i)
+		if fifo {
+			name = q + "\x00" + rec.PK
+		}
+		g := byName[name]
+		if g == nil {
+			g = &group{queue: q, fifo: fifo}
+			byName[name] = g
+			groups = append(groups, g)
+		}
+		g.idx = append(g.idx, i)
+	}
+	for _, g := range groups {
+		slices.SortStableFunc(g.idx, func(a, b int) int { return strings.Compare(recs[a].SK, recs[b].SK) })
+	}
+	fail := func(g *group, step string, err error) {
+		i := g.idx[g.next]
+		errs[i] = &PublishError{EventID: recs[i].EventID, Step: step, Err: err}
+		for _, j := range g.idx[g.next+1:] {
+			if g.fifo {
+				errs[j] = &PublishError{EventID: recs[j].EventID, Step: "send", Err: ErrBlocked}
+			}
+		}
+		g.done = true
+	}
+	for round := 0; ; round++ {
+		// The head of every live group, by queue.
+		heads := map[string][]*group{}
+		var queues []string
+		for _, g := range groups {
+			if g.done || g.next >= len(g.idx) {
+				continue
+			}
+			if heads[g.queue] == nil {
+				queues = append(queues, g.queue)
+			}
+			heads[g.queue] = append(heads[g.queue], g)
+		}
+		if len(queues) == 0 {
+			return errs
+		}
+		failed := false
+		for _, q := range queues {
+			gs := heads[q]
+			for len(gs) > 0 {
+				batch := gs[:min(10, len(gs))]
+				gs = gs[len(batch):]
+				sent, entryErrs := r.send(ctx, q, recs, func(yield func(int) bool) {
+					for _, g := range batch {
+						if !yield(g.idx[g.next]) {
+							return
+						}
+					}
+				})
+				var ok []int
+				for b, g := range batch {
+					if entryErrs[b] == nil {
+						ok = append(ok, g.idx[g.next])
+						continue
+					}
+					failed = true
+					r.m.Failures.WithLabelValues("send").Inc()
+					g.tries++
+					if g.tries >= r.cfg.SendAttempts || ctx.Err() != nil {
+						fail(g, "send", entryErrs[b])
+					}
+				}
+				if sent > 0 {
+					failpoint(ctx, hooks.RelayAfterSend)
+				}
+				markErrs := r.markAll(ctx, recs, ok)
+				if len(ok) > 0 {
+					failpoint(ctx, hooks.RelayAfterMark)
+				}
+				for b, g := range batch {
+					if entryErrs[b] != nil {
+						continue
+					}
+					i := g.idx[g.next]
+					if err := markErrs[i]; err != nil {
+						// Sent but not marked: reported, so it is sent
+						// again (a duplicate the consumer's gate absorbs);
+						// its successors may go: they follow it.
+						r.m.Failures.WithLabelValues("mark").Inc()
+						errs[i] = &PublishError{EventID: recs[i].EventID, Step: "mark", Err: err}
+					} else {
+						r.m.Published.Inc()
+					}
+					g.next++
+					g.tries = 0
+				}
+			}
+		}
+		if failed {
+			d := min(time.Second, 50*time.Millisecond<<min(round, 5))
+			select {
+			case <-ctx.Done():
+			case <-time.After(d):
+			}
+		}
+	}
+}
+
+// send sends one batch (at most 10 records) and returns how many were
+// accepted and one error per entry, in order.
+func (r *Relay) send(ctx context.Context, queue string, recs []outbox.Record, idx func(func(int) bool)) (int, []error) {
+	var entries []sqstypes.SendMessageBatchRequestEntry
+	fifo := strings.HasSuffix(queue, ".fifo")
+	for i := range idx {
+		rec := recs[i]
+		e := sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(len(entries))), MessageBody: aws.String(rec.Body)}
+		if fifo {
+			e.MessageGroupId = aws.String(rec.AggregateID)
+			e.MessageDeduplicationId = aws.String(DeduplicationID(rec.EventID))
+		}
+		entries = append(entries, e)
+	}
+	errs := make([]error, len(entries))
+	out, err := r.deps.SQS.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(queue), Entries: entries})
+	if err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return 0, errs
+	}
+	answered := make([]bool, len(entries))
+	for _, f := range out.Failed {
+		i, _ := strconv.Atoi(aws.ToString(f.Id))
+		if i >= 0 && i < len(errs) {
+			errs[i] = fmt.Errorf("SendMessageBatch entry failed: %s: %s (sender fault: %t)", aws.ToString(f.Code), aws.ToString(f.Message), f.SenderFault)
+			answered[i] = true
+		}
+	}
+	sent := 0
+	for _, s := range out.Successful {
+		if i, err := strconv.Atoi(aws.ToString(s.Id)); err == nil && i >= 0 && i < len(answered) {
+			answered[i] = true
+			sent++
+		}
+	}
+	for i, a := range answered {
+		if !a {
+			errs[i] = errors.New("SendMessageBatch: entry neither successful nor failed")
+		}
+	}
+	return sent, errs
+}
+
+// DeduplicationID is the FIFO deduplication id of an event: the event id
+// itself when SQS accepts it (at most 128 characters of alphanumerics and
+// punctuation), else its SHA-256 in hex.
+func DeduplicationID(eventID string) string {
+	ok := len(eventID) > 0 && len(eventID) <= 128
+	for i := 0; ok && i < len(eventID); i++ {
+		ok = eventID[i] > ' ' && eventID[i] <= '~'
+	}
+	if ok {
+		return eventID
+	}
+	h := sha256.Sum256([]byte(eventID))
+	return hex.EncodeToString(h[:])
+}
+
+// pending reads (strongly consistent) which of recs are still PENDING.
+func (r *Relay) pending(ctx context.Context, recs []outbox.Record) (map[recKey]bool, error) {
+	l := r.cfg.Layout
+	proj, err := expression.NewBuilder().WithProjection(expression.NamesList(expression.Name(l.PartitionKey),
+		expression.Name(l.SortKey), expression.Name(tables.AttrStatus))).Build()
+	if err != nil {
+		return nil, err
+	}
+	var keys []map[string]types.AttributeValue
+	seen := map[recKey]bool{}
+	for _, rec := range recs {
+		k := recKey{rec.PK, rec.SK}
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, map[string]types.AttributeValue{l.PartitionKey: &types.AttributeValueMemberS{Value: rec.PK},
+				l.SortKey: &types.AttributeValueMemberS{Value: rec.SK}})
+		}
+	}
+	out := map[recKey]bool{}
+	for len(keys) > 0 {
+		chunk := keys[:min(100, len(keys))]
+		keys = keys[len(chunk):]
+		req := map[string]types.KeysAndAttributes{r.cfg.Table: {Keys: chunk, ConsistentRead: aws.Bool(true),
+			ProjectionExpression: proj.Projection(), ExpressionAttributeNames: proj.Names()}}
+		for attempt := 0; len(req) > 0; attempt++ {
+			if attempt > 0 {
+				if attempt > 8 {
+					return nil, errors.New("BatchGetItem: keys still unprocessed after 8 retries")
+				}
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-time.After(min(time.Second, 25*time.Millisecond<<attempt)):
+				}
+			}
+			res, err := r.deps.DynamoDB.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+			if err != nil {
+				return nil, fmt.Errorf("BatchGetItem: %w", err)
+			}
+			for _, item := range res.Responses[r.cfg.Table] {
+				pk, _ := item[l.PartitionKey].(*types.AttributeValueMemberS)
+				sk, _ := item[l.SortKey].(*types.AttributeValueMemberS)
+				st, _ := item[tables.AttrStatus].(*types.AttributeValueMemberS)
+				if pk != nil && sk != nil && st != nil && st.Value == outbox.StatusPending {
+					out[recKey{pk.Value, sk.Value}] = true
+				}
+			}
+			req = res.UnprocessedKeys
+		}
+	}
+	return out, nil
+}
+
+// markAll marks recs[idx] PUBLISHED, concurrently; the result is indexed
+// like recs.
+func (r *Relay) markAll(ctx context.Context, recs []outbox.Record, idx []int) map[int]error {
+	out := map[int]error{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, i := range idx {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := r.mark(ctx, recs[i])
+			mu.Lock()
+			out[i] = err
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// mark sets a PENDING record PUBLISHED with its TTL and takes it out of
+// the PENDING index. A record that is not PENDING any more was marked by
+// another relay: not an error.
+func (r *Relay) mark(ctx context.Context, rec outbox.Record) error {
+	l := r.cfg.Layout
+	now := r.cfg.Now().UTC()
+	upd := expression.Set(expression.Name(tables.AttrStatus), expression.Value(outbox.StatusPublished)).
+		Set(expression.Name(tables.AttrOutboxPublishedAt), expression.Value(now.Format(outbox.TimeLayout))).
+		Set(expression.Name(l.TTL), expression.Value(now.Add(r.cfg.PublishedTTL).Unix())).
+		Add(expression.Name(tables.AttrOutboxSendCount), expression.Value(1)).
+		Remove(expression.Name(l.AttentionPK)).Remove(expression.Name(l.AttentionSK))
+	cond := expression.Name(tables.AttrStatus).Equal(expression.Value(outbox.StatusPending))
+	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
+	if err != nil {
+		return err
+	}
+	_, err = r.deps.DynamoDB.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(r.cfg.Table),
+		Key: map[string]types.AttributeValue{l.PartitionKey: &types.AttributeValueMemberS{Value: rec.PK},
+			l.SortKey: &types.AttributeValueMemberS{Value: rec.SK}},
+		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values()})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("UpdateItem: %w", err)
+	}
+	return nil
+}
+
+// failpoint calls the development hook at name (never set in production).
+func failpoint(ctx context.Context, name string) {
+	if fp := hooks.From(ctx).Failpoint; fp != nil {
+		fp(name)
+	}
+}
