@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,7 +94,7 @@ func (f *faultFlags) failpoint(log *slog.Logger) (func(string), error) {
 	}
 	rates := map[string]float64{}
 	known := map[string]bool{}
-	for _, n := range append(hooks.Failpoints(), hooks.RelayFailpoints()...) {
+	for _, n := range slices.Concat(hooks.Failpoints(), hooks.RelayFailpoints(), hooks.EffectFailpoints()) {
 		known[n] = true
 	}
 	for _, part := range strings.Split(f.kill, ",") {

@@ -17,6 +17,13 @@ const (
 	AfterCommit  = "after-commit"
 	BeforeDelete = "before-delete"
 	MidBatch     = "mid-batch"
+	// The effect log's (package effects), inside a handler's Do: after the
+	// effect is recorded STARTED and before the provider is called; after
+	// the provider answered and before its answer is recorded; after the
+	// completion is recorded and before the work's commit.
+	EffectBeforeCall   = "effect-before-call"
+	EffectAfterCall    = "effect-after-call"
+	EffectBeforeCommit = "effect-before-commit"
 )
 
 // Failpoints of the outbox relay (package relay).
@@ -33,6 +40,12 @@ func RelayFailpoints() []string {
 
 // Failpoints lists the failpoint names in a stable order.
 func Failpoints() []string { return []string{AfterGate, AfterCommit, BeforeDelete, MidBatch} }
+
+// EffectFailpoints lists the effect log's failpoint names in a stable
+// order (they fire only in handlers that call effects.Log.Do).
+func EffectFailpoints() []string {
+	return []string{EffectBeforeCall, EffectAfterCall, EffectBeforeCommit}
+}
 
 // Hooks are a Run's development hooks. The zero value is production.
 type Hooks struct {

@@ -1,0 +1,554 @@
+package effects
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbworker/ddbworker"
+	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/hooks"
+	"github.com/ddbworker/ddbworker/tables"
+)
+
+// CodeRefused is the failure code of a refusal whose own code is not a
+// valid failure code.
+const CodeRefused = "EFFECT_REFUSED"
+
+// Call describes one effect of a work item.
+type Call struct {
+	// Name names the effect within its work item ("charge", "receipt"):
+	// one work item's effects have distinct names. 1..64 of [A-Za-z0-9._-].
+	Name string
+	// Provider and Operation name the outside system and what is asked of
+	// it ("payments", "charge"). They are metric labels: constants of the
+	// handler's code, never data. 1..64 of [A-Za-z0-9._-].
+	Provider, Operation string
+	// Request is what is sent to the provider (any value encoding/json
+	// marshals). Its hash, with Provider and Operation, is recorded: the
+	// same effect key with another request is EFFECT_REQUEST_MISMATCH.
+	Request any
+	// Idempotent says the provider deduplicates by the key it is given: a
+	// call whose outcome is unclear is simply made again with the same key.
+	// Without it, an unclear outcome makes the effect UNKNOWN until an
+	// operator resolves it.
+	Idempotent bool
+}
+
+// Outcome is a provider's answer to a call that did the effect.
+type Outcome struct {
+	// Ref is the provider's reference of what it did (a charge id, a
+	// message id). Required: a provider that returns none gets a stable one
+	// of the handler's choosing (e.g. the key). At most 1 KiB.
+	Ref string
+	// Result is anything else worth keeping (small JSON, a status). At
+	// most 4 KiB.
+	Result string
+}
+
+// CallFunc calls the provider with key as its idempotency key. It returns
+// the Outcome when the provider did the effect; Refused or NotDone when the
+// provider answered that it did not; any other error when the outcome is
+// unclear (a timeout, a lost response, a 5xx after sending).
+type CallFunc func(ctx context.Context, key string) (Outcome, error)
+
+// Do performs the effect c of the work item msg at most once, as far as the
+// log can tell. It reads the log first:
+//
+//   - COMPLETED: returns the recorded effect; fn is not called.
+//   - FAILED: returns the recorded refusal (terminal, its code); fn is not
+//     called.
+//   - UNKNOWN: terminal EFFECT_OUTCOME_UNKNOWN until an operator resolves it.
+//   - another request under the key: terminal EFFECT_REQUEST_MISMATCH, the
+//     record untouched.
+//   - STARTED under a live call lease of the same attempt: retryable
+//     EFFECT_IN_PROGRESS. STARTED left by an earlier attempt or with its
+//     call lease over (a crash before, during or after the call): an
+//     idempotent provider is called again with the same key; any other is
+//     marked UNKNOWN (terminal EFFECT_OUTCOME_UNKNOWN).
+//   - none, or NOT_DONE: claims it and calls fn.
+//
+// The claim (STARTED, calls + 1) commits only while the work's inbox record
+// is PROCESSING under msg's attempt with its lease unexpired, so a worker
+// whose lease was taken over never starts a call. fn gets a context bounded
+// by Config.CallTimeout and the effect key. Its answer is written at once,
+// fenced on the claim, and even when ctx has ended: COMPLETED with the
+// reference, FAILED with the refusal, NOT_DONE, or — unclear — STARTED
+// again (idempotent: the next attempt calls again with the same key) or
+// UNKNOWN.
+//
+// On success the Effect is COMPLETED: add Effect.Write to the handler's
+// Result. Errors are *EffectError values carrying the failure the worker
+// records (return them as they are) — except errors of DynamoDB itself,
+// returned wrapped for the worker to classify (throttling is
+// infrastructure trouble, not an attempt).
+func (l *Log) Do(ctx context.Context, msg *ddbworker.Message, c Call, fn CallFunc) (*Effect, error) {
+	if err := validCall(msg, c, fn); err != nil {
+		return nil, err
+	}
+	key := Key(msg.Type(), msg.Key(), c.Name)
+	hash, err := RequestHash(c.Provider, c.Operation, c.Request)
+	if err != nil {
+		return nil, effectErr(failure.Terminal, CodeInvalidCall, key, nil, ErrInvalidCall, err, err.Error())
+	}
+	lbl := labels{c.Provider, c.Operation}
+	fail := hooks.From(ctx).Failpoint
+	if fail == nil {
+		fail = func(string) {}
+	}
+	const maxRounds = 4 // each round reads the record once; races are rare
+	var lastErr error
+	for round := 0; round < maxRounds; round++ {
+		rec, err := l.get(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		now := l.cfg.Now()
+		act := decide(rec, hash, c.Idempotent, msg.Attempt, now)
+		switch act {
+		case actMismatch:
+			l.metrics.mismatches.WithLabelValues(lbl.values()...).Inc()
+			l.log.Error("ALERT effect request mismatch: the effect key holds another request; the record is untouched",
+				"effectKey", key, "provider", c.Provider, "operation", c.Operation, "recordedHash", rec.RequestHash, "requestHash", hash)
+			return rec, effectErr(failure.Terminal, CodeRequestMismatch, key, rec, ErrRequestMismatch, nil,
+				fmt.Sprintf("effect %q of this work was recorded for another request (%s %s, hash %.12s…, now %.12s…)", c.Name, rec.Provider, rec.Operation, rec.RequestHash, hash))
+		case actDone:
+			l.metrics.answered.WithLabelValues(c.Provider, c.Operation, string(rec.Status)).Inc()
+			return rec, nil
+		case actRefused:
+			l.metrics.answered.WithLabelValues(c.Provider, c.Operation, string(rec.Status)).Inc()
+			return rec, refusedErr(key, rec)
+		case actUnknown:
+			l.metrics.answered.WithLabelValues(c.Provider, c.Operation, string(rec.Status)).Inc()
+			return rec, unknownErr(key, rec)
+		case actInProgress:
+			l.metrics.answered.WithLabelValues(c.Provider, c.Operation, "IN_PROGRESS").Inc()
+			return rec, effectErr(failure.Retryable, CodeInProgress, key, rec, ErrInProgress, nil,
+				fmt.Sprintf("a call of attempt %d is in progress until %s", rec.WorkAttempt, inbox.FormatTime(rec.CallExpiresAt)))
+		case actMarkUnknown:
+			marked, err := l.markUnknown(ctx, rec, "a call was started (attempt "+strconv.Itoa(rec.WorkAttempt)+") and never answered: the process crashed or lost its lease during it")
+			if errors.Is(err, errMoved) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			return marked, unknownErr(key, marked)
+		case actClaim:
+		}
+		claimed, err := l.claim(ctx, msg, c, key, hash, newToken(), rec, now)
+		if errors.Is(err, errMoved) {
+			lastErr = err
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		fail(hooks.EffectBeforeCall)
+		eff, err := l.call(ctx, c, lbl, key, claimed, fn, fail)
+		if err == nil {
+			fail(hooks.EffectBeforeCommit)
+		}
+		return eff, err
+	}
+	return nil, effectErr(failure.Retryable, CodeLeaseLost, key, nil, ErrLeaseLost, lastErr,
+		"the effect record kept changing under this attempt")
+}
+
+func validCall(msg *ddbworker.Message, c Call, fn CallFunc) error {
+	var problems []error
+	if msg == nil || msg.Envelope == nil {
+		problems = append(problems, errors.New("Do needs the handler's message"))
+	}
+	if fn == nil {
+		problems = append(problems, errors.New("Do needs a call function"))
+	}
+	for _, f := range []struct{ name, v string }{{"Name", c.Name}, {"Provider", c.Provider}, {"Operation", c.Operation}} {
+		if !validName(f.v) {
+			problems = append(problems, fmt.Errorf("Call.%s %q must be 1..64 characters of [A-Za-z0-9._-]", f.name, f.v))
+		}
+	}
+	if err := errors.Join(problems...); err != nil {
+		key := ""
+		if msg != nil && msg.Envelope != nil {
+			key = Key(msg.Type(), msg.Key(), c.Name)
+		}
+		return effectErr(failure.Terminal, CodeInvalidCall, key, nil, ErrInvalidCall, err, err.Error())
+	}
+	return nil
+}
+
+func refusedErr(key string, rec *Effect) error {
+	code := rec.FailureCode
+	if !isCode(code) {
+		code = CodeRefused
+	}
+	return effectErr(failure.Terminal, code, key, rec, ErrRefused, nil, fmt.Sprintf("%s %s refused: %s", rec.Provider, rec.Operation, rec.FailureMessage))
+}
+
+func unknownErr(key string, rec *Effect) error {
+	return effectErr(failure.Terminal, CodeOutcomeUnknown, key, rec, ErrOutcomeUnknown, nil, fmt.Sprintf(
+		"%s %s (no idempotency keys) may or may not have happened: resolve it (`ddbworker effects resolve %s --completed --ref R | --not-done --reason …`), then reopen the work",
+		rec.Provider, rec.Operation, key))
+}
+
+// action is Do's decision from the record as read.
+type action int
+
+const (
+	actClaim       action = iota + 1 // claim and call
+	actDone                          // COMPLETED: answer from the log
+	actRefused                       // FAILED: answer from the log
+	actUnknown                       // UNKNOWN: an operator must resolve it
+	actInProgress                    // another claim's call is in progress
+	actMarkUnknown                   // STARTED, abandoned, provider not idempotent
+	actMismatch                      // another request under the key
+)
+
+// decide is Do's decision table: pure, from the record as read (nil: none).
+func decide(rec *Effect, hash string, idempotent bool, attempt int, now time.Time) action {
+	if rec == nil {
+		return actClaim
+	}
+	if rec.RequestHash != hash {
+		return actMismatch
+	}
+	switch rec.Status {
+	case StatusCompleted:
+		return actDone
+	case StatusFailed:
+		return actRefused
+	case StatusUnknown:
+		return actUnknown
+	case StatusNotDone:
+		return actClaim
+	}
+	// STARTED. Its call is over when its lease ended, or when it belongs to
+	// an earlier attempt (whose lease on the work this attempt now holds:
+	// that worker crashed or was fenced out).
+	over := !now.Before(rec.CallExpiresAt) || rec.WorkAttempt < attempt
+	switch {
+	case !over:
+		return actInProgress
+	case !idempotent:
+		return actMarkUnknown
+	}
+	return actClaim
+}
+
+// errMoved: a conditional write found the record changed since it was
+// read; read again.
+var errMoved = errors.New("effects: record moved")
+
+func (l *Log) get(ctx context.Context, key string) (*Effect, error) {
+	out, err := l.ddb.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(l.store.table), Key: l.store.key(key), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil, fmt.Errorf("effects: read %s: %w", key, err)
+	}
+	return l.store.decode(out.Item)
+}
+
+// claim writes STARTED under token, fenced on the record as read (absent,
+// NOT_DONE, or an abandoned STARTED) and on the work's inbox lease, in one
+// transaction.
+func (l *Log) claim(ctx context.Context, msg *ddbworker.Message, c Call, key, hash, token string, rec *Effect, now time.Time) (*Effect, error) {
+	s := l.store
+	ts := inbox.FormatTime(now)
+	callEnd := now.Add(l.cfg.CallTimeout + l.cfg.Skew)
+	e := &Effect{Key: key, Name: c.Name, WorkKey: msg.Key(), MessageType: msg.Type(), Provider: c.Provider, Operation: c.Operation,
+		Idempotent: c.Idempotent, RequestHash: hash, HashVersion: HashVersion, Status: StatusStarted, Calls: 1,
+		WorkAttempt: msg.Attempt, ClaimToken: token, CallExpiresAt: time.UnixMilli(callEnd.UnixMilli()).UTC(),
+		CreatedAt: ts, StartedAt: ts, TTL: now.Add(s.ttl).Unix(), st: &l.store}
+	var cond expression.ConditionBuilder
+	if rec == nil {
+		cond = expression.AttributeNotExists(expression.Name(s.inbox.Layout.PartitionKey))
+	} else {
+		e.Calls = rec.Calls + 1
+		e.CreatedAt = rec.CreatedAt
+		e.ProviderRef, e.LastError, e.Resolution, e.ResolvedAt, e.ResolvedBy, e.ResolveReason = rec.ProviderRef, rec.LastError, rec.Resolution, rec.ResolvedAt, rec.ResolvedBy, rec.ResolveReason
+		cond = unchanged(rec)
+	}
+	upd := expression.Set(expression.Name(tables.AttrEffectKey), expression.Value(key)).
+		Set(expression.Name(tables.AttrEffectName), expression.Value(c.Name)).
+		Set(expression.Name(tables.AttrWorkKey), expression.Value(e.WorkKey)).
+		Set(expression.Name(tables.AttrMessageType), expression.Value(e.MessageType)).
+		Set(expression.Name(tables.AttrEffectProvider), expression.Value(c.Provider)).
+		Set(expression.Name(tables.AttrEffectOperation), expression.Value(c.Operation)).
+		Set(expression.Name(tables.AttrIdempotent), expression.Value(c.Idempotent)).
+		Set(expression.Name(tables.AttrRequestHash), expression.Value(hash)).
+		Set(expression.Name(tables.AttrHashVersion), expression.Value(HashVersion)).
+		Set(expression.Name(tables.AttrStatus), expression.Value(string(StatusStarted))).
+		Set(expression.Name(tables.AttrClaimToken), expression.Value(token)).
+		Set(expression.Name(tables.AttrCallExpiresAt), expression.Value(callEnd.UnixMilli())).
+		Set(expression.Name(tables.AttrWorkAttempt), expression.Value(msg.Attempt)).
+		Set(expression.Name(tables.AttrCalls), expression.Value(e.Calls)).
+		Set(expression.Name(tables.AttrCreatedAt), expression.Value(e.CreatedAt)).
+		Set(expression.Name(tables.AttrStartedAt), expression.Value(ts)).
+		Set(expression.Name(s.inbox.Layout.TTL), expression.Value(e.TTL)).
+		Remove(expression.Name(s.inbox.Layout.AttentionPK)).
+		Remove(expression.Name(s.inbox.Layout.AttentionSK))
+	ex, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
+	if err != nil {
+		return nil, fmt.Errorf("effects: build claim: %w", err)
+	}
+	fence := expression.Name(tables.AttrStatus).Equal(expression.Value(string(inbox.StatusProcessing))).
+		And(expression.Name(tables.AttrAttempts).Equal(expression.Value(msg.Attempt))).
+		And(expression.Name(tables.AttrLeaseExpiresAt).GreaterThan(expression.Value(now.UnixMilli())))
+	fex, err := expression.NewBuilder().WithCondition(fence).Build()
+	if err != nil {
+		return nil, fmt.Errorf("effects: build inbox fence: %w", err)
+	}
+	_, err = l.ddb.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+		ClientRequestToken: aws.String(token),
+		TransactItems: []types.TransactWriteItem{
+			{Update: &types.Update{TableName: aws.String(s.table), Key: s.key(key), UpdateExpression: ex.Update(),
+				ConditionExpression: ex.Condition(), ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(),
+				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}},
+			{ConditionCheck: &types.ConditionCheck{TableName: aws.String(s.inbox.Table), Key: s.inbox.Key(msg.Key(), msg.Type()),
+				ConditionExpression: fex.Condition(), ExpressionAttributeNames: fex.Names(), ExpressionAttributeValues: fex.Values(),
+				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}},
+		},
+	})
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		reasons := tce.CancellationReasons
+		if len(reasons) == 2 && aws.ToString(reasons[1].Code) == "ConditionalCheckFailed" {
+			if len(reasons[1].Item) == 0 {
+				return nil, effectErr(failure.Terminal, CodeNotLeased, key, rec, ErrNotLeased, nil,
+					"the work has no inbox record: effects need the gated path (a route registered without Fused), inside a worker")
+			}
+			held, _ := s.inbox.Decode(reasons[1].Item)
+			msgText := "the work's inbox lease is not this attempt's any more"
+			if held != nil {
+				msgText = fmt.Sprintf("the work's inbox record is %s at attempt %d (this is attempt %d): the lease was lost", held.Status, held.Attempts, msg.Attempt)
+			}
+			return nil, effectErr(failure.Retryable, CodeLeaseLost, key, rec, ErrLeaseLost, nil, msgText)
+		}
+		if len(reasons) >= 1 && aws.ToString(reasons[0].Code) == "ConditionalCheckFailed" {
+			return nil, errMoved
+		}
+		if len(reasons) >= 1 && (aws.ToString(reasons[0].Code) == "TransactionConflict" || (len(reasons) == 2 && aws.ToString(reasons[1].Code) == "TransactionConflict")) {
+			return nil, fmt.Errorf("%w: %w", errMoved, err)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("effects: claim %s: %w", key, err)
+	}
+	return e, nil
+}
+
+// unchanged is the condition that the record is still as read.
+func unchanged(rec *Effect) expression.ConditionBuilder {
+	return expression.Name(tables.AttrStatus).Equal(expression.Value(string(rec.Status))).
+		And(expression.Name(tables.AttrClaimToken).Equal(expression.Value(rec.ClaimToken))).
+		And(expression.Name(tables.AttrRequestHash).Equal(expression.Value(rec.RequestHash)))
+}
+
+// byClaim is the condition of the claim holder's writes after its call:
+// still its claim, and not settled by someone else (an operator may have
+// marked it UNKNOWN meanwhile — the provider's answer still wins).
+func byClaim(rec *Effect) expression.ConditionBuilder {
+	return expression.Name(tables.AttrClaimToken).Equal(expression.Value(rec.ClaimToken)).
+		And(expression.Name(tables.AttrStatus).In(expression.Value(string(StatusStarted)), expression.Value(string(StatusUnknown))))
+}
+
+// call runs fn under the claim rec and records its answer.
+func (l *Log) call(ctx context.Context, c Call, lbl labels, key string, rec *Effect, fn CallFunc, fail func(string)) (*Effect, error) {
+	callCtx, cancel := context.WithTimeout(ctx, l.cfg.CallTimeout)
+	start := l.cfg.Now()
+	out, callErr := safeCall(callCtx, fn, key)
+	cancel()
+	l.metrics.duration.WithLabelValues(lbl.values()...).Observe(l.cfg.Now().Sub(start).Seconds())
+	fail(hooks.EffectAfterCall)
+
+	// The answer is written even if the work's context has ended.
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.WriteTimeout)
+	defer wcancel()
+	var ans *answer
+	switch {
+	case callErr == nil:
+		if out.Ref == "" || len(out.Ref) > MaxRefBytes || len(out.Result) > MaxResultBytes {
+			// The provider did it, but the answer cannot be kept as given:
+			// the outcome is as unclear to the log as a lost response.
+			callErr = fmt.Errorf("the call function's Outcome is invalid (Ref required, at most %d bytes; Result at most %d bytes): recorded as an unclear outcome", MaxRefBytes, MaxResultBytes)
+			break
+		}
+		l.metrics.calls.WithLabelValues(c.Provider, c.Operation, "completed").Inc()
+		done, err := l.settle(wctx, rec, StatusCompleted, func(u expression.UpdateBuilder, now string) expression.UpdateBuilder {
+			u = u.Set(expression.Name(tables.AttrProviderRef), expression.Value(out.Ref)).
+				Set(expression.Name(tables.AttrCompletedAt), expression.Value(now))
+			if out.Result != "" {
+				u = u.Set(expression.Name(tables.AttrEffectResult), expression.Value(out.Result))
+			}
+			return u
+		})
+		if err != nil && !errors.Is(err, errMoved) {
+			// DynamoDB failed after the provider answered: the work's
+			// transaction carries the completion (Write).
+			l.metrics.deferred.WithLabelValues(lbl.values()...).Inc()
+			l.log.Warn("effect completed, but its record could not be written: the work's commit carries it", "effectKey", key,
+				"provider", c.Provider, "operation", c.Operation, "providerRef", out.Ref, "error", err.Error())
+			p := *rec
+			p.Status, p.ProviderRef, p.Result, p.Pending = StatusCompleted, out.Ref, out.Result, true
+			p.CompletedAt = inbox.FormatTime(l.cfg.Now())
+			return &p, nil
+		}
+		if err != nil {
+			return nil, l.moved(wctx, key, rec, err)
+		}
+		return done, nil
+	case errors.As(callErr, &ans) && !ans.notDone:
+		l.metrics.calls.WithLabelValues(c.Provider, c.Operation, "refused").Inc()
+		code := ans.code
+		if !isCode(code) {
+			code = CodeRefused
+		}
+		failed, err := l.settle(wctx, rec, StatusFailed, func(u expression.UpdateBuilder, now string) expression.UpdateBuilder {
+			return u.Set(expression.Name(tables.AttrFailureCode), expression.Value(code)).
+				Set(expression.Name(tables.AttrFailureMessage), expression.Value(truncate(ans.message, 1024))).
+				Set(expression.Name(tables.AttrFailedAt), expression.Value(now))
+		})
+		if err != nil {
+			// Not recorded: the next attempt finds STARTED (an idempotent
+			// provider is asked again and refuses again; any other becomes
+			// UNKNOWN). This attempt still ends with the refusal.
+			l.log.Warn("effect refused, but its record could not be written", "effectKey", key, "error", err.Error())
+			p := *rec
+			p.Status, p.FailureCode, p.FailureMessage = StatusFailed, code, ans.message
+			return &p, refusedErr(key, &p)
+		}
+		return failed, refusedErr(key, failed)
+	case errors.As(callErr, &ans) && ans.notDone:
+		l.metrics.calls.WithLabelValues(c.Provider, c.Operation, "not_done").Inc()
+		nd, err := l.settle(wctx, rec, StatusNotDone, func(u expression.UpdateBuilder, _ string) expression.UpdateBuilder {
+			return u.Set(expression.Name(tables.AttrLastError), expression.Value(truncate(ans.err.Error(), 1024)))
+		})
+		if err != nil {
+			nd = rec
+		}
+		return nd, effectErr(failure.Retryable, CodeNotDone, key, nd, ErrNotDone, ans.err, truncate(ans.err.Error(), 1024))
+	}
+	// Unclear: it may have happened.
+	l.metrics.calls.WithLabelValues(c.Provider, c.Operation, "unclear").Inc()
+	if c.Idempotent {
+		again, err := l.settle(wctx, rec, StatusStarted, func(u expression.UpdateBuilder, _ string) expression.UpdateBuilder {
+			return u.Set(expression.Name(tables.AttrLastError), expression.Value(truncate(callErr.Error(), 1024)))
+		})
+		if err != nil {
+			again = rec
+		}
+		return again, effectErr(failure.Retryable, CodeCallFailed, key, again, ErrCallFailed, callErr,
+			"the call ended without an answer (the next attempt calls again with the same key): "+truncate(callErr.Error(), 512))
+	}
+	marked, err := l.markUnknown(wctx, rec, truncate(callErr.Error(), 1024))
+	if err != nil {
+		marked = rec // the next attempt finds it STARTED and marks it
+	}
+	return marked, unknownErr(key, marked)
+}
+
+// moved explains a settle that found the record no longer under the
+// claim: another holder of the work claimed it (this one lost its lease).
+func (l *Log) moved(ctx context.Context, key string, rec *Effect, err error) error {
+	now, _ := l.get(ctx, key)
+	return effectErr(failure.Retryable, CodeLeaseLost, key, now, ErrLeaseLost, err,
+		"the effect record left this claim during the call (another holder of the work claimed it)")
+}
+
+func safeCall(ctx context.Context, fn CallFunc, key string) (out Outcome, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("effects: the call function panicked: %v", r)
+		}
+	}()
+	return fn(ctx, key)
+}
+
+// settle writes the claim holder's answer: status plus what set adds,
+// fenced by byClaim, and returns the record as written. A status of
+// STARTED ends the call lease (the call is over, the outcome unclear).
+func (l *Log) settle(ctx context.Context, rec *Effect, status Status, set func(expression.UpdateBuilder, string) expression.UpdateBuilder) (*Effect, error) {
+	s := l.store
+	now := l.cfg.Now()
+	upd := expression.Set(expression.Name(tables.AttrStatus), expression.Value(string(status))).
+		Set(expression.Name(tables.AttrCallExpiresAt), expression.Value(0)).
+		Set(expression.Name(s.inbox.Layout.TTL), expression.Value(now.Add(s.ttl).Unix())).
+		Remove(expression.Name(s.inbox.Layout.AttentionPK)).
+		Remove(expression.Name(s.inbox.Layout.AttentionSK))
+	upd = set(upd, inbox.FormatTime(now))
+	return l.update(ctx, rec.Key, upd, byClaim(rec))
+}
+
+// markUnknown turns a STARTED record into UNKNOWN (the attention index
+// lists it; it never expires), fenced on its claim.
+func (l *Log) markUnknown(ctx context.Context, rec *Effect, why string) (*Effect, error) {
+	s := l.store
+	ts := inbox.FormatTime(l.cfg.Now())
+	upd := expression.Set(expression.Name(tables.AttrStatus), expression.Value(string(StatusUnknown))).
+		Set(expression.Name(tables.AttrUnknownAt), expression.Value(ts)).
+		Set(expression.Name(tables.AttrLastError), expression.Value(why)).
+		Set(expression.Name(tables.AttrCallExpiresAt), expression.Value(0)).
+		Set(expression.Name(s.inbox.Layout.AttentionPK), expression.Value(AttentionUnknown)).
+		Set(expression.Name(s.inbox.Layout.AttentionSK), expression.Value(ts)).
+		Remove(expression.Name(s.inbox.Layout.TTL))
+	cond := expression.Name(tables.AttrClaimToken).Equal(expression.Value(rec.ClaimToken)).
+		And(expression.Name(tables.AttrStatus).Equal(expression.Value(string(StatusStarted))))
+	e, err := l.update(ctx, rec.Key, upd, cond)
+	if err == nil {
+		l.metrics.unknown.WithLabelValues(rec.Provider, rec.Operation).Inc()
+		l.log.Error("ALERT effect outcome unknown: a provider without idempotency keys may or may not have done it; resolve it with `ddbworker effects resolve`",
+			"effectKey", rec.Key, "provider", rec.Provider, "operation", rec.Operation, "calls", rec.Calls, "why", why)
+	}
+	return e, err
+}
+
+// update applies one conditional UpdateItem and returns the record as
+// written; errMoved when the condition failed.
+func (l *Log) update(ctx context.Context, key string, upd expression.UpdateBuilder, cond expression.ConditionBuilder) (*Effect, error) {
+	ex, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
+	if err != nil {
+		return nil, fmt.Errorf("effects: build update: %w", err)
+	}
+	out, err := l.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(l.store.table), Key: l.store.key(key),
+		UpdateExpression: ex.Update(), ConditionExpression: ex.Condition(), ExpressionAttributeNames: ex.Names(),
+		ExpressionAttributeValues: ex.Values(), ReturnValues: types.ReturnValueAllNew})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return nil, fmt.Errorf("%w: %s", errMoved, key)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("effects: write %s: %w", key, err)
+	}
+	return l.store.decode(out.Attributes)
+}
+
+func isCode(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,271 @@
+package effects
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/tables"
+)
+
+// Key prefixes of effect records.
+const (
+	prefixEffect = "EFFECT#"
+	effectSK     = "EFFECT"
+	// AttentionUnknown is the attention-index partition of UNKNOWN effects
+	// (one partition: they are rare, and each is an operator's task).
+	AttentionUnknown = "EFFECT#UNKNOWN"
+)
+
+// PK is the partition key value of the effect key's record.
+func PK(key string) string { return prefixEffect + key }
+
+// HashVersion is the version of RequestHash's canonical form, recorded
+// with every hash so the form can change without false mismatches.
+const HashVersion = 1
+
+// RequestHash is the hash of one call: SHA-256 (hex) over the hash version,
+// provider, operation and the request in canonical JSON (object keys
+// sorted, no insignificant whitespace, numbers as the request's JSON
+// encoding writes them).
+func RequestHash(provider, operation string, request any) (string, error) {
+	raw, err := json.Marshal(request)
+	if err != nil {
+		return "", fmt.Errorf("effects: request does not marshal to JSON: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return "", fmt.Errorf("effects: request: %w", err)
+	}
+	canon, err := json.Marshal(v) // maps marshal with sorted keys
+	if err != nil {
+		return "", fmt.Errorf("effects: request: %w", err)
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "effects/v%d\n%s\n%s\n", HashVersion, provider, operation)
+	h.Write(canon)
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// Effect is an effect record as read or written. Timestamps are in
+// inbox.TimeLayout ("" when not set).
+type Effect struct {
+	Key         string
+	Name        string
+	WorkKey     string // the work's idempotency key
+	MessageType string
+	Provider    string
+	Operation   string
+	Idempotent  bool
+	RequestHash string
+	HashVersion int
+	Status      Status
+	// ProviderRef and Result are what the provider answered (COMPLETED).
+	ProviderRef string
+	Result      string
+	// FailureCode and FailureMessage are the provider's refusal (FAILED).
+	FailureCode    string
+	FailureMessage string
+	// LastError is the last call's error without a clear answer.
+	LastError string
+	// Calls counts the provider calls started (claims).
+	Calls int
+	// WorkAttempt is the work's business attempt that made the last claim.
+	WorkAttempt int
+	// ClaimToken fences the writes of the last claim's holder.
+	ClaimToken string
+	// CallExpiresAt is the end of the last claim's call lease (zero when
+	// no call is in progress).
+	CallExpiresAt time.Time
+	CreatedAt     string
+	StartedAt     string
+	CompletedAt   string
+	FailedAt      string
+	UnknownAt     string
+	// CommittedAt is when the work's transaction carrying Write committed.
+	CommittedAt string
+	// Resolution, ResolvedAt, ResolvedBy and ResolveReason audit an
+	// operator's Resolve.
+	Resolution    string
+	ResolvedAt    string
+	ResolvedBy    string
+	ResolveReason string
+	// TTL is the record's expiry (epoch s; 0: none).
+	TTL int64
+	// Pending is set when Do could not make the completion durable at once
+	// (DynamoDB failed after the provider answered): Write then carries the
+	// completion into the work's transaction.
+	Pending bool
+
+	st *store // where Write writes (nil on a decoded-only record)
+}
+
+func (s store) key(effectKey string) map[string]types.AttributeValue {
+	l := s.inbox.Layout
+	return map[string]types.AttributeValue{
+		l.PartitionKey: &types.AttributeValueMemberS{Value: PK(effectKey)},
+		l.SortKey:      &types.AttributeValueMemberS{Value: effectSK},
+	}
+}
+
+// decode reads an item; nil for an empty item.
+func (s *store) decode(item map[string]types.AttributeValue) (*Effect, error) {
+	if len(item) == 0 {
+		return nil, nil
+	}
+	e := &Effect{st: s}
+	str := func(name string) string {
+		if v, ok := item[name].(*types.AttributeValueMemberS); ok {
+			return v.Value
+		}
+		return ""
+	}
+	var errs []error
+	num := func(name string) int64 {
+		v, ok := item[name].(*types.AttributeValueMemberN)
+		if !ok {
+			return 0
+		}
+		n, err := strconv.ParseInt(v.Value, 10, 64)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+		return n
+	}
+	e.Key = str(tables.AttrEffectKey)
+	e.Name = str(tables.AttrEffectName)
+	e.WorkKey = str(tables.AttrWorkKey)
+	e.MessageType = str(tables.AttrMessageType)
+	e.Provider = str(tables.AttrEffectProvider)
+	e.Operation = str(tables.AttrEffectOperation)
+	if b, ok := item[tables.AttrIdempotent].(*types.AttributeValueMemberBOOL); ok {
+		e.Idempotent = b.Value
+	}
+	e.RequestHash = str(tables.AttrRequestHash)
+	e.HashVersion = int(num(tables.AttrHashVersion))
+	e.Status = Status(str(tables.AttrStatus))
+	e.ProviderRef = str(tables.AttrProviderRef)
+	e.Result = str(tables.AttrEffectResult)
+	e.FailureCode = str(tables.AttrFailureCode)
+	e.FailureMessage = str(tables.AttrFailureMessage)
+	e.LastError = str(tables.AttrLastError)
+	e.Calls = int(num(tables.AttrCalls))
+	e.WorkAttempt = int(num(tables.AttrWorkAttempt))
+	e.ClaimToken = str(tables.AttrClaimToken)
+	if ms := num(tables.AttrCallExpiresAt); ms > 0 {
+		e.CallExpiresAt = time.UnixMilli(ms).UTC()
+	}
+	e.CreatedAt = str(tables.AttrCreatedAt)
+	e.StartedAt = str(tables.AttrStartedAt)
+	e.CompletedAt = str(tables.AttrCompletedAt)
+	e.FailedAt = str(tables.AttrFailedAt)
+	e.UnknownAt = str(tables.AttrUnknownAt)
+	e.CommittedAt = str(tables.AttrCommittedAt)
+	e.Resolution = str(tables.AttrResolution)
+	e.ResolvedAt = str(tables.AttrResolvedAt)
+	e.ResolvedBy = str(tables.AttrResolvedBy)
+	e.ResolveReason = str(tables.AttrResolveReason)
+	e.TTL = num(s.inbox.Layout.TTL)
+	if e.Key == "" || e.Status == "" {
+		errs = append(errs, errors.New("not an effect record (no effectKey or status)"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("effects: decode record %q: %w", e.Key, err)
+	}
+	return e, nil
+}
+
+// EffectError is Do's failure: what the log (or the call) says about the
+// effect, as a failure the worker records. errors.Is matches its sentinel
+// (ErrOutcomeUnknown, ErrRefused…) and failure.As its kind and code.
+type EffectError struct {
+	// Key is the effect key.
+	Key string
+	// Effect is the record as it stands (nil when there is none).
+	Effect *Effect
+	// Failure is the kind and code the work fails with.
+	Failure *failure.Error
+	// Sentinel is the package's sentinel for this case.
+	Sentinel error
+	// Err is the cause, if any (the call's error, a DynamoDB error).
+	Err error
+}
+
+func (e *EffectError) Error() string {
+	msg := fmt.Sprintf("effects: %s: %s", e.Key, e.Failure.Code)
+	if e.Failure.Message != "" {
+		msg += ": " + e.Failure.Message
+	}
+	return msg
+}
+
+// Unwrap returns the failure, the sentinel and the cause.
+func (e *EffectError) Unwrap() []error {
+	out := []error{e.Failure, e.Sentinel}
+	if e.Err != nil {
+		out = append(out, e.Err)
+	}
+	return out
+}
+
+// AsError returns the *EffectError in err's chain.
+func AsError(err error) (*EffectError, bool) {
+	var e *EffectError
+	ok := errors.As(err, &e)
+	return e, ok
+}
+
+func effectErr(kind failure.Kind, code, key string, eff *Effect, sentinel, cause error, message string) *EffectError {
+	return &EffectError{Key: key, Effect: eff, Sentinel: sentinel, Err: cause,
+		Failure: &failure.Error{Kind: kind, Code: code, Message: message}}
+}
+
+// answer is what the call function said beyond success.
+type answer struct {
+	notDone bool
+	code    string
+	message string
+	err     error
+}
+
+func (a *answer) Error() string {
+	if a.notDone {
+		return "effects: not done: " + a.err.Error()
+	}
+	return fmt.Sprintf("effects: refused %s: %s", a.code, a.message)
+}
+
+func (a *answer) Unwrap() error { return a.err }
+
+// Refused is what a call function returns when the provider answered that
+// it will not do the effect, for good (a declined card, an invalid
+// address): the effect ends FAILED with code (a failure code: 1..64 of
+// [A-Z0-9_]), Do returns a terminal failure with that code, and no retry
+// calls the provider again. The handler may instead commit a domain record
+// of the refusal with Effect.Write (see Do).
+func Refused(code, message string) error {
+	return &answer{code: code, message: message}
+}
+
+// NotDone is what a call function returns when the provider certainly did
+// nothing (the request was refused before any effect: a 429, a 503 the
+// provider documents as not applied, a connection that never opened): the
+// effect is NOT_DONE, Do returns a retryable failure, and the next attempt
+// calls again. Return NotDone only when sure; any other error is treated as
+// "may have happened".
+func NotDone(err error) error {
+	if err == nil {
+		err = errors.New("not done")
+	}
+	return &answer{notDone: true, err: err}
+}
