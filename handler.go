@@ -53,7 +53,8 @@ func (m *Message) AggregateVersion() (int64, bool) {
 // OccurredAt is when the producer says the event happened.
 func (m *Message) OccurredAt() time.Time { return m.Envelope.OccurredAt }
 
-// Payload is the raw payload (JSON handlers get it decoded).
+// Payload is the payload as the producer sent it (JSON handlers decode its
+// canonical form: see JSON).
 func (m *Message) Payload() json.RawMessage { return m.Envelope.Payload }
 
 // Result is a handler's answer: the writes to commit with the inbox flip,
@@ -114,10 +115,19 @@ func (e *PayloadError) Unwrap() []error { return []error{ErrPayload, e.Err} }
 // add fields), calls Validate when T or *T is a Validator, and only then
 // calls fn. A payload that fails either never reaches fn: it ends terminal
 // with CodeInvalidPayload and a *PayloadError.
+//
+// It decodes the canonical payload (envelope.Envelope.CanonicalPayload),
+// the bytes the request hash covers, not the bytes as sent: copies of one
+// work item that hash the same decode the same, whichever arrives first.
+// So 1234.0 or 1.234e3 decode into an int64 as 1234, while 1234.5 does
+// not.
 func JSON[T any](fn func(ctx context.Context, msg *Message, payload T) (Result, error)) Handler {
 	return HandlerFunc(func(ctx context.Context, msg *Message) (Result, error) {
 		var p T
-		err := json.Unmarshal(msg.Envelope.Payload, &p)
+		raw, err := msg.Envelope.CanonicalPayload()
+		if err == nil {
+			err = json.Unmarshal(raw, &p)
+		}
 		if err == nil {
 			if v, ok := any(&p).(Validator); ok {
 				err = v.Validate()

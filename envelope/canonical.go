@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf8"
 )
@@ -31,6 +35,9 @@ type canon struct {
 	str     []byte   // scratch for decoded string values
 	members []member // stack of members of all open objects
 	text    textArena
+	// v2 selects the number form of hash version 2 (see RequestHash); the
+	// zero value is version 1's. Every user sets it.
+	v2 bool
 }
 
 var canonPool = sync.Pool{New: func() any { return new(canon) }}
@@ -60,10 +67,58 @@ type canonError struct {
 	err    error // *syntaxError for malformed JSON
 }
 
-// RequestHash returns the canonical request hash of e: the lowercase hex
-// SHA-256 of the canonical JSON encoding of
+// HashVersion names a canonical form of the request hash. A stored hash
+// says which form produced it (HashVersionOf), so the canonical form can
+// change without every record written before the change turning into a
+// false IDEMPOTENCY_HASH_MISMATCH: compare like with like (Envelope.HashLike).
+type HashVersion int
+
+// Hash versions.
+const (
+	// HashV1 is the original form: lowercase hex without a prefix, over
+	// aggregateId, aggregateType, messageType, payload and schemaVersion,
+	// numbers as ±DeE (100 is "1e2"). It omits aggregateVersion.
+	HashV1 HashVersion = 1
+	// HashV2 is written "v2:<hex>". It adds aggregateVersion (when present;
+	// absent and 0 differ) and writes numbers so that the canonical payload
+	// decodes as its value reads: integral values up to 21 digits as plain
+	// integers (1234.0 is "1234"), other values of moderate magnitude as
+	// plain decimals (19.990 is "19.99").
+	HashV2 HashVersion = 2
+	// CurrentHashVersion is the form Decode and RequestHash produce.
+	CurrentHashVersion = HashV2
+)
+
+// String returns "v1", "v2", ...
+func (v HashVersion) String() string { return "v" + strconv.Itoa(int(v)) }
+
+// ErrUnknownHashVersion is returned for a stored hash whose form this
+// package does not implement (written by a newer worker).
+var ErrUnknownHashVersion = errors.New("envelope: unknown request hash version")
+
+// HashVersionOf returns the canonical form that produced a stored request
+// hash: "vN:<hex>" is version N, 64 hex digits without a prefix are
+// HashV1. ok is false for anything else, including versions this package
+// does not implement.
+func HashVersionOf(stored string) (v HashVersion, ok bool) {
+	if len(stored) == 2*sha256.Size && isSHA256Hex(stored) {
+		return HashV1, true
+	}
+	if strings.HasPrefix(stored, "v2:") && isSHA256Hex(stored[3:]) {
+		return HashV2, true
+	}
+	return 0, false
+}
+
+// RequestHash returns the canonical request hash of e in the current
+// version (CurrentHashVersion): "v2:" followed by the lowercase hex SHA-256
+// of the canonical JSON encoding of
 //
-//	{"aggregateId":…,"aggregateType":…,"messageType":…,"payload":…,"schemaVersion":…}
+//	{"aggregateId":…,"aggregateType":…,"aggregateVersion":…,"messageType":…,"payload":…,"schemaVersion":…}
+//
+// with "aggregateVersion" only when present, and "payloadRef":{"sha256":…,"size":…}
+// in place of "payload" when the payload is stored by reference (the
+// content identity: where a copy lives is not part of the work).
 //
 // Only these fields identify the requested work. messageId, occurredAt,
 // producer, idempotencyKey, causationId, correlationId and attemptPolicy are
@@ -81,12 +136,20 @@ type canonError struct {
 //     payload strings must be valid UTF-8 without unpaired surrogate escapes;
 //   - true, false and null as themselves;
 //   - numbers in a value-exact form computed from the decimal text without
-//     floating point: with the value written as ±D×10^E where D is a digit
-//     string without leading or trailing zeros, the form is "D" when E is 0
-//     and "DeE" otherwise ("-" prefix when negative; E in decimal with a "-"
-//     when negative and no "+"). Zero (including -0, 0.0, 0e5) is "0". So 1,
-//     1.0, 1e0, 10e-1 and 1.00 are all "1"; 100 is "1e2"; 0.25 is "25e-2".
-//     Exponents, as written or after normalization, must fit in an int32.
+//     floating point. With the value written as ±D×10^E, D a digit string
+//     of n digits without leading or trailing zeros, and k = n+E the
+//     position of the decimal point: zero (including -0, 0.0, 0e5) is "0";
+//     when E ≥ 0 and k ≤ 21, D followed by E zeros (1234.0, 1.2340e3 and
+//     1234 are all "1234"); when E < 0 and k > 0, D with a point after k
+//     digits (19.990 is "19.99"); when E < 0 and -6 < k ≤ 0, "0." then -k
+//     zeros then D (0.25 is "0.25", 1e-6 is "0.000001"); otherwise "D" then
+//     "e" and E, without "e" when E is 0 (1e21 is "1e21", 1e-7 is "1e-7").
+//     A "-" prefix when negative. Exponents, as written or after
+//     normalization, must fit in an int32.
+//
+// So the canonical payload of work that hashes the same is the same bytes,
+// and decodes the same: an integral value decodes into an integer type
+// however it was written. Envelope.CanonicalPayload returns those bytes.
 //
 // RequestHash validates only the payload; the string fields are hashed as
 // they are (invalid UTF-8 would be hashed as U+FFFD), so call it on
@@ -97,40 +160,101 @@ type canonError struct {
 // CodeInvalidField (CodeMissingField for an empty payload) and Field
 // "payload", except a nil e which is CodeInvalidJSON.
 func RequestHash(e *Envelope) (string, error) {
+	return RequestHashVersion(e, CurrentHashVersion)
+}
+
+// RequestHashVersion is RequestHash in canonical form v. HashV1 is the
+// form records written before hash versioning carry; a payloadRef has no
+// HashV1 form (an error).
+func RequestHashVersion(e *Envelope, v HashVersion) (string, error) {
 	if e == nil {
 		return "", &Error{Code: CodeInvalidJSON, Reason: "nil envelope"}
 	}
-	h, err := requestHash(e)
+	var h string
+	var err *Error
+	switch v {
+	case HashV1:
+		h, err = requestHashV1(e)
+	case HashV2:
+		h, _, err = requestHashV2(e, false)
+	default:
+		return "", fmt.Errorf("%w: %v", ErrUnknownHashVersion, v)
+	}
 	if err != nil {
 		return "", err
 	}
 	return h, nil
 }
 
-// requestHash is RequestHash returning a concrete *Error.
-func requestHash(e *Envelope) (string, *Error) {
-	if len(e.Payload) == 0 && e.PayloadRef == nil {
+// HashLike returns e's request hash in the canonical form that produced
+// stored (a record's requestHash), so that the two compare like with like:
+// the same work gives stored itself. A record written by an older worker
+// (HashV1) is compared with e's HashV1 hash. An unrecognized stored hash
+// is ErrUnknownHashVersion.
+func (e *Envelope) HashLike(stored string) (string, error) {
+	v, ok := HashVersionOf(stored)
+	if !ok {
+		return "", fmt.Errorf("%w: %.8q", ErrUnknownHashVersion, stored)
+	}
+	if v == CurrentHashVersion && e.RequestHash != "" {
+		return e.RequestHash, nil
+	}
+	return RequestHashVersion(e, v)
+}
+
+// CanonicalPayload returns the payload in the canonical form the request
+// hash covers (see RequestHash): sorted keys, no insignificant whitespace,
+// numbers normalized. Envelopes that hash the same have the same canonical
+// payload byte for byte, so decoding it (as ddbworker.JSON does) gives the
+// same value for every copy of the work. Decode and ResolvePayload compute
+// it once; for other envelopes, or after Payload was replaced, it is
+// computed on each call. An envelope without a payload (a payloadRef not yet
+// resolved) is CodeMissingField "payload". The result must not be modified.
+func (e *Envelope) CanonicalPayload() (json.RawMessage, error) {
+	if len(e.canonical) > 0 && len(e.Payload) == len(e.canonicalOf) && len(e.Payload) > 0 && &e.Payload[0] == &e.canonicalOf[0] {
+		return e.canonical, nil
+	}
+	if len(e.Payload) == 0 {
+		return nil, &Error{Code: CodeMissingField, Field: "payload", Reason: "no payload (a payloadRef is resolved by the worker)"}
+	}
+	c := getCanon()
+	defer putCanon(c)
+	c.out, c.v2 = c.out[:0], true
+	if ce := c.payload(e.Payload); ce != nil {
+		return nil, &Error{Code: CodeInvalidField, Field: "payload", Reason: ce.reason, Err: ce.err}
+	}
+	return json.RawMessage(bytes.Clone(c.out)), nil
+}
+
+// setCanonical stores e's canonical payload for CanonicalPayload.
+func (e *Envelope) setCanonical(canonical []byte) {
+	e.canonical, e.canonicalOf = canonical, e.Payload
+}
+
+// requestHashV1 is the HashV1 form, kept so that records written by older
+// workers compare like with like.
+func requestHashV1(e *Envelope) (string, *Error) {
+	if e.PayloadRef != nil {
+		return "", &Error{Code: CodeInvalidField, Field: "payloadRef", Reason: "hash version v1 has no form for a payloadRef"}
+	}
+	if len(e.Payload) == 0 {
 		return "", &Error{Code: CodeMissingField, Field: "payload", Reason: "required field is missing"}
 	}
 	c := getCanon()
 	defer putCanon(c)
+	c.v2 = false
 	out := append(c.out[:0], `{"aggregateId":`...)
 	out = appendString(out, e.AggregateID)
 	out = append(out, `,"aggregateType":`...)
 	out = appendString(out, e.AggregateType)
 	out = append(out, `,"messageType":`...)
 	out = appendString(out, e.MessageType)
-	if r := e.PayloadRef; r != nil {
-		out = appendRef(out, r)
-	} else {
-		out = append(out, `,"payload":`...)
-		c.out = out
-		if ce := c.payload(e.Payload); ce != nil {
-			return "", &Error{Code: CodeInvalidField, Field: "payload", Reason: ce.reason, Err: ce.err}
-		}
-		out = c.out
+	out = append(out, `,"payload":`...)
+	c.out = out
+	if ce := c.payload(e.Payload); ce != nil {
+		return "", &Error{Code: CodeInvalidField, Field: "payload", Reason: ce.reason, Err: ce.err}
 	}
-	out = append(out, `,"schemaVersion":`...)
+	out = append(c.out, `,"schemaVersion":`...)
 	out = strconv.AppendInt(out, int64(e.SchemaVersion), 10)
 	out = append(out, '}')
 	c.out = out
@@ -138,6 +262,51 @@ func requestHash(e *Envelope) (string, *Error) {
 	var h [2 * sha256.Size]byte
 	hex.Encode(h[:], sum[:])
 	return string(h[:]), nil
+}
+
+// requestHashV2 is the HashV2 form. With keep it also returns a copy of
+// the canonical payload (nil for a payloadRef).
+func requestHashV2(e *Envelope, keep bool) (string, []byte, *Error) {
+	if len(e.Payload) == 0 && e.PayloadRef == nil {
+		return "", nil, &Error{Code: CodeMissingField, Field: "payload", Reason: "required field is missing"}
+	}
+	c := getCanon()
+	defer putCanon(c)
+	c.v2 = true
+	out := append(c.out[:0], `{"aggregateId":`...)
+	out = appendString(out, e.AggregateID)
+	out = append(out, `,"aggregateType":`...)
+	out = appendString(out, e.AggregateType)
+	if v := e.AggregateVersion; v != nil {
+		out = append(out, `,"aggregateVersion":`...)
+		out = strconv.AppendInt(out, *v, 10)
+	}
+	out = append(out, `,"messageType":`...)
+	out = appendString(out, e.MessageType)
+	var canonical []byte
+	if r := e.PayloadRef; r != nil {
+		out = appendRef(out, r)
+	} else {
+		out = append(out, `,"payload":`...)
+		start := len(out)
+		c.out = out
+		if ce := c.payload(e.Payload); ce != nil {
+			return "", nil, &Error{Code: CodeInvalidField, Field: "payload", Reason: ce.reason, Err: ce.err}
+		}
+		out = c.out
+		if keep {
+			canonical = bytes.Clone(out[start:])
+		}
+	}
+	out = append(out, `,"schemaVersion":`...)
+	out = strconv.AppendInt(out, int64(e.SchemaVersion), 10)
+	out = append(out, '}')
+	c.out = out
+	sum := sha256.Sum256(out)
+	var h [3 + 2*sha256.Size]byte
+	copy(h[:], "v2:")
+	hex.Encode(h[3:], sum[:])
+	return string(h[:]), canonical, nil
 }
 
 // appendRef appends the canonical form of a payloadRef member: its content
@@ -253,7 +422,12 @@ func (c *canon) value(p []byte, i, depth int) (int, *canonError) {
 				return end, syntaxCanonError(err)
 			}
 			var ok bool
-			if c.out, ok = appendNumber(c.out, p, &n); !ok {
+			if c.v2 {
+				c.out, ok = appendNumberV2(c.out, p, &n)
+			} else {
+				c.out, ok = appendNumber(c.out, p, &n)
+			}
+			if !ok {
 				return end, &canonError{reason: "payload number exponent overflows int32"}
 			}
 			return end, nil
@@ -419,6 +593,81 @@ func appendNumber(dst, p []byte, n *number) ([]byte, bool) {
 	if e != 0 {
 		dst = append(dst, 'e')
 		dst = strconv.AppendInt(dst, e, 10)
+	}
+	return dst, true
+}
+
+// Bounds of HashV2's plain number forms (see RequestHash).
+const (
+	maxPlainIntDigits = 21 // 1e21 and above in exponent form
+	minPlainFracPoint = -6 // 1e-7 and below in exponent form
+)
+
+// appendNumberV2 appends n in HashV2's form. Like appendNumber it never
+// allocates in proportion to the exponent's value: plain forms are used
+// only where they are at most 21 digits longer than the digits given.
+func appendNumberV2(dst, p []byte, n *number) ([]byte, bool) {
+	exp, ok := parseExp(p[n.expS:n.expE], n.expNeg)
+	if !ok {
+		return dst, false
+	}
+	ints, frac := p[n.intS:n.intE], p[n.fracS:n.fracE]
+	total := len(ints) + len(frac)
+	digit := func(k int) byte {
+		if k < len(ints) {
+			return ints[k]
+		}
+		return frac[k-len(ints)]
+	}
+	first := 0
+	for first < total && digit(first) == '0' {
+		first++
+	}
+	if first == total {
+		return append(dst, '0'), true
+	}
+	last := total - 1
+	for digit(last) == '0' {
+		last--
+	}
+	e := exp - int64(len(frac)) + int64(total-1-last)
+	if e < -1<<31 || e > 1<<31-1 {
+		return dst, false
+	}
+	if n.neg {
+		dst = append(dst, '-')
+	}
+	// digits appends the significant digits first+a .. first+b-1.
+	digits := func(dst []byte, a, b int) []byte {
+		for k := first + a; k < first+b; k++ {
+			dst = append(dst, digit(k))
+		}
+		return dst
+	}
+	nd := last - first + 1
+	k := int64(nd) + e // position of the decimal point within the digits
+	switch {
+	case e >= 0 && k <= maxPlainIntDigits:
+		dst = digits(dst, 0, nd)
+		for range e {
+			dst = append(dst, '0')
+		}
+	case e < 0 && k > 0:
+		dst = digits(dst, 0, int(k))
+		dst = append(dst, '.')
+		dst = digits(dst, int(k), nd)
+	case e < 0 && k > minPlainFracPoint:
+		dst = append(dst, '0', '.')
+		for range -k {
+			dst = append(dst, '0')
+		}
+		dst = digits(dst, 0, nd)
+	default:
+		dst = digits(dst, 0, nd)
+		if e != 0 {
+			dst = append(dst, 'e')
+			dst = strconv.AppendInt(dst, e, 10)
+		}
 	}
 	return dst, true
 }

@@ -18,8 +18,10 @@ func validBySkip(b []byte) bool {
 	return err == nil && skipWS(b, end) == len(b)
 }
 
-func canonicalize(p []byte) ([]byte, *canonError) {
-	c := new(canon)
+func canonicalize(p []byte) ([]byte, *canonError) { return canonicalizeForm(p, false) }
+
+func canonicalizeForm(p []byte, v2 bool) ([]byte, *canonError) {
+	c := &canon{v2: v2}
 	if ce := c.payload(p); ce != nil {
 		return nil, ce
 	}
@@ -56,6 +58,14 @@ func TestCanonicalSeeds(t *testing.T) {
 
 func checkCanonical(t *testing.T, p []byte) {
 	t.Helper()
+	checkCanonicalForm(t, p, false)
+	checkCanonicalForm(t, p, true)
+}
+
+// checkCanonicalForm checks one hash version's form (v2 or v1).
+func checkCanonicalForm(t *testing.T, p []byte, v2 bool) {
+	t.Helper()
+	canonicalize := func(p []byte) ([]byte, *canonError) { return canonicalizeForm(p, v2) }
 	valid := json.Valid(p)
 	if got := validBySkip(p); got != valid {
 		t.Fatalf("skipValue validity %v, json.Valid %v for %q", got, valid, p)
@@ -196,9 +206,59 @@ func TestNumberCanonicalForms(t *testing.T) {
 	}
 }
 
+func TestNumberCanonicalFormsV2(t *testing.T) {
+	for in, want := range map[string]string{
+		"0": "0", "-0": "0", "0.000": "0", "0e-7": "0", "-0E+7": "0",
+		"1": "1", "1.0": "1", "1e0": "1", "10e-1": "1", "1.00": "1", "0.1e1": "1",
+		"100": "100", "1200": "1200", "0.25": "0.25", "-1.5": "-1.5", "1234.0": "1234", "1.2340e3": "1234",
+		"123.456e2": "12345.6", "0.00100": "0.001", "1e00000000000000000001": "10",
+		"1e20": "100000000000000000000", "1e21": "1e21", "-1e21": "-1e21", "999999999999999999999": "999999999999999999999",
+		"1e-6": "0.000001", "1e-7": "1e-7", "0.0000015": "0.0000015", "0.00000015": "15e-8",
+		"1e999999999": "1e999999999", "1e-2147483648": "1e-2147483648",
+		"10e2147483646": "1e2147483647", "0.5e-2147483647": "5e-2147483648",
+		"-9223372036854775808": "-9223372036854775808", "18446744073709551615.000": "18446744073709551615",
+	} {
+		end, n, err := scanNumber([]byte(in), 0)
+		if err != nil || end != len(in) {
+			t.Fatalf("scanNumber(%q): %v", in, err)
+		}
+		got, ok := appendNumberV2(nil, []byte(in), &n)
+		if !ok || string(got) != want {
+			t.Errorf("canonical(%q) = %q, %v; want %q", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{"1e2147483648", "1e-2147483649", "10e2147483647", "0.1e-2147483648"} {
+		_, n, _ := scanNumber([]byte(in), 0)
+		if _, ok := appendNumberV2(nil, []byte(in), &n); ok {
+			t.Errorf("canonical(%q) should overflow", in)
+		}
+	}
+}
+
+// Work that hashes the same decodes the same: every spelling of an
+// integral value decodes into an int64 from the canonical form.
+func TestCanonicalV2DecodesIntegers(t *testing.T) {
+	for _, in := range []string{"1234", "1234.0", "1.2340e3", "12340e-1", "1234.000000", "0.1234e4"} {
+		out, ce := canonicalizeForm([]byte(`{"n":`+in+`}`), true)
+		if ce != nil {
+			t.Fatal(ce.reason)
+		}
+		var v struct{ N int64 }
+		if err := json.Unmarshal(out, &v); err != nil || v.N != 1234 {
+			t.Fatalf("%s: canonical %s decodes to %d, %v", in, out, v.N, err)
+		}
+	}
+}
+
 func TestHugeExponentDoesNotAllocate(t *testing.T) {
+	for _, v2 := range []bool{false, true} {
+		hugeExponentAllocs(t, v2)
+	}
+}
+
+func hugeExponentAllocs(t *testing.T, v2 bool) {
 	p := []byte(`[1e999999999,-123.456e-999999999]`)
-	c := new(canon)
+	c := &canon{v2: v2}
 	c.payload(p) // warm buffers
 	allocs := testing.AllocsPerRun(100, func() {
 		c.out = c.out[:0]

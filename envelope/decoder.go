@@ -388,11 +388,14 @@ func (d *Decoder) decode(body []byte) (*Envelope, *Error) {
 	if err := validate(e, &d.cfg, &ds); err != nil {
 		return nil, err
 	}
-	h, err := requestHash(e)
+	h, canonical, err := requestHashV2(e, true)
 	if err != nil {
 		return nil, err
 	}
 	e.RequestHash = h
+	if canonical != nil {
+		e.setCanonical(canonical)
+	}
 	return e, nil
 }
 

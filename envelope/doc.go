@@ -11,7 +11,15 @@
 //   - the canonical request hash (RequestHash), which identifies the work a
 //     message asks for independently of delivery metadata, so that a
 //     re-sent message can be recognised and a reused idempotency key with
-//     different work can be detected;
+//     different work can be detected; its versions (HashVersion: a stored
+//     hash names its canonical form, and Envelope.HashLike computes an
+//     envelope's hash in that form, so records written by older workers
+//     compare like with like) and the canonical payload a typed handler
+//     decodes (Envelope.CanonicalPayload: work that hashes the same decodes
+//     the same);
+//   - payloads by reference (PayloadRef): decoding and validating the
+//     reference, and checking fetched bytes against it (ResolvePayload) —
+//     not fetching them, which the worker does;
 //   - the classification of rejected envelopes (Error, Code, ErrInvalid).
 //
 // It does not own, and knows nothing about: idempotency records and how the

@@ -84,9 +84,13 @@ type Envelope struct {
 	// PayloadRef points at the payload stored in S3 instead of inline.
 	// Exactly one of Payload and PayloadRef is required.
 	PayloadRef *PayloadRef `json:"payloadRef,omitempty"`
-	// RequestHash is set by Decode to RequestHash(e). It is not part of the
-	// wire format.
+	// RequestHash is set by Decode to RequestHash(e), in the current hash
+	// version ("v2:<hex>"). It is not part of the wire format.
 	RequestHash string `json:"-"`
+
+	// canonical is the canonical payload computed while hashing, valid
+	// while Payload is still canonicalOf (see CanonicalPayload).
+	canonical, canonicalOf []byte
 }
 
 // PayloadRef points at a payload stored in S3 instead of inline. The

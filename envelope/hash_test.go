@@ -22,18 +22,33 @@ func sha(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// goldenHash pins the canonical form of validFields(). If this changes,
-// every stored idempotency record's hash changes with it: do not update it
-// casually.
-const goldenHash = "3ee666fc9143de4490442fc2cfa19996eba897a0c04a4f137b979f5c4d837893"
+// goldenHashV1 and goldenHashV2 pin the canonical forms of validFields().
+// If one changes, every stored idempotency record of that version stops
+// matching its redeliveries: never update them. A new canonical form is a
+// new HashVersion.
+const (
+	goldenHashV1 = "3ee666fc9143de4490442fc2cfa19996eba897a0c04a4f137b979f5c4d837893"
+	goldenHashV2 = "v2:5bc5e65662436f088e590b73b319efad0ad03ac5100b9b5e9b693a879a29e30a"
+)
 
 func TestRequestHashGolden(t *testing.T) {
 	e := mustDecode(t, validFields().body())
-	// The canonical document, spelled out.
-	canonical := `{"aggregateId":"42","aggregateType":"order","messageType":"order.created",` +
+	// The canonical documents, spelled out.
+	canonicalV2 := `{"aggregateId":"42","aggregateType":"order","aggregateVersion":7,"messageType":"order.created",` +
+		`"payload":{"note":"` + secret + `","price":19.99,"qty":2,"sku":"A-1"},"schemaVersion":1}`
+	require.Equal(t, "v2:"+sha(canonicalV2), e.RequestHash)
+	require.Equal(t, goldenHashV2, e.RequestHash)
+
+	canonicalV1 := `{"aggregateId":"42","aggregateType":"order","messageType":"order.created",` +
 		`"payload":{"note":"` + secret + `","price":1999e-2,"qty":2,"sku":"A-1"},"schemaVersion":1}`
-	require.Equal(t, sha(canonical), e.RequestHash)
-	require.Equal(t, goldenHash, e.RequestHash)
+	v1, err := envelope.RequestHashVersion(e, envelope.HashV1)
+	require.NoError(t, err)
+	require.Equal(t, sha(canonicalV1), v1)
+	require.Equal(t, goldenHashV1, v1)
+
+	cp, err := e.CanonicalPayload()
+	require.NoError(t, err)
+	require.Equal(t, `{"note":"`+secret+`","price":19.99,"qty":2,"sku":"A-1"}`, string(cp))
 }
 
 func TestRequestHashIgnoresDeliveryMetadata(t *testing.T) {
@@ -46,11 +61,41 @@ func TestRequestHashIgnoresDeliveryMetadata(t *testing.T) {
 		with("causationId", `"cmd-10"`).
 		with("producer", `"orders-service-v2"`).
 		with("idempotencyKey", `"another-key"`).
-		with("aggregateVersion", `8`).
 		with("attemptPolicy", `{"maxBusinessAttempts":1}`).
 		with("unknown", `true`)
 	require.Equal(t, want, hashOf(t, resent))
-	require.Equal(t, want, hashOf(t, base.without("attemptPolicy").without("correlationId").without("causationId").without("aggregateVersion")))
+	require.Equal(t, want, hashOf(t, base.without("attemptPolicy").without("correlationId").without("causationId")))
+}
+
+// A key re-used with another aggregateVersion is other work: its hash
+// differs, so the gate reports IDEMPOTENCY_HASH_MISMATCH, not a duplicate.
+// Absent and present (even 0) differ too.
+func TestRequestHashCoversAggregateVersion(t *testing.T) {
+	base := validFields()
+	seen := map[string]string{}
+	for _, f := range []struct {
+		name string
+		f    fields
+	}{
+		{"7", base},
+		{"8", base.with("aggregateVersion", `8`)},
+		{"0", base.with("aggregateVersion", `0`)},
+		{"absent", base.without("aggregateVersion")},
+	} {
+		h := hashOf(t, f.f)
+		require.NotContains(t, seen, h, "%s collides with %s", f.name, seen[h])
+		seen[h] = f.name
+	}
+	require.Equal(t, hashOf(t, base.without("aggregateVersion")), hashOf(t, base.with("aggregateVersion", `null`)))
+
+	// Version 1 ignored it: records written by older workers compare as before.
+	v1 := func(f fields) string {
+		h, err := envelope.RequestHashVersion(mustDecode(t, f.body()), envelope.HashV1)
+		require.NoError(t, err)
+		return h
+	}
+	require.Equal(t, v1(base), v1(base.with("aggregateVersion", `8`)))
+	require.Equal(t, goldenHashV1, v1(base.without("aggregateVersion")))
 }
 
 func TestRequestHashPayloadFormatting(t *testing.T) {
@@ -91,6 +136,22 @@ func TestRequestHashNumberForms(t *testing.T) {
 
 	// The canonical forms themselves.
 	payloadHash := func(canonicalPayload string) string {
+		return "v2:" + sha(`{"aggregateId":"42","aggregateType":"order","aggregateVersion":7,"messageType":"order.created","payload":`+
+			canonicalPayload+`,"schemaVersion":1}`)
+	}
+	for in, want := range map[string]string{
+		"1.0": "1", "100": "100", "0.25": "0.25", "-0.0": "0", "-1200.50": "-1200.5",
+		"1234.0": "1234", "1.2340e3": "1234", "1e20": "100000000000000000000", "1e21": "1e21",
+		"123456789012345678901": "123456789012345678901", "1234567890123456789012": "1234567890123456789012",
+		"12345678901234567890120": "1234567890123456789012e1", "123456789012345678901200e1": "1234567890123456789012e3",
+		"1e-6": "0.000001", "1e-7": "1e-7", "-12.5e-7": "-0.00000125", "0.000000125": "125e-9",
+		"1e999999999": "1e999999999", "0.000123E-7": "123e-13", "120e-1": "12", "19.990": "19.99",
+		"9223372036854775807.0": "9223372036854775807",
+	} {
+		require.Equal(t, payloadHash("["+want+"]"), hashOf(t, base.with("payload", "["+in+"]")), in)
+	}
+	// Version 1's forms, kept for records written before version 2.
+	payloadHashV1 := func(canonicalPayload string) string {
 		return sha(`{"aggregateId":"42","aggregateType":"order","messageType":"order.created","payload":` +
 			canonicalPayload + `,"schemaVersion":1}`)
 	}
@@ -98,15 +159,17 @@ func TestRequestHashNumberForms(t *testing.T) {
 		"1.0": "1", "100": "1e2", "0.25": "25e-2", "-0.0": "0", "-1200.50": "-12005e-1",
 		"1e999999999": "1e999999999", "0.000123E-7": "123e-13", "120e-1": "12",
 	} {
-		require.Equal(t, payloadHash("["+want+"]"), hashOf(t, base.with("payload", "["+in+"]")), in)
+		h, err := envelope.RequestHashVersion(mustDecode(t, base.with("payload", "["+in+"]").body()), envelope.HashV1)
+		require.NoError(t, err)
+		require.Equal(t, payloadHashV1("["+want+"]"), h, in)
 	}
 }
 
 func TestRequestHashCanonicalStringsAndStructure(t *testing.T) {
 	base := validFields()
 	payloadHash := func(canonicalPayload string) string {
-		return sha(`{"aggregateId":"42","aggregateType":"order","messageType":"order.created","payload":` +
-			canonicalPayload + `,"schemaVersion":1}`)
+		return "v2:" + sha(`{"aggregateId":"42","aggregateType":"order","aggregateVersion":7,"messageType":"order.created","payload":`+
+			canonicalPayload+`,"schemaVersion":1}`)
 	}
 	for in, want := range map[string]string{
 		`{"b":1,"a":{"d":[3,{"z":0,"y":true}],"c":null}}`: `{"a":{"c":null,"d":[3,{"y":true,"z":0}]},"b":1}`,
@@ -150,12 +213,14 @@ func TestRequestHashDistinguishesWork(t *testing.T) {
 
 func TestRequestHashOnBuiltEnvelope(t *testing.T) {
 	decoded := mustDecode(t, validFields().body())
+	seven := int64(7)
 	built := &envelope.Envelope{
-		SchemaVersion: envelope.SchemaV1,
-		MessageType:   "order.created",
-		AggregateType: "order",
-		AggregateID:   "42",
-		Payload:       []byte(`{"sku":"A-1","qty":2,"price":19.99,"note":"` + secret + `"}`),
+		AggregateVersion: &seven,
+		SchemaVersion:    envelope.SchemaV1,
+		MessageType:      "order.created",
+		AggregateType:    "order",
+		AggregateID:      "42",
+		Payload:          []byte(`{"sku":"A-1","qty":2,"price":19.99,"note":"` + secret + `"}`),
 	}
 	h, err := envelope.RequestHash(built)
 	require.NoError(t, err)
@@ -257,4 +322,84 @@ func TestEncodeValidates(t *testing.T) {
 	}
 	_, err = envelope.Encode(nil)
 	requireCode(t, err, envelope.CodeInvalidJSON, "")
+}
+
+func TestHashVersionOf(t *testing.T) {
+	hex := strings.Repeat("0a", 32)
+	for stored, want := range map[string]envelope.HashVersion{
+		hex:         envelope.HashV1,
+		"v2:" + hex: envelope.HashV2,
+	} {
+		v, ok := envelope.HashVersionOf(stored)
+		require.True(t, ok, stored)
+		require.Equal(t, want, v, stored)
+	}
+	for _, stored := range []string{"", "v2:", "v3:" + hex, "v1:" + hex, strings.ToUpper(hex), hex[:63], "v2:" + hex + "0"} {
+		_, ok := envelope.HashVersionOf(stored)
+		require.False(t, ok, stored)
+	}
+	require.Equal(t, "v2", envelope.CurrentHashVersion.String())
+}
+
+// A record written by an older worker carries a v1 hash; a redelivery of
+// the same work decoded today compares like with like and is a duplicate,
+// while changed work still mismatches.
+func TestHashLike(t *testing.T) {
+	orig := mustDecode(t, validFields().body())
+	storedV1, err := envelope.RequestHashVersion(orig, envelope.HashV1)
+	require.NoError(t, err)
+	require.Equal(t, goldenHashV1, storedV1)
+
+	redelivery := mustDecode(t, validFields().with("messageId", `"msg-0002"`).with("payload",
+		`{"qty":2.0,"sku":"A-1","price":19.990,"note":"`+secret+`"}`).body())
+	got, err := redelivery.HashLike(storedV1)
+	require.NoError(t, err)
+	require.Equal(t, storedV1, got, "same work against a v1 record")
+	got, err = redelivery.HashLike(orig.RequestHash)
+	require.NoError(t, err)
+	require.Equal(t, orig.RequestHash, got, "same work against a v2 record")
+
+	changed := mustDecode(t, validFields().with("payload", `{"qty":3,"sku":"A-1","price":19.99,"note":"`+secret+`"}`).body())
+	got, err = changed.HashLike(storedV1)
+	require.NoError(t, err)
+	require.NotEqual(t, storedV1, got)
+
+	_, err = redelivery.HashLike("v9:" + strings.Repeat("0", 64))
+	require.ErrorIs(t, err, envelope.ErrUnknownHashVersion)
+
+	ref := mustDecode(t, refFields().body())
+	_, err = ref.HashLike(storedV1)
+	requireCode(t, err, envelope.CodeInvalidField, "payloadRef")
+}
+
+func TestCanonicalPayload(t *testing.T) {
+	e := mustDecode(t, validFields().with("payload", `{ "b": 1234.0, "a": [1.50, -0] }`).body())
+	cp, err := e.CanonicalPayload()
+	require.NoError(t, err)
+	require.Equal(t, `{"a":[1.5,0],"b":1234}`, string(cp))
+	again, err := e.CanonicalPayload()
+	require.NoError(t, err)
+	require.Same(t, &cp[0], &again[0], "Decode keeps it")
+
+	// Replaced payload: computed from the new bytes, never stale.
+	e.Payload = []byte(`{"z":1e2}`)
+	cp, err = e.CanonicalPayload()
+	require.NoError(t, err)
+	require.Equal(t, `{"z":100}`, string(cp))
+
+	built := &envelope.Envelope{Payload: []byte(`[1.0]`)}
+	cp, err = built.CanonicalPayload()
+	require.NoError(t, err)
+	require.Equal(t, `[1]`, string(cp))
+
+	ref := mustDecode(t, refFields().body())
+	_, err = ref.CanonicalPayload()
+	requireCode(t, err, envelope.CodeMissingField, "payload")
+	require.NoError(t, ref.ResolvePayload([]byte(refPayload)))
+	cp, err = ref.CanonicalPayload()
+	require.NoError(t, err)
+	require.Equal(t, `{"qty":2,"sku":"A-1"}`, string(cp))
+
+	_, err = (&envelope.Envelope{Payload: []byte(`{"a":1,"a":2}`)}).CanonicalPayload()
+	requireCode(t, err, envelope.CodeInvalidField, "payload")
 }

@@ -1,6 +1,7 @@
 package envelope
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -36,10 +37,11 @@ func (e *Envelope) ResolvePayload(fetched []byte) error {
 	}
 	c := getCanon()
 	defer putCanon(c)
-	c.out = c.out[:0]
+	c.out, c.v2 = c.out[:0], true
 	if ce := c.payload(fetched); ce != nil {
 		return &Error{Code: CodeInvalidField, Field: fieldNames[fPayload], Reason: ce.reason, Err: ce.err}
 	}
 	e.Payload = json.RawMessage(append([]byte(nil), fetched...))
+	e.setCanonical(bytes.Clone(c.out))
 	return nil
 }

@@ -41,11 +41,15 @@ func (v Verdict) String() string {
 // sweeper marked LEASE_ABANDONED: that verdict was about the lease, not the
 // work, and a delivery of the same work proves its message was not lost,
 // so it is taken over like an expired lease (attempts still count).
+//
+// The hash row compares like with like (Request.SameWork): a record
+// written by an older worker, whose requestHash is in an older canonical
+// form, is compared with req's hash in that form.
 func Decide(p stale.Policy, req *Request, rec *inbox.Record, token string, attempts failure.Policy, now time.Time) Verdict {
 	switch {
 	case rec.Status == inbox.StatusProcessing && rec.LeaseToken == token:
 		return VerdictOwn
-	case rec.RequestHash != req.RequestHash:
+	case !req.SameWork(rec.RequestHash):
 		return VerdictHashMismatch
 	case rec.Status == inbox.StatusCompleted:
 		return VerdictDuplicate

@@ -57,6 +57,26 @@ type Request struct {
 	// Lease, when set, is this delivery's lease length instead of the
 	// policy's (a Lambda invocation's lease ends with its deadline).
 	Lease time.Duration
+	// HashAs, when set, returns this work's request hash in the canonical
+	// form (version) of stored, a record's requestHash, so that a record
+	// written by an older worker is compared like with like
+	// (envelope.Envelope.HashLike). Without it, or when it fails, hashes
+	// are compared as they are.
+	HashAs func(stored string) (string, error)
+}
+
+// SameWork reports whether a record whose requestHash is stored holds the
+// work req asks for: the hashes are equal, or req's hash in stored's
+// version is.
+func (req *Request) SameWork(stored string) bool {
+	if stored == req.RequestHash {
+		return true
+	}
+	if req.HashAs == nil {
+		return false
+	}
+	h, err := req.HashAs(stored)
+	return err == nil && h == stored
 }
 
 // Action is what the caller must do with the delivery.
@@ -241,7 +261,7 @@ func (g *Gate) resolve(ctx context.Context, req *Request, rec *inbox.Record, tok
 			return d, nil
 		case VerdictHashMismatch:
 			d.Action, d.Code = Terminal, failure.CodeHashMismatch
-			d.Message = fmt.Sprintf("idempotency key %q already holds %s work with another request hash (%.12s…, this one %.12s…)", req.Key, req.MessageType, rec.RequestHash, req.RequestHash)
+			d.Message = fmt.Sprintf("idempotency key %q already holds %s work with another request hash (%.15s…, this one %.15s…)", req.Key, req.MessageType, rec.RequestHash, req.RequestHash)
 			return d, nil
 		case VerdictDuplicate:
 			d.Action = Duplicate

@@ -114,7 +114,11 @@ func (w *Worker) deliver(ctx context.Context, d *delivery) disposition {
 		}
 		d.release = nil
 	}
-	env, err := w.decoder.Decode([]byte(aws.ToString(d.m.Body)))
+	body, decoder, disp, ok := w.messageBody(ctx, d) // an SQS Extended Client message's body is in S3
+	if !ok {
+		return disp
+	}
+	env, err := decoder.Decode(body)
 	if err != nil {
 		code := failure.CodeHandlerError
 		var ee *envelope.Error
@@ -144,14 +148,14 @@ func (w *Worker) deliver(ctx context.Context, d *delivery) disposition {
 		Key: env.IdempotencyKey, MessageType: env.MessageType, RequestHash: env.RequestHash,
 		SchemaVersion: env.SchemaVersion, AggregateType: env.AggregateType, AggregateID: env.AggregateID,
 		CorrelationID: env.CorrelationID, CausationID: env.CausationID, Producer: env.Producer,
-	}, Lease: d.lease}
+	}, Lease: d.lease, HashAs: env.HashLike}
 	if ap := env.AttemptPolicy; ap != nil {
 		d.req.Attempts = failure.Policy{MaxAttempts: ap.MaxBusinessAttempts, TerminalAfterCodes: ap.TerminalAfterCodes}
 		if ap.RetryableUntil != nil {
 			d.req.Attempts.RetryableUntil = *ap.RetryableUntil
 		}
 	}
-	if rt.Fused {
+	if rt.Fused && env.PayloadRef == nil { // a payload by reference is fetched under the gate's lease
 		return w.deliverFused(ctx, d)
 	}
 	dec, err := w.gate.Acquire(ctx, d.req)
@@ -297,6 +301,16 @@ func (w *Worker) runLease(ctx context.Context, d *delivery, lease inbox.Lease, a
 		stopBeat = w.startHeartbeat(handlerCtx, d.m, lease, &lock, abort)
 	}
 	defer stopBeat()
+	if err := w.resolvePayload(handlerCtx, d.env); err != nil {
+		if lost := leaseLostCause(handlerCtx); lost != nil {
+			return w.lostLease(lost, lease.Attempts)
+		}
+		err = w.overran(ctx, err)
+		settleCtx, cancel := detached(ctx)
+		defer cancel()
+		stopBeat()
+		return w.payloadFailed(settleCtx, d, lease, attempts, err)
+	}
 	for run := 0; ; run++ {
 		msg := &ddbworker.Message{Envelope: d.env, SQSMessageID: aws.ToString(d.m.MessageId), ReceiveCount: receiveCount(d.m), Attempt: lease.Attempts, Run: run}
 		res, err := w.callHandler(handlerCtx, d.rt.Handler, msg)
