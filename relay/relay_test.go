@@ -1,0 +1,313 @@
+package relay_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ddbworker/ddbworker/internal/testenv"
+	"github.com/ddbworker/ddbworker/outbox"
+	"github.com/ddbworker/ddbworker/relay"
+	"github.com/ddbworker/ddbworker/tables"
+)
+
+func TestNewValidates(t *testing.T) {
+	_, err := relay.New(relay.Deps{}, relay.Config{Name: "a#b", LeaseDuration: time.Millisecond, SendAttempts: -1, PollInterval: -time.Second})
+	require.Error(t, err)
+	for _, want := range []string{"Deps.DynamoDB is required", "Deps.SQS is required", "Config.Table is required", "Config.QueueURL is required",
+		"Config.Name \"a#b\"", "Config.LeaseDuration 1ms", "Config.SendAttempts must be positive", "Config.PollInterval must not be negative"} {
+		require.ErrorContains(t, err, want)
+	}
+}
+
+func TestDeduplicationID(t *testing.T) {
+	tests := []struct {
+		in   string
+		kept bool // the id itself, else its SHA-256 in hex
+	}{
+		{"9b1f6c1e-4c1d", true},
+		{strings.Repeat("a", 128), true},
+		{"with space", false},
+		{strings.Repeat("a", 129), false},
+		{"", false},
+	}
+	for _, tt := range tests {
+		got := relay.DeduplicationID(tt.in)
+		if tt.kept {
+			require.Equal(t, tt.in, got)
+			continue
+		}
+		require.Regexp(t, "^[0-9a-f]{64}$", got)
+		require.Equal(t, got, relay.DeduplicationID(tt.in), "stable")
+	}
+}
+
+// Records written by transactions reach a FIFO queue, in order per
+// aggregate, each sent once; they end PUBLISHED with a TTL and out of the
+// PENDING index; the shard's checkpoint is stored.
+func TestRelayPublishesFromTheStreamInOrder(t *testing.T) {
+	w := newWorld(t, true)
+	var ids []string
+	ids = append(ids, w.write("a", 1, 12)...)
+	ids = append(ids, w.write("b", 1, 5)...)
+	w.run(w.relay(nil))
+	ids = append(ids, w.write("c", 1, 4)...)
+	ids = append(ids, w.write("a", 13, 15)...)
+	testenv.Eventually(t, 30*time.Second, func() bool { return w.allPublished(ids) }, "every record PUBLISHED")
+	got := w.drain(len(ids), 20*time.Second)
+	require.ElementsMatch(t, ids, got, "each record once on the queue")
+	inOrder(t, got)
+	for _, id := range ids {
+		require.Equal(t, 1, w.sends.count(id), id)
+	}
+
+	// A published record has its TTL and left the PENDING index.
+	it, err := w.env.DynamoDB.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(w.env.Table), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "OUTBOX#Counter#a"},
+			"SK": &types.AttributeValueMemberS{Value: "EVENT#V00000000000000000001#a-e001"}}})
+	require.NoError(t, err)
+	require.Contains(t, it.Item, "ttl")
+	require.Contains(t, it.Item, tables.AttrOutboxPublishedAt)
+	require.NotContains(t, it.Item, "GSI2PK")
+	// A lease item holds the checkpoint.
+	out, err := w.env.DynamoDB.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(w.env.Table),
+		FilterExpression: aws.String("begins_with(PK, :p)"), ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: "RELAY#default#"}}})
+	require.NoError(t, err)
+	require.NotEmpty(t, out.Items)
+	require.Contains(t, out.Items[0], tables.AttrRelayCheckpoint)
+}
+
+// Two relay instances on one stream: one holds the shard's lease, and
+// every record is sent exactly once (counted on the SQS client).
+func TestTwoRelaysPublishEachRecordOnce(t *testing.T) {
+	w := newWorld(t, false)
+	w.run(w.relay(func(c *relay.Config) { c.Owner = "one" }))
+	w.run(w.relay(func(c *relay.Config) { c.Owner = "two" }))
+	var ids []string
+	for _, agg := range []string{"p", "q", "r", "s"} {
+		ids = append(ids, w.write(agg, 1, 10)...)
+	}
+	testenv.Eventually(t, 30*time.Second, func() bool { return w.allPublished(ids) }, "every record PUBLISHED")
+	// Let both relays poll a while longer: nothing more is sent.
+	calls := w.sends.calls
+	deadline := time.Now().Add(time.Second)
+	testenv.Eventually(t, 2*time.Second, func() bool { return time.Now().After(deadline) })
+	require.Equal(t, len(ids), w.sends.total())
+	for _, id := range ids {
+		require.Equal(t, 1, w.sends.count(id), id)
+	}
+	require.Equal(t, calls, w.sends.calls, "no sends after the records were published")
+}
+
+// A stopped relay releases its lease, and the next instance continues from
+// the checkpoint: nothing is sent twice.
+func TestRelayResumesFromTheCheckpoint(t *testing.T) {
+	w := newWorld(t, true)
+	first := w.write("a", 1, 5)
+	stop := w.run(w.relay(func(c *relay.Config) { c.Owner = "one" }))
+	testenv.Eventually(t, 30*time.Second, func() bool { return w.allPublished(first) })
+	stop()
+	second := w.write("a", 6, 9)
+	w.run(w.relay(func(c *relay.Config) { c.Owner = "two" }))
+	testenv.Eventually(t, 30*time.Second, func() bool { return w.allPublished(second) })
+	for _, id := range append(first, second...) {
+		require.Equal(t, 1, w.sends.count(id), id)
+	}
+	inOrder(t, w.drain(9, 20*time.Second))
+}
+
+// Per-entry send failures are retried; on a FIFO queue an aggregate whose
+// record keeps failing stops at it (the others go on) until it succeeds,
+// and order holds.
+func TestPublishRetriesEntriesAndStopsTheGroup(t *testing.T) {
+	w := newWorld(t, true)
+	var mu sync.Mutex
+	failing := map[string]int{"a-e002": 1, "b-e003": 100} // b-e003 fails until released
+	w.sends.fail = func(id string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if failing[id] > 0 {
+			failing[id]--
+			return true
+		}
+		return false
+	}
+	ids := append(w.write("a", 1, 4), w.write("b", 1, 5)...)
+	r := w.relay(nil)
+	recs := w.pendingRecords()
+	errs := r.Publish(context.Background(), recs)
+	byID := map[string]error{}
+	for i, err := range errs {
+		byID[recs[i].EventID] = err
+	}
+	for _, id := range []string{"a-e001", "a-e002", "a-e003", "a-e004", "b-e001", "b-e002"} {
+		require.NoError(t, byID[id], id)
+	}
+	require.ErrorIs(t, byID["b-e003"], relay.ErrPublish)
+	var pe *relay.PublishError
+	require.ErrorAs(t, byID["b-e003"], &pe)
+	require.Equal(t, "send", pe.Step)
+	require.ErrorIs(t, byID["b-e004"], relay.ErrBlocked)
+	require.ErrorIs(t, byID["b-e005"], relay.ErrBlocked)
+	require.Equal(t, 0, w.sends.count("b-e004"), "not sent past its aggregate's failure")
+	st := w.statuses()
+	require.Equal(t, outbox.StatusPending, st["b-e003"])
+	require.Equal(t, outbox.StatusPending, st["b-e005"])
+	require.Equal(t, outbox.StatusPublished, st["a-e002"])
+
+	// Released: the next publish sends the rest and skips the published.
+	mu.Lock()
+	failing["b-e003"] = 0
+	mu.Unlock()
+	for _, err := range r.Publish(context.Background(), recs) {
+		require.NoError(t, err)
+	}
+	require.True(t, w.allPublished(ids))
+	for _, id := range ids {
+		require.Equal(t, 1, w.sends.count(id), id)
+	}
+	inOrder(t, w.drain(len(ids), 20*time.Second))
+}
+
+// The Lambda handler, on events built from the real stream's records:
+// the first record not published is the batch's one failure, by sequence
+// number; a retry from it publishes the rest and skips the published.
+func TestHandleStreamEventReportsTheFirstFailure(t *testing.T) {
+	w := newWorld(t, true)
+	var mu sync.Mutex
+	failB2 := true
+	w.sends.fail = func(id string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return failB2 && id == "b-e002"
+	}
+	ids := append(w.write("a", 1, 3), w.write("b", 1, 3)...)
+	// A non-outbox item in the stream is ignored.
+	_, err := w.env.DynamoDB.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(w.env.Table),
+		Item: map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "ORDER#1"}, "SK": &types.AttributeValueMemberS{Value: "ORDER"}}})
+	require.NoError(t, err)
+	ev, seqs := w.streamEvent()
+	require.Len(t, ev.Records, 7)
+	r := w.relay(nil)
+	resp, err := r.HandleStreamEvent(context.Background(), ev)
+	require.NoError(t, err)
+	require.Equal(t, []events.DynamoDBBatchItemFailure{{ItemIdentifier: seqs["b-e002"]}}, resp.BatchItemFailures)
+	st := w.statuses()
+	require.Equal(t, outbox.StatusPending, st["b-e002"])
+	require.Equal(t, outbox.StatusPending, st["b-e003"])
+	require.Equal(t, outbox.StatusPublished, st["a-e003"])
+
+	// The mapping retries from the failed record (here: the whole batch
+	// again, which is what a retry without bisecting sends).
+	mu.Lock()
+	failB2 = false
+	mu.Unlock()
+	resp, err = r.HandleStreamEvent(context.Background(), ev)
+	require.NoError(t, err)
+	require.Empty(t, resp.BatchItemFailures)
+	require.True(t, w.allPublished(ids))
+	for _, id := range ids {
+		require.Equal(t, 1, w.sends.count(id), id)
+	}
+}
+
+// The sweep publishes PENDING records older than SweepAge that no stream
+// reader delivered, and leaves younger ones.
+func TestSweepPublishesOldPendingRecords(t *testing.T) {
+	w := newWorld(t, true)
+	old := append(w.write("a", 1, 3), w.write("b", 1, 2)...)
+	now := time.Now().Add(time.Hour)
+	r := w.relay(func(c *relay.Config) { c.SweepAge = 30 * time.Minute; c.Now = func() time.Time { return now } })
+	res, err := r.Sweep(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, relay.SweepResult{Found: 5, Published: 5}, res)
+	require.True(t, w.allPublished(old))
+
+	// Records created "now" on the relay's clock are not due.
+	var err2 error
+	w.outbox, err2 = outbox.New(outbox.Config{Table: w.env.Table, Now: func() time.Time { return now }})
+	require.NoError(t, err2)
+	young := w.write("c", 1, 2)
+	res, err = r.Sweep(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, relay.SweepResult{}, res, "published records left the index; young ones are not due")
+	st := w.statuses()
+	for _, id := range young {
+		require.Equal(t, outbox.StatusPending, st[id])
+	}
+	inOrder(t, w.drain(5, 20*time.Second))
+}
+
+func TestRunNeedsAStream(t *testing.T) {
+	env := testenv.New(t, testenv.Options{NoQueue: true})
+	r, err := relay.New(relay.Deps{DynamoDB: env.DynamoDB, SQS: noSQS{}, Streams: &dynamodbstreams.Client{}}, relay.Config{Table: env.Table, QueueURL: "http://q"})
+	require.NoError(t, err)
+	require.ErrorIs(t, r.Run(context.Background()), relay.ErrNoStream)
+}
+
+type noSQS struct{ relay.SQSAPI }
+
+// pendingRecords reads every PENDING outbox record, in key order.
+func (w *world) pendingRecords() []outbox.Record {
+	w.t.Helper()
+	out, err := w.env.DynamoDB.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(w.env.Table), ConsistentRead: aws.Bool(true)})
+	require.NoError(w.t, err)
+	var recs []outbox.Record
+	for _, it := range out.Items {
+		if r, err := outbox.Decode(it, tables.DefaultLayout()); err == nil && r.Status == outbox.StatusPending {
+			recs = append(recs, r)
+		}
+	}
+	return recs
+}
+
+// streamEvent reads the table's stream from TRIM_HORIZON (every shard)
+// and builds the Lambda event the mapping would deliver.
+func (w *world) streamEvent() (events.DynamoDBEvent, map[string]string) {
+	w.t.Helper()
+	ctx := context.Background()
+	desc, err := w.env.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(w.env.Table)})
+	require.NoError(w.t, err)
+	arn := desc.Table.LatestStreamArn
+	ds, err := w.streams.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: arn})
+	require.NoError(w.t, err)
+	var ev events.DynamoDBEvent
+	seqs := map[string]string{}
+	for _, sh := range ds.StreamDescription.Shards {
+		it, err := w.streams.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{StreamArn: arn, ShardId: sh.ShardId,
+			ShardIteratorType: streamtypes.ShardIteratorTypeTrimHorizon})
+		require.NoError(w.t, err)
+		out, err := w.streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: it.ShardIterator})
+		require.NoError(w.t, err)
+		for _, rec := range out.Records {
+			img := map[string]events.DynamoDBAttributeValue{}
+			for k, v := range rec.Dynamodb.NewImage {
+				switch v := v.(type) {
+				case *streamtypes.AttributeValueMemberS:
+					img[k] = events.NewStringAttribute(v.Value)
+				case *streamtypes.AttributeValueMemberN:
+					img[k] = events.NewNumberAttribute(v.Value)
+				}
+			}
+			seq := aws.ToString(rec.Dynamodb.SequenceNumber)
+			ev.Records = append(ev.Records, events.DynamoDBEventRecord{EventName: string(rec.EventName), EventSource: "aws:dynamodb",
+				EventSourceArn: aws.ToString(arn), Change: events.DynamoDBStreamRecord{NewImage: img, SequenceNumber: seq, StreamViewType: "NEW_IMAGE"}})
+			if id, ok := img[tables.AttrOutboxEventID]; ok {
+				seqs[id.String()] = seq
+			}
+		}
+	}
+	return ev, seqs
+}
+
+
