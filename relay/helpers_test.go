@@ -124,7 +124,6 @@ type world struct {
 	sqs     *sqs.Client // counting
 	sends   *sends
 	outbox  *outbox.Writer
-	clock   func() time.Time
 }
 
 func newWorld(t *testing.T, fifo bool) *world {

@@ -309,5 +309,3 @@ func (w *world) streamEvent() (events.DynamoDBEvent, map[string]string) {
 	}
 	return ev, seqs
 }
-
-
