@@ -31,12 +31,12 @@ type Mode int
 
 // Modes.
 const (
-	OK       Mode = iota
-	Decline       // 402: refused, nothing done
-	Busy          // 503: nothing done
-	Fail500       // performs the effect, then answers 500
-	Lose          // performs the effect, then drops the connection
-	Hold          // performs the effect, then answers only after Release
+	OK      Mode = iota
+	Decline      // 402: refused, nothing done
+	Busy         // 503: nothing done
+	Fail500      // performs the effect, then answers 500
+	Lose         // performs the effect, then drops the connection
+	Hold         // performs the effect, then answers only after Release
 )
 
 // Provider is the double.
