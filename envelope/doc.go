@@ -20,6 +20,8 @@
 //   - payloads by reference (PayloadRef): decoding and validating the
 //     reference, and checking fetched bytes against it (ResolvePayload) —
 //     not fetching them, which the worker does;
+//   - the envelope's JSON Schema (Schema, envelope.schema.json), kept in
+//     lockstep with Decode by a test over the fixtures in testdata/schema;
 //   - the classification of rejected envelopes (Error, Code, ErrInvalid).
 //
 // It does not own, and knows nothing about: idempotency records and how the
