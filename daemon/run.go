@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +26,7 @@ import (
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/slots"
+	"github.com/ddbworker/ddbworker/s3payload"
 	"github.com/ddbworker/ddbworker/worker"
 )
 
@@ -48,6 +50,8 @@ type runFlags struct {
 	healthFailures   int
 	healthWindow     time.Duration
 	probeMaxInterval time.Duration
+	payloadMaxBytes  int64
+	s3PathStyle      bool
 	faults           faultFlags
 }
 
@@ -72,6 +76,8 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.healthFailures, "health-min-failures", 5, "database health gate: infrastructure failures (throttling, 5xx, timeouts) in --health-window, and at least half of the calls, that pause receiving")
 	fl.DurationVar(&f.healthWindow, "health-window", 10*time.Second, "database health gate: how far back call outcomes count")
 	fl.DurationVar(&f.probeMaxInterval, "probe-max-interval", 15*time.Second, "database health gate: longest wait between two probes of an unhealthy database (the first waits 2s)")
+	fl.Int64Var(&f.payloadMaxBytes, "payload-max-bytes", s3payload.DefaultMaxBytes, "largest payload fetched by S3 reference (payloadRef, SQS Extended Client); larger ones end terminal PAYLOAD_TOO_LARGE")
+	fl.BoolVar(&f.s3PathStyle, "s3-path-style", false, "address S3 path-style (emulators, MinIO); the endpoint comes from AWS_ENDPOINT_URL_S3")
 	f.faults.register(cmd)
 }
 
@@ -82,7 +88,8 @@ func (f *runFlags) workerConfig(store inbox.Store) worker.Config {
 		VisibilityTimeout: f.visibility, ClockSkew: explicit(f.clockSkew), MessageTimeout: f.messageTimeout,
 		DrainTimeout: explicit(f.drainTimeout), MaxAttempts: f.maxAttempts, TerminalPolicy: worker.TerminalPolicy(f.terminalPolicy),
 		CallTimeout: f.callTimeout, MaxWCU: f.maxWCU,
-		Health: worker.HealthConfig{MinFailures: f.healthFailures, Window: f.healthWindow, ProbeMaxInterval: f.probeMaxInterval},
+		Health:  worker.HealthConfig{MinFailures: f.healthFailures, Window: f.healthWindow, ProbeMaxInterval: f.probeMaxInterval},
+		Payload: s3payload.Config{MaxBytes: f.payloadMaxBytes},
 	}
 }
 
@@ -142,6 +149,9 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 	}
 	cfg.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(poolFor(f.concurrency))
 	ddb, q := g.clients(cfg, ddbOpts, sqsOpts)
+	// Payloads by reference are read from S3 (AWS_ENDPOINT_URL_S3 names an
+	// emulator's endpoint).
+	s3c := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = f.s3PathStyle })
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics, err := worker.NewMetrics(reg)
@@ -160,7 +170,7 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 		return fmt.Errorf("registering the handlers: %w", err)
 	}
 	// The worker's configuration is checked before anything is called.
-	if _, err := worker.New(worker.Deps{DynamoDB: ddb, SQS: q, Handlers: handlers}, f.workerConfig(store)); err != nil {
+	if _, err := worker.New(worker.Deps{DynamoDB: ddb, SQS: q, S3: s3c, Handlers: handlers}, f.workerConfig(store)); err != nil {
 		return flagErrors(err)
 	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "ddbworker", Name: "build_info",
@@ -193,7 +203,7 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 	if err := g.recordStore(ctx, ddb, store, false); err != nil {
 		return err
 	}
-	w, err := worker.New(worker.Deps{DynamoDB: ddb, SQS: q, Handlers: handlers, Logger: log, Metrics: metrics}, f.workerConfig(store))
+	w, err := worker.New(worker.Deps{DynamoDB: ddb, SQS: q, S3: s3c, Handlers: handlers, Logger: log, Metrics: metrics}, f.workerConfig(store))
 	if err != nil {
 		return flagErrors(err)
 	}

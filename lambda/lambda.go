@@ -22,6 +22,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ddbworker/ddbworker"
@@ -111,6 +112,7 @@ func New(ctx context.Context, register func(reg *ddbworker.Registry, env Env) er
 		t.MaxIdleConns, t.MaxIdleConnsPerHost = 2*conns, conns
 	})
 	ddb, q := dynamodb.NewFromConfig(awsCfg), sqs.NewFromConfig(awsCfg)
+	s3c := s3.NewFromConfig(awsCfg) // payloads by reference (payloadRef, SQS Extended Client)
 
 	reg := ddbworker.NewRegistry()
 	if err := register(reg, Env{Store: s.store, AWS: awsCfg, DynamoDB: ddb, Logger: log, LookupEnv: lookupEnv}); err != nil {
@@ -120,7 +122,7 @@ func New(ctx context.Context, register func(reg *ddbworker.Registry, env Env) er
 	if fn, stream := lookupOr(lookupEnv, "AWS_LAMBDA_FUNCTION_NAME"), lookupOr(lookupEnv, "AWS_LAMBDA_LOG_STREAM_NAME"); fn != "" && stream != "" {
 		cfg.Owner = fn + "/" + stream // leaseOwner names the log stream of the environment that holds the lease
 	}
-	h := &handler{cfg: cfg, deps: worker.Deps{DynamoDB: ddb, SQS: q, Handlers: reg, Logger: log}, queueURL: s.queueURL,
+	h := &handler{cfg: cfg, deps: worker.Deps{DynamoDB: ddb, SQS: q, S3: s3c, Handlers: reg, Logger: log}, queueURL: s.queueURL,
 		log: log, workers: map[string]*worker.Worker{}}
 	validate := s.queueURL
 	if validate == "" {

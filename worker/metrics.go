@@ -94,6 +94,13 @@ type Metrics struct {
 	DynamoDBCalls *prometheus.CounterVec
 	// BudgetWait is the time writes waited for the write budget (MaxWCU).
 	BudgetWait prometheus.Counter
+	// PayloadFetches counts fetches of payloads by S3 reference by source
+	// (payload_ref, extended_client) and result (ok, or the failure code
+	// in lower case: payload_not_found, throttled, …).
+	PayloadFetches *prometheus.CounterVec
+	// PayloadAccessDenied counts fetches S3 or KMS refused the worker
+	// (alert on any: a permission to fix).
+	PayloadAccessDenied prometheus.Counter
 }
 
 // NewMetrics creates the collectors and registers them with reg (nil: not
@@ -134,6 +141,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "The worker's DynamoDB calls by operation and result."}, []string{"operation", "result"}),
 		BudgetWait: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "write_budget_wait_seconds_total",
 			Help: "Time DynamoDB writes waited for the write budget (--max-wcu)."}),
+		PayloadFetches: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "payload_fetches_total",
+			Help: "Fetches of payloads by S3 reference by source (payload_ref, extended_client) and result (ok, or the failure code in lower case)."}, []string{"source", "result"}),
+		PayloadAccessDenied: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "payload_access_denied_total",
+			Help: "Payload fetches S3 or KMS refused the worker (alert on any: fix the permission; the messages are retried)."}),
 	}
 	if reg == nil {
 		return m, nil
@@ -141,7 +152,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	var errs []error
 	for _, c := range []prometheus.Collector{m.Received, m.Outcomes, m.Failures, m.HashMismatches, m.Processing, m.Commit,
 		m.InFlight, m.Concurrency, m.Throttles, m.Conflicts, m.Extensions, m.Deletes, m.DLQSent, m.MessageAge, m.ReceiveErrors,
-		m.DatabaseHealthy, m.HealthTransitions, m.Probes, m.Parked, m.DynamoDBCalls, m.BudgetWait} {
+		m.DatabaseHealthy, m.HealthTransitions, m.Probes, m.Parked, m.DynamoDBCalls, m.BudgetWait, m.PayloadFetches, m.PayloadAccessDenied} {
 		errs = append(errs, reg.Register(c))
 	}
 	return m, errors.Join(errs...)

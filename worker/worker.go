@@ -26,6 +26,7 @@ import (
 	"github.com/ddbworker/ddbworker/internal/hooks"
 	"github.com/ddbworker/ddbworker/internal/slots"
 	"github.com/ddbworker/ddbworker/mutation"
+	"github.com/ddbworker/ddbworker/s3payload"
 	"github.com/ddbworker/ddbworker/stale"
 )
 
@@ -146,6 +147,12 @@ type Config struct {
 	// corrected from the capacity DynamoDB reports. A fleet of N workers
 	// sharing a table's budget B sets MaxWCU = B / N. Default: 0, unpaced.
 	MaxWCU float64
+	// Payload bounds and times fetches of payloads by S3 reference (an
+	// envelope's payloadRef, an SQS Extended Client message). Default:
+	// s3payload.Config's defaults (at most 4 MiB, 3 attempts), with a
+	// CallTimeout of 10s or half of VisibilityTimeout when that is
+	// shorter.
+	Payload s3payload.Config
 	// MaxDeferral bounds attemptPolicy.notBefore: a message deferred
 	// further than this into the future ends terminal
 	// DEFERRAL_TOO_LONG. Default: 7 days.
@@ -162,6 +169,11 @@ type Deps struct {
 	SQS SQSAPI
 	// Handlers by message type. Required.
 	Handlers *ddbworker.Registry
+	// S3 fetches payloads by reference (an envelope's payloadRef, an SQS
+	// Extended Client message). Optional: without it such a message is
+	// retried with a PAYLOAD_ACCESS_DENIED alert until a worker with one
+	// takes it. An emulator needs path-style addressing.
+	S3 s3payload.GetObjectAPI
 	// Logger for JSON logs. Default: discard.
 	Logger *slog.Logger
 	// Metrics collectors. Default: NewMetrics(nil).
@@ -200,6 +212,13 @@ type Worker struct {
 	fixed       bool // hooks.FixedConcurrency
 	ran         sync.Once
 	ready       atomic.Bool
+
+	// payloads fetches payloads by S3 reference (nil without Deps.S3);
+	// extDecoder decodes an SQS Extended Client message's body fetched
+	// from S3: the envelope's limits, but bodies up to Config.Payload's
+	// MaxBytes.
+	payloads   *s3payload.Fetcher
+	extDecoder *envelope.Decoder
 }
 
 // New validates deps and cfg and returns a Worker; every problem is
@@ -325,6 +344,7 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 		errs = append(errs, fmt.Errorf("worker: Config.Envelope.MaxKeyBytes %d and MaxFieldBytes %d: %w", lim.MaxKeyBytes, lim.MaxFieldBytes,
 			inbox.CheckKeyLimits(lim.MaxKeyBytes, lim.MaxFieldBytes)))
 	}
+	errs = append(errs, w.initPayloads(deps.S3, cfg.Payload, cfg.Envelope, cfg.VisibilityTimeout))
 	if w.limiter, err = adaptive.New(adaptive.Config{Max: max(1, cfg.Concurrency)}); err != nil {
 		errs = append(errs, err)
 	}
