@@ -112,6 +112,7 @@ SDK's own variables (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS
 		newDLQCmd(g),
 		newInboxCmd(g),
 		newSweepCmd(g),
+		newEffectsCmd(g),
 		newRelayCmd(g),
 	)
 	root.AddCommand(devCommands(g)...)
