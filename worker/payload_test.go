@@ -288,4 +288,45 @@ func TestExtendedClientMessages(t *testing.T) {
 	p.requireQueueEmpty()
 }
 
+// Under Lambda (HandleSQSEvent) a payloadRef and an Extended Client
+// message are applied once, and an S3 refusal is reported as a batch item
+// failure, hidden for its backoff, with no attempt counted.
+func TestPayloadsUnderLambda(t *testing.T) {
+	p := newPayloadHarness(t, true)
+	p.seedCases("c1", "c2", "c3")
+	w := p.lambdaWorker(p.testConfig(), p.deps())
+	ref, hash := p.byRef(mustEnv(t)(caseflow.NewDeadlineRequest("k-lref", "c1", "review", effective)))
+	p.send(ref)
+	ext := mustEnv(t)(caseflow.NewDeadlineRequest("k-lext", "c2", "review", effective))
+	body, err := envelope.Encode(ext)
+	require.NoError(t, err)
+	p.sendExtended(body, "ext/k-lext", s3payload.AttrExtendedPayloadSize)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := w.HandleSQSEvent(ctx, p.sqsEvent(2, 30*time.Second))
+	require.NoError(t, err)
+	require.Empty(t, resp.BatchItemFailures)
+	require.Equal(t, hash, p.record("k-lref", caseflow.TypeDeadline).RequestHash)
+	require.Equal(t, inbox.StatusCompleted, p.record("k-lext", caseflow.TypeDeadline).Status)
+	require.EqualValues(t, 1, p.applications("c1", caseflow.TypeDeadline, "k-lref"))
+	require.EqualValues(t, 1, p.applications("c2", caseflow.TypeDeadline, "k-lext"))
+
+	denied, _ := p.byRef(mustEnv(t)(caseflow.NewDeadlineRequest("k-ldenied", "c3", "review", effective)))
+	p.send(denied)
+	p.faults.Add(testenv.S3Fault{Operation: "GetObject", Status: http.StatusForbidden, Code: "AccessDenied"})
+	event := p.sqsEvent(1, 30*time.Second)
+	resp, err = w.HandleSQSEvent(ctx, event)
+	require.NoError(t, err)
+	require.Equal(t, []string{event.Records[0].MessageId}, []string{resp.BatchItemFailures[0].ItemIdentifier})
+	rec := p.record("k-ldenied", caseflow.TypeDeadline)
+	require.Equal(t, 0, rec.Attempts)
+	require.Equal(t, s3payload.CodeAccessDenied, rec.FailureCode)
+	evs := p.waitEventsNow(func(ev worker.Event) bool { return ev.IdempotencyKey == "k-ldenied" })
+	require.Len(t, evs, 1)
+	require.Equal(t, worker.OutcomeRetry, evs[0].Outcome)
+	require.True(t, evs[0].Infrastructure)
+	require.Positive(t, evs[0].Visibility, "hidden for its backoff")
+}
+
 var _ types.Message
