@@ -1,0 +1,85 @@
+package lambda
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	awslambda "github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/ddbworker/ddbworker/outbox"
+	"github.com/ddbworker/ddbworker/relay"
+)
+
+// The outbox relay's variables (the daemon's `relay` flags).
+const (
+	envOutboxShards = "DDBWORKER_OUTBOX_SHARDS"
+	envPublishedTTL = "DDBWORKER_PUBLISHED_TTL"
+)
+
+// RelayMain runs the outbox relay as a Lambda function on the table's
+// DynamoDB Stream (an event source mapping with FunctionResponseTypes
+// ReportBatchItemFailures, StartingPosition TRIM_HORIZON, and a filter on
+// outbox INSERTs — see docs/outbox.md), and never returns. It reads
+// DDBWORKER_TABLE and DDBWORKER_QUEUE_URL (required), DDBWORKER_OUTBOX_SHARDS
+// (16), DDBWORKER_PUBLISHED_TTL (168h), DDBWORKER_LOG_LEVEL and the layout's
+// DDBWORKER_*_ATTRIBUTE and DDBWORKER_*_INDEX variables; a problem fails the
+// init like Main's.
+func RelayMain() {
+	handle, err := NewRelay(context.Background(), os.LookupEnv)
+	if err != nil {
+		failInit(err)
+	}
+	awslambda.Start(handle)
+}
+
+// NewRelay reads the configuration through lookupEnv (os.LookupEnv when
+// nil), loads the AWS configuration and returns the stream handler
+// (relay.Relay.HandleStreamEvent): the first outbox record of a batch that
+// could not be published is its batch item failure, by sequence number.
+func NewRelay(ctx context.Context, lookupEnv func(string) (string, bool)) (func(context.Context, events.DynamoDBEvent) (events.DynamoDBEventResponse, error), error) {
+	if lookupEnv == nil {
+		lookupEnv = os.LookupEnv
+	}
+	r := &envReader{lookup: lookupEnv}
+	cfg := relay.Config{Table: r.str(envTable, ""), QueueURL: r.str(envQueueURL, "")}
+	if cfg.Table == "" {
+		r.errs = append(r.errs, envTable+" is required: the table whose stream carries the outbox records")
+	}
+	if cfg.QueueURL == "" {
+		r.errs = append(r.errs, envQueueURL+" is required: the queue of outbox records that name no destination")
+	} else if queueID(cfg.QueueURL) == "" {
+		r.fail(envQueueURL, cfg.QueueURL, "not a queue URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME)")
+	}
+	for _, v := range layoutVars {
+		*v.field(&cfg.Layout) = r.str(v.name, "")
+	}
+	cfg.Shards = r.integer(envOutboxShards, outbox.ShardsDefault, 1, 100)
+	cfg.PublishedTTL = r.duration(envPublishedTTL, relay.PublishedTTLDefault, time.Minute, 0)
+	var level slog.Level
+	if v := r.str(envLogLevel, "info"); level.UnmarshalText([]byte(v)) != nil {
+		r.fail(envLogLevel, v, "must be debug, info, warn or error")
+	}
+	if len(r.errs) > 0 {
+		return nil, errors.New("lambda: invalid environment: " + strings.Join(r.errs, "; "))
+	}
+	log := slog.New(requestIDHandler{slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: level})})
+	awsCfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("lambda: loading the AWS configuration: %w", err)
+	}
+	rl, err := relay.New(relay.Deps{DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqs.NewFromConfig(awsCfg), Logger: log}, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("lambda: the DDBWORKER_* configuration: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	log.Info("relay ready", "table", cfg.Table, "queueUrl", cfg.QueueURL)
+	return rl.HandleStreamEvent, nil
+}
