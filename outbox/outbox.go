@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -64,6 +65,12 @@ type Config struct {
 	// are spread over; the relay's sweep must use the same. 1..100.
 	// Default: ShardsDefault (16).
 	Shards int
+	// PendingTTL, when set, gives every record a TTL at write time, so a
+	// record nobody marks still expires: for a stream consumer that does
+	// not mark records (EventBridge Pipes). A relay's mark replaces it with
+	// its PublishedTTL. Set it well beyond the time a record may wait to
+	// be published. Default: 0 (no TTL until published).
+	PendingTTL time.Duration
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
 }
@@ -86,6 +93,9 @@ func New(cfg Config) (*Writer, error) {
 	}
 	if cfg.Shards < 1 || cfg.Shards > 100 {
 		errs = append(errs, fmt.Errorf("outbox: Config.Shards %d must be 1..100", cfg.Shards))
+	}
+	if cfg.PendingTTL < 0 {
+		errs = append(errs, errors.New("outbox: Config.PendingTTL must not be negative"))
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -210,6 +220,9 @@ func (w *Writer) Put(ev Event) (types.TransactWriteItem, error) {
 	}
 	if rec.Destination != "" {
 		item[tables.AttrOutboxDestination] = str(rec.Destination)
+	}
+	if w.cfg.PendingTTL > 0 {
+		item[l.TTL] = &types.AttributeValueMemberN{Value: strconv.FormatInt(rec.CreatedAt.Add(w.cfg.PendingTTL).Unix(), 10)}
 	}
 	return types.TransactWriteItem{Put: &types.Put{
 		TableName:                 aws.String(w.cfg.Table),

@@ -29,9 +29,9 @@ func newEnvelope(id, aggregate string, version *int64) *envelope.Envelope {
 func ptr[T any](v T) *T { return &v }
 
 func TestNewValidates(t *testing.T) {
-	_, err := outbox.New(outbox.Config{Shards: 101, Layout: tables.Layout{PartitionKey: "x", SortKey: "x"}})
+	_, err := outbox.New(outbox.Config{Shards: 101, Layout: tables.Layout{PartitionKey: "x", SortKey: "x"}, PendingTTL: -time.Hour})
 	require.Error(t, err)
-	for _, want := range []string{"Config.Table is required", "Config.Shards 101", `names attribute "x" twice`} {
+	for _, want := range []string{"Config.Table is required", "Config.Shards 101", `names attribute "x" twice`, "Config.PendingTTL must not be negative"} {
 		require.ErrorContains(t, err, want)
 	}
 }
@@ -177,3 +177,20 @@ func key(pk, sk string) map[string]types.AttributeValue {
 }
 
 func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+
+func TestPendingTTL(t *testing.T) {
+	now := time.Date(2026, 12, 3, 11, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		ttl  time.Duration
+		want types.AttributeValue
+	}{
+		{0, nil},
+		{72 * time.Hour, &types.AttributeValueMemberN{Value: "1796554800"}},
+	} {
+		w, err := outbox.New(outbox.Config{Table: "t", PendingTTL: tt.ttl, Now: func() time.Time { return now }})
+		require.NoError(t, err)
+		put, err := w.Put(outbox.Event{Envelope: newEnvelope("m1", "o-1", nil)})
+		require.NoError(t, err)
+		require.Equal(t, tt.want, put.Put.Item["ttl"])
+	}
+}
