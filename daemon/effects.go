@@ -53,7 +53,7 @@ not have happened — after an operator checked the provider's own records.`,
 
 	list := &cobra.Command{
 		Use:   "list [--status STATUS] [--provider P]",
-		Short: "List effects, UNKNOWN ones first of all (those wait for an operator)",
+		Short: "List effects by status and provider (UNKNOWN ones wait for an operator)",
 		Long: `list lists effect records a page at a time. --status UNKNOWN reads the
 attention index (cheap); any other listing scans the table for effect records
 (it reads the whole table: mind its size and use --limit).

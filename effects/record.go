@@ -78,7 +78,8 @@ type Effect struct {
 	FailureMessage string
 	// LastError is the last call's error without a clear answer.
 	LastError string
-	// Calls counts the provider calls started (claims).
+	// Calls counts the claims: calls started, including one cut short
+	// (a crash) before it reached the provider.
 	Calls int
 	// WorkAttempt is the work's business attempt that made the last claim.
 	WorkAttempt int
