@@ -303,7 +303,7 @@ func (r Resolution) validate() error {
 		errs = append(errs, errors.New("a NotDone resolution has no Ref or Result"))
 	}
 	if len(r.Result) > MaxResultBytes {
-		errs = append(errs, fmt.Errorf("Result is longer than %d bytes", MaxResultBytes))
+		errs = append(errs, fmt.Errorf("the Result is longer than %d bytes", MaxResultBytes))
 	}
 	if strings.TrimSpace(r.By) == "" || strings.TrimSpace(r.Reason) == "" {
 		errs = append(errs, errors.New("a resolution says who made it (By) and why (Reason)"))

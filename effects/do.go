@@ -173,7 +173,7 @@ func validCall(msg *ddbworker.Message, c Call, fn CallFunc) error {
 	}
 	for _, f := range []struct{ name, v string }{{"Name", c.Name}, {"Provider", c.Provider}, {"Operation", c.Operation}} {
 		if !validName(f.v) {
-			problems = append(problems, fmt.Errorf("Call.%s %q must be 1..64 characters of [A-Za-z0-9._-]", f.name, f.v))
+			problems = append(problems, fmt.Errorf("the Call's %s %q must be 1..64 characters of [A-Za-z0-9._-]", f.name, f.v))
 		}
 	}
 	if err := errors.Join(problems...); err != nil {

@@ -188,7 +188,7 @@ func (s *service) work(key, msgType string) (status, code string) {
 func (s *service) order(order string) (applied int, chargeID string) {
 	s.t.Helper()
 	out, err := s.env.DynamoDB.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(s.env.Table),
-		Key: map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "ORDER#" + order}, "SK": &types.AttributeValueMemberS{Value: "ORDER"}},
+		Key:            map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "ORDER#" + order}, "SK": &types.AttributeValueMemberS{Value: "ORDER"}},
 		ConsistentRead: aws.Bool(true)})
 	require.NoError(s.t, err)
 	var item struct {
