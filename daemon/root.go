@@ -114,6 +114,7 @@ SDK's own variables (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS
 		newSweepCmd(g),
 		newEffectsCmd(g),
 		newRelayCmd(g),
+		newEnvelopeCmd(),
 	)
 	root.AddCommand(devCommands(g)...)
 	return root
