@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -63,6 +64,9 @@ type Env struct {
 	DynamoDB *dynamodb.Client
 	// Logger is the daemon's JSON logger.
 	Logger *slog.Logger
+	// Registerer is the registry the daemon serves on /metrics: register
+	// the service's own metrics there (e.g. effects.Config.Registerer).
+	Registerer prometheus.Registerer
 }
 
 // Main runs the command line of app — `run` (the worker), `tables create`,

@@ -166,7 +166,7 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 		return errors.New("daemon: App.Register is required: the service registers its handlers there")
 	}
 	handlers := ddbworker.NewRegistry()
-	if err := g.app.Register(handlers, Env{Store: store, AWS: cfg, DynamoDB: ddb, Logger: log}); err != nil {
+	if err := g.app.Register(handlers, Env{Store: store, AWS: cfg, DynamoDB: ddb, Logger: log, Registerer: reg}); err != nil {
 		return fmt.Errorf("registering the handlers: %w", err)
 	}
 	// The worker's configuration is checked before anything is called.

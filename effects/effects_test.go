@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker"
@@ -47,6 +48,7 @@ type fixture struct {
 	admin  *effects.Admin
 	inj    *faults.Injector
 	prov   *payments.Provider
+	reg    *prometheus.Registry
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -61,13 +63,14 @@ func newFixture(t *testing.T) *fixture {
 	require.NoError(t, err)
 	c, err := mutation.New(ddb, mutation.Config{Store: store, Now: clock.Now})
 	require.NoError(t, err)
-	l, err := effects.New(ddb, effects.Config{Inbox: store, Now: clock.Now, CallTimeout: 3 * time.Second})
+	reg := prometheus.NewRegistry()
+	l, err := effects.New(ddb, effects.Config{Inbox: store, Now: clock.Now, CallTimeout: 3 * time.Second, Registerer: reg})
 	require.NoError(t, err)
 	a, err := effects.NewAdmin(env.DynamoDB, effects.AdminConfig{Inbox: store, Now: clock.Now})
 	require.NoError(t, err)
 	prov := payments.New()
 	t.Cleanup(prov.Close)
-	return &fixture{t: t, env: env, store: store, clock: clock, gate: g, commit: c, log: l, admin: a, inj: inj, prov: prov}
+	return &fixture{t: t, env: env, store: store, clock: clock, gate: g, commit: c, log: l, admin: a, inj: inj, prov: prov, reg: reg}
 }
 
 // held is one lease on a work item and the message its handler sees.
@@ -157,6 +160,38 @@ func run(ctx context.Context, l *effects.Log, msg *ddbworker.Message, c effects.
 	return eff, err, false
 }
 
+// metric sums the samples of the metric name whose labels include want.
+func (f *fixture) metric(name string, want map[string]string) float64 {
+	f.t.Helper()
+	mfs, err := f.reg.Gather()
+	require.NoError(f.t, err)
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			got := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				got[lp.GetName()] = lp.GetValue()
+			}
+			for k, v := range want {
+				if got[k] != v {
+					continue next
+				}
+			}
+			switch {
+			case m.GetCounter() != nil:
+				sum += m.GetCounter().GetValue()
+			case m.GetHistogram() != nil:
+				sum += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return sum
+}
+
 func requireFailure(t *testing.T, err error, kind failure.Kind, code string, sentinel error) {
 	t.Helper()
 	require.Error(t, err)
@@ -205,6 +240,12 @@ func TestDoCallsOnceAndCommitsWithTheWork(t *testing.T) {
 	calls, performed := f.prov.Count(key)
 	require.Equal(t, 1, calls, "no second call for a completed effect")
 	require.Equal(t, 1, performed)
+
+	po := map[string]string{"provider": "payments", "operation": "charge"}
+	require.Equal(t, 1.0, f.metric("ddbworker_effect_calls_total", map[string]string{"provider": "payments", "result": "completed"}))
+	require.Equal(t, 1.0, f.metric("ddbworker_effect_log_answers_total", map[string]string{"status": "COMPLETED"}))
+	require.Equal(t, 1.0, f.metric("ddbworker_effect_call_seconds", po))
+	require.Zero(t, f.metric("ddbworker_effect_unknown_total", nil))
 }
 
 func TestCrashes(t *testing.T) {
@@ -290,6 +331,8 @@ func TestUnknownResolvedByOperator(t *testing.T) {
 			requireFailure(t, err, failure.Terminal, effects.CodeOutcomeUnknown, effects.ErrOutcomeUnknown)
 			require.Equal(t, effects.StatusUnknown, eff.Status)
 			require.Zero(t, eff.TTL, "an UNKNOWN effect never expires")
+			require.Equal(t, 1.0, f.metric("ddbworker_effect_unknown_total", map[string]string{"provider": "legacy-pay"}))
+			require.Equal(t, 1.0, f.metric("ddbworker_effect_calls_total", map[string]string{"result": "unclear"}))
 
 			// Until resolved, every attempt fails the same way, without a call.
 			f.crash()
@@ -418,6 +461,7 @@ func TestRequestMismatchIsTerminal(t *testing.T) {
 	_, err = f.log.Do(context.Background(), h.msg, other, f.charge("/charges"))
 	requireFailure(t, err, failure.Terminal, effects.CodeRequestMismatch, effects.ErrRequestMismatch)
 	require.True(t, ddbworker.IsTerminal(err))
+	require.Equal(t, 1.0, f.metric("ddbworker_effect_request_mismatches_total", nil))
 	got, err := f.admin.Get(context.Background(), eff.Key)
 	require.NoError(t, err)
 	require.Equal(t, eff.RequestHash, got.RequestHash, "the record is untouched")
@@ -477,6 +521,7 @@ func TestCompletionCarriedByTheCommit(t *testing.T) {
 	eff, err := f.log.Do(context.Background(), h.msg, chargeCall, f.charge("/charges"))
 	require.NoError(t, err)
 	require.True(t, eff.Pending)
+	require.Equal(t, 1.0, f.metric("ddbworker_effect_completions_deferred_total", nil))
 	got, err := f.admin.Get(context.Background(), eff.Key)
 	require.NoError(t, err)
 	require.Equal(t, effects.StatusStarted, got.Status, "not written yet")

@@ -41,7 +41,8 @@ func main() {
 			fs.StringVar(&providerURL, "provider-url", "", "base URL of the payment provider")
 		},
 		Register: func(reg *ddbworker.Registry, env daemon.Env) error {
-			log, err := effects.New(env.DynamoDB, effects.Config{Inbox: env.Store, Logger: env.Logger, CallTimeout: 3 * time.Second})
+			log, err := effects.New(env.DynamoDB, effects.Config{Inbox: env.Store, Logger: env.Logger,
+				Registerer: env.Registerer, CallTimeout: 3 * time.Second})
 			if err != nil {
 				return err
 			}
