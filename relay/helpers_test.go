@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/middleware"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker/envelope"
@@ -124,6 +125,7 @@ type world struct {
 	sqs     *sqs.Client // counting
 	sends   *sends
 	outbox  *outbox.Writer
+	metrics *relay.Metrics // the last relay's
 }
 
 func newWorld(t *testing.T, fifo bool) *world {
@@ -150,7 +152,10 @@ func (w *world) relay(mod func(*relay.Config)) *relay.Relay {
 	if mod != nil {
 		mod(&cfg)
 	}
-	r, err := relay.New(relay.Deps{DynamoDB: w.env.DynamoDB, Streams: w.streams, SQS: w.sqs}, cfg)
+	m, err := relay.NewMetrics(prometheus.NewRegistry())
+	require.NoError(w.t, err)
+	w.metrics = m
+	r, err := relay.New(relay.Deps{DynamoDB: w.env.DynamoDB, Streams: w.streams, SQS: w.sqs, Metrics: m}, cfg)
 	require.NoError(w.t, err)
 	return r
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker/internal/testenv"
@@ -61,6 +62,7 @@ func TestRelayPublishesFromTheStreamInOrder(t *testing.T) {
 	ids = append(ids, w.write("a", 1, 12)...)
 	ids = append(ids, w.write("b", 1, 5)...)
 	w.run(w.relay(nil))
+	m := w.metrics
 	ids = append(ids, w.write("c", 1, 4)...)
 	ids = append(ids, w.write("a", 13, 15)...)
 	testenv.Eventually(t, 30*time.Second, func() bool { return w.allPublished(ids) }, "every record PUBLISHED")
@@ -70,6 +72,9 @@ func TestRelayPublishesFromTheStreamInOrder(t *testing.T) {
 	for _, id := range ids {
 		require.Equal(t, 1, w.sends.count(id), id)
 	}
+	require.Equal(t, float64(len(ids)), testutil.ToFloat64(m.Published))
+	require.Equal(t, float64(1), testutil.ToFloat64(m.Shards), "one shard leased")
+	require.Zero(t, testutil.CollectAndCount(m.Failures), "no failed step")
 
 	// A published record has its TTL and left the PENDING index.
 	it, err := w.env.DynamoDB.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(w.env.Table), ConsistentRead: aws.Bool(true),
