@@ -288,11 +288,14 @@ func TestKillNineUnknownResolvedThroughTheCommand(t *testing.T) {
 	require.Equal(t, 1, performed)
 
 	out := s.command("effects", "list", "--status", "UNKNOWN")
+	t.Logf("$ effects list --status UNKNOWN\n%s", out)
+	t.Logf("$ effects get %s\n%s", effectKey, s.command("effects", "get", effectKey))
 	require.Contains(t, out, effectKey)
 	require.Contains(t, out, "UNKNOWN")
 	// The operator looks the key up at the provider and finds the charge.
 	charge := s.prov.Charges(effectKey)[0]
 	out = s.command("effects", "resolve", effectKey, "--completed", "--ref", charge, "--reason", "charge found in the provider's dashboard", "--by", "ops@test")
+	t.Logf("$ effects resolve …\n%s", out)
 	require.Contains(t, out, "resolved COMPLETED")
 	require.Contains(t, out, "inbox reopen "+key+" --type OrderSend")
 	require.Contains(t, s.command("effects", "list", "--status", "UNKNOWN"), "no effects")
