@@ -4,6 +4,8 @@ SHELL       := /bin/bash
 GO          ?= go
 EMU_DIR     := internal/emulators
 EMU_STAMP   := $(EMU_DIR)/node_modules/.installed
+PRODUCERS_TS       := example/producers/typescript
+PRODUCERS_TS_STAMP := $(PRODUCERS_TS)/node_modules/.installed
 BIN         := bin/ddbworker
 DEVBIN      := bin/ddbworker-dev
 DEVTAGS     := -tags ddbworker_dev
@@ -49,7 +51,7 @@ lint: ## go vet, gofmt, go mod tidy -diff, and staticcheck when it installs
 # `go run`, which adds an "exit status 1" line.)
 EMU_CHECK   := $(GO) build -o bin/emulators-check ./$(EMU_DIR)/check && bin/emulators-check
 
-deps: java $(EMU_STAMP) rie ## Install the emulators (npm ci), the Lambda Runtime Interface Emulator, and Java if missing; check Node.js >= 22.5 and Java 17+
+deps: java python $(EMU_STAMP) $(PRODUCERS_TS_STAMP) rie ## Install the emulators (npm ci), the producer examples' packages, the Lambda Runtime Interface Emulator, and Java and boto3 if missing; check Node.js >= 22.5 and Java 17+
 	$(GO) mod download
 	@$(EMU_CHECK)
 
@@ -60,6 +62,30 @@ $(EMU_STAMP): $(EMU_DIR)/package.json $(EMU_DIR)/package-lock.json
 	@command -v npm >/dev/null 2>&1 || { echo "emulators: npm not found: install Node.js 22 from https://nodejs.org (or \`brew install node\` on macOS)" >&2; exit 1; }
 	cd $(EMU_DIR) && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
+
+# The TypeScript producer example's @aws-sdk/client-sqs (PRODUCERS_TS, pinned
+# by its package-lock.json), which example/producers' test runs under the
+# emulators' Node.js 22.
+$(PRODUCERS_TS_STAMP): $(PRODUCERS_TS)/package.json $(PRODUCERS_TS)/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "producer examples: npm not found: install Node.js 22 from https://nodejs.org" >&2; exit 1; }
+	cd $(PRODUCERS_TS) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+# boto3 for the Python producer example (example/producers/python), which
+# example/producers' test runs: apt's python3-boto3 when missing on
+# Debian/Ubuntu; elsewhere a line saying what to install (the test skips
+# without it, or fails under make test).
+.PHONY: python
+python: ## Install boto3 for the Python producer example when missing (apt on Debian/Ubuntu; elsewhere says what to install)
+	@if ! python3 -c 'import boto3' >/dev/null 2>&1; then \
+		if [ -f /etc/debian_version ] && command -v apt-get >/dev/null 2>&1; then \
+			SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+			echo "no python3 with boto3 found: installing python3-boto3" && \
+			$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq python3-boto3; \
+		else \
+			echo "python: no python3 with boto3 found: install Python 3 and boto3 (pip install boto3) to run the Python producer example"; \
+		fi; \
+	fi
 
 # The AWS Lambda Runtime Interface Emulator, which the Lambda adapter's test
 # (lambda/rie_test.go) runs functions under: a Go module, pinned here and
@@ -89,4 +115,4 @@ build: ## Build bin/ddbworker (production) and bin/ddbworker-dev (with fault inj
 	$(GO) build $(DEVTAGS) -o $(DEVBIN) ./cmd/ddbworker
 
 clean: ## Remove build output and installed emulators
-	rm -rf bin $(EMU_DIR)/node_modules
+	rm -rf bin $(EMU_DIR)/node_modules $(PRODUCERS_TS)/node_modules
