@@ -21,6 +21,7 @@ import (
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/testenv"
+	"github.com/ddbworker/ddbworker/producer"
 	"github.com/ddbworker/ddbworker/s3payload"
 	"github.com/ddbworker/ddbworker/worker"
 )
@@ -327,6 +328,32 @@ func TestPayloadsUnderLambda(t *testing.T) {
 	require.Equal(t, worker.OutcomeRetry, evs[0].Outcome)
 	require.True(t, evs[0].Infrastructure)
 	require.Positive(t, evs[0].Visibility, "hidden for its backoff")
+}
+
+// The Go producer offloads a payload above its threshold through
+// s3payload.Offloader, and the worker applies the work once from the
+// reference, under the hash the producer computed.
+func TestProducerOffloadsToWorker(t *testing.T) {
+	p := newPayloadHarness(t, true)
+	p.seedCases("c1")
+	var _ producer.Offloader = p.off
+	prod, err := producer.New(p.env.SQS, producer.Config{QueueURL: p.env.Queues.URL, Producer: "payload-test", Offloader: p.off, OffloadAbove: 64})
+	require.NoError(t, err)
+	big := mustEnv(t)(caseflow.NewDeadlineRequest("k-big", "c1", "review", effective))
+	require.Greater(t, len(big.Payload), 64)
+	results, err := prod.SendEnvelopes(context.Background(), big)
+	require.NoError(t, err)
+	require.True(t, results[0].Offloaded)
+	require.NotNil(t, results[0].Envelope.PayloadRef)
+	require.NotEmpty(t, results[0].Envelope.PayloadRef.VersionID)
+
+	p.start(p.testConfig(), p.deps())
+	ev := p.waitEvents(1, 20*time.Second, final)[0]
+	require.Equal(t, worker.OutcomeApplied, ev.Outcome)
+	rec := p.record("k-big", caseflow.TypeDeadline)
+	require.Equal(t, results[0].Envelope.RequestHash, rec.RequestHash)
+	require.EqualValues(t, 1, p.applications("c1", caseflow.TypeDeadline, "k-big"))
+	require.Equal(t, 1, p.faults.Calls("GetObject"))
 }
 
 var _ types.Message
