@@ -8,6 +8,7 @@ import (
 
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/s3payload"
 )
 
 // Metric labels are bounded: producer input never becomes a label value.
@@ -50,7 +51,9 @@ func builtinCode(c string) bool {
 		failure.CodeConcurrentModification, failure.CodeInvalidTransaction, failure.CodeInvalidResult, failure.CodeInvalidPayload,
 		failure.CodeShutdown, failure.CodeReplayWindowExpired, failure.CodeDeferralTooLong,
 		string(envelope.CodeInvalidJSON), string(envelope.CodeMissingField), string(envelope.CodeInvalidField),
-		string(envelope.CodeUnknownSchemaVersion), string(envelope.CodeKeyTooLong):
+		string(envelope.CodeUnknownSchemaVersion), string(envelope.CodeKeyTooLong),
+		s3payload.CodeNotFound, s3payload.CodeVersionNotFound, s3payload.CodeChecksumMismatch, s3payload.CodeSizeMismatch,
+		s3payload.CodeTooLarge, s3payload.CodeAccessDenied, s3payload.CodePointerInvalid, s3payload.CodeFetchFailed:
 		return true
 	}
 	return false
