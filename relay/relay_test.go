@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+	"github.com/aws/smithy-go/middleware"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
@@ -313,4 +315,70 @@ func (w *world) streamEvent() (events.DynamoDBEvent, map[string]string) {
 		}
 	}
 	return ev, seqs
+}
+
+// streamFaults fails chosen DynamoDB Streams calls the way AWS does and
+// DynamoDB Local never will: an expired shard iterator (after 15 minutes
+// unused) and a checkpoint past the stream's 24-hour retention.
+type streamFaults struct {
+	mu sync.Mutex
+	// plan: operation name → errors to return on its next calls.
+	plan map[string][]error
+}
+
+func (f *streamFaults) install(o *dynamodbstreams.Options) {
+	o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
+		return st.Initialize.Add(middleware.InitializeMiddlewareFunc("streamFaults", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			op := middleware.GetOperationName(ctx)
+			f.mu.Lock()
+			var err error
+			if q := f.plan[op]; len(q) > 0 {
+				err, f.plan[op] = q[0], q[1:]
+			}
+			f.mu.Unlock()
+			if err != nil {
+				return middleware.InitializeOutput{}, middleware.Metadata{}, err
+			}
+			return next.HandleInitialize(ctx, in)
+		}), middleware.After)
+	})
+}
+
+func (f *streamFaults) left() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, q := range f.plan {
+		n += len(q)
+	}
+	return n
+}
+
+// An expired iterator is renewed from the checkpoint and a trimmed
+// checkpoint restarts at TRIM_HORIZON: nothing is lost, and the re-read
+// records are skipped, not sent again.
+func TestRelayRecoversFromExpiredAndTrimmedIterators(t *testing.T) {
+	w := newWorld(t, true)
+	first := w.write("a", 1, 4)
+	f := &streamFaults{plan: map[string][]error{}}
+	w.streams = dynamodbstreams.NewFromConfig(w.env.AWS, func(o *dynamodbstreams.Options) {
+		o.BaseEndpoint = aws.String(os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"))
+	}, f.install)
+	stop := w.run(w.relay(nil))
+	testenv.Eventually(t, 30*time.Second, func() bool { return w.allPublished(first) })
+	// Now the iterator in hand expires, and the checkpoint it falls back on
+	// is trimmed: the relay reads the shard again from TRIM_HORIZON.
+	f.mu.Lock()
+	f.plan["GetRecords"] = []error{&streamtypes.ExpiredIteratorException{Message: aws.String("injected: iterator expired")}}
+	f.plan["GetShardIterator"] = []error{&streamtypes.TrimmedDataAccessException{Message: aws.String("injected: trimmed")}}
+	f.mu.Unlock()
+	testenv.Eventually(t, 10*time.Second, func() bool { return f.left() == 0 }, "faults injected")
+	second := w.write("a", 5, 8)
+	testenv.Eventually(t, 30*time.Second, func() bool { return w.allPublished(second) })
+	stop()
+	for _, id := range append(first, second...) {
+		require.Equal(t, 1, w.sends.count(id), id)
+	}
+	require.GreaterOrEqual(t, testutil.ToFloat64(w.metrics.Skipped), float64(len(first)), "the re-read records were skipped")
+	inOrder(t, w.drain(8, 20*time.Second))
 }

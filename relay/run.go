@@ -119,19 +119,11 @@ func (r *Relay) Run(ctx context.Context) error {
 			}
 		}
 		if err == nil {
-			inStream := map[string]bool{}
-			for _, s := range shards {
-				inStream[aws.ToString(s.ShardId)] = true
-			}
-			for _, s := range shards {
+			mu.Lock()
+			ids := claimable(shards, st.ended, running)
+			mu.Unlock()
+			for _, s := range ids {
 				id, parent := aws.ToString(s.ShardId), aws.ToString(s.ParentShardId)
-				mu.Lock()
-				busy := running[id]
-				mu.Unlock()
-				// A parent still in the stream must be read to its end first.
-				if busy || st.ended[id] || (parent != "" && inStream[parent] && !st.ended[parent]) {
-					continue
-				}
 				ls, err := r.acquire(ctx, arn, id)
 				if err != nil {
 					if ctx.Err() == nil {
@@ -177,6 +169,27 @@ func (r *Relay) Run(ctx context.Context) error {
 			tick.Reset(r.cfg.DiscoveryInterval)
 		}
 	}
+}
+
+// claimable returns the shards worth trying to lease, in the stream's
+// order: not finished, not read here already, and whose parent is finished
+// or gone from the stream (trimmed) — a parent still in the stream must be
+// read to its end before its children, or an aggregate's older records
+// (in the parent) could be sent after its newer ones (in a child).
+func claimable(shards []types.Shard, ended, running map[string]bool) []types.Shard {
+	inStream := map[string]bool{}
+	for _, s := range shards {
+		inStream[aws.ToString(s.ShardId)] = true
+	}
+	var out []types.Shard
+	for _, s := range shards {
+		id, parent := aws.ToString(s.ShardId), aws.ToString(s.ParentShardId)
+		if running[id] || ended[id] || (parent != "" && inStream[parent] && !ended[parent]) {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // shards lists every shard of the stream.
