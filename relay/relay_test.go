@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -381,4 +382,39 @@ func TestRelayRecoversFromExpiredAndTrimmedIterators(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, testutil.ToFloat64(w.metrics.Skipped), float64(len(first)), "the re-read records were skipped")
 	inOrder(t, w.drain(8, 20*time.Second))
+}
+
+// Another instance takes the shard's lease (here: its item is written
+// with another token): this one's next fenced write fails, it stops
+// reading the shard, and takes it back once that lease has expired,
+// continuing from the checkpoint.
+func TestRelayStopsOnALostLeaseAndTakesOverAnExpiredOne(t *testing.T) {
+	w := newWorld(t, true)
+	first := w.write("a", 1, 2)
+	w.run(w.relay(func(c *relay.Config) { c.LeaseDuration = 600 * time.Millisecond }))
+	m := w.metrics
+	testenv.Eventually(t, 30*time.Second, func() bool { return w.allPublished(first) })
+	ctx := context.Background()
+	leases, err := w.env.DynamoDB.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(w.env.Table), ConsistentRead: aws.Bool(true),
+		FilterExpression: aws.String("begins_with(PK, :p)"), ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: "RELAY#"}}})
+	require.NoError(t, err)
+	require.Len(t, leases.Items, 1)
+	steal := func(expires time.Time) {
+		_, err := w.env.DynamoDB.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(w.env.Table),
+			Key:              map[string]types.AttributeValue{"PK": leases.Items[0]["PK"], "SK": leases.Items[0]["SK"]},
+			UpdateExpression: aws.String("SET leaseOwner = :o, leaseToken = :t, leaseExpiresAt = :e"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":o": &types.AttributeValueMemberS{Value: "thief"},
+				":t": &types.AttributeValueMemberS{Value: "stolen"}, ":e": &types.AttributeValueMemberN{Value: strconv.FormatInt(expires.UnixMilli(), 10)}}})
+		require.NoError(t, err)
+	}
+	steal(time.Now().Add(time.Hour))
+	testenv.Eventually(t, 10*time.Second, func() bool { return testutil.ToFloat64(m.Shards) == 0 }, "the shard was given up")
+	second := w.write("a", 3, 4)
+	// The thief's lease expires: the relay takes the shard back.
+	steal(time.Now().Add(-time.Second))
+	testenv.Eventually(t, 30*time.Second, func() bool { return w.allPublished(second) })
+	require.Equal(t, float64(1), testutil.ToFloat64(m.Shards))
+	for _, id := range append(first, second...) {
+		require.Equal(t, 1, w.sends.count(id), id)
+	}
 }

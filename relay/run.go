@@ -231,19 +231,63 @@ func (r *Relay) iterator(ctx context.Context, arn string, ls *lease, trimmed boo
 
 // readShard reads one leased shard until its end (nil), the lease is lost
 // (ErrLeaseLost) or stop ends (the lease is released). Calls run under
-// work, which outlives stop by the drain.
+// work, which outlives stop by the drain. A heartbeat renews the lease
+// every third of LeaseDuration while the shard is held, so a long page
+// (a hot aggregate on a FIFO queue sends one record per call) keeps it.
 func (r *Relay) readShard(stop, work context.Context, arn string, ls *lease, reportLag func(time.Duration)) error {
-	renewEvery := r.cfg.LeaseDuration / 3
-	lastRenew := r.cfg.Now()
-	release := func() error {
-		if err := r.renew(work, arn, ls, "", false, true); err != nil && !errors.Is(err, ErrLeaseLost) {
+	held, lost := context.WithCancelCause(work)
+	beat := make(chan struct{})
+	go func() {
+		defer close(beat)
+		t := time.NewTicker(r.cfg.LeaseDuration / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-held.Done():
+				return
+			case <-t.C:
+			}
+			if err := r.renew(held, arn, ls, "", false, false); err != nil {
+				if errors.Is(err, ErrLeaseLost) {
+					lost(err)
+					return
+				}
+				if held.Err() == nil {
+					r.m.Failures.WithLabelValues("checkpoint").Inc()
+					r.log.Warn("relay: renew the lease", "shard", ls.shardID, "error", err.Error())
+				}
+			}
+		}
+	}()
+	// finish stops the heartbeat, then writes the lease's last state: the
+	// heartbeat must not renew a lease after it was released.
+	finish := func(ended bool) error {
+		if cause := context.Cause(held); errors.Is(cause, ErrLeaseLost) {
+			<-beat
+			return cause
+		}
+		lost(nil)
+		<-beat
+		if err := r.renew(work, arn, ls, "", ended, true); err != nil {
+			if errors.Is(err, ErrLeaseLost) {
+				return err
+			}
 			r.log.Warn("relay: release the lease", "shard", ls.shardID, "error", err.Error())
+			if ended {
+				return err
+			}
+		}
+		if ended {
+			return nil
 		}
 		return stop.Err()
 	}
+	// wait sleeps d unless reading stops; false when it should stop.
 	wait := func(d time.Duration) bool {
 		select {
 		case <-stop.Done():
+			return false
+		case <-held.Done():
 			return false
 		case <-time.After(d):
 			return true
@@ -252,20 +296,22 @@ func (r *Relay) readShard(stop, work context.Context, arn string, ls *lease, rep
 	var iter *string
 	backoff := 100 * time.Millisecond
 	fail := func(step string, err error) bool {
-		r.m.Failures.WithLabelValues(step).Inc()
-		r.log.Warn("relay: "+step, "shard", ls.shardID, "error", err.Error())
+		if held.Err() == nil {
+			r.m.Failures.WithLabelValues(step).Inc()
+			r.log.Warn("relay: "+step, "shard", ls.shardID, "error", err.Error())
+		}
 		ok := wait(backoff)
 		backoff = min(2*backoff, 5*time.Second)
 		return ok
 	}
 	trimmed := false
 	for {
-		if stop.Err() != nil {
-			return release()
+		if stop.Err() != nil || held.Err() != nil {
+			return finish(false)
 		}
 		if iter == nil {
 			var err error
-			if iter, err = r.iterator(work, arn, ls, trimmed); err != nil {
+			if iter, err = r.iterator(held, arn, ls, trimmed); err != nil {
 				var trim *types.TrimmedDataAccessException
 				if errors.As(err, &trim) {
 					r.log.Error("relay: the checkpoint is older than the stream's retention: reading from TRIM_HORIZON; records in between are left to the sweep",
@@ -276,18 +322,16 @@ func (r *Relay) readShard(stop, work context.Context, arn string, ls *lease, rep
 				var nf *types.ResourceNotFoundException
 				if errors.As(err, &nf) {
 					// The shard is gone from the stream: nothing left to read.
-					return r.renew(work, arn, ls, "", true, true)
+					return finish(true)
 				}
-				if !fail("stream", err) {
-					return release()
-				}
+				fail("stream", err)
 				continue
 			}
 			if iter == nil {
-				return r.renew(work, arn, ls, "", true, true)
+				return finish(true)
 			}
 		}
-		out, err := r.deps.Streams.GetRecords(work, &dynamodbstreams.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(1000)})
+		out, err := r.deps.Streams.GetRecords(held, &dynamodbstreams.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(1000)})
 		if err != nil {
 			var expired *types.ExpiredIteratorException
 			var trim *types.TrimmedDataAccessException
@@ -299,9 +343,7 @@ func (r *Relay) readShard(stop, work context.Context, arn string, ls *lease, rep
 				iter, trimmed = nil, true
 				continue
 			}
-			if !fail("stream", err) {
-				return release()
-			}
+			fail("stream", err)
 			continue
 		}
 		backoff = 100 * time.Millisecond
@@ -321,7 +363,7 @@ func (r *Relay) readShard(stop, work context.Context, arn string, ls *lease, rep
 		// goes, the lease is lost, or the drain ends.
 		for len(recs) > 0 {
 			var failed []outbox.Record
-			for i, err := range r.Publish(work, recs) {
+			for i, err := range r.Publish(held, recs) {
 				if err != nil {
 					failed = append(failed, recs[i])
 				}
@@ -329,32 +371,26 @@ func (r *Relay) readShard(stop, work context.Context, arn string, ls *lease, rep
 			if len(failed) == 0 {
 				break
 			}
+			if held.Err() != nil {
+				return finish(false)
+			}
 			r.log.Warn("relay: records not published; retrying the page", "shard", ls.shardID, "failed", len(failed))
-			if work.Err() != nil {
-				return release()
+			if !wait(backoff) && held.Err() != nil {
+				return finish(false)
 			}
-			if r.cfg.Now().Sub(lastRenew) >= renewEvery {
-				if err := r.renew(work, arn, ls, "", false, false); err != nil {
-					return err
-				}
-				lastRenew = r.cfg.Now()
-			}
-			if !fail("send", fmt.Errorf("%d records not published", len(failed))) && work.Err() != nil {
-				return release()
-			}
+			backoff = min(2*backoff, 5*time.Second)
 			recs = failed
 		}
 		if len(out.Records) > 0 {
-			failpoint(work, hooks.RelayBeforeCheckpoint)
+			failpoint(held, hooks.RelayBeforeCheckpoint)
 			last := aws.ToString(out.Records[len(out.Records)-1].Dynamodb.SequenceNumber)
-			if err := r.renew(work, arn, ls, last, false, false); err != nil {
+			if err := r.renew(held, arn, ls, last, false, false); err != nil {
 				if errors.Is(err, ErrLeaseLost) {
-					return err
+					lost(err)
+					return finish(false)
 				}
 				r.m.Failures.WithLabelValues("checkpoint").Inc()
 				r.log.Warn("relay: checkpoint", "shard", ls.shardID, "error", err.Error())
-			} else {
-				lastRenew = r.cfg.Now()
 			}
 			if !newest.IsZero() {
 				reportLag(max(0, r.cfg.Now().Sub(newest)))
@@ -364,21 +400,11 @@ func (r *Relay) readShard(stop, work context.Context, arn string, ls *lease, rep
 		}
 		if out.NextShardIterator == nil {
 			// The shard is closed and read to its end: its children may go.
-			return r.renew(work, arn, ls, "", true, true)
+			return finish(true)
 		}
 		iter = out.NextShardIterator
-		if r.cfg.Now().Sub(lastRenew) >= renewEvery {
-			if err := r.renew(work, arn, ls, "", false, false); err != nil {
-				if errors.Is(err, ErrLeaseLost) {
-					return err
-				}
-				r.log.Warn("relay: renew the lease", "shard", ls.shardID, "error", err.Error())
-			} else {
-				lastRenew = r.cfg.Now()
-			}
-		}
 		if len(out.Records) == 0 && !wait(r.cfg.PollInterval) {
-			return release()
+			return finish(false)
 		}
 	}
 }
