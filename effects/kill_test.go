@@ -74,8 +74,11 @@ type service struct {
 }
 
 func newService(t *testing.T) *service {
-	bin := chargeworker(t)
+	if testing.Short() {
+		t.Skip("kill -9 tests build and run a worker process: not in -short")
+	}
 	env := testenv.New(t, testenv.Options{Queue: worker.QueueConfig{VisibilityTimeout: 3 * time.Second}})
+	bin := chargeworker(t)
 	prov := payments.New()
 	t.Cleanup(prov.Close)
 	var vars []string
