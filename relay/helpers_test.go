@@ -272,3 +272,7 @@ func inOrder(t *testing.T, received []string) {
 		last[agg] = id
 	}
 }
+
+func receiveAll(queueURL string) *sqs.ReceiveMessageInput {
+	return &sqs.ReceiveMessageInput{QueueUrl: aws.String(queueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1}
+}
