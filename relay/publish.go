@@ -95,7 +95,7 @@ type recKey struct{ pk, sk string }
 // Publish sends recs to their queues and marks them PUBLISHED, and returns
 // one error per record (nil: published now or before). Records no longer
 // PENDING are skipped. On a FIFO queue (a URL ending in .fifo) each
-// aggregate is a message group (MessageGroupId = aggregate id), its records
+// aggregate is a message group (MessageGroupId = GroupID(aggregate id)), its records
 // go in sort-key order, one per SendMessageBatch call so that a failed
 // entry can never be overtaken, and the group stops at its first failure
 // (ErrBlocked for the rest). The event id is the deduplication id.
@@ -251,7 +251,7 @@ func (r *Relay) send(ctx context.Context, queue string, recs []outbox.Record, id
 		rec := recs[i]
 		e := sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(len(entries))), MessageBody: aws.String(rec.Body)}
 		if fifo {
-			e.MessageGroupId = aws.String(rec.AggregateID)
+			e.MessageGroupId = aws.String(GroupID(rec.AggregateID))
 			e.MessageDeduplicationId = aws.String(DeduplicationID(rec.EventID))
 		}
 		entries = append(entries, e)
@@ -290,15 +290,23 @@ func (r *Relay) send(ctx context.Context, queue string, recs []outbox.Record, id
 // DeduplicationID is the FIFO deduplication id of an event: the event id
 // itself when SQS accepts it (at most 128 characters of alphanumerics and
 // punctuation), else its SHA-256 in hex.
-func DeduplicationID(eventID string) string {
-	ok := len(eventID) > 0 && len(eventID) <= 128
-	for i := 0; ok && i < len(eventID); i++ {
-		ok = eventID[i] > ' ' && eventID[i] <= '~'
+func DeduplicationID(eventID string) string { return sqsToken(eventID) }
+
+// GroupID is the FIFO message group id of an aggregate: the aggregate id
+// itself when SQS accepts it (same rule), else its SHA-256 in hex — still
+// one group per aggregate, and never a record SQS refuses for its group id
+// (which would stop its shard).
+func GroupID(aggregateID string) string { return sqsToken(aggregateID) }
+
+func sqsToken(s string) string {
+	ok := len(s) > 0 && len(s) <= 128
+	for i := 0; ok && i < len(s); i++ {
+		ok = s[i] > ' ' && s[i] <= '~'
 	}
 	if ok {
-		return eventID
+		return s
 	}
-	h := sha256.Sum256([]byte(eventID))
+	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:])
 }
 

@@ -34,7 +34,7 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
-func TestDeduplicationID(t *testing.T) {
+func TestDeduplicationAndGroupIDs(t *testing.T) {
 	tests := []struct {
 		in   string
 		kept bool // the id itself, else its SHA-256 in hex
@@ -42,17 +42,20 @@ func TestDeduplicationID(t *testing.T) {
 		{"9b1f6c1e-4c1d", true},
 		{strings.Repeat("a", 128), true},
 		{"with space", false},
+		{"Zürich-1", false},
 		{strings.Repeat("a", 129), false},
 		{"", false},
 	}
 	for _, tt := range tests {
-		got := relay.DeduplicationID(tt.in)
-		if tt.kept {
-			require.Equal(t, tt.in, got)
-			continue
+		for _, f := range []func(string) string{relay.DeduplicationID, relay.GroupID} {
+			got := f(tt.in)
+			if tt.kept {
+				require.Equal(t, tt.in, got)
+				continue
+			}
+			require.Regexp(t, "^[0-9a-f]{64}$", got)
+			require.Equal(t, got, f(tt.in), "stable")
 		}
-		require.Regexp(t, "^[0-9a-f]{64}$", got)
-		require.Equal(t, got, relay.DeduplicationID(tt.in), "stable")
 	}
 }
 
