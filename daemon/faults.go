@@ -51,7 +51,7 @@ func (f *faultFlags) register(cmd *cobra.Command) {
 	fl.Float64Var(&f.sqsDelete, "fault-sqs-delete", 0, "rate of DeleteMessageBatch calls that fail")
 	fl.Float64Var(&f.delay, "fault-delay", 0, "rate of commits delayed by --fault-delay-duration")
 	fl.DurationVar(&f.delayDuration, "fault-delay-duration", 0, "delay of a delayed commit (longer than the visibility timeout pushes work past it)")
-	fl.StringVar(&f.kill, "failpoint-kill", "", "SIGKILL this process at failpoints: name=rate,… (after-gate, after-commit, before-delete, mid-batch)")
+	fl.StringVar(&f.kill, "failpoint-kill", "", "SIGKILL this process at failpoints: name=rate,… (after-gate, after-commit, before-delete, mid-batch; relay-*; effect-before-call, effect-after-call, effect-before-commit)")
 	for _, n := range []string{"fault-seed", "fault-throttle", "fault-conflict", "fault-timeout", "fault-lost-response",
 		"fault-sqs-delete", "fault-delay", "fault-delay-duration", "failpoint-kill"} {
 		_ = fl.MarkHidden(n)
