@@ -607,6 +607,17 @@ const (
 // allocates in proportion to the exponent's value: plain forms are used
 // only where they are at most 21 digits longer than the digits given.
 func appendNumberV2(dst, p []byte, n *number) ([]byte, bool) {
+	if ints := p[n.intS:n.intE]; n.isInteger() && len(ints) <= maxPlainIntDigits {
+		// The common case, a plain integer, is its own canonical form (JSON
+		// allows no leading zeros, so only 0 and -0 need care).
+		if ints[0] == '0' {
+			return append(dst, '0'), true
+		}
+		if n.neg {
+			dst = append(dst, '-')
+		}
+		return append(dst, ints...), true
+	}
 	exp, ok := parseExp(p[n.expS:n.expE], n.expNeg)
 	if !ok {
 		return dst, false
