@@ -7,7 +7,10 @@
 // or a FAILED_RETRYABLE record by a fenced conditional UpdateItem that
 // counts the business attempt (or ends it as MAX_ATTEMPTS_EXCEEDED or
 // RETRY_WINDOW_EXPIRED, as failure.Policy says). A record the sweeper
-// marked LEASE_ABANDONED is taken over like an expired lease.
+// marked LEASE_ABANDONED is taken over like an expired lease. Request
+// hashes are compared like with like (Request.SameWork): a record written
+// by an older worker in an older canonical form is compared with the
+// request's hash in that form.
 //
 // Decide is the pure decision table. The gate does not run handlers, commit
 // domain writes (mutation) or touch SQS (worker).

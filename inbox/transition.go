@@ -220,6 +220,10 @@ func (s Store) Renew(l Lease, now, exp time.Time) Transition {
 // as read — same request hash, status, attempts and token — and, when it is
 // PROCESSING, its lease is still expired (leaseExpiresAt < staleBefore, in
 // epoch ms), so a renewal landing in between makes the transition fail.
+// The request hash compared is the one stored, in whatever canonical
+// version its writer used (envelope.HashVersion): the caller decided that
+// its work is the same (gate.Request.SameWork), and a takeover keeps the
+// stored hash.
 func Unchanged(rec *Record, staleBefore int64) expression.ConditionBuilder {
 	cond := expression.Name(tables.AttrRequestHash).Equal(expression.Value(rec.RequestHash)).
 		And(expression.Name(tables.AttrStatus).Equal(expression.Value(string(rec.Status)))).
