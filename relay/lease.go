@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -45,13 +46,14 @@ func (r *Relay) leaseKey(arn, shardID string) map[string]types.AttributeValue {
 // leaseState is what the lease items say about a stream's shards.
 type leaseState struct {
 	ended map[string]bool
-	known map[string]bool
+	// held: shards whose lease has not expired (epoch ms of the expiry).
+	held map[string]int64
 }
 
 // leases reads the lease items of stream arn.
 func (r *Relay) leases(ctx context.Context, arn string) (leaseState, error) {
 	l := r.cfg.Layout
-	st := leaseState{ended: map[string]bool{}, known: map[string]bool{}}
+	st := leaseState{ended: map[string]bool{}, held: map[string]int64{}}
 	key := expression.Key(l.PartitionKey).Equal(expression.Value(r.leasePK(arn)))
 	expr, err := expression.NewBuilder().WithKeyCondition(key).Build()
 	if err != nil {
@@ -70,9 +72,13 @@ func (r *Relay) leases(ctx context.Context, arn string) (leaseState, error) {
 			if id == nil {
 				continue
 			}
-			st.known[id.Value] = true
 			if b, ok := it[tables.AttrRelayShardEnded].(*types.AttributeValueMemberBOOL); ok && b.Value {
 				st.ended[id.Value] = true
+			}
+			if n, ok := it[tables.AttrLeaseExpiresAt].(*types.AttributeValueMemberN); ok {
+				if ms, err := strconv.ParseInt(n.Value, 10, 64); err == nil && ms >= r.cfg.Now().UnixMilli() {
+					st.held[id.Value] = ms
+				}
 			}
 		}
 	}

@@ -124,6 +124,9 @@ func (r *Relay) Run(ctx context.Context) error {
 			mu.Unlock()
 			for _, s := range ids {
 				id, parent := aws.ToString(s.ShardId), aws.ToString(s.ParentShardId)
+				if _, held := st.held[id]; held {
+					continue // another instance's lease, not expired: no write
+				}
 				ls, err := r.acquire(ctx, arn, id)
 				if err != nil {
 					if ctx.Err() == nil {
