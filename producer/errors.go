@@ -43,6 +43,8 @@ type EntryError struct {
 	// Kind is one of the sentinels above; Err the cause (an *envelope.Error,
 	// an SDK error, SQS's message), or nil.
 	Kind, Err error
+
+	group string // FIFO group of a message that could not be built
 }
 
 func (e *EntryError) Error() string {

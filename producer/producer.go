@@ -59,10 +59,11 @@ type Config struct {
 	// Producer is the envelope's producer field: the sending service's name.
 	// Required.
 	Producer string
-	// Decoder is the configuration of the worker's decoder; every body is
-	// decoded with it before it is sent. Default: envelope's defaults (zero
-	// Config), which is what the worker uses unless configured otherwise.
-	Decoder envelope.Config
+	// Envelope is the configuration of the worker's decoder
+	// (worker.Config.Envelope); every body is decoded with it before it is
+	// sent. Default: envelope's defaults (zero Config), which is what the
+	// worker uses unless configured otherwise.
+	Envelope envelope.Config
 	// Offloader stores payloads larger than OffloadAbove and sends a
 	// payloadRef instead. Default: nil, payloads are always inline.
 	Offloader Offloader
@@ -166,9 +167,9 @@ func New(api API, cfg Config) (*Producer, error) {
 	if cfg.Producer == "" {
 		errs = append(errs, errors.New("producer: Config.Producer is required"))
 	}
-	dec, err := envelope.NewDecoder(cfg.Decoder)
+	dec, err := envelope.NewDecoder(cfg.Envelope)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("producer: Config.Decoder: %w", err))
+		errs = append(errs, fmt.Errorf("producer: Config.Envelope: %w", err))
 	}
 	limit := func(name string, v *int, def, max int) {
 		switch {
@@ -294,14 +295,16 @@ type entry struct {
 // message, in msgs' order, and an error joining every Result's Err (nil
 // when all were sent). A message that fails never stops the others, except
 // that on a FIFO queue the later messages of its group are held back
-// (ErrGroupBlocked).
+// (ErrGroupBlocked), whatever the failure (an invalid message too).
 func (p *Producer) Send(ctx context.Context, msgs ...Message) ([]Result, error) {
 	envs := make([]*envelope.Envelope, len(msgs))
 	results := make([]Result, len(msgs))
 	for i, m := range msgs {
 		e, err := p.build(m)
 		if err != nil {
-			results[i].Err = &EntryError{Index: i, IdempotencyKey: m.IdempotencyKey, Kind: ErrInvalid, Err: err}
+			results[i].Err = &EntryError{Index: i, IdempotencyKey: m.IdempotencyKey, Kind: ErrInvalid, Err: err,
+				group: p.cfg.GroupID(&envelope.Envelope{MessageType: m.MessageType, IdempotencyKey: m.IdempotencyKey,
+					AggregateType: m.AggregateType, AggregateID: m.AggregateID})}
 			continue
 		}
 		envs[i] = e
@@ -340,9 +343,21 @@ func (p *Producer) SendEnvelopes(ctx context.Context, envs ...*envelope.Envelope
 
 func (p *Producer) send(ctx context.Context, envs []*envelope.Envelope, results []Result,
 	extra func(int) (map[string]types.MessageAttributeValue, time.Duration)) ([]Result, error) {
+	// blocked maps a FIFO group to the index of its first message that was
+	// not sent: its later messages are held back.
+	blocked := map[string]int{}
+	block := func(group string, index int) {
+		if first, ok := blocked[group]; p.fifo && (!ok || index < first) {
+			blocked[group] = index
+		}
+	}
 	var pending []*entry
 	for i, e := range envs {
 		if e == nil {
+			var ee *EntryError
+			if errors.As(results[i].Err, &ee) {
+				block(ee.group, i)
+			}
 			continue
 		}
 		attrs, delay := extra(i)
@@ -350,18 +365,16 @@ func (p *Producer) send(ctx context.Context, envs []*envelope.Envelope, results 
 		results[i].Offloaded = offloaded
 		if err != nil {
 			results[i].Err = err
+			block(p.cfg.GroupID(e), i)
 			continue
 		}
 		results[i].Envelope = en.env
 		pending = append(pending, en)
 	}
-	blocked := map[string]bool{} // FIFO groups with a message not sent
 	fail := func(en *entry, err *EntryError) {
 		err.Index, err.MessageID, err.IdempotencyKey, err.Attempts = en.index, en.env.MessageID, en.env.IdempotencyKey, en.attempts
 		results[en.index].Err = err
-		if p.fifo {
-			blocked[en.group] = true
-		}
+		block(en.group, en.index)
 	}
 	delay := p.cfg.RetryDelay
 	for len(pending) > 0 {
@@ -474,12 +487,13 @@ func (p *Producer) prepare(ctx context.Context, i int, e *envelope.Envelope, att
 // group (returned as held: they fail) and none of a deferred group (a
 // message before them will be offered again: returned as later, to follow
 // it). The others stay pending, in order.
-func (p *Producer) nextBatch(pending []*entry, blocked, deferred map[string]bool) (batch, rest, held, later []*entry) {
+func (p *Producer) nextBatch(pending []*entry, blocked map[string]int, deferred map[string]bool) (batch, rest, held, later []*entry) {
 	size := 0
 	groups := map[string]bool{}
 	for _, en := range pending {
+		first, isBlocked := blocked[en.group]
 		switch {
-		case p.fifo && blocked[en.group]:
+		case p.fifo && isBlocked && en.index > first:
 			held = append(held, en)
 		case p.fifo && deferred[en.group]:
 			later = append(later, en)

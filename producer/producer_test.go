@@ -385,6 +385,19 @@ func TestSendFIFO(t *testing.T) {
 		require.ErrorIs(t, results[i].Err, want, "message %d", i)
 	}
 	require.Len(t, f.receiveAll(t, 4), 4)
+
+	// So does a message that is invalid: b's earlier message goes, its
+	// later one waits for the fix.
+	f.rej.reject = nil
+	bad := order("b", 21)
+	bad.MessageType = "not a type"
+	results, err = p.Send(context.Background(), order("b", 20), bad, order("a", 20), order("b", 22))
+	require.Error(t, err)
+	require.NoError(t, results[0].Err)
+	require.ErrorIs(t, results[1].Err, producer.ErrInvalid)
+	require.NoError(t, results[2].Err)
+	require.ErrorIs(t, results[3].Err, producer.ErrGroupBlocked)
+	require.Len(t, f.receiveAll(t, 2), 2)
 }
 
 type memOffloader struct {
