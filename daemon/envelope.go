@@ -24,8 +24,9 @@ func newEnvelopeCmd() *cobra.Command {
   validate FILE   "valid" and exit 0, or the rejection's code, field and
                   reason and exit 1 (the code the worker would record)
   hash FILE       the request hash the worker computes ("v2:<hex>"): two
-                  messages with one idempotency key are the same work when
-                  their hashes are equal, else IDEMPOTENCY_HASH_MISMATCH
+                  messages with one idempotency key and message type are
+                  the same work when their hashes are equal, else
+                  IDEMPOTENCY_HASH_MISMATCH
   schema          the envelope's JSON Schema (draft 2020-12)
 
 docs/producers.md describes every field and limit.`,
