@@ -126,7 +126,7 @@ func (o *Offloader) Offload(ctx context.Context, messageType string, payload []b
 		return envelope.PayloadRef{}, fmt.Errorf("s3payload: offload: message type %q cannot name a key", messageType)
 	}
 	sum := sha256.Sum256(payload)
-	key := o.cfg.Prefix + messageType + "/" + hex.EncodeToString(sum[:])
+	key := o.Key(messageType, payload)
 	in := &s3.PutObjectInput{
 		Bucket: aws.String(o.cfg.Bucket), Key: aws.String(key), Body: bytes.NewReader(payload),
 		ContentLength: aws.Int64(int64(len(payload))), ContentType: aws.String("application/json"),
