@@ -33,9 +33,9 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 func missing(t *testing.T, what string) {
 	t.Helper()
 	if v := os.Getenv(testenv.RequireEnv); v != "" && v != "0" && v != "false" {
-		t.Fatalf("%s (%s is set)", what, testenv.RequireEnv)
+		t.Fatalf("%s (%s is set, so it cannot be skipped)", what, testenv.RequireEnv)
 	}
-	t.Skip(what)
+	t.Skip("skipped: " + what)
 }
 
 // example is one producer example and how to run it.
@@ -49,10 +49,10 @@ var examples = []example{
 	{"typescript", "billing-api-ts", func(t *testing.T) *exec.Cmd {
 		rt, err := emulators.Resolve(context.Background(), emulators.Config{})
 		if err != nil {
-			missing(t, "typescript example skipped: no Node.js (make deps): "+err.Error())
+			missing(t, "typescript example: no Node.js (make deps): "+err.Error())
 		}
 		if _, err := os.Stat("typescript/node_modules/@aws-sdk/client-sqs"); err != nil {
-			missing(t, "typescript example skipped: its npm packages are not installed (make deps)")
+			missing(t, "typescript example: its npm packages are not installed (make deps)")
 		}
 		cmd := exec.Command(rt.Node.Path, "--no-warnings", "send.ts")
 		cmd.Dir = "typescript"
@@ -61,10 +61,10 @@ var examples = []example{
 	{"python", "billing-api-py", func(t *testing.T) *exec.Cmd {
 		py, err := exec.LookPath("python3")
 		if err != nil {
-			missing(t, "python example skipped: no python3 (make deps installs python3-boto3 on Debian/Ubuntu)")
+			missing(t, "python example: no python3 (make deps installs python3-boto3 on Debian/Ubuntu)")
 		}
 		if out, err := exec.Command(py, "-c", "import boto3").CombinedOutput(); err != nil {
-			missing(t, "python example skipped: boto3 is not installed (make deps, or apt-get install python3-boto3 / pip install boto3): "+string(bytes.TrimSpace(out)))
+			missing(t, "python example: boto3 is not installed (make deps, or apt-get install python3-boto3 / pip install boto3): "+string(bytes.TrimSpace(out)))
 		}
 		cmd := exec.Command(py, "send.py")
 		cmd.Dir = "python"
@@ -73,7 +73,7 @@ var examples = []example{
 	{"go", "billing-api-go", func(t *testing.T) *exec.Cmd {
 		gobin, err := exec.LookPath("go")
 		if err != nil {
-			t.Skip("go example skipped: no go in PATH")
+			missing(t, "go example: no go in PATH")
 		}
 		bin := filepath.Join(t.TempDir(), "producer")
 		out, err := exec.Command(gobin, "build", "-o", bin, "./go").CombinedOutput()
