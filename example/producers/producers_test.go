@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,6 +52,9 @@ var examples = []example{
 		if err != nil {
 			missing(t, "typescript example: no Node.js (make deps): "+err.Error())
 		}
+		if !typeStripping(rt.Node.Version) {
+			missing(t, "typescript example: Node.js "+rt.Node.Version+" cannot run .ts files (22.18 or later can)")
+		}
 		if _, err := os.Stat("typescript/node_modules/@aws-sdk/client-sqs"); err != nil {
 			missing(t, "typescript example: its npm packages are not installed (make deps)")
 		}
@@ -80,6 +84,16 @@ var examples = []example{
 		require.NoError(t, err, "%s", out)
 		return exec.Command(bin)
 	}},
+}
+
+// typeStripping reports whether Node.js version v (as "v22.23.3") runs
+// TypeScript files without flags: 22.18 and later.
+func typeStripping(v string) bool {
+	var major, minor int
+	if _, err := fmt.Sscanf(v, "v%d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major > 22 || major == 22 && minor >= 18
 }
 
 // work is what every example sends for an order: the request hash the
