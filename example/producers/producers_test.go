@@ -1,7 +1,7 @@
 // Package producers_test runs the producer examples of docs/producers.md —
 // TypeScript, Python and Go — against the emulators: each sends one
-// message, which must be a valid envelope with the request hash of the
-// work it describes. (The Java example is shown, not run.)
+// message, which must be a valid envelope (to the worker's decoder and to
+// the JSON Schema) with the request hash of the work it describes. (The Java example is shown, not run.)
 package producers_test
 
 import (
@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker/envelope"
@@ -151,9 +152,30 @@ func receive(t *testing.T, env *testenv.Env, queueURL string, n int) []types.Mes
 	return got
 }
 
+// schema compiles the envelope's JSON Schema with format assertions.
+func schema(t *testing.T) *jsonschema.Schema {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(envelope.Schema()))
+	require.NoError(t, err)
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	require.NoError(t, c.AddResource("envelope.schema.json", doc))
+	s, err := c.Compile("envelope.schema.json")
+	require.NoError(t, err)
+	return s
+}
+
+func requireSchemaValid(t *testing.T, s *jsonschema.Schema, body string) {
+	t.Helper()
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader([]byte(body)))
+	require.NoError(t, err)
+	require.NoError(t, s.Validate(inst), "the schema rejects %s", body)
+}
+
 func TestExamples(t *testing.T) {
 	dec, err := envelope.NewDecoder(envelope.Config{})
 	require.NoError(t, err)
+	sch := schema(t)
 	for _, ex := range examples {
 		t.Run(ex.name, func(t *testing.T) {
 			t.Parallel()
@@ -168,6 +190,7 @@ func TestExamples(t *testing.T) {
 			for _, m := range receive(t, std, std.Queues.URL, 2) {
 				e, err := dec.Decode([]byte(aws.ToString(m.Body)))
 				require.NoError(t, err, "%s sent an envelope the worker rejects: %s", ex.name, aws.ToString(m.Body))
+				requireSchemaValid(t, sch, aws.ToString(m.Body))
 				require.Equal(t, want, e.RequestHash, "%s: %s", ex.name, aws.ToString(m.Body))
 				require.Equal(t, "order-42:invoice", e.IdempotencyKey)
 				require.Equal(t, ex.producer, e.Producer)
