@@ -181,6 +181,10 @@ func (e *Env) Environ() []string {
 	return []string{
 		"AWS_ENDPOINT_URL_DYNAMODB=" + e.DynamoDBEndpoint,
 		"AWS_ENDPOINT_URL_SQS=" + e.SQSEndpoint,
+		// DynamoDB Local serves streams on its own port; fauxqs serves S3
+		// beside SQS (path-style: see ddbworker run --s3-path-style).
+		"AWS_ENDPOINT_URL_DYNAMODB_STREAMS=" + e.DynamoDBEndpoint,
+		"AWS_ENDPOINT_URL_S3=" + e.SQSEndpoint,
 		"AWS_ACCESS_KEY_ID=" + AccessKeyID,
 		"AWS_SECRET_ACCESS_KEY=" + SecretAccessKey,
 		"AWS_REGION=" + Region,
