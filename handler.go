@@ -29,6 +29,12 @@ type Message struct {
 	// a guard with the Retry policy re-runs the handler after an
 	// optimistic-concurrency loss.
 	Run int
+	// LeaseToken is the inbox lease that fences this attempt: new on every
+	// acquisition, unchanged by renewals, "" on a fused route (no inbox
+	// record before the commit). A library that writes outside the
+	// handler's Result on the work's behalf fences those writes on it (the
+	// effect log does); handlers rarely need it.
+	LeaseToken string
 }
 
 // Key is the work item's idempotency key.

@@ -302,6 +302,11 @@ func (l *Log) claim(ctx context.Context, msg *ddbworker.Message, c Call, key, ha
 	fence := expression.Name(tables.AttrStatus).Equal(expression.Value(string(inbox.StatusProcessing))).
 		And(expression.Name(tables.AttrAttempts).Equal(expression.Value(msg.Attempt))).
 		And(expression.Name(tables.AttrLeaseExpiresAt).GreaterThan(expression.Value(now.UnixMilli())))
+	if msg.LeaseToken != "" {
+		// The lease itself: an attempt number can come back (a refund, a
+		// reopen), a token never does.
+		fence = fence.And(expression.Name(tables.AttrLeaseToken).Equal(expression.Value(msg.LeaseToken)))
+	}
 	fex, err := expression.NewBuilder().WithCondition(fence).Build()
 	if err != nil {
 		return nil, fmt.Errorf("effects: build inbox fence: %w", err)

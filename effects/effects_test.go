@@ -88,7 +88,7 @@ func (f *fixture) acquire(key string) held {
 	require.NoError(f.t, err)
 	require.Equal(f.t, gate.Acquired, dec.Action, "acquire %s", key)
 	env := &envelope.Envelope{IdempotencyKey: key, MessageType: msgType, AggregateType: "Order", AggregateID: key}
-	return held{lease: dec.Lease, msg: &ddbworker.Message{Envelope: env, Attempt: dec.Lease.Attempts}}
+	return held{lease: dec.Lease, msg: &ddbworker.Message{Envelope: env, Attempt: dec.Lease.Attempts, LeaseToken: dec.Lease.Token}}
 }
 
 // crash lets the lease run out, as after a crash: the next acquire takes
@@ -480,6 +480,21 @@ func TestFencedOnTheInboxLease(t *testing.T) {
 		requireFailure(t, err, failure.Retryable, effects.CodeLeaseLost, effects.ErrLeaseLost)
 		calls, _ := f.prov.Count(effects.Key(msgType, "order-6", "charge"))
 		require.Zero(t, calls)
+	})
+	t.Run("a lease given back and acquired again at the same attempt: the old token fences", func(t *testing.T) {
+		f := newFixture(t)
+		old := f.acquire("order-6b")
+		require.NoError(t, f.commit.Release(context.Background(), old.lease, failure.NewRetryable(failure.CodeThrottled, "throttled")))
+		again := f.acquire("order-6b") // the refunded attempt, run again under a new lease
+		require.Equal(t, old.msg.Attempt, again.msg.Attempt, "the release refunded the attempt")
+		require.NotEqual(t, old.msg.LeaseToken, again.msg.LeaseToken)
+		_, err := f.log.Do(context.Background(), old.msg, chargeCall, f.charge("/charges"))
+		requireFailure(t, err, failure.Retryable, effects.CodeLeaseLost, effects.ErrLeaseLost)
+		calls, _ := f.prov.Count(effects.Key(msgType, "order-6b", "charge"))
+		require.Zero(t, calls)
+		eff, err := f.log.Do(context.Background(), again.msg, chargeCall, f.charge("/charges"))
+		require.NoError(t, err)
+		require.Equal(t, effects.StatusCompleted, eff.Status)
 	})
 	t.Run("no inbox record (a Fused route): terminal", func(t *testing.T) {
 		f := newFixture(t)

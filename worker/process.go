@@ -312,7 +312,7 @@ func (w *Worker) runLease(ctx context.Context, d *delivery, lease inbox.Lease, a
 		return w.payloadFailed(settleCtx, d, lease, attempts, err)
 	}
 	for run := 0; ; run++ {
-		msg := &ddbworker.Message{Envelope: d.env, SQSMessageID: aws.ToString(d.m.MessageId), ReceiveCount: receiveCount(d.m), Attempt: lease.Attempts, Run: run}
+		msg := &ddbworker.Message{Envelope: d.env, SQSMessageID: aws.ToString(d.m.MessageId), ReceiveCount: receiveCount(d.m), Attempt: lease.Attempts, Run: run, LeaseToken: lease.Token}
 		res, err := w.callHandler(handlerCtx, d.rt.Handler, msg)
 		if lost := leaseLostCause(handlerCtx); lost != nil {
 			return w.lostLease(lost, lease.Attempts)
