@@ -19,6 +19,12 @@
 // unhealthy the whole batch is hidden and reported without touching the
 // table.
 //
+// The outbox relay runs as a function too: RelayMain (or NewRelay) reads a
+// table's DynamoDB stream events, publishes the outbox records to SQS and
+// reports the first record it could not publish as the batch item failure
+// (by sequence number), so the stream is retried from there in order; see
+// package relay and docs/outbox.md.
+//
 // # What it owns
 //
 // Packaging: reading the configuration from the environment, loading the
