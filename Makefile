@@ -77,7 +77,7 @@ $(PRODUCERS_TS_STAMP): $(PRODUCERS_TS)/package.json $(PRODUCERS_TS)/package-lock
 # without it, or fails under make test).
 .PHONY: python
 python: ## Install boto3 for the Python producer example when missing (apt on Debian/Ubuntu; elsewhere says what to install)
-	@if ! python3 -c 'import boto3' >/dev/null 2>&1; then \
+	@if ! python3 -c 'import boto3' >/dev/null 2>&1 && ! /usr/bin/python3 -c 'import boto3' >/dev/null 2>&1; then \
 		if [ -f /etc/debian_version ] && command -v apt-get >/dev/null 2>&1; then \
 			SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 			echo "no python3 with boto3 found: installing python3-boto3" && \

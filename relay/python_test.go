@@ -23,9 +23,7 @@ import (
 // state change, decodes as the Go helper's records do (same PENDING index
 // partition), and the relay publishes an envelope the worker accepts.
 func TestPythonProducer(t *testing.T) {
-	if err := exec.Command("python3", "-c", "import boto3").Run(); err != nil {
-		t.Skip("python3 with boto3 is not installed (Debian: apt-get install python3-boto3)")
-	}
+	python := testenv.Python(t)
 	w := newWorld(t, true)
 	ctx := context.Background()
 	_, err := w.env.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(w.env.Table), Item: map[string]types.AttributeValue{
@@ -33,7 +31,7 @@ func TestPythonProducer(t *testing.T) {
 		"version": &types.AttributeValueMemberN{Value: "0"}}})
 	require.NoError(t, err)
 	py := func(version, msgID string) ([]byte, error) {
-		cmd := exec.Command("python3", "../outbox/testdata/producer.py", w.env.Table, "o-7", version, msgID)
+		cmd := exec.Command(python, "../outbox/testdata/producer.py", w.env.Table, "o-7", version, msgID)
 		cmd.Env = append(os.Environ(), "AWS_DEFAULT_REGION="+os.Getenv("AWS_REGION")) // boto3 reads this one
 		return cmd.CombinedOutput()
 	}

@@ -64,14 +64,7 @@ var examples = []example{
 		return cmd
 	}},
 	{"python", "billing-api-py", func(t *testing.T) *exec.Cmd {
-		py, err := exec.LookPath("python3")
-		if err != nil {
-			missing(t, "python example: no python3 (make deps installs python3-boto3 on Debian/Ubuntu)")
-		}
-		if out, err := exec.Command(py, "-c", "import boto3").CombinedOutput(); err != nil {
-			missing(t, "python example: boto3 is not installed (make deps, or apt-get install python3-boto3 / pip install boto3): "+string(bytes.TrimSpace(out)))
-		}
-		cmd := exec.Command(py, "send.py")
+		cmd := exec.Command(testenv.Python(t), "send.py")
 		cmd.Dir = "python"
 		return cmd
 	}},
