@@ -54,6 +54,7 @@
 //	DDBWORKER_CALL_TIMEOUT          bound of each DynamoDB call, SDK retries included (5s; below 30s)
 //	DDBWORKER_CLOCK_SKEW            lease margin before a takeover (2s; 0: none)
 //	DDBWORKER_MAX_WCU               write budget of one execution environment (0: unpaced)
+//	DDBWORKER_PAYLOAD_MAX_BYTES     largest payload fetched by S3 reference (4 MiB)
 //	DDBWORKER_HEALTH_MIN_FAILURES   health gate: failures in the window that trip it (5)
 //	DDBWORKER_HEALTH_WINDOW         health gate: how far back calls count (10s)
 //	DDBWORKER_PROBE_MAX_INTERVAL    health gate: longest wait between probes (15s)

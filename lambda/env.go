@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/s3payload"
 	"github.com/ddbworker/ddbworker/tables"
 	"github.com/ddbworker/ddbworker/worker"
 )
@@ -28,6 +29,7 @@ const (
 	envCallTimeout      = "DDBWORKER_CALL_TIMEOUT"
 	envClockSkew        = "DDBWORKER_CLOCK_SKEW"
 	envMaxWCU           = "DDBWORKER_MAX_WCU"
+	envPayloadMaxBytes  = "DDBWORKER_PAYLOAD_MAX_BYTES"
 	envHealthFailures   = "DDBWORKER_HEALTH_MIN_FAILURES"
 	envHealthWindow     = "DDBWORKER_HEALTH_WINDOW"
 	envProbeMaxInterval = "DDBWORKER_PROBE_MAX_INTERVAL"
@@ -226,6 +228,7 @@ func readSettings(lookup func(string) (string, bool)) (settings, error) {
 		c.ClockSkew = skew
 	}
 	c.MaxWCU = r.float(envMaxWCU, 0, 0)
+	c.Payload.MaxBytes = int64(r.integer(envPayloadMaxBytes, int(s3payload.DefaultMaxBytes), 1, math.MaxInt32))
 	c.Health.MinFailures = r.integer(envHealthFailures, 5, 1, math.MaxInt32)
 	c.Health.Window = r.duration(envHealthWindow, 10*time.Second, 100*time.Millisecond, 0)
 	c.Health.ProbeMaxInterval = r.duration(envProbeMaxInterval, 15*time.Second, 2*time.Second, 0)

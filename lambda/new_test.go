@@ -49,6 +49,8 @@ func TestNewConfigurationErrors(t *testing.T) {
 			[]string{`DDBWORKER_CALL_TIMEOUT="40s": must be at least 100ms and less than 30s`, `DDBWORKER_COMPLETED_TTL="24h": must be at least 672h0m0s`, `DDBWORKER_HEALTH_WINDOW="soon": not a duration`}},
 		{"policy and URLs", map[string]string{"DDBWORKER_TERMINAL_POLICY": "drop", "DDBWORKER_QUEUE_URL": "orders", "DDBWORKER_LOG_LEVEL": "loud"},
 			[]string{`DDBWORKER_TERMINAL_POLICY="drop": must be dlq, quarantine or redrive`, `DDBWORKER_QUEUE_URL="orders": not a queue URL`, `DDBWORKER_LOG_LEVEL="loud"`}},
+		{"payload limit", map[string]string{"DDBWORKER_PAYLOAD_MAX_BYTES": "0"},
+			[]string{`DDBWORKER_PAYLOAD_MAX_BYTES="0": must be within 1..`}},
 		{"layout", map[string]string{"DDBWORKER_PK_ATTRIBUTE": "SK"},
 			[]string{`the inbox store (DDBWORKER_TABLE, DDBWORKER_*_ATTRIBUTE`, `names attribute "SK" twice`}},
 	} {
