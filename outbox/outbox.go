@@ -250,9 +250,12 @@ type Record struct {
 	CreatedAt   time.Time
 }
 
-// IsKey reports whether pk is an outbox record's partition key.
+// IsKey reports whether pk is an outbox record's partition key. The
+// attention index partitions (PendingPrefix) are index attributes, never
+// table keys, so a key under them is a record too: that of an aggregate type
+// named PENDING.
 func IsKey(pk string) bool {
-	return strings.HasPrefix(pk, PKPrefix) && !strings.HasPrefix(pk, PendingPrefix)
+	return strings.HasPrefix(pk, PKPrefix)
 }
 
 // Decode reads an outbox record from an item (or a stream record's image,

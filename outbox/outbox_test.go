@@ -194,3 +194,21 @@ func TestPendingTTL(t *testing.T) {
 		require.Equal(t, tt.want, put.Put.Item["ttl"])
 	}
 }
+
+// An aggregate type named PENDING is a valid envelope's (the type-name
+// rule allows it); its records' partition key starts with OUTBOX#PENDING#,
+// which is also the prefix of the attention index partitions — an index
+// attribute, never a table key. Decode must still read them, or the relay
+// (stream and sweep) skips them forever.
+func TestDecodeReadsAnAggregateTypeNamedPending(t *testing.T) {
+	w, err := outbox.New(outbox.Config{Table: "t"})
+	require.NoError(t, err)
+	e := newEnvelope("m1", "o-1", nil)
+	e.AggregateType = "PENDING"
+	put, err := w.Put(outbox.Event{Envelope: e})
+	require.NoError(t, err)
+	r, err := outbox.Decode(put.Put.Item, tables.DefaultLayout())
+	require.NoError(t, err)
+	require.Equal(t, "OUTBOX#PENDING#o-1", r.PK)
+	require.Equal(t, outbox.StatusPending, r.Status)
+}
