@@ -312,8 +312,10 @@ func (r Resolution) validate() error {
 }
 
 // Resolve settles the effect under key as r says. Only an UNKNOWN effect,
-// or a STARTED one whose call lease has ended (its worker crashed and no
-// attempt has looked at it since), can be resolved; the write is fenced on
+// or a STARTED one (its worker crashed and no attempt has looked at it
+// since), whose call lease has ended can be resolved (an UNKNOWN effect
+// marked while its call's worker had lost the work's lease keeps that
+// call's lease: the call may still answer); the write is fenced on
 // the record being exactly as read, and records who resolved it, when and
 // why. It returns the record as written.
 func (a *Admin) Resolve(ctx context.Context, key string, r Resolution) (*Effect, error) {
@@ -326,11 +328,10 @@ func (a *Admin) Resolve(ctx context.Context, key string, r Resolution) (*Effect,
 	}
 	now := a.store.now()
 	switch {
-	case rec.Status == StatusUnknown:
-	case rec.Status == StatusStarted && !now.Before(rec.CallExpiresAt):
+	case (rec.Status == StatusUnknown || rec.Status == StatusStarted) && !now.Before(rec.CallExpiresAt):
 	default:
 		why := "only UNKNOWN effects, and STARTED ones whose call is over, are resolved"
-		if rec.Status == StatusStarted {
+		if rec.Status == StatusStarted || rec.Status == StatusUnknown {
 			why = "its call may still be in progress (call lease until " + inbox.FormatTime(rec.CallExpiresAt) + ")"
 		}
 		return rec, fmt.Errorf("%w: %s is %s: %s", ErrNotResolvable, key, rec.Status, why)
@@ -357,10 +358,14 @@ func (a *Admin) Resolve(ctx context.Context, key string, r Resolution) (*Effect,
 			upd = upd.Set(expression.Name(tables.AttrEffectResult), expression.Value(r.Result))
 		}
 	}
-	cond := unchanged(rec)
-	if rec.Status == StatusStarted {
-		cond = cond.And(expression.Name(tables.AttrCallExpiresAt).Equal(expression.Value(epochMs(rec.CallExpiresAt))))
-	}
+	// An UNKNOWN effect marked by a later attempt keeps the call lease of
+	// the claim whose call may still be in progress (its worker lost the
+	// work's lease): resolving it before that call ends would refuse the
+	// call's late answer, and a NOT_DONE resolution would let the next
+	// attempt call again.
+	cond := unchanged(rec).And(expression.Or(
+		expression.Name(tables.AttrCallExpiresAt).Equal(expression.Value(epochMs(rec.CallExpiresAt))),
+		expression.AttributeNotExists(expression.Name(tables.AttrCallExpiresAt))))
 	ex, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
 	if err != nil {
 		return nil, fmt.Errorf("effects: build resolve: %w", err)

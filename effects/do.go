@@ -134,7 +134,11 @@ func (l *Log) Do(ctx context.Context, msg *ddbworker.Message, c Call, fn CallFun
 			return rec, effectErr(failure.Retryable, CodeInProgress, key, rec, ErrInProgress, nil,
 				fmt.Sprintf("a call of attempt %d is in progress until %s", rec.WorkAttempt, inbox.FormatTime(rec.CallExpiresAt)))
 		case actMarkUnknown:
-			marked, err := l.markUnknown(ctx, rec, "a call was started (attempt "+strconv.Itoa(rec.WorkAttempt)+") and never answered: the process crashed or lost its lease during it")
+			// The call may still be in progress (its worker lost the work's
+			// lease, not necessarily its call): the record keeps its call
+			// lease, so that an operator cannot resolve it before the call is
+			// over (a late answer still settles it).
+			marked, err := l.markUnknown(ctx, rec, "a call was started (attempt "+strconv.Itoa(rec.WorkAttempt)+") and never answered: the process crashed or lost its lease during it", true)
 			if errors.Is(err, errMoved) {
 				continue
 			}
@@ -453,7 +457,7 @@ func (l *Log) call(ctx context.Context, c Call, lbl labels, key string, rec *Eff
 		return again, effectErr(failure.Retryable, CodeCallFailed, key, again, ErrCallFailed, callErr,
 			"the call ended without an answer (the next attempt calls again with the same key): "+truncate(callErr.Error(), 512))
 	}
-	marked, err := l.markUnknown(wctx, rec, truncate(callErr.Error(), 1024))
+	marked, err := l.markUnknown(wctx, rec, truncate(callErr.Error(), 1024), false)
 	if err != nil {
 		marked = rec // the next attempt finds it STARTED and marks it
 	}
@@ -493,15 +497,19 @@ func (l *Log) settle(ctx context.Context, rec *Effect, status Status, set func(e
 }
 
 // markUnknown turns a STARTED record into UNKNOWN (the attention index
-// lists it; it never expires), fenced on its claim.
-func (l *Log) markUnknown(ctx context.Context, rec *Effect, why string) (*Effect, error) {
+// lists it; it never expires), fenced on its claim. keepCallLease leaves
+// the claim's call lease in place (the call may still be in progress:
+// Resolve waits for its end); otherwise the call is over and it ends.
+func (l *Log) markUnknown(ctx context.Context, rec *Effect, why string, keepCallLease bool) (*Effect, error) {
 	s := l.store
 	ts := inbox.FormatTime(l.cfg.Now())
 	upd := expression.Set(expression.Name(tables.AttrStatus), expression.Value(string(StatusUnknown))).
 		Set(expression.Name(tables.AttrUnknownAt), expression.Value(ts)).
-		Set(expression.Name(tables.AttrLastError), expression.Value(why)).
-		Set(expression.Name(tables.AttrCallExpiresAt), expression.Value(0)).
-		Set(expression.Name(s.inbox.Layout.AttentionPK), expression.Value(AttentionUnknown)).
+		Set(expression.Name(tables.AttrLastError), expression.Value(why))
+	if !keepCallLease {
+		upd = upd.Set(expression.Name(tables.AttrCallExpiresAt), expression.Value(0))
+	}
+	upd = upd.Set(expression.Name(s.inbox.Layout.AttentionPK), expression.Value(AttentionUnknown)).
 		Set(expression.Name(s.inbox.Layout.AttentionSK), expression.Value(ts)).
 		Remove(expression.Name(s.inbox.Layout.TTL))
 	cond := expression.Name(tables.AttrClaimToken).Equal(expression.Value(rec.ClaimToken)).

@@ -592,3 +592,50 @@ func TestListAndPages(t *testing.T) {
 	_, err = f.admin.Get(context.Background(), "nope")
 	require.ErrorIs(t, err, effects.ErrNotFound)
 }
+
+// A worker whose inbox lease ran out while it was inside a call to a
+// provider without idempotency keys: the next attempt marks the effect
+// UNKNOWN while that call is still in progress. An operator may not
+// resolve it until the call lease is over — a NOT_DONE resolution made
+// then would refuse the late answer (its reference lost) and let the next
+// attempt call the provider a second time.
+func TestResolveWaitsForACallStillInProgress(t *testing.T) {
+	f := newFixture(t)
+	ddb := dynamodb.NewFromConfig(f.env.AWS)
+	l, err := effects.New(ddb, effects.Config{Inbox: f.store, Now: f.clock.Now, CallTimeout: time.Minute})
+	require.NoError(t, err)
+	key := effects.Key(msgType, "order-r", "charge")
+	f.prov.SetMode(func(string, int) payments.Mode { return payments.Hold })
+	h1 := f.acquire("order-r")
+	var wg sync.WaitGroup
+	var first *effects.Effect
+	var firstErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		first, firstErr = l.Do(context.Background(), h1.msg, sendCall, f.charge("/sends"))
+	}()
+	<-f.prov.Entered // attempt 1 is inside its call (its call lease: 62 s)
+	f.crash()        // its inbox lease ran out (40 s): attempt 2 takes the work over
+	h2 := f.acquire("order-r")
+	eff, err := l.Do(context.Background(), h2.msg, sendCall, f.charge("/sends"))
+	requireFailure(t, err, failure.Terminal, effects.CodeOutcomeUnknown, effects.ErrOutcomeUnknown)
+	require.Equal(t, effects.StatusUnknown, eff.Status)
+
+	_, err = f.admin.Resolve(context.Background(), key, effects.Resolution{NotDone: true, By: "ops@x", Reason: "no charge at the provider yet"})
+	require.ErrorIs(t, err, effects.ErrNotResolvable, "a call is still in progress")
+
+	f.prov.Release() // the late answer arrives: the truth beats the guess
+	wg.Wait()
+	require.NoError(t, firstErr)
+	require.Equal(t, effects.StatusCompleted, first.Status)
+
+	f.crash()
+	h3 := f.acquire("order-r")
+	eff, err = l.Do(context.Background(), h3.msg, sendCall, f.charge("/sends"))
+	require.NoError(t, err)
+	require.Equal(t, first.ProviderRef, eff.ProviderRef)
+	calls, performed := f.prov.Count(key)
+	require.Equal(t, 1, calls, "no second call")
+	require.Equal(t, 1, performed)
+}
