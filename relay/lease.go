@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -26,6 +28,27 @@ type lease struct {
 	shardID    string
 	token      string
 	checkpoint string
+
+	mu sync.Mutex
+	// renewed is when the last successful lease write (acquire, renew,
+	// checkpoint) started: the lease in the table lasts until renewed +
+	// LeaseDuration, on this instance's clock.
+	renewed time.Time
+}
+
+// renewedAt returns when the last successful lease write started.
+func (ls *lease) renewedAt() time.Time {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.renewed
+}
+
+func (ls *lease) setRenewed(t time.Time) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if t.After(ls.renewed) {
+		ls.renewed = t
+	}
 }
 
 // leasePK is the partition of the relay's leases on stream arn.
@@ -118,7 +141,7 @@ func (r *Relay) acquire(ctx context.Context, arn, shardID string) (*lease, error
 	if err != nil {
 		return nil, fmt.Errorf("acquire the lease of shard %s: %w", shardID, err)
 	}
-	ls := &lease{shardID: shardID, token: token}
+	ls := &lease{shardID: shardID, token: token, renewed: now}
 	if cp, ok := out.Attributes[tables.AttrRelayCheckpoint].(*types.AttributeValueMemberS); ok {
 		ls.checkpoint = cp.Value
 	}
@@ -157,6 +180,7 @@ func (r *Relay) renew(ctx context.Context, arn string, ls *lease, checkpoint str
 	if err != nil {
 		return fmt.Errorf("write the lease of shard %s: %w", ls.shardID, err)
 	}
+	ls.setRenewed(now)
 	if checkpoint != "" {
 		ls.checkpoint = checkpoint
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/aws/smithy-go/middleware"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
@@ -420,4 +421,56 @@ func TestRelayStopsOnALostLeaseAndTakesOverAnExpiredOne(t *testing.T) {
 	for _, id := range append(first, second...) {
 		require.Equal(t, 1, w.sends.count(id), id)
 	}
+}
+
+// leaseFaults fails the lease writes (UpdateItem on RELAY# items) of one
+// DynamoDB client while on is set, with an error other than a failed
+// condition: a network partition or throttling on the lease partition.
+type leaseFaults struct {
+	mu sync.Mutex
+	on bool
+}
+
+func (f *leaseFaults) install(o *dynamodb.Options) {
+	o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
+		return st.Initialize.Add(middleware.InitializeMiddlewareFunc("leaseFaults", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			if p, ok := in.Parameters.(*dynamodb.UpdateItemInput); ok {
+				pk, _ := p.Key["PK"].(*types.AttributeValueMemberS)
+				f.mu.Lock()
+				on := f.on
+				f.mu.Unlock()
+				if on && pk != nil && strings.HasPrefix(pk.Value, "RELAY#") {
+					return middleware.InitializeOutput{}, middleware.Metadata{}, &types.InternalServerError{Message: aws.String("injected: lease write failed")}
+				}
+			}
+			return next.HandleInitialize(ctx, in)
+		}), middleware.After)
+	})
+}
+
+// An instance that cannot renew its lease (its writes fail, but not on the
+// condition) must stop reading the shard before the lease expires: after
+// the expiry another instance takes the shard, and the first one's only
+// fence — a conditional write — never runs while its writes fail, so it
+// would publish beside the new owner for as long as the fault lasts.
+func TestRelayGivesUpALeaseItCannotRenew(t *testing.T) {
+	w := newWorld(t, true)
+	first := w.write("a", 1, 2)
+	f := &leaseFaults{}
+	ddbA := dynamodb.NewFromConfig(w.env.AWS, f.install)
+	mA, err := relay.NewMetrics(prometheus.NewRegistry())
+	require.NoError(t, err)
+	a, err := relay.New(relay.Deps{DynamoDB: ddbA, Streams: w.streams, SQS: w.sqs, Metrics: mA}, relay.Config{Table: w.env.Table,
+		QueueURL: w.env.Queues.URL, LeaseDuration: 1500 * time.Millisecond, PollInterval: 50 * time.Millisecond,
+		DiscoveryInterval: 200 * time.Millisecond, DrainTimeout: 5 * time.Second})
+	require.NoError(t, err)
+	w.run(a)
+	testenv.Eventually(t, 30*time.Second, func() bool { return w.allPublished(first) })
+	require.Equal(t, float64(1), testutil.ToFloat64(mA.Shards))
+	f.mu.Lock()
+	f.on = true
+	f.mu.Unlock()
+	start := time.Now()
+	testenv.Eventually(t, 10*time.Second, func() bool { return testutil.ToFloat64(mA.Shards) == 0 }, "the unrenewed shard was given up")
+	require.Less(t, time.Since(start), 1500*time.Millisecond, "given up before the lease expired")
 }

@@ -250,7 +250,11 @@ func (r *Relay) readShard(stop, work context.Context, arn string, ls *lease, rep
 				return
 			case <-t.C:
 			}
-			if err := r.renew(held, arn, ls, "", false, false); err != nil {
+			// The write may not outlive the lease it renews.
+			wctx, cancel := context.WithDeadline(held, ls.renewedAt().Add(r.cfg.LeaseDuration))
+			err := r.renew(wctx, arn, ls, "", false, false)
+			cancel()
+			if err != nil {
 				if errors.Is(err, ErrLeaseLost) {
 					lost(err)
 					return
@@ -258,6 +262,15 @@ func (r *Relay) readShard(stop, work context.Context, arn string, ls *lease, rep
 				if held.Err() == nil {
 					r.m.Failures.WithLabelValues("checkpoint").Inc()
 					r.log.Warn("relay: renew the lease", "shard", ls.shardID, "error", err.Error())
+				}
+				// Unrenewed, the lease expires at renewedAt + LeaseDuration
+				// and another instance may take the shard; its fence (a
+				// conditional write) does not run while writes fail. Stop
+				// reading while a third of the lease is left: the next
+				// tick would come at the expiry.
+				if left := ls.renewedAt().Add(r.cfg.LeaseDuration).Sub(r.cfg.Now()); left < r.cfg.LeaseDuration/2 {
+					lost(fmt.Errorf("%w: shard %s: not renewed for %s (%w)", ErrLeaseLost, ls.shardID, r.cfg.LeaseDuration-left, err))
+					return
 				}
 			}
 		}
