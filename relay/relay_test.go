@@ -474,3 +474,45 @@ func TestRelayGivesUpALeaseItCannotRenew(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, func() bool { return testutil.ToFloat64(mA.Shards) == 0 }, "the unrenewed shard was given up")
 	require.Less(t, time.Since(start), 1500*time.Millisecond, "given up before the lease expired")
 }
+
+// queryLimit makes every Query on the attention index return one item per
+// page, as a large PENDING backlog (a 1 MB page) does.
+func queryLimit(o *dynamodb.Options) {
+	o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
+		return st.Initialize.Add(middleware.InitializeMiddlewareFunc("queryLimit", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			if p, ok := in.Parameters.(*dynamodb.QueryInput); ok && p.IndexName != nil {
+				cp := *p
+				cp.Limit = aws.Int32(1)
+				in.Parameters = &cp
+			}
+			return next.HandleInitialize(ctx, in)
+		}), middleware.Before)
+	})
+}
+
+// On a FIFO queue, a sweep whose record failed does not send the
+// aggregate's later records, even when they come in a later page of the
+// index: they would overtake it.
+func TestSweepKeepsOrderAcrossPages(t *testing.T) {
+	w := newWorld(t, true)
+	ids := w.write("a", 1, 3)
+	w.sends.fail = func(id string) bool { return id == "a-e001" }
+	now := time.Now().Add(time.Hour)
+	m, err := relay.NewMetrics(prometheus.NewRegistry())
+	require.NoError(t, err)
+	r, err := relay.New(relay.Deps{DynamoDB: dynamodb.NewFromConfig(w.env.AWS, queryLimit), SQS: w.sqs, Metrics: m},
+		relay.Config{Table: w.env.Table, QueueURL: w.env.Queues.URL, SendAttempts: 1, Now: func() time.Time { return now }})
+	require.NoError(t, err)
+	res, err := r.Sweep(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, relay.SweepResult{Found: 3, Failed: 3}, res)
+	for _, id := range ids {
+		require.Zero(t, w.sends.count(id), id)
+	}
+	// The fault gone, the next sweep publishes them in order.
+	w.sends.fail = nil
+	res, err = r.Sweep(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, relay.SweepResult{Found: 3, Published: 3}, res)
+	inOrder(t, w.drain(3, 20*time.Second))
+}

@@ -40,6 +40,7 @@ func (r *Relay) Sweep(ctx context.Context) (SweepResult, error) {
 	l := r.cfg.Layout
 	cutoff := r.cfg.Now().UTC().Add(-r.cfg.SweepAge).Format(outbox.TimeLayout)
 	var errs []error
+	blocked := map[string]bool{} // partition keys of aggregates with a failed record
 	for shard := range r.cfg.Shards {
 		pk := fmt.Sprintf("%s%02d", outbox.PendingPrefix, shard)
 		key := expression.Key(l.AttentionPK).Equal(expression.Value(pk)).And(expression.Key(l.AttentionSK).LessThan(expression.Value(cutoff)))
@@ -67,10 +68,25 @@ func (r *Relay) Sweep(ctx context.Context) (SweepResult, error) {
 				break
 			}
 			res.Found += len(recs)
-			for i, err := range r.Publish(ctx, recs) {
+			// An aggregate whose record failed on a FIFO queue sends
+			// nothing more in this sweep: its later records (in later
+			// pages) would overtake the failed one.
+			var send []outbox.Record
+			for _, rec := range recs {
+				if blocked[rec.PK] && r.fifo(rec) {
+					res.Failed++
+					r.log.Warn("relay: sweep could not publish", "eventId", rec.EventID, "error", ErrBlocked.Error())
+					continue
+				}
+				send = append(send, rec)
+			}
+			for i, err := range r.Publish(ctx, send) {
 				if err != nil {
 					res.Failed++
-					r.log.Warn("relay: sweep could not publish", "eventId", recs[i].EventID, "error", err.Error())
+					if r.fifo(send[i]) {
+						blocked[send[i].PK] = true
+					}
+					r.log.Warn("relay: sweep could not publish", "eventId", send[i].EventID, "error", err.Error())
 				} else {
 					res.Published++
 					r.m.Swept.Inc()
@@ -82,6 +98,15 @@ func (r *Relay) Sweep(ctx context.Context) (SweepResult, error) {
 		r.log.Info("relay: sweep", "found", res.Found, "published", res.Published, "failed", res.Failed)
 	}
 	return res, errors.Join(errs...)
+}
+
+// fifo reports whether rec goes to a FIFO queue.
+func (r *Relay) fifo(rec outbox.Record) bool {
+	q := rec.Destination
+	if q == "" {
+		q = r.cfg.QueueURL
+	}
+	return strings.HasSuffix(q, ".fifo")
 }
 
 // getRecords reads the PENDING outbox records of keys (strongly
