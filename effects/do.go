@@ -458,8 +458,19 @@ func (l *Log) call(ctx context.Context, c Call, lbl labels, key string, rec *Eff
 			"the call ended without an answer (the next attempt calls again with the same key): "+truncate(callErr.Error(), 512))
 	}
 	marked, err := l.markUnknown(wctx, rec, truncate(callErr.Error(), 1024), false)
+	if errors.Is(err, errMoved) {
+		// Another attempt marked it already (or an answer settled it):
+		// the record as it is now says.
+		if now, gerr := l.get(wctx, key); gerr == nil && now != nil && now.Status == StatusUnknown {
+			return now, unknownErr(key, now)
+		}
+		return nil, l.moved(wctx, key, rec, err)
+	}
 	if err != nil {
-		marked = rec // the next attempt finds it STARTED and marks it
+		// Not marked: the record is still STARTED (no alert, not listed as
+		// UNKNOWN, with a TTL). Failing the work terminal now would leave it
+		// so; retried, the next attempt finds it STARTED and marks it.
+		return nil, fmt.Errorf("effects: %s: the call's outcome is unclear and marking it UNKNOWN failed (the next attempt marks it): %w", key, err)
 	}
 	return marked, unknownErr(key, marked)
 }

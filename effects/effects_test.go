@@ -639,3 +639,33 @@ func TestResolveWaitsForACallStillInProgress(t *testing.T) {
 	require.Equal(t, 1, calls, "no second call")
 	require.Equal(t, 1, performed)
 }
+
+// A call to a provider without idempotency keys ends unclear and DynamoDB
+// refuses the UNKNOWN marking: the effect is still STARTED (not listed as
+// UNKNOWN, with a TTL). The work must not fail terminal with it so: it is
+// retried, and the next attempt marks it UNKNOWN.
+func TestUnknownMarkingFailedIsRetried(t *testing.T) {
+	f := newFixture(t)
+	key := effects.Key(msgType, "order-u", "charge")
+	f.prov.SetMode(func(string, int) payments.Mode { return payments.Lose })
+	f.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "UpdateItem", Times: 1, Err: errors.New("injected: DynamoDB unavailable")})
+	h := f.acquire("order-u")
+	_, err := f.log.Do(context.Background(), h.msg, sendCall, f.charge("/sends"))
+	require.Error(t, err)
+	fl, ok := failure.As(err)
+	require.False(t, ok && fl.Kind == failure.Terminal, "terminal while the effect is not marked UNKNOWN: %v", err)
+	got, err := f.admin.Get(context.Background(), key)
+	require.NoError(t, err)
+	require.Equal(t, effects.StatusStarted, got.Status)
+
+	f.crash()
+	h = f.acquire("order-u")
+	eff, err := f.log.Do(context.Background(), h.msg, sendCall, f.charge("/sends"))
+	requireFailure(t, err, failure.Terminal, effects.CodeOutcomeUnknown, effects.ErrOutcomeUnknown)
+	require.Equal(t, effects.StatusUnknown, eff.Status)
+	l, err := f.admin.List(context.Background(), effects.Filter{Status: effects.StatusUnknown}, effects.Page{})
+	require.NoError(t, err)
+	require.Len(t, l.Effects, 1)
+	calls, _ := f.prov.Count(key)
+	require.Equal(t, 1, calls)
+}
