@@ -15,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -515,4 +517,53 @@ func TestSweepKeepsOrderAcrossPages(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, relay.SweepResult{Found: 3, Published: 3}, res)
 	inOrder(t, w.drain(3, 20*time.Second))
+}
+
+// batchLimit refuses a SendMessageBatch whose bodies sum to more than
+// limit bytes, as SQS does (BatchRequestTooLong: 256 KiB, 1 MiB since
+// 2025); fauxqs does not check it.
+func batchLimit(limit int) func(*sqs.Options) {
+	return func(o *sqs.Options) {
+		o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
+			return st.Initialize.Add(middleware.InitializeMiddlewareFunc("batchLimit", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				if p, ok := in.Parameters.(*sqs.SendMessageBatchInput); ok {
+					n := 0
+					for _, e := range p.Entries {
+						n += len(aws.ToString(e.MessageBody))
+					}
+					if n > limit {
+						return middleware.InitializeOutput{}, middleware.Metadata{}, &sqstypes.BatchRequestTooLong{Message: aws.String("injected: batch too long")}
+					}
+				}
+				return next.HandleInitialize(ctx, in)
+			}), middleware.Before)
+		})
+	}
+}
+
+// Records whose bodies together exceed a batch's payload limit are sent
+// in several calls; in one call, SQS refuses them all, every time, and
+// the shard (or the sweep) never gets past them.
+func TestPublishSplitsBatchesByPayloadSize(t *testing.T) {
+	w := newWorld(t, false)
+	big := strings.Repeat("x", 60_000)
+	var ids []string
+	for n := 1; n <= 10; n++ {
+		e := event("big", n)
+		e.Payload = []byte(`{"pad":"` + big + `"}`)
+		put, err := w.outbox.Put(outbox.Event{Envelope: e})
+		require.NoError(t, err)
+		_, err = w.env.DynamoDB.TransactWriteItems(context.Background(), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{put}})
+		require.NoError(t, err)
+		ids = append(ids, e.MessageID)
+	}
+	q := sqs.NewFromConfig(w.env.AWS, w.sends.install, batchLimit(256*1024))
+	r, err := relay.New(relay.Deps{DynamoDB: w.env.DynamoDB, SQS: q}, relay.Config{Table: w.env.Table, QueueURL: w.env.Queues.URL})
+	require.NoError(t, err)
+	recs := w.pendingRecords()
+	require.Len(t, recs, 10)
+	for i, err := range r.Publish(context.Background(), recs) {
+		require.NoError(t, err, recs[i].EventID)
+	}
+	require.True(t, w.allPublished(ids))
 }
