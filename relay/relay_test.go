@@ -567,3 +567,54 @@ func TestPublishSplitsBatchesByPayloadSize(t *testing.T) {
 	}
 	require.True(t, w.allPublished(ids))
 }
+
+// dropRecords hides the stream records of chosen events from GetRecords:
+// records trimmed from the stream (past its 24 hours) before a relay read
+// them. DynamoDB Local trims nothing.
+type dropRecords struct{ ids map[string]bool }
+
+func (d *dropRecords) install(o *dynamodbstreams.Options) {
+	o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
+		return st.Initialize.Add(middleware.InitializeMiddlewareFunc("dropRecords", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			out, md, err := next.HandleInitialize(ctx, in)
+			if res, ok := out.Result.(*dynamodbstreams.GetRecordsOutput); ok && err == nil {
+				var keep []streamtypes.Record
+				for _, rec := range res.Records {
+					if rec.Dynamodb != nil {
+						if id, ok := rec.Dynamodb.NewImage[tables.AttrOutboxEventID].(*streamtypes.AttributeValueMemberS); ok && d.ids[id.Value] {
+							continue
+						}
+					}
+					keep = append(keep, rec)
+				}
+				res.Records = keep
+			}
+			return out, md, err
+		}), middleware.After)
+	})
+}
+
+// When the checkpoint is trimmed, the records between it and the oldest
+// one left are only in the table (PENDING, older than the stream's
+// retention): they go (the sweep) before the aggregate's later records
+// from the stream, which would overtake them on a FIFO queue.
+func TestTrimmedCheckpointSweepsBeforeReading(t *testing.T) {
+	w := newWorld(t, true)
+	var err error
+	old := w.outbox
+	w.outbox, err = outbox.New(outbox.Config{Table: w.env.Table, Now: func() time.Time { return time.Now().Add(-25 * time.Hour) }})
+	require.NoError(t, err)
+	gone := w.write("a", 1, 2) // trimmed from the stream
+	w.outbox = old
+	left := w.write("a", 3, 4)
+	f := &streamFaults{plan: map[string][]error{"GetRecords": {&streamtypes.TrimmedDataAccessException{Message: aws.String("injected: trimmed")}}}}
+	d := &dropRecords{ids: map[string]bool{gone[0]: true, gone[1]: true}}
+	w.streams = dynamodbstreams.NewFromConfig(w.env.AWS, func(o *dynamodbstreams.Options) {
+		o.BaseEndpoint = aws.String(os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"))
+	}, f.install, d.install)
+	w.run(w.relay(nil))
+	testenv.Eventually(t, 30*time.Second, func() bool { return w.allPublished(left) })
+	got := w.drain(4, 20*time.Second)
+	require.Len(t, got, 4, "every record, also the trimmed ones, was published")
+	inOrder(t, got)
+}

@@ -320,19 +320,33 @@ func (r *Relay) readShard(stop, work context.Context, arn string, ls *lease, rep
 		backoff = min(2*backoff, 5*time.Second)
 		return ok
 	}
-	trimmed := false
+	trimmed, swept := false, true
 	for {
 		if stop.Err() != nil || held.Err() != nil {
 			return finish(false)
+		}
+		if !swept {
+			// The records between a trimmed checkpoint and the oldest one
+			// left are only in the table: they go before the aggregates'
+			// later records in the stream, which would overtake them.
+			res, err := r.Sweep(held)
+			if err == nil && res.Failed > 0 {
+				err = fmt.Errorf("%d records not published", res.Failed)
+			}
+			if err != nil {
+				fail("read", fmt.Errorf("sweep before reading past a trimmed checkpoint: %w", err))
+				continue
+			}
+			swept = true
 		}
 		if iter == nil {
 			var err error
 			if iter, err = r.iterator(held, arn, ls, trimmed); err != nil {
 				var trim *types.TrimmedDataAccessException
 				if errors.As(err, &trim) {
-					r.log.Error("relay: the checkpoint is older than the stream's retention: reading from TRIM_HORIZON; records in between are left to the sweep",
+					r.log.Error("relay: the checkpoint is older than the stream's retention: sweeping the records in between, then reading from TRIM_HORIZON",
 						"shard", ls.shardID, "checkpoint", ls.checkpoint)
-					trimmed = true
+					trimmed, swept = true, false
 					continue
 				}
 				var nf *types.ResourceNotFoundException
@@ -356,7 +370,9 @@ func (r *Relay) readShard(stop, work context.Context, arn string, ls *lease, rep
 				iter = nil // a new one from the checkpoint
 				continue
 			case errors.As(err, &trim):
-				iter, trimmed = nil, true
+				r.log.Error("relay: records past the checkpoint are older than the stream's retention: sweeping them, then reading from TRIM_HORIZON",
+					"shard", ls.shardID, "checkpoint", ls.checkpoint)
+				iter, trimmed, swept = nil, true, false
 				continue
 			}
 			fail("stream", err)
