@@ -38,6 +38,14 @@ type canon struct {
 	// v2 selects the number form of hash version 2 (see RequestHash); the
 	// zero value is version 1's. Every user sets it.
 	v2 bool
+	// payloadForm selects the form of the canonical payload a handler
+	// decodes (Envelope.CanonicalPayload) instead of the hashed one: with
+	// v2, integral values of more than 21 digits are written as plain
+	// integers too (see appendNumberV2). Every user sets it.
+	payloadForm bool
+	// formsDiffer reports that a number was written whose hashed and
+	// payload forms differ.
+	formsDiffer bool
 }
 
 var canonPool = sync.Pool{New: func() any { return new(canon) }}
@@ -204,7 +212,11 @@ func (e *Envelope) HashLike(stored string) (string, error) {
 
 // CanonicalPayload returns the payload in the canonical form the request
 // hash covers (see RequestHash): sorted keys, no insignificant whitespace,
-// numbers normalized. Envelopes that hash the same have the same canonical
+// numbers normalized — except that an integral value of more than 21
+// digits needing at most 21 zeros after its significant digits is written
+// as a plain integer (1e21 as "1000000000000000000000", which a *big.Int
+// decodes), where the hashed form writes "1e21"; still a function of the
+// value alone. Envelopes that hash the same have the same canonical
 // payload byte for byte, so decoding it (as ddbworker.JSON does) gives the
 // same value for every copy of the work. Decode and ResolvePayload compute
 // it once; for other envelopes, or after Payload was replaced, it is
@@ -219,7 +231,7 @@ func (e *Envelope) CanonicalPayload() (json.RawMessage, error) {
 	}
 	c := getCanon()
 	defer putCanon(c)
-	c.out, c.v2 = c.out[:0], true
+	c.out, c.v2, c.payloadForm = c.out[:0], true, true
 	if ce := c.payload(e.Payload); ce != nil {
 		return nil, &Error{Code: CodeInvalidField, Field: "payload", Reason: ce.reason, Err: ce.err}
 	}
@@ -242,7 +254,7 @@ func requestHashV1(e *Envelope) (string, *Error) {
 	}
 	c := getCanon()
 	defer putCanon(c)
-	c.v2 = false
+	c.v2, c.payloadForm = false, false
 	out := append(c.out[:0], `{"aggregateId":`...)
 	out = appendString(out, e.AggregateID)
 	out = append(out, `,"aggregateType":`...)
@@ -272,7 +284,7 @@ func requestHashV2(e *Envelope, keep bool) (string, []byte, *Error) {
 	}
 	c := getCanon()
 	defer putCanon(c)
-	c.v2 = true
+	c.v2, c.payloadForm, c.formsDiffer = true, false, false
 	out := append(c.out[:0], `{"aggregateId":`...)
 	out = appendString(out, e.AggregateID)
 	out = append(out, `,"aggregateType":`...)
@@ -294,7 +306,7 @@ func requestHashV2(e *Envelope, keep bool) (string, []byte, *Error) {
 			return "", nil, &Error{Code: CodeInvalidField, Field: "payload", Reason: ce.reason, Err: ce.err}
 		}
 		out = c.out
-		if keep {
+		if keep && !c.formsDiffer {
 			canonical = bytes.Clone(out[start:])
 		}
 	}
@@ -306,6 +318,14 @@ func requestHashV2(e *Envelope, keep bool) (string, []byte, *Error) {
 	var h [3 + 2*sha256.Size]byte
 	copy(h[:], "v2:")
 	hex.Encode(h[3:], sum[:])
+	if keep && e.PayloadRef == nil && c.formsDiffer {
+		// A large integer: the payload handlers decode is written apart.
+		c.out, c.payloadForm = c.out[:0], true
+		if ce := c.payload(e.Payload); ce != nil {
+			return "", nil, &Error{Code: CodeInvalidField, Field: "payload", Reason: ce.reason, Err: ce.err}
+		}
+		canonical = bytes.Clone(c.out)
+	}
 	return string(h[:]), canonical, nil
 }
 
@@ -423,7 +443,9 @@ func (c *canon) value(p []byte, i, depth int) (int, *canonError) {
 			}
 			var ok bool
 			if c.v2 {
-				c.out, ok = appendNumberV2(c.out, p, &n)
+				var differ bool
+				c.out, ok, differ = appendNumberV2Form(c.out, p, &n, c.payloadForm)
+				c.formsDiffer = c.formsDiffer || differ
 			} else {
 				c.out, ok = appendNumber(c.out, p, &n)
 			}
@@ -607,20 +629,33 @@ const (
 // allocates in proportion to the exponent's value: plain forms are used
 // only where they are at most 21 digits longer than the digits given.
 func appendNumberV2(dst, p []byte, n *number) ([]byte, bool) {
+	dst, ok, _ := appendNumberV2Form(dst, p, n, false)
+	return dst, ok
+}
+
+// appendNumberV2Form appends n in HashV2's hashed form, or with payload in
+// the form of the canonical payload handlers decode, which differs in one
+// way: an integral value of more than 21 digits whose digit string needs at
+// most 21 zeros appended is written as a plain integer too (1e21 is
+// "1000000000000000000000", not "1e21"), so that what decodes as an
+// integer from the original (a *big.Int, a json.Number read as one) does so
+// from the canonical payload. Both are functions of the value alone. differ
+// reports that the two forms of n differ.
+func appendNumberV2Form(dst, p []byte, n *number, payload bool) (out []byte, ok, differ bool) {
 	if ints := p[n.intS:n.intE]; n.isInteger() && len(ints) <= maxPlainIntDigits {
 		// The common case, a plain integer, is its own canonical form (JSON
 		// allows no leading zeros, so only 0 and -0 need care).
 		if ints[0] == '0' {
-			return append(dst, '0'), true
+			return append(dst, '0'), true, false
 		}
 		if n.neg {
 			dst = append(dst, '-')
 		}
-		return append(dst, ints...), true
+		return append(dst, ints...), true, false
 	}
 	exp, ok := parseExp(p[n.expS:n.expE], n.expNeg)
 	if !ok {
-		return dst, false
+		return dst, false, false
 	}
 	ints, frac := p[n.intS:n.intE], p[n.fracS:n.fracE]
 	total := len(ints) + len(frac)
@@ -635,7 +670,7 @@ func appendNumberV2(dst, p []byte, n *number) ([]byte, bool) {
 		first++
 	}
 	if first == total {
-		return append(dst, '0'), true
+		return append(dst, '0'), true, false
 	}
 	last := total - 1
 	for digit(last) == '0' {
@@ -643,7 +678,7 @@ func appendNumberV2(dst, p []byte, n *number) ([]byte, bool) {
 	}
 	e := exp - int64(len(frac)) + int64(total-1-last)
 	if e < -1<<31 || e > 1<<31-1 {
-		return dst, false
+		return dst, false, false
 	}
 	if n.neg {
 		dst = append(dst, '-')
@@ -657,8 +692,9 @@ func appendNumberV2(dst, p []byte, n *number) ([]byte, bool) {
 	}
 	nd := last - first + 1
 	k := int64(nd) + e // position of the decimal point within the digits
+	wide := e >= 0 && k > maxPlainIntDigits && e <= maxPlainIntDigits
 	switch {
-	case e >= 0 && k <= maxPlainIntDigits:
+	case e >= 0 && (k <= maxPlainIntDigits || payload && wide):
 		dst = digits(dst, 0, nd)
 		for range e {
 			dst = append(dst, '0')
@@ -680,7 +716,7 @@ func appendNumberV2(dst, p []byte, n *number) ([]byte, bool) {
 			dst = strconv.AppendInt(dst, e, 10)
 		}
 	}
-	return dst, true
+	return dst, true, wide
 }
 
 // parseExp parses exponent digits, reporting false if the value overflows

@@ -3,6 +3,8 @@ package envelope_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -402,4 +404,39 @@ func TestCanonicalPayload(t *testing.T) {
 
 	_, err = (&envelope.Envelope{Payload: []byte(`{"a":1,"a":2}`)}).CanonicalPayload()
 	requireCode(t, err, envelope.CodeInvalidField, "payload")
+}
+
+// Integral values beyond 21 digits: the canonical payload a handler
+// decodes writes them as plain integers (a *big.Int, a json.Number parsed
+// as an integer, read them), whatever the hash form; every spelling of the
+// value still hashes the same and decodes the same.
+func TestCanonicalPayloadLargeIntegers(t *testing.T) {
+	for _, tc := range []struct {
+		want     string
+		spelling []string
+	}{
+		{"1000000000000000000000", []string{"1000000000000000000000", "1e21", "1.0e21", "10e20", "1000000000000000000000.000"}},
+		{"123000000000000000000000", []string{"123000000000000000000000", "123e21", "1.23e23"}},
+		{"123456789012345678901234567890", []string{"123456789012345678901234567890", "12345678901234567890123456789e1"}},
+		{"-1234567890123456789012345000", []string{"-1234567890123456789012345000", "-1.234567890123456789012345e27", "-1234567890123456789012345e3"}},
+	} {
+		var hash string
+		for _, s := range tc.spelling {
+			e := mustDecode(t, validFields().with("payload", `{"n":`+s+`}`).body())
+			if hash == "" {
+				hash = e.RequestHash
+			}
+			require.Equal(t, hash, e.RequestHash, "%s hashes like %s", s, tc.spelling[0])
+			cp, err := e.CanonicalPayload()
+			require.NoError(t, err)
+			require.Equal(t, `{"n":`+tc.want+`}`, string(cp), s)
+			var v struct{ N *big.Int }
+			require.NoError(t, json.Unmarshal(cp, &v), s)
+			require.Equal(t, tc.want, v.N.String(), s)
+			built := &envelope.Envelope{Payload: []byte(`{"n":` + s + `}`)}
+			bp, err := built.CanonicalPayload()
+			require.NoError(t, err)
+			require.Equal(t, string(cp), string(bp), s)
+		}
+	}
 }
