@@ -172,8 +172,7 @@ func RequestHash(e *Envelope) (string, error) {
 }
 
 // RequestHashVersion is RequestHash in canonical form v. HashV1 is the
-// form records written before hash versioning carry; a payloadRef has no
-// HashV1 form (an error).
+// form records written before hash versioning carry.
 func RequestHashVersion(e *Envelope, v HashVersion) (string, error) {
 	if e == nil {
 		return "", &Error{Code: CodeInvalidJSON, Reason: "nil envelope"}
@@ -244,12 +243,10 @@ func (e *Envelope) setCanonical(canonical []byte) {
 }
 
 // requestHashV1 is the HashV1 form, kept so that records written by older
-// workers compare like with like.
+// workers compare like with like. Those workers already hashed a
+// payloadRef as HashV2 does (its sha256 and size in place of the payload).
 func requestHashV1(e *Envelope) (string, *Error) {
-	if e.PayloadRef != nil {
-		return "", &Error{Code: CodeInvalidField, Field: "payloadRef", Reason: "hash version v1 has no form for a payloadRef"}
-	}
-	if len(e.Payload) == 0 {
+	if len(e.Payload) == 0 && e.PayloadRef == nil {
 		return "", &Error{Code: CodeMissingField, Field: "payload", Reason: "required field is missing"}
 	}
 	c := getCanon()
@@ -261,12 +258,17 @@ func requestHashV1(e *Envelope) (string, *Error) {
 	out = appendString(out, e.AggregateType)
 	out = append(out, `,"messageType":`...)
 	out = appendString(out, e.MessageType)
-	out = append(out, `,"payload":`...)
-	c.out = out
-	if ce := c.payload(e.Payload); ce != nil {
-		return "", &Error{Code: CodeInvalidField, Field: "payload", Reason: ce.reason, Err: ce.err}
+	if r := e.PayloadRef; r != nil {
+		out = appendRef(out, r)
+	} else {
+		out = append(out, `,"payload":`...)
+		c.out = out
+		if ce := c.payload(e.Payload); ce != nil {
+			return "", &Error{Code: CodeInvalidField, Field: "payload", Reason: ce.reason, Err: ce.err}
+		}
+		out = c.out
 	}
-	out = append(c.out, `,"schemaVersion":`...)
+	out = append(out, `,"schemaVersion":`...)
 	out = strconv.AppendInt(out, int64(e.SchemaVersion), 10)
 	out = append(out, '}')
 	c.out = out
