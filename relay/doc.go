@@ -9,8 +9,8 @@
 //     to their end before their children, TRIM_HORIZON on the first start,
 //     then a checkpoint (the sequence number) per page, written fenced on
 //     the lease token. Expired iterators are renewed from the checkpoint; a
-//     checkpoint older than the stream's retention restarts at
-//     TRIM_HORIZON and leaves the gap to the sweep.
+//     checkpoint older than the stream's retention sweeps (the gap is
+//     PENDING in the table), then restarts at TRIM_HORIZON.
 //   - Sweep finds PENDING records older than SweepAge in the sparse
 //     attention index, for records the stream can no longer deliver.
 //   - HandleStreamEvent is the Lambda handler of stream events, reporting
