@@ -618,3 +618,27 @@ func TestTrimmedCheckpointSweepsBeforeReading(t *testing.T) {
 	require.Len(t, got, 4, "every record, also the trimmed ones, was published")
 	inOrder(t, got)
 }
+
+// oddRecords appends, to every non-empty GetRecords page, a record without
+// its dynamodb part: the relay skips it and does not panic.
+func oddRecords(o *dynamodbstreams.Options) {
+	o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
+		return st.Initialize.Add(middleware.InitializeMiddlewareFunc("oddRecords", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			out, md, err := next.HandleInitialize(ctx, in)
+			if res, ok := out.Result.(*dynamodbstreams.GetRecordsOutput); ok && err == nil && len(res.Records) > 0 {
+				res.Records = append(res.Records, streamtypes.Record{EventName: streamtypes.OperationTypeInsert})
+			}
+			return out, md, err
+		}), middleware.After)
+	})
+}
+
+func TestRelaySkipsAStreamRecordWithoutItsChange(t *testing.T) {
+	w := newWorld(t, true)
+	ids := w.write("a", 1, 3)
+	w.streams = dynamodbstreams.NewFromConfig(w.env.AWS, func(o *dynamodbstreams.Options) {
+		o.BaseEndpoint = aws.String(os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"))
+	}, oddRecords)
+	w.run(w.relay(nil))
+	testenv.Eventually(t, 30*time.Second, func() bool { return w.allPublished(ids) })
+}

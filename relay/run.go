@@ -413,9 +413,16 @@ func (r *Relay) readShard(stop, work context.Context, arn string, ls *lease, rep
 			backoff = min(2*backoff, 5*time.Second)
 			recs = failed
 		}
+		// The page's last sequence number (a record without one is not
+		// checkpointed on: renew with "" only renews).
+		last := ""
+		for _, rec := range out.Records {
+			if rec.Dynamodb != nil && aws.ToString(rec.Dynamodb.SequenceNumber) != "" {
+				last = aws.ToString(rec.Dynamodb.SequenceNumber)
+			}
+		}
 		if len(out.Records) > 0 {
 			failpoint(held, hooks.RelayBeforeCheckpoint)
-			last := aws.ToString(out.Records[len(out.Records)-1].Dynamodb.SequenceNumber)
 			if err := r.renew(held, arn, ls, last, false, false); err != nil {
 				if errors.Is(err, ErrLeaseLost) {
 					lost(err)
