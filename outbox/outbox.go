@@ -175,6 +175,9 @@ func (w *Writer) Record(ev Event) (Record, error) {
 	if err != nil {
 		return Record{}, &InvalidError{Field: "Envelope", Reason: "does not encode", Err: err}
 	}
+	if i := strings.IndexFunc(string(body), notSQSChar); i >= 0 {
+		return Record{}, &InvalidError{Field: "Envelope", Reason: fmt.Sprintf("the body has %U at byte %d, which SQS refuses in a message", []rune(string(body[i:]))[0], i)}
+	}
 	seq := ev.Sequence
 	if seq == "" {
 		seq = Sequence(ev.Envelope)
@@ -231,6 +234,18 @@ func (w *Writer) Put(ev Event) (types.TransactWriteItem, error) {
 		ExpressionAttributeNames:  expr.Names(),
 		ExpressionAttributeValues: expr.Values(),
 	}}, nil
+}
+
+// notSQSChar reports a character SQS refuses in a message body: outside
+// #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF.
+func notSQSChar(r rune) bool {
+	switch {
+	case r == 0x9 || r == 0xA || r == 0xD:
+		return false
+	case r >= 0x20 && r <= 0xD7FF, r >= 0xE000 && r <= 0xFFFD, r >= 0x10000 && r <= 0x10FFFF:
+		return false
+	}
+	return true
 }
 
 func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }

@@ -212,3 +212,21 @@ func TestDecodeReadsAnAggregateTypeNamedPending(t *testing.T) {
 	require.Equal(t, "OUTBOX#PENDING#o-1", r.PK)
 	require.Equal(t, outbox.StatusPending, r.Status)
 }
+
+// SQS refuses a message body with characters outside XML's (U+FFFE,
+// U+FFFF among valid UTF-8): such a record, once committed, could never be
+// sent and would stop its stream shard. Put refuses it before the commit.
+func TestPutRefusesABodySQSWouldRefuse(t *testing.T) {
+	w, err := outbox.New(outbox.Config{Table: "t"})
+	require.NoError(t, err)
+	for _, c := range []string{"\uffff", "\ufffe"} {
+		e := newEnvelope("m1", "o-1", nil)
+		e.Payload = []byte(`{"note":"` + c + `"}`)
+		_, err = w.Put(outbox.Event{Envelope: e})
+		require.ErrorIs(t, err, outbox.ErrInvalid, "%U", []rune(c)[0])
+	}
+	e := newEnvelope("m1", "o-1", nil)
+	e.Payload = []byte(`{"note":"\uffff ok: escaped, é, 😀"}`)
+	_, err = w.Put(outbox.Event{Envelope: e})
+	require.NoError(t, err)
+}
