@@ -32,8 +32,8 @@ type AdminConfig struct {
 	Inbox inbox.Store
 	// Table holds the effect records. Default: Inbox.Table.
 	Table string
-	// TTL of a resolved record, as Config.TTL. Default:
-	// Inbox.TTL.Completed.
+	// TTL of a resolved record, as Config.TTL. Default: the longer of
+	// Inbox.TTL.Completed and Inbox.TTL.Failed.
 	TTL time.Duration
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
@@ -74,7 +74,7 @@ func NewAdmin(ddb AdminAPI, cfg AdminConfig) (*Admin, error) {
 		errs = append(errs, errors.New("effects: AdminConfig.TTL must not be negative"))
 	}
 	if cfg.TTL == 0 {
-		cfg.TTL = cfg.Inbox.TTL.Completed
+		cfg.TTL = minTTL(cfg.Inbox)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

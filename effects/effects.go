@@ -129,9 +129,10 @@ type Config struct {
 	WriteTimeout time.Duration
 	// TTL is how long a settled record (COMPLETED, FAILED, NOT_DONE,
 	// STARTED) lives after its last change: at least as long as the
-	// work's COMPLETED inbox record, or a very late redelivery could call
-	// the provider again. UNKNOWN records never expire. Default:
-	// Inbox.TTL.Completed (35 days by default).
+	// work's COMPLETED and FAILED inbox records, or a very late
+	// redelivery (or a reopened work item) could call the provider again.
+	// UNKNOWN records never expire. Default: the longer of
+	// Inbox.TTL.Completed and Inbox.TTL.Failed (35 days by default).
 	TTL time.Duration
 	// Logger for JSON logs. Default: discard.
 	Logger *slog.Logger
@@ -185,7 +186,7 @@ func New(ddb API, cfg Config) (*Log, error) {
 		v    *time.Duration
 		def  time.Duration
 	}{{"CallTimeout", &cfg.CallTimeout, DefaultCallTimeout}, {"Skew", &cfg.Skew, DefaultSkew},
-		{"WriteTimeout", &cfg.WriteTimeout, DefaultWriteTimeout}, {"TTL", &cfg.TTL, cfg.Inbox.TTL.Completed}} {
+		{"WriteTimeout", &cfg.WriteTimeout, DefaultWriteTimeout}, {"TTL", &cfg.TTL, minTTL(cfg.Inbox)}} {
 		if *d.v < 0 {
 			errs = append(errs, fmt.Errorf("effects: Config.%s %s must not be negative", d.name, *d.v))
 		}
@@ -195,6 +196,8 @@ func New(ddb API, cfg Config) (*Log, error) {
 	}
 	if cfg.TTL > 0 && cfg.Inbox.TTL.Completed > 0 && cfg.TTL < cfg.Inbox.TTL.Completed {
 		errs = append(errs, fmt.Errorf("effects: Config.TTL %s is shorter than the inbox's COMPLETED TTL %s: a late redelivery could find the work done but its effect forgotten", cfg.TTL, cfg.Inbox.TTL.Completed))
+	} else if cfg.TTL > 0 && cfg.TTL < cfg.Inbox.TTL.Failed {
+		errs = append(errs, fmt.Errorf("effects: Config.TTL %s is shorter than the inbox's FAILED TTL %s: work retried, or reopened and redriven, while its FAILED record lives could find its effect forgotten and call the provider again", cfg.TTL, cfg.Inbox.TTL.Failed))
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -212,6 +215,13 @@ func New(ddb API, cfg Config) (*Log, error) {
 	return &Log{ddb: ddb, cfg: cfg, log: cfg.Logger, metrics: m, store: store{
 		table: cfg.Table, inbox: cfg.Inbox, ttl: cfg.TTL, now: cfg.Now, attnIdx: cfg.Inbox.Layout.AttentionIndex,
 	}}, nil
+}
+
+// minTTL is the shortest TTL an effect record may have: as long as the
+// inbox keeps a record of its work that lets the work be found done (a
+// COMPLETED one) or run again (a FAILED one: retried, or reopened).
+func minTTL(s inbox.Store) time.Duration {
+	return max(s.TTL.Completed, s.TTL.Failed)
 }
 
 // Key is the effect key of the effect name of one work item: messageType,

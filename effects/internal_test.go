@@ -5,7 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ddbworker/ddbworker/inbox"
 )
 
 func TestDecide(t *testing.T) {
@@ -123,4 +126,19 @@ func TestNewValidatesTogether(t *testing.T) {
 	require.ErrorContains(t, err, "DynamoDB client is required")
 	require.ErrorContains(t, err, "Config.Inbox is required")
 	require.ErrorContains(t, err, "CallTimeout")
+}
+
+// An effect record must outlive every inbox record that lets its work run
+// again: a FAILED one (retried, or reopened and redriven) too, or the next
+// attempt finds no record and calls the provider again.
+func TestTTLCoversFailedWork(t *testing.T) {
+	store := inbox.Store{Table: "t", TTL: inbox.TTL{Failed: 90 * 24 * time.Hour}}
+	l, err := New(&dynamodb.Client{}, Config{Inbox: store})
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, l.cfg.TTL, 90*24*time.Hour, "default TTL")
+	_, err = New(&dynamodb.Client{}, Config{Inbox: store, TTL: 35 * 24 * time.Hour})
+	require.ErrorContains(t, err, "FAILED")
+	a, err := NewAdmin(&dynamodb.Client{}, AdminConfig{Inbox: store})
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, a.store.ttl, 90*24*time.Hour, "default TTL of a resolved record")
 }
