@@ -30,7 +30,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Skipped: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "outbox_skipped_total",
 			Help: "Outbox records not sent because they were no longer PENDING."}),
 		Failures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "outbox_failures_total",
-			Help: "Failed relay steps by step (send, mark, read, checkpoint, stream)."}, []string{"step"}),
+			Help: "Failed relay steps by step (send, mark, read, checkpoint, stream, decode: an outbox item that cannot be read)."}, []string{"step"}),
 		Swept:  prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "outbox_swept_total", Help: "Outbox records published by a sweep."}),
 		Shards: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "relay_shards", Help: "Stream shards this relay instance holds leases on."}),
 		Lag: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "relay_lag_seconds",

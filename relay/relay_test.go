@@ -642,3 +642,25 @@ func TestRelaySkipsAStreamRecordWithoutItsChange(t *testing.T) {
 	w.run(w.relay(nil))
 	testenv.Eventually(t, 30*time.Second, func() bool { return w.allPublished(ids) })
 }
+
+// An item under the outbox's key that is no readable outbox record (a
+// hand-written producer forgot the body) is not published, and not
+// skipped silently either: the decode step counts it. The records around
+// it go on.
+func TestRelayCountsAnUnreadableOutboxItem(t *testing.T) {
+	w := newWorld(t, true)
+	ids := w.write("a", 1, 2)
+	_, err := w.env.DynamoDB.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(w.env.Table),
+		Item: map[string]types.AttributeValue{
+			"PK": &types.AttributeValueMemberS{Value: "OUTBOX#Counter#broken"}, "SK": &types.AttributeValueMemberS{Value: "EVENT#V1#e-1"},
+			"status": &types.AttributeValueMemberS{Value: "PENDING"}, // no body, no event id
+		}})
+	require.NoError(t, err)
+	ids = append(ids, w.write("b", 1, 2)...)
+	w.run(w.relay(nil))
+	testenv.Eventually(t, 30*time.Second, func() bool { return w.allPublished(ids) }, "the readable records PUBLISHED")
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		return testutil.ToFloat64(w.metrics.Failures.WithLabelValues("decode")) == 1
+	}, "the unreadable one counted once")
+	require.Zero(t, testutil.ToFloat64(w.metrics.Failures.WithLabelValues("send")))
+}

@@ -468,7 +468,18 @@ func (r *Relay) fromStream(rec types.Record) (outbox.Record, bool) {
 // decode reads an outbox record that is PENDING.
 func (r *Relay) decode(item map[string]ddbtypes.AttributeValue) (outbox.Record, bool) {
 	o, err := outbox.Decode(item, r.cfg.Layout)
-	if err != nil || o.Status != outbox.StatusPending {
+	if err != nil {
+		// Items of other kinds share the table and its stream; an item
+		// under the outbox's key that cannot be read is a producer's
+		// mistake the relay cannot publish: say so instead of skipping it
+		// silently (the sweep skips it too).
+		if pk, ok := item[r.cfg.Layout.PartitionKey].(*ddbtypes.AttributeValueMemberS); ok && outbox.IsKey(pk.Value) {
+			r.m.Failures.WithLabelValues("decode").Inc()
+			r.log.Error("outbox record cannot be read; not published", "pk", pk.Value, "error", err.Error())
+		}
+		return outbox.Record{}, false
+	}
+	if o.Status != outbox.StatusPending {
 		return outbox.Record{}, false
 	}
 	return o, true
