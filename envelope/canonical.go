@@ -573,50 +573,73 @@ func dupKeyError() *canonError {
 	return &canonError{reason: "payload object has a duplicate key"}
 }
 
+// significand is a number's significant digits: digit(k) for first <= k
+// <= last, read across the integer and fraction parts, and the exponent e
+// such that the value is those digits times 10^e.
+type significand struct {
+	ints, frac  []byte
+	first, last int
+	e           int64
+}
+
+func (s *significand) digit(k int) byte {
+	if k < len(s.ints) {
+		return s.ints[k]
+	}
+	return s.frac[k-len(s.ints)]
+}
+
+// significant locates n's significant digits (ranges into p). It reports
+// zero for a value of 0, and false if an exponent overflows int32. It never
+// allocates in proportion to the exponent's value.
+func significant(p []byte, n *number) (s significand, zero, ok bool) {
+	exp, ok := parseExp(p[n.expS:n.expE], n.expNeg)
+	if !ok {
+		return s, false, false
+	}
+	s.ints, s.frac = p[n.intS:n.intE], p[n.fracS:n.fracE]
+	total := len(s.ints) + len(s.frac)
+	for s.first < total && s.digit(s.first) == '0' {
+		s.first++
+	}
+	if s.first == total {
+		return s, true, true
+	}
+	s.last = total - 1
+	for s.digit(s.last) == '0' {
+		s.last--
+	}
+	s.e = exp - int64(len(s.frac)) + int64(total-1-s.last)
+	if s.e < -1<<31 || s.e > 1<<31-1 {
+		return s, false, false
+	}
+	return s, false, true
+}
+
 // appendNumber appends the canonical form of the number n (ranges into p).
 // It reports false if an exponent overflows int32. It never allocates in
 // proportion to the exponent's value.
 func appendNumber(dst, p []byte, n *number) ([]byte, bool) {
-	exp, ok := parseExp(p[n.expS:n.expE], n.expNeg)
-	if !ok {
+	s, zero, ok := significant(p, n)
+	switch {
+	case !ok:
 		return dst, false
-	}
-	ints, frac := p[n.intS:n.intE], p[n.fracS:n.fracE]
-	total := len(ints) + len(frac)
-	digit := func(k int) byte {
-		if k < len(ints) {
-			return ints[k]
-		}
-		return frac[k-len(ints)]
-	}
-	first := 0
-	for first < total && digit(first) == '0' {
-		first++
-	}
-	if first == total {
+	case zero:
 		return append(dst, '0'), true
-	}
-	last := total - 1
-	for digit(last) == '0' {
-		last--
-	}
-	e := exp - int64(len(frac)) + int64(total-1-last)
-	if e < -1<<31 || e > 1<<31-1 {
-		return dst, false
 	}
 	if n.neg {
 		dst = append(dst, '-')
 	}
 	// Digits first..last, which may straddle the integer and fraction parts.
-	if first < len(ints) {
-		dst = append(dst, ints[first:min(last+1, len(ints))]...)
+	if s.first < len(s.ints) {
+		dst = append(dst, s.ints[s.first:min(s.last+1, len(s.ints))]...)
 	}
-	if last >= len(ints) {
-		dst = append(dst, frac[max(first-len(ints), 0):last+1-len(ints)]...)
+	if s.last >= len(s.ints) {
+		dst = append(dst, s.frac[max(s.first-len(s.ints), 0):s.last+1-len(s.ints)]...)
 	}
-	if e != 0 {
+	if s.e != 0 {
 		dst = append(dst, 'e')
-		dst = strconv.AppendInt(dst, e, 10)
+		dst = strconv.AppendInt(dst, s.e, 10)
 	}
 	return dst, true
 }
@@ -655,40 +678,21 @@ func appendNumberV2Form(dst, p []byte, n *number, payload bool) (out []byte, ok,
 		}
 		return append(dst, ints...), true, false
 	}
-	exp, ok := parseExp(p[n.expS:n.expE], n.expNeg)
-	if !ok {
+	sig, zero, ok := significant(p, n)
+	switch {
+	case !ok:
 		return dst, false, false
-	}
-	ints, frac := p[n.intS:n.intE], p[n.fracS:n.fracE]
-	total := len(ints) + len(frac)
-	digit := func(k int) byte {
-		if k < len(ints) {
-			return ints[k]
-		}
-		return frac[k-len(ints)]
-	}
-	first := 0
-	for first < total && digit(first) == '0' {
-		first++
-	}
-	if first == total {
+	case zero:
 		return append(dst, '0'), true, false
-	}
-	last := total - 1
-	for digit(last) == '0' {
-		last--
-	}
-	e := exp - int64(len(frac)) + int64(total-1-last)
-	if e < -1<<31 || e > 1<<31-1 {
-		return dst, false, false
 	}
 	if n.neg {
 		dst = append(dst, '-')
 	}
+	first, last, e := sig.first, sig.last, sig.e
 	// digits appends the significant digits first+a .. first+b-1.
 	digits := func(dst []byte, a, b int) []byte {
 		for k := first + a; k < first+b; k++ {
-			dst = append(dst, digit(k))
+			dst = append(dst, sig.digit(k))
 		}
 		return dst
 	}
