@@ -731,24 +731,7 @@ func (w *Worker) poll(ctx, workCtx context.Context, work *sync.WaitGroup, del *d
 // keeping the group's waiting messages hidden while the ones before them
 // run.
 func (w *Worker) dispatch(ctx, workCtx context.Context, msgs []received, work *sync.WaitGroup, del acker) {
-	groups := [][]received{}
-	if w.fifo {
-		index := map[string]int{}
-		for _, r := range msgs {
-			g := r.m.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)]
-			i, ok := index[g]
-			if !ok {
-				i = len(groups)
-				index[g] = i
-				groups = append(groups, nil)
-			}
-			groups[i] = append(groups[i], r)
-		}
-	} else {
-		for _, r := range msgs {
-			groups = append(groups, []received{r})
-		}
-	}
+	groups := w.groups(msgs)
 	for gi, group := range groups {
 		if gi == len(groups)/2 && len(groups) > 1 {
 			w.fail(hooks.MidBatch)
