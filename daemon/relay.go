@@ -141,15 +141,11 @@ func runRelay(ctx context.Context, g *globals, f *relayFlags, log *slog.Logger, 
 	}
 	var ready atomic.Bool
 	if f.metricsAddr != "" {
-		srv, err := serveOps(f.metricsAddr, reg, ready.Load, log)
+		stopOps, err := serveOps(f.metricsAddr, reg, ready.Load, log)
 		if err != nil {
 			return err
 		}
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(sctx)
-		}()
+		defer stopOps()
 	}
 	if _, err := r.StreamARN(ctx); err != nil {
 		if errors.Is(err, relay.ErrNoStream) {

@@ -181,15 +181,11 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 
 	var running atomic.Pointer[worker.Worker]
 	if f.metricsAddr != "" {
-		srv, err := serveOps(f.metricsAddr, reg, func() bool { w := running.Load(); return w != nil && w.Ready() }, log)
+		stopOps, err := serveOps(f.metricsAddr, reg, func() bool { w := running.Load(); return w != nil && w.Ready() }, log)
 		if err != nil {
 			return err
 		}
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(sctx)
-		}()
+		defer stopOps()
 	}
 	if err := checkDependencies(ctx, ddb, q, store, f.queueURL, f.dlqURL, worker.TerminalPolicy(f.terminalPolicy), f.visibility,
 		f.startupTimeout, g.app.name(), log); err != nil {
@@ -219,8 +215,8 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 }
 
 // serveOps serves /metrics, /healthz (the process answers) and /readyz
-// (dependencies answered and the worker is consuming).
-func serveOps(addr string, reg *prometheus.Registry, ready func() bool, log *slog.Logger) (*http.Server, error) {
+// (ready reports it) until stop, which shuts the server down within 5s.
+func serveOps(addr string, reg *prometheus.Registry, ready func() bool, log *slog.Logger) (stop func(), err error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -242,7 +238,11 @@ func serveOps(addr string, reg *prometheus.Registry, ready func() bool, log *slo
 		}
 	}()
 	log.Info("serving /metrics, /healthz, /readyz", "addr", ln.Addr().String())
-	return srv, nil
+	return func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}, nil
 }
 
 // watchDepth exports the queue's backlog and the DLQ's depth.

@@ -99,15 +99,11 @@ func runSweep(ctx context.Context, g *globals, f *sweepFlags, out io.Writer) err
 			return err
 		}
 		if f.metricsAddr != "" {
-			srv, err := serveOps(f.metricsAddr, reg, func() bool { return true }, log)
+			stopOps, err := serveOps(f.metricsAddr, reg, func() bool { return true }, log)
 			if err != nil {
 				return err
 			}
-			defer func() {
-				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				_ = srv.Shutdown(sctx)
-			}()
+			defer stopOps()
 		}
 	}
 	store, err := g.resolveStore(ctx, ddb)
