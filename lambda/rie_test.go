@@ -23,7 +23,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -99,24 +98,7 @@ func bootstrap(t *testing.T, pkg string) string {
 type function struct {
 	t      *testing.T
 	invURL string
-	out    *lockedBuffer // the emulator's output and the function's logs
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	out    *testenv.Buffer // the emulator's output and the function's logs
 }
 
 // functionTimeout is the functions' timeout: each invocation's deadline.
@@ -155,7 +137,7 @@ func startFunction(t *testing.T, pkg string, env map[string]string) *function {
 		environ = append(environ, "GORACE=halt_on_error=0")
 	}
 	apiAddr, rieAddr := freeAddr(t), freeAddr(t)
-	f := &function{t: t, invURL: "http://" + rieAddr + "/2015-03-31/functions/function/invocations", out: &lockedBuffer{}}
+	f := &function{t: t, invURL: "http://" + rieAddr + "/2015-03-31/functions/function/invocations", out: &testenv.Buffer{}}
 	cmd := exec.Command(rie, "--runtime-interface-emulator-address", rieAddr, "--runtime-api-address", apiAddr, "--log-level", "warn", boot)
 	cmd.Dir = filepath.Dir(boot)
 	cmd.Env = environ

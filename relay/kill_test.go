@@ -3,7 +3,6 @@
 package relay_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -28,24 +27,6 @@ import (
 	"github.com/ddbworker/ddbworker/internal/testenv"
 	"github.com/ddbworker/ddbworker/worker"
 )
-
-// syncBuffer is a log sink shared by child processes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // kill -9 at every step of the relay: `ddbworker-dev relay` processes
 // SIGKILL themselves at each failpoint (after the send, after the mark,
@@ -72,7 +53,7 @@ func TestKillRelayAtEveryStep(t *testing.T) {
 func killRelay(t *testing.T, bin string, fifo bool) {
 	w := newWorld(t, fifo)
 	ddbEndpoint, sqsEndpoint := testenv.Endpoints(t)
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	start := func(failpoint string, seed int) *exec.Cmd {
 		args := []string{"relay", "--table", w.env.Table, "--queue-url", w.env.Queues.URL, "--lease-duration", "1s",
 			"--poll-interval", "50ms", "--discovery-interval", "200ms", "--drain-timeout", "2s", "--metrics-addr", "",

@@ -53,9 +53,9 @@ func TestRegressDLQCopyFitsSizeLimit(t *testing.T) {
 	const maxMessage = 1 << 20
 	tests := []struct {
 		name string
-		run  func(t *testing.T, h *harness, cfg worker.Config, logs *syncBuffer)
+		run  func(t *testing.T, h *harness, cfg worker.Config, logs *testenv.Buffer)
 	}{
-		{"body and producer attribute leave no room for the failure attributes", func(t *testing.T, h *harness, cfg worker.Config, logs *syncBuffer) {
+		{"body and producer attribute leave no room for the failure attributes", func(t *testing.T, h *harness, cfg worker.Config, logs *testenv.Buffer) {
 			body := strings.Repeat("x", 1_040_000) // not JSON: terminal INVALID_ENVELOPE
 			blob := strings.Repeat("a", 8_500)
 			_, err := h.env.SQS.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(h.env.Queues.URL), MessageBody: aws.String(body),
@@ -73,7 +73,7 @@ func TestRegressDLQCopyFitsSizeLimit(t *testing.T) {
 			require.Equal(t, len(body), len(aws.ToString(m.Body)), "the body travels whole")
 			h.requireQueueEmpty()
 		}},
-		{"a body of exactly 1 MiB cannot be copied: kept, not looping", func(t *testing.T, h *harness, cfg worker.Config, logs *syncBuffer) {
+		{"a body of exactly 1 MiB cannot be copied: kept, not looping", func(t *testing.T, h *harness, cfg worker.Config, logs *testenv.Buffer) {
 			var mu sync.Mutex
 			var hides []int32
 			h.inj.Add(faults.Rule{Service: "SQS", Operation: "ChangeMessageVisibility", Kind: faults.KindHook, Rate: 1, Hook: func(_ context.Context, in any) {
@@ -110,7 +110,7 @@ func TestRegressDLQCopyFitsSizeLimit(t *testing.T) {
 			}
 			require.True(t, sawError, "an error log line says the message could not go to the DLQ:\n%s", strings.Join(logs.Lines(), "\n"))
 		}},
-		{"a 300 KB failure message is capped in logs and DLQ attributes", func(t *testing.T, h *harness, cfg worker.Config, logs *syncBuffer) {
+		{"a 300 KB failure message is capped in logs and DLQ attributes", func(t *testing.T, h *harness, cfg worker.Config, logs *testenv.Buffer) {
 			h.seedCases("c1")
 			huge := strings.Repeat("e", 300_000)
 			reg := ddbworker.NewRegistry()
@@ -140,7 +140,7 @@ func TestRegressDLQCopyFitsSizeLimit(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, testenv.Options{})
 			cfg := h.testConfig()
-			tc.run(t, h, cfg, &syncBuffer{})
+			tc.run(t, h, cfg, &testenv.Buffer{})
 		})
 	}
 }

@@ -1,10 +1,8 @@
 package worker_test
 
 import (
-	"bytes"
 	"context"
 	"reflect"
-	"strings"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -18,26 +16,7 @@ import (
 )
 
 // Helpers of the regression tests (regress_*_test.go): SDK middleware that
-// makes the emulators behave like AWS where they do not, and a log sink.
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// Lines returns the complete lines written so far.
-func (b *syncBuffer) Lines() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Split(strings.TrimRight(b.buf.String(), "\n"), "\n")
-}
+// makes the emulators behave like AWS where they do not.
 
 // withQueueURL returns params with its QueueUrl field replaced by to when
 // it is from (a copy: the caller's input is not changed), or params as it

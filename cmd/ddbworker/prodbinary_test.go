@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -137,7 +136,7 @@ func TestProductionBinaryHasNoFaults(t *testing.T) {
 			{"DDBWORKER_FAULT_THROTTLE=1", "fault injected", false},
 		} {
 			cmd := exec.Command(dev, "run")
-			logs := &lockedBuffer{}
+			logs := &testenv.Buffer{}
 			cmd.Stdout, cmd.Stderr = io.Discard, logs
 			cmd.Env = append(common, tc.env, "DDBWORKER_METRICS_ADDR="+freeAddr(t))
 			require.NoError(t, cmd.Start())
@@ -179,22 +178,4 @@ func TestProductionBinaryHasNoFaults(t *testing.T) {
 			}
 		}
 	})
-}
-
-// lockedBuffer is a bytes.Buffer a process may write while the test reads.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

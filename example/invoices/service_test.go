@@ -20,7 +20,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -94,7 +93,7 @@ func TestServiceBinary(t *testing.T) {
 
 	addr := freeAddr(t)
 	cmd := exec.Command(bin, "run")
-	logs := &lockedBuffer{}
+	logs := &testenv.Buffer{}
 	cmd.Stdout, cmd.Stderr = io.Discard, logs
 	cmd.Env = append(base, "DDBWORKER_QUEUE_URL="+env.Queues.URL, "DDBWORKER_DLQ_URL="+env.Queues.DLQURL,
 		"DDBWORKER_METRICS_ADDR="+addr, "DDBWORKER_WAIT_TIME=1s", "DDBWORKER_VISIBILITY_TIMEOUT="+workerQueue().VisibilityTimeout.String(),
@@ -390,22 +389,4 @@ func readFile(t *testing.T, path string) string {
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	return string(b)
-}
-
-// lockedBuffer is a buffer a process writes while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
