@@ -2,7 +2,7 @@
 # npm packages, a Java runtime for DynamoDB Local) before it runs.
 SHELL       := /bin/bash
 GO          ?= go
-EMU_DIR     := internal/emulators
+EMU_DIR     := internal/dev/emulators
 EMU_STAMP   := $(EMU_DIR)/node_modules/.installed
 PRODUCERS_TS       := example/producers/typescript
 PRODUCERS_TS_STAMP := $(PRODUCERS_TS)/node_modules/.installed

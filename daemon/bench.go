@@ -20,7 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ddbworker/ddbworker/example/caseflow"
-	"github.com/ddbworker/ddbworker/internal/bench"
+	"github.com/ddbworker/ddbworker/internal/dev/bench"
 )
 
 func newBenchCmd(g *globals) *cobra.Command {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ddbworker/ddbworker/internal/chaos"
+	"github.com/ddbworker/ddbworker/internal/dev/chaos"
 )
 
 func newChaosCmd(g *globals) *cobra.Command {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ddbworker/ddbworker/internal/chaos"
-	"github.com/ddbworker/ddbworker/internal/testenv"
+	"github.com/ddbworker/ddbworker/internal/dev/chaos"
+	"github.com/ddbworker/ddbworker/internal/dev/testenv"
 )
 
 // The chaos run, short: real worker processes (the binary built from this

@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/spf13/cobra"
 
-	"github.com/ddbworker/ddbworker/internal/emulators"
+	"github.com/ddbworker/ddbworker/internal/dev/emulators"
 )
 
 // devCommands are the development build's tools — the demo, the benchmark,

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ddbworker/ddbworker/internal/emulators"
+	"github.com/ddbworker/ddbworker/internal/dev/emulators"
 )
 
 func newEmulatorsCmd() *cobra.Command {

@@ -20,5 +20,5 @@
 //
 // The package does not create tables or queues, and it does not know what the
 // emulators get wrong (see the repository's EMULATORS notes and
-// internal/faults for the injected faults that cover those gaps).
+// internal/dev/faults for the injected faults that cover those gaps).
 package emulators

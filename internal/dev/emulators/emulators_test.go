@@ -11,8 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ddbworker/ddbworker/internal/emulators"
-	"github.com/ddbworker/ddbworker/internal/testenv"
+	"github.com/ddbworker/ddbworker/internal/dev/emulators"
+	"github.com/ddbworker/ddbworker/internal/dev/testenv"
 )
 
 // TestStartStop starts its own pair (independent of any shared one), talks

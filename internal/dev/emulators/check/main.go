@@ -1,8 +1,8 @@
 // Command check finds the runtimes the emulators need the way
 // emulators.Start does, so the Makefile and Start agree on them.
 //
-//	go run ./internal/emulators/check        npm packages, Node.js >= 22.5 and Java 17+
-//	go run ./internal/emulators/check java   Java 17+ only (before `npm ci`)
+//	go run ./internal/dev/emulators/check        npm packages, Node.js >= 22.5 and Java 17+
+//	go run ./internal/dev/emulators/check java   Java 17+ only (before `npm ci`)
 //
 // It prints what it found, or one line saying what to install, and exits 1.
 package main
@@ -13,7 +13,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/ddbworker/ddbworker/internal/emulators"
+	"github.com/ddbworker/ddbworker/internal/dev/emulators"
 )
 
 func main() {

@@ -9,8 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/ddbworker/ddbworker/internal/ddbproxy"
-	"github.com/ddbworker/ddbworker/internal/emulators"
+	"github.com/ddbworker/ddbworker/internal/dev/ddbproxy"
+	"github.com/ddbworker/ddbworker/internal/dev/emulators"
 )
 
 // A client pointed at the proxy talks to DynamoDB Local (here on its usual

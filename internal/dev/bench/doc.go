@@ -10,7 +10,7 @@
 // DynamoDB Local reports it and computed in AWS terms from item sizes.
 //
 // The throttled scenario (Config.Throttle, development build only) runs the
-// default worker against DynamoDB through an internal/ddbproxy that
+// default worker against DynamoDB through an internal/dev/ddbproxy that
 // throttles a share of the requests at random, once as shipped (database
 // health gate and adaptive concurrency limit) and once with both turned off
 // through internal/hooks, on a queue whose redrive policy dead-letters after

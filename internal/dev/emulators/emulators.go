@@ -69,20 +69,20 @@ type Env struct {
 }
 
 // Locate finds the emulators directory: the first ancestor of the working
-// directory that contains internal/emulators/package.json (or is it).
+// directory that contains internal/dev/emulators/package.json (or is it).
 func Locate() (string, error) {
 	wd, err := os.Getwd()
 	if err != nil {
 		return "", fmt.Errorf("emulators: working directory: %w", err)
 	}
 	for dir := wd; ; dir = filepath.Dir(dir) {
-		for _, cand := range []string{dir, filepath.Join(dir, "internal", "emulators")} {
+		for _, cand := range []string{dir, filepath.Join(dir, "internal", "dev", "emulators")} {
 			if _, err := os.Stat(filepath.Join(cand, "sqs-server.mjs")); err == nil {
 				return cand, nil
 			}
 		}
 		if parent := filepath.Dir(dir); parent == dir {
-			return "", fmt.Errorf("emulators: no internal/emulators directory above %s", wd)
+			return "", fmt.Errorf("emulators: no internal/dev/emulators directory above %s", wd)
 		}
 	}
 }
