@@ -25,7 +25,7 @@ import (
 
 // DefaultMaxAttempts is the business-attempt limit the kit applies when the
 // message's attemptPolicy sets none: the worker's default (--max-attempts).
-const DefaultMaxAttempts = 5
+const DefaultMaxAttempts = failure.DefaultMaxAttempts
 
 // Worker runs a handler on a message the way the worker does — decode,
 // route, run (recovering a panic), render the writes, judge the commit —

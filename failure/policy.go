@@ -8,6 +8,10 @@ import (
 	"github.com/ddbworker/ddbworker/inbox"
 )
 
+// DefaultMaxAttempts is the business-attempt limit when a message's
+// attemptPolicy sets none: the worker's, the gate's and the test kit's.
+const DefaultMaxAttempts = 5
+
 // Policy says when retrying ends. It is the one attempts policy: the gate
 // asks it before a takeover starts another business attempt (Before), the
 // worker after an attempt failed (After). Attempts are counted in the inbox

@@ -36,7 +36,7 @@ type Config struct {
 	// Policy is the lease policy. Default: stale.Policy{} with its defaults.
 	Policy stale.Policy
 	// MaxAttempts is the business-attempt limit when a message's
-	// attemptPolicy does not set one. Default: 5.
+	// attemptPolicy does not set one. Default: failure.DefaultMaxAttempts.
 	MaxAttempts int
 	// MaxRaces bounds how often one Acquire re-decides after another worker
 	// changed the record between its read and its takeover. Default: 3.
@@ -150,7 +150,7 @@ func New(api API, cfg Config) (*Gate, error) {
 		errs = append(errs, err)
 	}
 	if cfg.MaxAttempts == 0 {
-		cfg.MaxAttempts = 5
+		cfg.MaxAttempts = failure.DefaultMaxAttempts
 	}
 	if cfg.MaxAttempts < 1 || cfg.MaxAttempts > 100 {
 		errs = append(errs, fmt.Errorf("gate: Config.MaxAttempts %d must be within 1..100", cfg.MaxAttempts))

@@ -11,29 +11,34 @@ import (
 // maxVisibility is SQS's ceiling for a visibility timeout.
 const maxVisibility = 12 * time.Hour
 
+// The defaults of Backoff.
+const (
+	DefaultBackoffBase   = time.Second
+	DefaultBackoffMax    = 5 * time.Minute
+	DefaultBackoffJitter = 0.5
+)
+
 // Backoff spaces retries: Base·2^(n-1), stretched by up to Jitter (a
 // fraction) at random so failures that happened together do not retry
 // together, and never longer than Max. With Jitter < 1 each step is longer
 // than the one before, until the cap.
 type Backoff struct {
-	// Base is the first delay. Default: 1s. SQS counts visibility in whole
+	// Base is the first delay. Default: DefaultBackoffBase. SQS counts visibility in whole
 	// seconds, so delays round up to seconds.
 	Base time.Duration
-	// Max caps the delay. Default: 5m. At most 12h (SQS's limit).
+	// Max caps the delay. Default: DefaultBackoffMax. At most 12h (SQS's limit).
 	Max time.Duration
-	// Jitter is the random stretch, a fraction in [0, 1]. Default: 0.5;
-	// Zero for none.
+	// Jitter is the random stretch, a fraction in [0, 1]. Default:
+	// DefaultBackoffJitter; Zero for none.
 	Jitter float64
 }
 
-func (b Backoff) withDefaults() (Backoff, error) {
-	if b.Base == 0 {
-		b.Base = time.Second
-	}
-	if b.Max == 0 {
-		b.Max = 5 * time.Minute
-	}
-	b.Jitter = withDefault(b.Jitter, 0.5)
+// WithDefaults returns b with every zero field set to its default, and
+// every problem with the result, joined.
+func (b Backoff) WithDefaults() (Backoff, error) {
+	b.Base = withDefault(b.Base, DefaultBackoffBase)
+	b.Max = withDefault(b.Max, DefaultBackoffMax)
+	b.Jitter = withDefault(b.Jitter, DefaultBackoffJitter)
 	var errs []error
 	if b.Base < 0 || b.Max < b.Base || b.Max > maxVisibility {
 		errs = append(errs, fmt.Errorf("worker: Backoff needs 0 < Base (%s) <= Max (%s) <= 12h", b.Base, b.Max))

@@ -33,7 +33,7 @@ func TestBackoffWithDefaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := tt.in.withDefaults()
+			got, err := tt.in.WithDefaults()
 			if tt.errs == nil {
 				require.NoError(t, err)
 				require.Equal(t, tt.want, got)
@@ -58,7 +58,7 @@ var backoffConfigs = []struct {
 
 func mustDefaults(t *testing.T, b Backoff) Backoff {
 	t.Helper()
-	b, err := b.withDefaults()
+	b, err := b.WithDefaults()
 	require.NoError(t, err)
 	return b
 }
@@ -182,11 +182,11 @@ func TestVisibilitySeconds(t *testing.T) {
 // Zero sets a field whose zero value means "the default" to an explicit
 // zero; every other negative value stays an error.
 func TestZeroIsExplicit(t *testing.T) {
-	b, err := Backoff{Jitter: Zero}.withDefaults()
+	b, err := Backoff{Jitter: Zero}.WithDefaults()
 	require.NoError(t, err)
 	require.Zero(t, b.Jitter)
 	require.Equal(t, 4*time.Second, b.Delay(3, 0.99), "no stretch without jitter")
-	_, err = Backoff{Jitter: -0.5}.withDefaults()
+	_, err = Backoff{Jitter: -0.5}.WithDefaults()
 	require.ErrorContains(t, err, "Jitter -0.5")
 
 	require.Equal(t, 3, withDefault(0, 3))

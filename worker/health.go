@@ -19,54 +19,92 @@ import (
 	"github.com/ddbworker/ddbworker/internal/health"
 )
 
+// The defaults of HealthConfig.
+const (
+	DefaultHealthWindow        = health.DefaultWindow
+	DefaultHealthMinFailures   = health.DefaultMinFailures
+	DefaultConsecutiveFailures = health.DefaultConsecutive
+	DefaultProbeInterval       = health.DefaultProbeInitial
+	DefaultProbeMaxInterval    = health.DefaultProbeMax
+	DefaultRecoverProbes       = 2
+	DefaultParkVisibility      = time.Minute
+	DefaultParkMaxVisibility   = maxVisibility
+	minParkVisibility          = time.Second
+	maxParkVisibilityRenewStep = time.Hour
+)
+
 // HealthConfig configures the database health gate. While DynamoDB is
 // unhealthy the worker stops receiving, parks the messages it holds
 // (hidden, their visibility kept up, so their receive count does not climb
 // toward the redrive policy's maxReceiveCount), and probes the database
 // gently; when probes succeed it resumes with a concurrency limit of 1 that
-// grows back.
+// grows back. Zero fields take the defaults above.
 type HealthConfig struct {
 	// Window is how far back the detector counts the outcomes of the
-	// worker's DynamoDB calls. Default: 10s.
+	// worker's DynamoDB calls. Default: DefaultHealthWindow.
 	Window time.Duration
 	// MinFailures is the fewest infrastructure failures (throttling, 5xx,
 	// timeouts, connection errors) in the window that make the database
 	// unhealthy, when they are at least half of the window's calls.
-	// Default: 5.
+	// Default: DefaultHealthMinFailures.
 	MinFailures int
-	// ConsecutiveFailures in a row, with no success between, make the
-	// database unhealthy whatever the window holds: calls that hang are
-	// few (each waits for CallTimeout) and would never fill the window.
-	// Default: 3.
+	// ConsecutiveFailures in a row, with no success between, also make the
+	// database unhealthy while the window is sparse (it holds fewer than
+	// twice MinFailures calls): calls that hang are few — each waits for
+	// CallTimeout — and would never fill the window. A busy window is
+	// judged by its counts alone. Default: DefaultConsecutiveFailures.
 	ConsecutiveFailures int
 	// ProbeInterval is the wait before the first probe; later probes wait
-	// 1.5 times longer each, up to ProbeMaxInterval. Default: 2s.
+	// 1.5 times longer each, up to ProbeMaxInterval. Default:
+	// DefaultProbeInterval.
 	ProbeInterval time.Duration
-	// ProbeMaxInterval caps the wait between probes. Default: 15s.
+	// ProbeMaxInterval caps the wait between probes. Default:
+	// DefaultProbeMaxInterval.
 	ProbeMaxInterval time.Duration
 	// RecoverProbes is how many probes in a row must succeed before the
-	// worker resumes. Default: 2.
+	// worker resumes. Default: DefaultRecoverProbes.
 	RecoverProbes int
 	// ParkVisibility is the visibility a parked message is kept at; the
-	// worker renews it every third of that while the pause lasts. A worker
-	// that dies while paused leaves its parked messages hidden this long.
-	// Default: 1m.
+	// daemon renews it every third of that while the pause lasts, so a
+	// worker that dies while paused leaves its parked messages hidden this
+	// long. Under Lambda, which cannot hold a message between
+	// invocations, it is the first hiding of a record received while the
+	// database is unhealthy; each later receive hides it four times longer,
+	// up to ParkMaxVisibility, and a record on its last receive before the
+	// redrive policy's maxReceiveCount is hidden ParkMaxVisibility (see
+	// OutageCover). Default: DefaultParkVisibility; at least 1s.
 	ParkVisibility time.Duration
+	// ParkMaxVisibility caps the hiding of a record parked under Lambda.
+	// Default: DefaultParkMaxVisibility (12h, SQS's limit).
+	ParkMaxVisibility time.Duration
 }
 
-func (c HealthConfig) withDefaults() (HealthConfig, error) {
-	if c.RecoverProbes == 0 {
-		c.RecoverProbes = 2
-	}
-	if c.ParkVisibility == 0 {
-		c.ParkVisibility = time.Minute
-	}
+// WithDefaults returns c with every zero field set to its default, and
+// every problem with the result, joined.
+func (c HealthConfig) WithDefaults() (HealthConfig, error) {
+	c.Window = withDefault(c.Window, DefaultHealthWindow)
+	c.MinFailures = withDefault(c.MinFailures, DefaultHealthMinFailures)
+	c.ConsecutiveFailures = withDefault(c.ConsecutiveFailures, DefaultConsecutiveFailures)
+	c.ProbeInterval = withDefault(c.ProbeInterval, DefaultProbeInterval)
+	c.ProbeMaxInterval = withDefault(c.ProbeMaxInterval, DefaultProbeMaxInterval)
+	c.RecoverProbes = withDefault(c.RecoverProbes, DefaultRecoverProbes)
+	c.ParkVisibility = withDefault(c.ParkVisibility, DefaultParkVisibility)
+	c.ParkMaxVisibility = withDefault(c.ParkMaxVisibility, DefaultParkMaxVisibility)
 	var errs []error
+	if _, err := (health.Config{Window: c.Window, MinFailures: c.MinFailures, Consecutive: c.ConsecutiveFailures}).WithDefaults(); err != nil {
+		errs = append(errs, fmt.Errorf("worker: Config.Health: %w", err))
+	}
+	if _, err := (health.Probes{Initial: c.ProbeInterval, Max: c.ProbeMaxInterval}).WithDefaults(); err != nil {
+		errs = append(errs, fmt.Errorf("worker: Config.Health: %w", err))
+	}
 	if c.RecoverProbes < 1 {
 		errs = append(errs, fmt.Errorf("worker: Config.Health.RecoverProbes %d must be at least 1", c.RecoverProbes))
 	}
-	if c.ParkVisibility < 10*time.Second || c.ParkVisibility > time.Hour {
-		errs = append(errs, fmt.Errorf("worker: Config.Health.ParkVisibility %s must be within 10s..1h", c.ParkVisibility))
+	if c.ParkVisibility < minParkVisibility || c.ParkVisibility > maxParkVisibilityRenewStep {
+		errs = append(errs, fmt.Errorf("worker: Config.Health.ParkVisibility %s must be within 1s..1h", c.ParkVisibility))
+	}
+	if c.ParkMaxVisibility < c.ParkVisibility || c.ParkMaxVisibility > maxVisibility {
+		errs = append(errs, fmt.Errorf("worker: Config.Health.ParkMaxVisibility %s must be within ParkVisibility (%s)..12h", c.ParkMaxVisibility, c.ParkVisibility))
 	}
 	return c, errors.Join(errs...)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
@@ -58,16 +57,8 @@ const (
 
 // initPayloads sets up the fetcher (with an S3 client) and the decoder of
 // Extended Client bodies, or reports cfg's problems.
-func (w *Worker) initPayloads(api s3payload.GetObjectAPI, cfg s3payload.Config, env envelope.Config, visibility time.Duration) error {
-	if cfg.CallTimeout == 0 && visibility > 0 {
-		// A fetch before the gate (an Extended Client body) runs without a
-		// heartbeat: it must end well within the message's visibility.
-		cfg.CallTimeout = min(s3payload.DefaultCallTimeout, max(visibility/2, 100*time.Millisecond))
-	}
-	cfg, err := cfg.WithDefaults()
-	if err != nil {
-		return fmt.Errorf("worker: Config.Payload: %w", err)
-	}
+func (w *Worker) initPayloads(api s3payload.GetObjectAPI, cfg s3payload.Config, env envelope.Config) error {
+	var err error
 	if api != nil {
 		if w.payloads, err = s3payload.New(s3payload.Deps{S3: api}, cfg); err != nil {
 			return fmt.Errorf("worker: Config.Payload: %w", err)

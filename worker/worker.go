@@ -50,117 +50,6 @@ type SQSAPI interface {
 	SendMessage(ctx context.Context, params *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
 }
 
-// TerminalPolicy says what happens to a message whose work failed for good.
-type TerminalPolicy string
-
-const (
-	// PolicyDLQ sends a copy with the failure as message attributes to the
-	// DLQ, then deletes the message. The default.
-	PolicyDLQ TerminalPolicy = "dlq"
-	// PolicyQuarantine records the failure in the inbox only and deletes.
-	PolicyQuarantine TerminalPolicy = "quarantine"
-	// PolicyRedrive leaves the message to the queue's redrive policy.
-	PolicyRedrive TerminalPolicy = "redrive"
-)
-
-// Zero sets a Config field whose zero value means "the default" to an
-// explicit zero: ClockSkew, MaxGuardRetries, DeleteFlushInterval,
-// DrainTimeout and Backoff.Jitter (e.g. Config{ClockSkew: worker.Zero}).
-// It is the same value as stale.Zero.
-const Zero = -1
-
-// Config configures a Worker.
-type Config struct {
-	// Store is the inbox: its table (usually also the domain's), key and
-	// index names, TTLs, attention shards and PROCESSING index — the same
-	// configuration the operator commands use. Required (Table).
-	Store inbox.Store
-	// QueueURL is the work queue. Required. A URL ending in ".fifo" turns
-	// on FIFO group order.
-	QueueURL string
-	// DLQURL receives terminal messages under PolicyDLQ. Required then.
-	DLQURL string
-	// Concurrency caps messages in flight. The limit in effect adapts below
-	// it: halved on throttling, 5xx and timeouts (at most once a second),
-	// lowered gently when commit latency rises above twice its baseline,
-	// grown back by one per round of successes. Default: 16.
-	Concurrency int
-	// BatchSize is the most messages one receive asks for (1..10). A poller
-	// receives once half of that is free, waiting briefly for the rest.
-	// Default: min(10, Concurrency).
-	BatchSize int
-	// Pollers is the number of concurrent long polls. Default:
-	// ceil(Concurrency / (4·BatchSize)).
-	Pollers int
-	// WaitTime is the long-poll wait. Default: 20s.
-	WaitTime time.Duration
-	// VisibilityTimeout is set on every receive and is the lease length.
-	// Default: 30s.
-	VisibilityTimeout time.Duration
-	// ClockSkew is the lease's clock-skew margin. Default: 2s; Zero for
-	// none (only when every worker's clock is exact).
-	ClockSkew time.Duration
-	// MessageTimeout is the per-message deadline for handler and commit;
-	// leases are renewed (heartbeat) until it. Default: 2m.
-	MessageTimeout time.Duration
-	// MaxAttempts is the business-attempt limit unless a message's
-	// attemptPolicy sets one. Default: 5.
-	MaxAttempts int
-	// MaxGuardRetries bounds handler re-runs after a Retry guard. Default:
-	// 3; Zero never re-runs (a lost optimistic race fails retryably).
-	MaxGuardRetries int
-	// Backoff spaces retries by visibility. Default: see Backoff.
-	Backoff Backoff
-	// TerminalPolicy for failed-for-good work. Default: PolicyDLQ.
-	TerminalPolicy TerminalPolicy
-	// DeleteFlushInterval is the longest a delete waits for its batch of 10
-	// to fill. Waiting is safe (the work is committed) and keeps SQS calls
-	// per message low. Default: 250ms; 20ms on a FIFO queue, where a pending
-	// delete holds back the rest of its group. Zero sends every delete at
-	// once (more SQS calls).
-	DeleteFlushInterval time.Duration
-	// DrainTimeout bounds graceful shutdown: in-flight work gets this long
-	// to finish after Run's context ends. Default: 30s; Zero cancels
-	// in-flight work at once (its leases and visibility then expire).
-	DrainTimeout time.Duration
-	// Owner names this worker in leases. Default: hostname/pid.
-	Owner string
-	// Envelope limits. Default: envelope.Config{} with its defaults.
-	Envelope envelope.Config
-	// CallTimeout bounds each DynamoDB call the worker makes, its SDK
-	// attempts included; a call that times out is infrastructure trouble
-	// (not a business attempt) and counts against the database's health.
-	// It must be shorter than VisibilityTimeout: a call that hangs longer
-	// than its message stays hidden hands the message to another receive.
-	// Default: 5s, or half of VisibilityTimeout when that is shorter.
-	CallTimeout time.Duration
-	// CallAttempts is how many attempts the SDK makes of one DynamoDB call
-	// (throttling, 5xx and transport errors are retried within the call,
-	// waiting at most 1s between attempts). Default: 3.
-	CallAttempts int
-	// Health configures the database health gate. Default: see
-	// HealthConfig.
-	Health HealthConfig
-	// MaxWCU paces this worker's DynamoDB writes to this many write
-	// capacity units per second, charged before each write from the item
-	// sizes (AWS's rules: 1 per KB, 2 per KB in a transaction) and
-	// corrected from the capacity DynamoDB reports. A fleet of N workers
-	// sharing a table's budget B sets MaxWCU = B / N. Default: 0, unpaced.
-	MaxWCU float64
-	// Payload bounds and times fetches of payloads by S3 reference (an
-	// envelope's payloadRef, an SQS Extended Client message). Default:
-	// s3payload.Config's defaults (at most 4 MiB, 3 attempts), with a
-	// CallTimeout of 10s or half of VisibilityTimeout when that is
-	// shorter.
-	Payload s3payload.Config
-	// MaxDeferral bounds attemptPolicy.notBefore: a message deferred
-	// further than this into the future ends terminal
-	// DEFERRAL_TOO_LONG. Default: 7 days.
-	MaxDeferral time.Duration
-	// Now is the clock. Default: time.Now.
-	Now func() time.Time
-}
-
 // Deps are the worker's collaborators.
 type Deps struct {
 	// DynamoDB client. Required.
@@ -234,103 +123,8 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 	if deps.Handlers == nil || len(deps.Handlers.Types()) == 0 {
 		errs = append(errs, errors.New("worker: Deps.Handlers must register at least one message type"))
 	}
-	var err error
-	if cfg.Store, err = cfg.Store.WithDefaults(); err != nil {
-		errs = append(errs, fmt.Errorf("worker: Config.Store: %w", err))
-	}
-	if cfg.QueueURL == "" {
-		errs = append(errs, errors.New("worker: Config.QueueURL is required"))
-	}
-	if cfg.TerminalPolicy == "" {
-		cfg.TerminalPolicy = PolicyDLQ
-	}
-	switch cfg.TerminalPolicy {
-	case PolicyDLQ:
-		if cfg.DLQURL == "" {
-			errs = append(errs, errors.New("worker: Config.DLQURL is required with the dlq terminal policy"))
-		}
-	case PolicyQuarantine, PolicyRedrive:
-	default:
-		errs = append(errs, fmt.Errorf("worker: Config.TerminalPolicy %q must be dlq, quarantine or redrive", cfg.TerminalPolicy))
-	}
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = 16
-	}
-	if cfg.Concurrency < 1 || cfg.Concurrency > 10000 {
-		errs = append(errs, fmt.Errorf("worker: Config.Concurrency %d must be within 1..10000", cfg.Concurrency))
-	}
-	if cfg.BatchSize == 0 {
-		cfg.BatchSize = min(10, max(cfg.Concurrency, 1))
-	}
-	if cfg.BatchSize < 1 || cfg.BatchSize > 10 || cfg.BatchSize > max(cfg.Concurrency, 1) {
-		errs = append(errs, fmt.Errorf("worker: Config.BatchSize %d must be within 1..min(10, Concurrency)", cfg.BatchSize))
-	}
-	if cfg.Pollers == 0 && cfg.BatchSize > 0 {
-		cfg.Pollers = slots.Pollers(cfg.Concurrency, cfg.BatchSize)
-	}
-	if cfg.Pollers < 1 {
-		errs = append(errs, fmt.Errorf("worker: Config.Pollers %d must be at least 1", cfg.Pollers))
-	}
-	if cfg.WaitTime == 0 {
-		cfg.WaitTime = 20 * time.Second
-	}
-	if cfg.WaitTime < 0 || cfg.WaitTime > 20*time.Second {
-		errs = append(errs, fmt.Errorf("worker: Config.WaitTime %s must be within 0..20s", cfg.WaitTime))
-	}
-	if cfg.VisibilityTimeout == 0 {
-		cfg.VisibilityTimeout = 30 * time.Second
-	}
-	if cfg.VisibilityTimeout < time.Second || cfg.VisibilityTimeout > maxVisibility || cfg.VisibilityTimeout%time.Second != 0 {
-		errs = append(errs, fmt.Errorf("worker: Config.VisibilityTimeout %s must be whole seconds within 1s..12h", cfg.VisibilityTimeout))
-	}
-	if cfg.MessageTimeout == 0 {
-		cfg.MessageTimeout = 2 * time.Minute
-	}
-	if cfg.MessageTimeout < 0 {
-		errs = append(errs, errors.New("worker: Config.MessageTimeout must not be negative"))
-	}
-	cfg.MaxGuardRetries = withDefault(cfg.MaxGuardRetries, 3)
-	if cfg.MaxGuardRetries < 0 {
-		errs = append(errs, errors.New("worker: Config.MaxGuardRetries must not be negative"))
-	}
-	var berr error
-	if cfg.Backoff, berr = cfg.Backoff.withDefaults(); berr != nil {
-		errs = append(errs, berr)
-	}
-	flush := 250 * time.Millisecond
-	if strings.HasSuffix(cfg.QueueURL, ".fifo") {
-		flush = 20 * time.Millisecond
-	}
-	cfg.DeleteFlushInterval = withDefault(cfg.DeleteFlushInterval, flush)
-	cfg.DrainTimeout = withDefault(cfg.DrainTimeout, 30*time.Second)
-	if cfg.DeleteFlushInterval < 0 || cfg.DrainTimeout < 0 {
-		errs = append(errs, errors.New("worker: Config.DeleteFlushInterval and DrainTimeout must not be negative"))
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.CallTimeout == 0 {
-		cfg.CallTimeout = min(5*time.Second, max(cfg.VisibilityTimeout, time.Second)/2)
-	}
-	if cfg.CallTimeout >= cfg.VisibilityTimeout && cfg.VisibilityTimeout > 0 {
-		errs = append(errs, fmt.Errorf("worker: Config.CallTimeout %s must be shorter than VisibilityTimeout %s", cfg.CallTimeout, cfg.VisibilityTimeout))
-	}
-	if cfg.CallAttempts == 0 {
-		cfg.CallAttempts = 3
-	}
-	if cfg.CallTimeout < 100*time.Millisecond || cfg.CallAttempts < 1 || cfg.CallAttempts > 10 {
-		errs = append(errs, fmt.Errorf("worker: Config.CallTimeout %s must be at least 100ms and Config.CallAttempts %d within 1..10", cfg.CallTimeout, cfg.CallAttempts))
-	}
-	if cfg.MaxWCU < 0 {
-		errs = append(errs, fmt.Errorf("worker: Config.MaxWCU %v must not be negative", cfg.MaxWCU))
-	}
-	if cfg.MaxDeferral == 0 {
-		cfg.MaxDeferral = 7 * 24 * time.Hour
-	}
-	if cfg.MaxDeferral < time.Minute {
-		errs = append(errs, fmt.Errorf("worker: Config.MaxDeferral %s must be at least 1m", cfg.MaxDeferral))
-	}
-	if cfg.Health, err = cfg.Health.withDefaults(); err != nil {
+	cfg, err := cfg.WithDefaults()
+	if err != nil {
 		errs = append(errs, err)
 	}
 	w := &Worker{cfg: cfg, deps: deps, fifo: strings.HasSuffix(cfg.QueueURL, ".fifo")}
@@ -344,7 +138,7 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 		errs = append(errs, fmt.Errorf("worker: Config.Envelope.MaxKeyBytes %d and MaxFieldBytes %d: %w", lim.MaxKeyBytes, lim.MaxFieldBytes,
 			inbox.CheckKeyLimits(lim.MaxKeyBytes, lim.MaxFieldBytes)))
 	}
-	errs = append(errs, w.initPayloads(deps.S3, cfg.Payload, cfg.Envelope, cfg.VisibilityTimeout))
+	errs = append(errs, w.initPayloads(deps.S3, cfg.Payload, cfg.Envelope))
 	if w.limiter, err = adaptive.New(adaptive.Config{Max: max(1, cfg.Concurrency)}); err != nil {
 		errs = append(errs, err)
 	}
@@ -421,17 +215,6 @@ func (w *Worker) setLimit(n int) {
 		w.pool.SetLimit(n)
 		w.metrics.Concurrency.Set(float64(n))
 	}
-}
-
-// withDefault returns def for 0, 0 for Zero, and v otherwise.
-func withDefault[T int | float64 | time.Duration](v, def T) T {
-	switch v {
-	case 0:
-		return def
-	case Zero:
-		return 0
-	}
-	return v
 }
 
 // ErrAlreadyRan reports a second call of Run.

@@ -30,6 +30,18 @@ import (
 // buckets is how many slices the window is cut into.
 const buckets = 10
 
+// The defaults of Config and Probes.
+const (
+	DefaultWindow       = 10 * time.Second
+	DefaultMinFailures  = 5
+	DefaultFailureRatio = 0.5
+	DefaultConsecutive  = 3
+	DefaultProbeInitial = 2 * time.Second
+	DefaultProbeMax     = 15 * time.Second
+	DefaultProbeFactor  = 1.5
+	DefaultProbeJitter  = 0.2
+)
+
 // Config configures a Detector.
 type Config struct {
 	// Window is how far back outcomes count. Default: 10s.
@@ -48,16 +60,16 @@ type Config struct {
 // WithDefaults fills zero fields and validates.
 func (c Config) WithDefaults() (Config, error) {
 	if c.Window == 0 {
-		c.Window = 10 * time.Second
+		c.Window = DefaultWindow
 	}
 	if c.MinFailures == 0 {
-		c.MinFailures = 5
+		c.MinFailures = DefaultMinFailures
 	}
 	if c.FailureRatio == 0 {
-		c.FailureRatio = 0.5
+		c.FailureRatio = DefaultFailureRatio
 	}
 	if c.Consecutive == 0 {
-		c.Consecutive = 3
+		c.Consecutive = DefaultConsecutive
 	}
 	if c.Consecutive < 1 {
 		return c, fmt.Errorf("health: Consecutive %d must be at least 1", c.Consecutive)
@@ -182,16 +194,16 @@ type Probes struct {
 // WithDefaults fills zero fields and validates.
 func (p Probes) WithDefaults() (Probes, error) {
 	if p.Initial == 0 {
-		p.Initial = 2 * time.Second
+		p.Initial = DefaultProbeInitial
 	}
 	if p.Max == 0 {
-		p.Max = 15 * time.Second
+		p.Max = DefaultProbeMax
 	}
 	if p.Factor == 0 {
-		p.Factor = 1.5
+		p.Factor = DefaultProbeFactor
 	}
 	if p.Jitter == 0 {
-		p.Jitter = 0.2
+		p.Jitter = DefaultProbeJitter
 	}
 	var errs []error
 	if p.Initial <= 0 || p.Max < p.Initial {
