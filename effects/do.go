@@ -112,7 +112,7 @@ func (l *Log) Do(ctx context.Context, msg *ddbworker.Message, c Call, fn CallFun
 			return nil, err
 		}
 		now := l.cfg.Now()
-		act := decide(rec, hash, c.Idempotent, msg.Attempt, now)
+		act := decide(rec, hash, c.Idempotent, msg, now)
 		switch act {
 		case actMismatch:
 			l.metrics.mismatches.WithLabelValues(lbl.values()...).Inc()
@@ -218,7 +218,7 @@ const (
 )
 
 // decide is Do's decision table: pure, from the record as read (nil: none).
-func decide(rec *Effect, hash string, idempotent bool, attempt int, now time.Time) action {
+func decide(rec *Effect, hash string, idempotent bool, msg *ddbworker.Message, now time.Time) action {
 	if rec == nil {
 		return actClaim
 	}
@@ -236,9 +236,11 @@ func decide(rec *Effect, hash string, idempotent bool, attempt int, now time.Tim
 		return actClaim
 	}
 	// STARTED. Its call is over when its lease ended, or when it belongs to
-	// an earlier attempt (whose lease on the work this attempt now holds:
-	// that worker crashed or was fenced out).
-	over := !now.Before(rec.CallExpiresAt) || rec.WorkAttempt < attempt
+	// another lease on the work (whose holder crashed or was fenced out:
+	// this one holds the work now) — told by the lease token, or, on
+	// records written before 0.9, by an earlier attempt.
+	over := !now.Before(rec.CallExpiresAt) || rec.WorkAttempt < msg.Attempt ||
+		(rec.WorkLease != "" && msg.LeaseToken != "" && rec.WorkLease != msg.LeaseToken)
 	switch {
 	case !over:
 		return actInProgress
@@ -269,7 +271,7 @@ func (l *Log) claim(ctx context.Context, msg *ddbworker.Message, c Call, key, ha
 	callEnd := now.Add(l.cfg.CallTimeout + l.cfg.Skew)
 	e := &Effect{Key: key, Name: c.Name, WorkKey: msg.Key(), MessageType: msg.Type(), Provider: c.Provider, Operation: c.Operation,
 		Idempotent: c.Idempotent, RequestHash: hash, HashVersion: HashVersion, Status: StatusStarted, Calls: 1,
-		WorkAttempt: msg.Attempt, ClaimToken: token, CallExpiresAt: time.UnixMilli(callEnd.UnixMilli()).UTC(),
+		WorkAttempt: msg.Attempt, WorkLease: msg.LeaseToken, ClaimToken: token, CallExpiresAt: time.UnixMilli(callEnd.UnixMilli()).UTC(),
 		CreatedAt: ts, StartedAt: ts, TTL: now.Add(s.ttl).Unix(), st: &l.store}
 	var cond expression.ConditionBuilder
 	if rec == nil {
@@ -293,6 +295,7 @@ func (l *Log) claim(ctx context.Context, msg *ddbworker.Message, c Call, key, ha
 		Set(expression.Name(tables.AttrClaimToken), expression.Value(token)).
 		Set(expression.Name(tables.AttrCallExpiresAt), expression.Value(callEnd.UnixMilli())).
 		Set(expression.Name(tables.AttrWorkAttempt), expression.Value(msg.Attempt)).
+		Set(expression.Name(tables.AttrWorkLease), expression.Value(msg.LeaseToken)).
 		Set(expression.Name(tables.AttrCalls), expression.Value(e.Calls)).
 		Set(expression.Name(tables.AttrCreatedAt), expression.Value(e.CreatedAt)).
 		Set(expression.Name(tables.AttrStartedAt), expression.Value(ts)).
@@ -304,12 +307,18 @@ func (l *Log) claim(ctx context.Context, msg *ddbworker.Message, c Call, key, ha
 		return nil, fmt.Errorf("effects: build claim: %w", err)
 	}
 	fence := expression.Name(tables.AttrStatus).Equal(expression.Value(string(inbox.StatusProcessing))).
-		And(expression.Name(tables.AttrAttempts).Equal(expression.Value(msg.Attempt))).
 		And(expression.Name(tables.AttrLeaseExpiresAt).GreaterThan(expression.Value(now.UnixMilli())))
 	if msg.LeaseToken != "" {
-		// The lease itself: an attempt number can come back (a refund, a
-		// reopen), a token never does.
+		// The lease itself: new at every acquisition, never reused.
 		fence = fence.And(expression.Name(tables.AttrLeaseToken).Equal(expression.Value(msg.LeaseToken)))
+	} else {
+		// No token to fence on: the attempt, as the record counts it (the
+		// failed attempts before this one).
+		failedBefore := expression.Name(tables.AttrAttempts).Equal(expression.Value(msg.Attempt - 1))
+		if msg.Attempt <= 1 {
+			failedBefore = expression.AttributeNotExists(expression.Name(tables.AttrAttempts)).Or(failedBefore)
+		}
+		fence = fence.And(failedBefore)
 	}
 	fex, err := expression.NewBuilder().WithCondition(fence).Build()
 	if err != nil {
@@ -337,7 +346,7 @@ func (l *Log) claim(ctx context.Context, msg *ddbworker.Message, c Call, key, ha
 			held, _ := s.inbox.Decode(reasons[1].Item)
 			msgText := "the work's inbox lease is not this attempt's any more"
 			if held != nil {
-				msgText = fmt.Sprintf("the work's inbox record is %s at attempt %d (this is attempt %d): the lease was lost", held.Status, held.Attempts, msg.Attempt)
+				msgText = fmt.Sprintf("the work's inbox record is %s with %d failed attempts (this is attempt %d): the lease was lost", held.Status, held.Attempts, msg.Attempt)
 			}
 			return nil, effectErr(failure.Retryable, CodeLeaseLost, key, rec, ErrLeaseLost, nil, msgText)
 		}

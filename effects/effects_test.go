@@ -88,11 +88,11 @@ func (f *fixture) acquire(key string) held {
 	require.NoError(f.t, err)
 	require.Equal(f.t, gate.Acquired, dec.Action, "acquire %s", key)
 	env := &envelope.Envelope{IdempotencyKey: key, MessageType: msgType, AggregateType: "Order", AggregateID: key}
-	return held{lease: dec.Lease, msg: &ddbworker.Message{Envelope: env, Attempt: dec.Lease.Attempts, LeaseToken: dec.Lease.Token}}
+	return held{lease: dec.Lease, msg: &ddbworker.Message{Envelope: env, Attempt: dec.Lease.Attempt, LeaseToken: dec.Lease.Token}}
 }
 
 // crash lets the lease run out, as after a crash: the next acquire takes
-// it over with the next attempt.
+// it over under a new lease (the same business attempt: a crash is none).
 func (f *fixture) crash() { f.clock.Advance(40 * time.Second) }
 
 // commitWith commits writes with h's inbox flip.
@@ -277,7 +277,8 @@ func TestCrashes(t *testing.T) {
 			require.True(t, crash)
 			f.crash()
 			h2 := f.acquire("order-9")
-			require.Equal(t, 2, h2.msg.Attempt)
+			require.Equal(t, 1, h2.msg.Attempt, "a crash is no business attempt")
+			require.NotEqual(t, h.msg.LeaseToken, h2.msg.LeaseToken, "the work's lease is a new one")
 			eff, err := f.log.Do(context.Background(), h2.msg, call, f.charge(path))
 			key := effects.Key(msgType, "order-9", "charge")
 			calls, performed := f.prov.Count(key)
@@ -475,7 +476,7 @@ func TestFencedOnTheInboxLease(t *testing.T) {
 		f := newFixture(t)
 		stale := f.acquire("order-6")
 		f.crash()
-		_ = f.acquire("order-6") // attempt 2 holds it now
+		_ = f.acquire("order-6") // a new lease holds it now
 		_, err := f.log.Do(context.Background(), stale.msg, chargeCall, f.charge("/charges"))
 		requireFailure(t, err, failure.Retryable, effects.CodeLeaseLost, effects.ErrLeaseLost)
 		calls, _ := f.prov.Count(effects.Key(msgType, "order-6", "charge"))
@@ -485,8 +486,8 @@ func TestFencedOnTheInboxLease(t *testing.T) {
 		f := newFixture(t)
 		old := f.acquire("order-6b")
 		require.NoError(t, f.commit.Release(context.Background(), old.lease, failure.NewRetryable(failure.CodeThrottled, "throttled")))
-		again := f.acquire("order-6b") // the refunded attempt, run again under a new lease
-		require.Equal(t, old.msg.Attempt, again.msg.Attempt, "the release refunded the attempt")
+		again := f.acquire("order-6b") // the same attempt, run again under a new lease
+		require.Equal(t, old.msg.Attempt, again.msg.Attempt, "a release charges no attempt")
 		require.NotEqual(t, old.msg.LeaseToken, again.msg.LeaseToken)
 		_, err := f.log.Do(context.Background(), old.msg, chargeCall, f.charge("/charges"))
 		requireFailure(t, err, failure.Retryable, effects.CodeLeaseLost, effects.ErrLeaseLost)
@@ -615,8 +616,8 @@ func TestResolveWaitsForACallStillInProgress(t *testing.T) {
 		defer wg.Done()
 		first, firstErr = l.Do(context.Background(), h1.msg, sendCall, f.charge("/sends"))
 	}()
-	<-f.prov.Entered // attempt 1 is inside its call (its call lease: 62 s)
-	f.crash()        // its inbox lease ran out (40 s): attempt 2 takes the work over
+	<-f.prov.Entered // the first lease is inside its call (its call lease: 62 s)
+	f.crash()        // its inbox lease ran out (40 s): a new lease takes the work over
 	h2 := f.acquire("order-r")
 	eff, err := l.Do(context.Background(), h2.msg, sendCall, f.charge("/sends"))
 	requireFailure(t, err, failure.Terminal, effects.CodeOutcomeUnknown, effects.ErrOutcomeUnknown)

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/inbox"
 )
 
@@ -43,7 +44,26 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, decide(tc.rec, tc.hash, tc.idempotent, tc.attempt, now))
+			require.Equal(t, tc.want, decide(tc.rec, tc.hash, tc.idempotent, &ddbworker.Message{Attempt: tc.attempt, LeaseToken: "tok"}, now))
+		})
+	}
+
+	// The lease that claimed it, when the record names it: another lease of
+	// the same attempt (a takeover after a crash) ends the call; the same
+	// lease (a re-run) waits for it.
+	started := &Effect{Status: StatusStarted, RequestHash: "h", WorkAttempt: 1, WorkLease: "lease-1", CallExpiresAt: live}
+	for _, tc := range []struct {
+		name       string
+		token      string
+		idempotent bool
+		want       action
+	}{
+		{"same lease, call live: in progress", "lease-1", true, actInProgress},
+		{"another lease, idempotent: call again", "lease-2", true, actClaim},
+		{"another lease, not idempotent: unknown", "lease-2", false, actMarkUnknown},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, decide(started, "h", tc.idempotent, &ddbworker.Message{Attempt: 1, LeaseToken: tc.token}, now))
 		})
 	}
 }

@@ -83,6 +83,10 @@ type Effect struct {
 	Calls int
 	// WorkAttempt is the work's business attempt that made the last claim.
 	WorkAttempt int
+	// WorkLease is the token of the work's inbox lease that made the last
+	// claim (empty on records written before 0.9): a claim of another
+	// lease belongs to a holder that lost the work.
+	WorkLease string
 	// ClaimToken fences the writes of the last claim's holder.
 	ClaimToken string
 	// CallExpiresAt is the end of the last claim's call lease (zero when
@@ -162,6 +166,7 @@ func (s *store) decode(item map[string]types.AttributeValue) (*Effect, error) {
 	e.LastError = str(tables.AttrLastError)
 	e.Calls = int(num(tables.AttrCalls))
 	e.WorkAttempt = int(num(tables.AttrWorkAttempt))
+	e.WorkLease = str(tables.AttrWorkLease)
 	e.ClaimToken = str(tables.AttrClaimToken)
 	if ms := num(tables.AttrCallExpiresAt); ms > 0 {
 		e.CallExpiresAt = time.UnixMilli(ms).UTC()

@@ -42,6 +42,7 @@ func (k Kind) String() string {
 const (
 	CodeHashMismatch           = "IDEMPOTENCY_HASH_MISMATCH"
 	CodeMaxAttempts            = "MAX_ATTEMPTS_EXCEEDED"
+	CodeMaxTakeovers           = "MAX_TAKEOVERS_EXCEEDED"
 	CodeRetryWindowExpired     = "RETRY_WINDOW_EXPIRED"
 	CodeUnknownMessageType     = "UNKNOWN_MESSAGE_TYPE"
 	CodeThrottled              = "THROTTLED"
@@ -65,10 +66,11 @@ const (
 // business failure: a retryable failure with one of the codes Classify gives
 // throttling (THROTTLED), 5xx and transport errors (SERVICE_UNAVAILABLE),
 // timeouts (TIMEOUT), transaction conflicts (TRANSACTION_CONFLICT), or a
-// shutdown that cancelled the work (SHUTDOWN). Such a failure never counts
-// as a business attempt: the worker refunds the attempt and backs off. A
-// handler whose own dependency is down and that wants its attempts counted
-// returns a retryable failure with a code of its own.
+// shutdown that cancelled the work (SHUTDOWN). Such a failure is never
+// recorded as a failure, so it never counts as a business attempt: the
+// worker gives the lease back and backs off. A handler whose own
+// dependency is down and that wants its attempts counted returns a
+// retryable failure with a code of its own.
 func (e *Error) Infrastructure() bool {
 	if e == nil || e.Kind != Retryable {
 		return false

@@ -23,6 +23,6 @@ func BenchmarkDecide(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		_ = gate.Decide(p, req, recs[i%len(recs)], "tok", failure.Policy{MaxAttempts: 5}, now)
+		_ = gate.Decide(p, req, recs[i%len(recs)], "tok", gate.Limits{Attempts: failure.Policy{MaxAttempts: 5}, MaxTakeovers: 5}, now)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -38,6 +37,9 @@ type Config struct {
 	// MaxAttempts is the business-attempt limit when a message's
 	// attemptPolicy does not set one. Default: failure.DefaultMaxAttempts.
 	MaxAttempts int
+	// MaxTakeovers bounds the takeovers of leases that expired without an
+	// outcome (Decide). Default: DefaultMaxTakeovers.
+	MaxTakeovers int
 	// MaxRaces bounds how often one Acquire re-decides after another worker
 	// changed the record between its read and its takeover. Default: 3.
 	MaxRaces int
@@ -47,16 +49,20 @@ type Config struct {
 	NewToken func() string
 }
 
+// DefaultMaxTakeovers is Config.MaxTakeovers's default.
+const DefaultMaxTakeovers = 5
+
 // Request describes the work item a delivery wants to claim.
 type Request struct {
 	inbox.Work
 	// Attempts is the message's attempts policy; MaxAttempts 0 means
-	// Config.MaxAttempts. A takeover it forbids ends the record as
-	// FAILED_TERMINAL MAX_ATTEMPTS_EXCEEDED or RETRY_WINDOW_EXPIRED.
+	// Config.MaxAttempts. A takeover it forbids is an Exhausted decision
+	// (MAX_ATTEMPTS_EXCEEDED or RETRY_WINDOW_EXPIRED).
 	Attempts failure.Policy
-	// Lease, when set, is this delivery's lease length instead of the
-	// policy's (a Lambda invocation's lease ends with its deadline).
-	Lease time.Duration
+	// LeaseUntil, when set, is when this delivery's lease ends instead of
+	// the policy's lease length from now (a Lambda invocation's lease ends
+	// with its deadline).
+	LeaseUntil time.Time
 	// HashAs, when set, returns this work's request hash in the canonical
 	// form (version) of stored, a record's requestHash, so that a record
 	// written by an older worker is compared like with like
@@ -90,8 +96,18 @@ const (
 	// InFlight: another worker holds a live lease; keep the message and
 	// hide it for Decision.RetryAfter.
 	InFlight
-	// Terminal: never run; apply the terminal policy with Decision.Code.
+	// Terminal: the record is FAILED_TERMINAL already (Decision.Code):
+	// never run; apply the terminal policy again.
 	Terminal
+	// Exhausted: the limits end the work before another run
+	// (MAX_ATTEMPTS_EXCEEDED, RETRY_WINDOW_EXPIRED,
+	// MAX_TAKEOVERS_EXCEEDED in Decision.Code): the caller records
+	// Decision.Record FAILED_TERMINAL with it (fenced on the record as
+	// read) and applies the terminal policy. The gate writes no failure.
+	Exhausted
+	// HashMismatch: the key already holds other work; the record is not
+	// touched. The caller rejects this message (an alert).
+	HashMismatch
 )
 
 func (a Action) String() string {
@@ -104,6 +120,10 @@ func (a Action) String() string {
 		return "in-flight"
 	case Terminal:
 		return "terminal"
+	case Exhausted:
+		return "exhausted"
+	case HashMismatch:
+		return "hash-mismatch"
 	}
 	return "unknown"
 }
@@ -120,11 +140,32 @@ type Decision struct {
 	// Record is the existing record the decision was read from (nil when the
 	// record was created fresh).
 	Record *inbox.Record
-	// Code and Message describe a Terminal decision.
+	// Code and Message describe a Terminal, Exhausted or HashMismatch
+	// decision.
 	Code, Message string
 	// RetryAfter is how long an InFlight delivery should stay hidden.
 	RetryAfter time.Duration
 }
+
+// ErrClaim is the sentinel of *ClaimError.
+var ErrClaim = errors.New("gate: claim not confirmed")
+
+// ClaimError is a claim whose write got no answer that says whether it
+// applied (throttling after the SDK's retries, a 5xx, a timeout, a lost
+// response): Lease is the lease the write would have taken. The caller
+// may give it back (a Release fenced on its token is a no-op when the
+// write did not apply), or let it expire.
+type ClaimError struct {
+	Lease inbox.Lease
+	Err   error
+}
+
+func (e *ClaimError) Error() string {
+	return fmt.Sprintf("gate: claim of %s/%s not confirmed: %v", e.Lease.Key, e.Lease.MessageType, e.Err)
+}
+
+// Unwrap returns ErrClaim and the SDK's error.
+func (e *ClaimError) Unwrap() []error { return []error{ErrClaim, e.Err} }
 
 // Gate claims work items.
 type Gate struct {
@@ -154,6 +195,12 @@ func New(api API, cfg Config) (*Gate, error) {
 	}
 	if cfg.MaxAttempts < 1 || cfg.MaxAttempts > 100 {
 		errs = append(errs, fmt.Errorf("gate: Config.MaxAttempts %d must be within 1..100", cfg.MaxAttempts))
+	}
+	if cfg.MaxTakeovers == 0 {
+		cfg.MaxTakeovers = DefaultMaxTakeovers
+	}
+	if cfg.MaxTakeovers < 1 || cfg.MaxTakeovers > 100 {
+		errs = append(errs, fmt.Errorf("gate: Config.MaxTakeovers %d must be within 1..100", cfg.MaxTakeovers))
 	}
 	if cfg.MaxRaces == 0 {
 		cfg.MaxRaces = 3
@@ -192,16 +239,16 @@ var ErrRaceLimit = errors.New("gate: record changed concurrently too many times"
 
 // Acquire claims req: one conditional PutItem of a fresh PROCESSING record;
 // when a record exists, the decision table on the record the condition
-// returned, and for a takeover one fenced UpdateItem. Errors are the SDK's
-// (throttling, timeouts; classify them with failure.Classify) or
-// ErrRaceLimit; every decision is a Decision.
+// returned, and for a takeover one fenced UpdateItem. No business attempt
+// is counted here (see Decide). Errors are a *ClaimError when a claim's
+// write may have applied, the SDK's otherwise (classify them with
+// failure.Classify), or ErrRaceLimit; every decision is a Decision.
 func (g *Gate) Acquire(ctx context.Context, req *Request) (Decision, error) {
 	now := g.cfg.Now()
 	token := g.cfg.NewToken()
-	attempts := g.attempts(req)
+	limits := g.limits(req)
 	exp := g.expires(req, now)
-	rec := g.freshRecord(req, token, now, exp)
-	item := g.cfg.Store.Encode(rec)
+	item := g.cfg.Store.Encode(g.freshRecord(req, token, now, exp))
 	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(g.cfg.Store.Layout.PartitionKey))).Build()
 	if err != nil {
 		return Decision{}, fmt.Errorf("gate: build condition: %w", err)
@@ -214,53 +261,60 @@ func (g *Gate) Acquire(ctx context.Context, req *Request) (Decision, error) {
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err == nil {
-		return Decision{Action: Acquired, Attempts: attempts, Lease: g.lease(req, token, 1, exp)}, nil
+		return Decision{Action: Acquired, Attempts: limits.Attempts, Lease: g.lease(req, token, 1, exp)}, nil
 	}
 	existing, cerr := g.conditionRecord(err)
 	if cerr != nil {
-		return Decision{}, fmt.Errorf("gate: put %s/%s: %w", req.Key, req.MessageType, cerr)
+		return Decision{}, g.claimError(req, token, exp, 1, fmt.Errorf("gate: put %s/%s: %w", req.Key, req.MessageType, cerr))
 	}
-	return g.resolve(ctx, req, existing, token, attempts)
+	return g.resolve(ctx, req, existing, token, limits)
 }
 
 // Resolve applies the decision table to a record that already exists (the
 // fused commit path finds it in its cancellation reasons) and performs a
 // takeover when the table says so.
 func (g *Gate) Resolve(ctx context.Context, req *Request, existing *inbox.Record) (Decision, error) {
-	return g.resolve(ctx, req, existing, g.cfg.NewToken(), g.attempts(req))
+	return g.resolve(ctx, req, existing, g.cfg.NewToken(), g.limits(req))
+}
+
+// claimError wraps the error of a claim's write as a *ClaimError when the
+// write may have applied: not when DynamoDB refused it (a failed
+// condition, a validation error), which says it did not.
+func (g *Gate) claimError(req *Request, token string, exp time.Time, attempt int, err error) error {
+	if failure.IsValidation(err) || errors.Is(err, ErrRecordMissing) || errors.Is(err, inbox.ErrDecode) {
+		return err
+	}
+	return &ClaimError{Lease: g.lease(req, token, attempt, exp), Err: err}
 }
 
 // expires is the end of a lease req acquires at now.
 func (g *Gate) expires(req *Request, now time.Time) time.Time {
-	if req.Lease > 0 {
-		return now.Add(req.Lease).Truncate(time.Millisecond)
+	if !req.LeaseUntil.IsZero() {
+		return req.LeaseUntil.Truncate(time.Millisecond)
 	}
 	return g.cfg.Policy.ExpiresAt(now)
 }
 
-func (g *Gate) attempts(req *Request) failure.Policy {
+func (g *Gate) limits(req *Request) Limits {
 	p := req.Attempts
 	if p.MaxAttempts <= 0 {
 		p.MaxAttempts = g.cfg.MaxAttempts
 	}
-	return p
+	return Limits{Attempts: p, MaxTakeovers: g.cfg.MaxTakeovers}
 }
 
-func (g *Gate) resolve(ctx context.Context, req *Request, rec *inbox.Record, token string, attempts failure.Policy) (Decision, error) {
+func (g *Gate) resolve(ctx context.Context, req *Request, rec *inbox.Record, token string, limits Limits) (Decision, error) {
 	for range g.cfg.MaxRaces {
 		now := g.cfg.Now()
-		exp := g.expires(req, now) // of the lease a takeover claims
-		v := Decide(g.cfg.Policy, req, rec, token, attempts, now)
-		d := Decision{Verdict: v, Record: rec, Attempts: attempts}
-		var t inbox.Transition
-		var end *failure.Error
+		v := Decide(g.cfg.Policy, req, rec, token, limits, now)
+		d := Decision{Verdict: v, Record: rec, Attempts: limits.Attempts}
 		switch v {
 		case VerdictOwn:
 			d.Action = Acquired
-			d.Lease = g.lease(req, token, rec.Attempts, rec.LeaseExpiry)
+			d.Lease = g.lease(req, token, rec.Attempts+1, rec.LeaseExpiry)
 			return d, nil
 		case VerdictHashMismatch:
-			d.Action, d.Code = Terminal, failure.CodeHashMismatch
+			d.Action, d.Code = HashMismatch, failure.CodeHashMismatch
 			d.Message = fmt.Sprintf("idempotency key %q already holds %s work with another request hash (%.15s…, this one %.15s…)", req.Key, req.MessageType, rec.RequestHash, req.RequestHash)
 			return d, nil
 		case VerdictDuplicate:
@@ -274,22 +328,24 @@ func (g *Gate) resolve(ctx context.Context, req *Request, rec *inbox.Record, tok
 			d.RetryAfter = g.cfg.Policy.Remaining(rec.LeaseExpiry, now)
 			return d, nil
 		case VerdictAttemptsExhausted, VerdictRetryWindowExpired:
-			end = attempts.Before(rec.Attempts, now, rec.FailureCode, rec.FailureMessage)
-			t = g.cfg.Store.End(rec, now, end.Code, end.Message, g.cfg.Policy.StaleBefore(now))
-		default:
-			t = g.cfg.Store.Takeover(rec, inbox.Claim{Token: token, Owner: g.cfg.Owner, Now: now, Expires: exp}, g.cfg.Policy.StaleBefore(now))
+			end := limits.Attempts.Before(rec.Attempts, now, rec.FailureCode, rec.FailureMessage)
+			d.Action, d.Code, d.Message = Exhausted, end.Code, end.Message
+			return d, nil
+		case VerdictTakeoversExhausted:
+			d.Action, d.Code = Exhausted, failure.CodeMaxTakeovers
+			d.Message = fmt.Sprintf("the lease of this work expired without an outcome %d times (its worker crashed, hung or lost the database each time; last holder %s)",
+				rec.Takeovers+1, orDash(rec.LeaseOwner))
+			return d, nil
 		}
+		exp := g.expires(req, now)
+		t := g.cfg.Store.Takeover(rec, inbox.Claim{Token: token, Owner: g.cfg.Owner, Now: now, Expires: exp}, g.cfg.Policy.StaleBefore(now))
 		next, err := g.fencedUpdate(ctx, req, t)
 		if err != nil {
-			return Decision{}, err
+			return Decision{}, g.claimError(req, token, exp, rec.Attempts+1, err)
 		}
 		if next != nil { // lost the race: decide again from what is there now
 			rec = next
 			continue
-		}
-		if end != nil {
-			d.Action, d.Code, d.Message = Terminal, end.Code, end.Message
-			return d, nil
 		}
 		d.Action = Acquired
 		d.Lease = g.lease(req, token, rec.Attempts+1, exp)
@@ -298,9 +354,16 @@ func (g *Gate) resolve(ctx context.Context, req *Request, rec *inbox.Record, tok
 	return Decision{}, fmt.Errorf("%w: %s/%s", ErrRaceLimit, req.Key, req.MessageType)
 }
 
-func (g *Gate) lease(req *Request, token string, attempts int, exp time.Time) inbox.Lease {
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func (g *Gate) lease(req *Request, token string, attempt int, exp time.Time) inbox.Lease {
 	return inbox.Lease{Key: req.Key, MessageType: req.MessageType, Token: token, Owner: g.cfg.Owner,
-		Attempts: attempts, ExpiresAt: exp, RequestHash: req.RequestHash}
+		Attempt: attempt, ExpiresAt: exp, RequestHash: req.RequestHash}
 }
 
 func (g *Gate) freshRecord(req *Request, token string, now, exp time.Time) *inbox.Record {
@@ -349,74 +412,4 @@ func (g *Gate) conditionRecord(err error) (*inbox.Record, error) {
 		return nil, ErrRecordMissing
 	}
 	return g.cfg.Store.Decode(ccf.Item)
-}
-
-// Rejection describes a message refused before it could be filed under its
-// idempotency key: an invalid envelope, an unknown message type, or a hash
-// mismatch (whose key already holds other work, which stays untouched).
-type Rejection struct {
-	SQSMessageID string
-	Code         string
-	Message      string
-	// Whatever of the work's identity could be read (may be empty). With
-	// the aggregate, the rejection is listed in the aggregate's history.
-	Key           string
-	MessageType   string
-	RequestHash   string
-	AggregateType string
-	AggregateID   string
-	CorrelationID string
-}
-
-// Reject records r as a FAILED_TERMINAL rejection record keyed by the SQS
-// message id, in the attention index, so every refused message is accounted
-// for in the inbox. Recording the same message again is a no-op.
-func (g *Gate) Reject(ctx context.Context, r *Rejection) error {
-	now := g.cfg.Now()
-	ts := inbox.FormatTime(now)
-	rec := &inbox.Record{
-		Key: r.Key, MessageType: r.MessageType, RequestHash: r.RequestHash, SQSMessageID: r.SQSMessageID,
-		AggregateType: r.AggregateType, AggregateID: r.AggregateID, CorrelationID: r.CorrelationID,
-		Status: inbox.StatusFailedTerminal, FailureCode: r.Code, FailureMessage: truncate(r.Message, maxRejectionMessage),
-		FirstSeenAt: ts, FailedAt: ts, TTL: g.cfg.Store.TTL.For(inbox.StatusFailedTerminal, now),
-		GSI2PK: inbox.AttentionPK(inbox.StatusFailedTerminal, inbox.Shard(r.SQSMessageID, g.cfg.Store.AttentionShards)),
-		GSI2SK: ts,
-	}
-	// Listed in the aggregate's history when its keys fit DynamoDB's
-	// limits (a rejection may be about an oversized field).
-	if pk, sk := inbox.AggregatePK(r.AggregateType, r.AggregateID), inbox.AggregateSK(ts, r.MessageType, r.Key); r.AggregateType != "" && r.AggregateID != "" &&
-		len(pk) <= 2048 && len(sk) <= 1024 {
-		rec.GSI1PK, rec.GSI1SK = pk, sk
-	}
-	item := g.cfg.Store.Encode(rec)
-	for k, v := range g.cfg.Store.RejectionKey(r.SQSMessageID) {
-		item[k] = v
-	}
-	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(g.cfg.Store.Layout.PartitionKey))).Build()
-	if err != nil {
-		return fmt.Errorf("gate: build condition: %w", err)
-	}
-	_, err = g.api.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(g.cfg.Store.Table), Item: item,
-		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &ccf) {
-		return fmt.Errorf("gate: record rejection of %s: %w", r.SQSMessageID, err)
-	}
-	return nil
-}
-
-// maxRejectionMessage bounds a rejection's failureMessage: a decoder error
-// may quote what it refused.
-const maxRejectionMessage = 512
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }

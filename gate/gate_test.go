@@ -168,14 +168,15 @@ func TestAcquireFresh(t *testing.T) {
 			require.Len(t, d.Lease.Token, 32)
 			require.Equal(t, inbox.Lease{
 				Key: req.Key, MessageType: msgType, Token: d.Lease.Token, Owner: "worker-1",
-				Attempts: 1, ExpiresAt: now.Add(lease), RequestHash: hashA,
+				Attempt: 1, ExpiresAt: now.Add(lease), RequestHash: hashA,
 			}, d.Lease)
 			require.Equal(t, map[string]int{opPut: 1}, f.inj.Calls(), "a fresh acquisition is exactly one PutItem")
 
 			rec, item := f.record(req.Key)
 			ts := inbox.FormatTime(now)
 			require.Equal(t, inbox.StatusProcessing, rec.Status)
-			require.Equal(t, 1, rec.Attempts)
+			require.False(t, has(item, tables.AttrAttempts), "claiming charges no business attempt")
+			require.False(t, has(item, tables.AttrTakeovers))
 			require.Equal(t, 1, rec.Deliveries)
 			require.Equal(t, d.Lease.Token, rec.LeaseToken)
 			require.Equal(t, "worker-1", rec.LeaseOwner)
@@ -240,21 +241,21 @@ func TestAcquireExistingRecordOneCall(t *testing.T) {
 			seed: func(r *inbox.Record, now time.Time) {
 				r.Status, r.LeaseToken, r.Outcome = inbox.StatusCompleted, "old", inbox.OutcomeApplied
 			},
-			reqHash: hashB, action: gate.Terminal, verdict: gate.VerdictHashMismatch, code: failure.CodeHashMismatch,
+			reqHash: hashB, action: gate.HashMismatch, verdict: gate.VerdictHashMismatch, code: failure.CodeHashMismatch,
 		},
 		{
 			name: "hash mismatch on an expired lease is not taken over",
 			seed: func(r *inbox.Record, now time.Time) {
 				r.Status, r.LeaseToken, r.LeaseExpiresAt = inbox.StatusProcessing, "other", now.Add(-time.Hour).UnixMilli()
 			},
-			reqHash: hashB, action: gate.Terminal, verdict: gate.VerdictHashMismatch, code: failure.CodeHashMismatch,
+			reqHash: hashB, action: gate.HashMismatch, verdict: gate.VerdictHashMismatch, code: failure.CodeHashMismatch,
 		},
 		{
 			name: "hash mismatch on FAILED_RETRYABLE is not taken over",
 			seed: func(r *inbox.Record, now time.Time) {
 				r.Status, r.LeaseToken, r.FailureCode = inbox.StatusFailedRetryable, "other", "DOWNSTREAM"
 			},
-			reqHash: hashB, action: gate.Terminal, verdict: gate.VerdictHashMismatch, code: failure.CodeHashMismatch,
+			reqHash: hashB, action: gate.HashMismatch, verdict: gate.VerdictHashMismatch, code: failure.CodeHashMismatch,
 		},
 		{
 			name: "FAILED_TERMINAL is terminal again with its own code",
@@ -322,7 +323,7 @@ func TestAcquireTakeoverOfExpiredLease(t *testing.T) {
 			require.Equal(t, gate.Acquired, d.Action)
 			require.Equal(t, gate.VerdictTakeover, d.Verdict)
 			require.NotEqual(t, first.Lease.Token, d.Lease.Token, "a takeover mints a new fencing token")
-			require.Equal(t, 2, d.Lease.Attempts)
+			require.Equal(t, 1, d.Lease.Attempt, "no failure was recorded: still the first business attempt")
 			require.Equal(t, "worker-2", d.Lease.Owner)
 			require.Equal(t, now.Add(lease), d.Lease.ExpiresAt)
 			require.Equal(t, first.Lease.Token, d.Record.LeaseToken, "the decision was read from the old record")
@@ -332,7 +333,8 @@ func TestAcquireTakeoverOfExpiredLease(t *testing.T) {
 			require.Equal(t, inbox.StatusProcessing, rec.Status)
 			require.Equal(t, d.Lease.Token, rec.LeaseToken)
 			require.Equal(t, "worker-2", rec.LeaseOwner)
-			require.Equal(t, 2, rec.Attempts)
+			require.Zero(t, rec.Attempts, "a takeover charges no attempt")
+			require.Equal(t, 1, rec.Takeovers, "the expired lease counts one takeover")
 			require.Equal(t, 2, rec.Deliveries)
 			require.Equal(t, now.Add(lease).UnixMilli(), rec.LeaseExpiresAt)
 			require.Equal(t, inbox.FormatTime(now), rec.StartedAt)
@@ -382,7 +384,7 @@ func TestAcquireTakeoverOfFailedRetryable(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, gate.Acquired, d.Action)
 	require.Equal(t, gate.VerdictTakeover, d.Verdict)
-	require.Equal(t, 2, d.Lease.Attempts)
+	require.Equal(t, 2, d.Lease.Attempt, "one failure recorded: the second attempt")
 	require.NotEqual(t, first.Lease.Token, d.Lease.Token)
 	require.Equal(t, inbox.StatusFailedRetryable, d.Record.Status)
 	require.Equal(t, map[string]int{opPut: 1, opUpd: 1}, f.inj.Calls())
@@ -390,7 +392,8 @@ func TestAcquireTakeoverOfFailedRetryable(t *testing.T) {
 	rec, item := f.record(req.Key)
 	require.Equal(t, inbox.StatusProcessing, rec.Status)
 	require.Equal(t, d.Lease.Token, rec.LeaseToken)
-	require.Equal(t, 2, rec.Attempts)
+	require.Equal(t, 1, rec.Attempts, "the failure counted the attempt; the takeover counts none")
+	require.Zero(t, rec.Takeovers, "a FAILED_RETRYABLE record had no lease to abandon")
 	require.Equal(t, f.clock.Now().Add(lease).UnixMilli(), rec.LeaseExpiresAt)
 	require.False(t, has(item, tables.DefaultLayout().AttentionPK), "taken over: out of the attention index")
 	require.False(t, has(item, tables.DefaultLayout().AttentionSK))
@@ -428,14 +431,19 @@ func TestAcquireEndsExhaustedAttempts(t *testing.T) {
 				}
 			})
 
+			before := f.raw((inbox.Store{}).Key(req.Key, msgType))
 			d, err := g.Acquire(ctx, req)
 			require.NoError(t, err)
-			require.Equal(t, gate.Terminal, d.Action)
+			require.Equal(t, gate.Exhausted, d.Action)
 			require.Equal(t, gate.VerdictAttemptsExhausted, d.Verdict)
 			require.Equal(t, failure.CodeMaxAttempts, d.Code)
 			require.Contains(t, d.Message, tt.wantInMsg)
 			require.Empty(t, d.Lease.Token)
+			require.Equal(t, before, f.raw((inbox.Store{}).Key(req.Key, msgType)), "the gate writes no failure: the committer records it")
 
+			c, err := mutation.New(f.ddb, mutation.Config{Store: inbox.Store{Table: f.env.Table, AttentionShards: 4}, Now: f.clock.Now})
+			require.NoError(t, err)
+			require.NoError(t, c.End(ctx, d.Record, failure.NewTerminal(d.Code, d.Message), stale.Policy{Lease: lease, Skew: skew}.StaleBefore(now)))
 			rec, item := f.record(req.Key)
 			ts := inbox.FormatTime(now)
 			require.Equal(t, inbox.StatusFailedTerminal, rec.Status)
@@ -484,15 +492,16 @@ func TestAcquireRetryWindowExpired(t *testing.T) {
 			})
 			d, err := g.Acquire(context.Background(), req)
 			require.NoError(t, err)
-			require.Equal(t, gate.Terminal, d.Action)
+			require.Equal(t, gate.Exhausted, d.Action)
 			require.Equal(t, gate.VerdictRetryWindowExpired, d.Verdict)
 			require.Equal(t, failure.CodeRetryWindowExpired, d.Code)
 			require.Contains(t, d.Message, inbox.FormatTime(req.Attempts.RetryableUntil))
 
+			require.NoError(t, f.committer().End(context.Background(), d.Record, failure.NewTerminal(d.Code, d.Message), stale.Policy{Lease: lease, Skew: skew}.StaleBefore(now)))
 			rec, item := f.record(req.Key)
 			require.Equal(t, inbox.StatusFailedTerminal, rec.Status)
 			require.Equal(t, failure.CodeRetryWindowExpired, rec.FailureCode)
-			require.Equal(t, 1, rec.Attempts)
+			require.Zero(t, rec.Attempts)
 			require.True(t, has(item, tables.DefaultLayout().AttentionPK))
 		})
 	}
@@ -567,7 +576,8 @@ func TestAcquireConcurrentTakeover(t *testing.T) {
 		rec, _ := f.record("k-race-" + strconv.Itoa(k))
 		require.Equal(t, winner.Lease.Token, rec.LeaseToken)
 		require.Equal(t, winner.Lease.Owner, rec.LeaseOwner)
-		require.Equal(t, 2, rec.Attempts, "exactly one takeover counted")
+		require.Zero(t, rec.Attempts, "a takeover charges no attempt")
+		require.Equal(t, 1, rec.Takeovers, "exactly one takeover counted")
 	}
 }
 
@@ -588,13 +598,13 @@ func TestAcquireLostResponse(t *testing.T) {
 		require.Equal(t, 1, f.inj.Fired()[faults.KindLostResponse], "the fault must have fired")
 		require.Equal(t, gate.Acquired, d.Action)
 		require.Equal(t, gate.VerdictOwn, d.Verdict)
-		require.Equal(t, 1, d.Lease.Attempts)
+		require.Equal(t, 1, d.Lease.Attempt)
 		require.True(t, now.Add(lease).Equal(d.Lease.ExpiresAt), "lease %s, want %s", d.Lease.ExpiresAt, now.Add(lease))
 		require.Equal(t, map[string]int{opPut: 1}, f.inj.Calls(), "one API call (two attempts), no read")
 
 		rec, _ := f.record(req.Key)
 		require.Equal(t, d.Lease.Token, rec.LeaseToken)
-		require.Equal(t, 1, rec.Attempts)
+		require.Zero(t, rec.Attempts)
 		require.Equal(t, 1, rec.Deliveries)
 		require.NoError(t, f.committer().Commit(ctx, d.Lease, nil, mutation.Completion{}, 0), "the recovered lease commits")
 	})
@@ -604,12 +614,13 @@ func TestAcquireLostResponse(t *testing.T) {
 		req := request("k-lost-end")
 		req.Attempts.MaxAttempts = 2
 		f.seed(req, func(r *inbox.Record) { r.Status, r.LeaseToken, r.Attempts = inbox.StatusFailedRetryable, "old", 2 })
-		f.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "UpdateItem", Kind: faults.KindLostResponse, Times: 1})
 		d, err := f.gate().Acquire(context.Background(), req)
 		require.NoError(t, err)
+		require.Equal(t, gate.Exhausted, d.Action)
+		f.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "UpdateItem", Kind: faults.KindLostResponse, Times: 1})
+		require.NoError(t, f.committer().End(context.Background(), d.Record, failure.NewTerminal(d.Code, d.Message), stale.Policy{Lease: lease, Skew: skew}.StaleBefore(f.clock.Now())),
+			"the retried write finds its own terminal record")
 		require.Equal(t, 1, f.inj.Fired()[faults.KindLostResponse])
-		require.Equal(t, gate.Terminal, d.Action)
-		require.Equal(t, failure.CodeMaxAttempts, d.Code, "the retried write finds its own terminal record")
 		rec, _ := f.record(req.Key)
 		require.Equal(t, inbox.StatusFailedTerminal, rec.Status)
 		require.Equal(t, failure.CodeMaxAttempts, rec.FailureCode)
@@ -631,10 +642,10 @@ func TestAcquireLostResponse(t *testing.T) {
 		require.Equal(t, gate.Acquired, d.Action)
 		require.Equal(t, gate.VerdictOwn, d.Verdict)
 		require.NotEqual(t, first.Lease.Token, d.Lease.Token)
-		require.Equal(t, 2, d.Lease.Attempts)
+		require.Equal(t, 1, d.Lease.Attempt)
 		rec, _ := f.record(req.Key)
 		require.Equal(t, d.Lease.Token, rec.LeaseToken)
-		require.Equal(t, 2, rec.Attempts, "the retried takeover is counted once")
+		require.Equal(t, 1, rec.Takeovers, "the retried takeover is counted once")
 		require.NoError(t, f.committer().Commit(ctx, d.Lease, nil, mutation.Completion{}, 0))
 	})
 }
@@ -705,51 +716,6 @@ func TestFreshRecordStoresMessageType(t *testing.T) {
 	require.NoError(t, err)
 	_, item := f.record(req.Key)
 	require.Equal(t, msgType, str(t, item, tables.AttrMessageType))
-}
-
-func TestReject(t *testing.T) {
-	ctx := context.Background()
-	f := newFixture(t)
-	g := f.gate(func(c *gate.Config) { c.Store.AttentionShards = 10 })
-	now := f.clock.Now()
-	r := &gate.Rejection{SQSMessageID: "msg-0001", Code: "IDEMPOTENCY_HASH_MISMATCH", Message: "other work", Key: "k-bad", MessageType: msgType, RequestHash: hashA,
-		AggregateType: "Case", AggregateID: "c-7", CorrelationID: "corr-7"}
-	require.NoError(t, g.Reject(ctx, r))
-
-	key := (inbox.Store{}).RejectionKey(r.SQSMessageID)
-	item := f.raw(key)
-	require.NotEmpty(t, item)
-	rec, err := (inbox.Store{}).Decode(item)
-	require.NoError(t, err)
-	require.True(t, rec.Rejection)
-	ts := inbox.FormatTime(now)
-	require.Equal(t, inbox.StatusFailedTerminal, rec.Status)
-	require.Equal(t, "IDEMPOTENCY_HASH_MISMATCH", rec.FailureCode)
-	require.Equal(t, "other work", rec.FailureMessage)
-	require.Equal(t, "corr-7", rec.CorrelationID)
-	require.Equal(t, inbox.AggregatePK("Case", "c-7"), rec.GSI1PK, "listed in the aggregate's history")
-	require.Equal(t, inbox.AggregateSK(inbox.FormatTime(now), msgType, "k-bad"), rec.GSI1SK)
-	require.Equal(t, "msg-0001", rec.SQSMessageID)
-	require.Equal(t, "k-bad", rec.Key)
-	require.Equal(t, ts, rec.FailedAt)
-	require.Equal(t, inbox.AttentionPK(inbox.StatusFailedTerminal, inbox.Shard("msg-0001", 10)), rec.GSI2PK)
-	require.Equal(t, ts, rec.GSI2SK)
-	require.Equal(t, now.Add(35*24*time.Hour).Unix(), rec.TTL)
-	require.Empty(t, f.raw((inbox.Store{}).Key("k-bad", msgType)), "a rejection never files under the idempotency key")
-
-	// Recording the same message again is a no-op, even with other details.
-	f.clock.Advance(time.Minute)
-	require.NoError(t, g.Reject(ctx, &gate.Rejection{SQSMessageID: "msg-0001", Code: "OTHER"}))
-	require.Equal(t, item, f.raw(key))
-
-	// A message with no readable identity is still accounted for.
-	require.NoError(t, g.Reject(ctx, &gate.Rejection{SQSMessageID: "msg-0002", Code: "INVALID_ENVELOPE"}))
-	rec2, err := (inbox.Store{}).Decode(f.raw((inbox.Store{}).RejectionKey("msg-0002")))
-	require.NoError(t, err)
-	require.True(t, rec2.Rejection)
-	require.Empty(t, rec2.GSI1PK, "no aggregate, no aggregate-index entry")
-	require.Equal(t, map[string]int{opPut: 3}, f.inj.Calls())
-	require.NotContains(t, f.inj.Calls(), opGet)
 }
 
 func TestNewValidation(t *testing.T) {
@@ -856,7 +822,103 @@ func TestTakeoverFailsWhenLeaseRenewedMeanwhile(t *testing.T) {
 	require.Equal(t, inbox.StatusProcessing, rec.Status)
 	require.Equal(t, first.Lease.Token, rec.LeaseToken, "the holder keeps its lease")
 	require.Equal(t, "worker-1", rec.LeaseOwner)
-	require.Equal(t, 1, rec.Attempts, "no takeover counted")
+	require.Zero(t, rec.Takeovers, "no takeover counted")
+	require.Zero(t, rec.Attempts)
 	require.Equal(t, renewed.ExpiresAt.UnixMilli(), rec.LeaseExpiresAt)
 	require.NoError(t, f.committer().Commit(ctx, renewed, nil, mutation.Completion{}, 0), "the holder still commits")
+}
+
+// TestAcquireTakeoverOfReleasedLease: a lease given back after
+// infrastructure trouble (no outcome, no token) is taken over at once, with
+// no wait for its expiry, no attempt and no takeover counted.
+func TestAcquireTakeoverOfReleasedLease(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	g1, g2 := f.gate(owner("worker-1")), f.gate(owner("worker-2"))
+	req := request("k-released")
+	first, err := g1.Acquire(ctx, req)
+	require.NoError(t, err)
+	require.NoError(t, f.committer().Release(ctx, first.Lease, failure.NewRetryable(failure.CodeThrottled, "throttled")))
+	rec, item := f.record(req.Key)
+	require.True(t, rec.Released())
+	require.False(t, has(item, tables.AttrLeaseToken), "a released lease has no holder")
+	require.Equal(t, f.clock.Now().UnixMilli(), rec.LeaseExpiresAt, "the release says when the lease ended")
+
+	d, err := g2.Acquire(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, gate.Acquired, d.Action, "no wait for the released lease's expiry")
+	require.Equal(t, gate.VerdictTakeover, d.Verdict)
+	require.Equal(t, 1, d.Lease.Attempt)
+	rec, _ = f.record(req.Key)
+	require.Zero(t, rec.Attempts)
+	require.Zero(t, rec.Takeovers, "a lease given back is not an abandoned one")
+	require.Equal(t, 2, rec.Deliveries)
+	require.Equal(t, "worker-2", rec.LeaseOwner)
+	require.NoError(t, f.committer().Commit(ctx, d.Lease, nil, mutation.Completion{}, 0))
+}
+
+// TestAcquireEndsAfterMaxTakeovers: work whose lease keeps expiring without
+// an outcome (it kills its worker) is taken over MaxTakeovers times, then
+// ended MAX_TAKEOVERS_EXCEEDED — with no business attempt counted.
+func TestAcquireEndsAfterMaxTakeovers(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	const maxTakeovers = 3
+	g := f.gate(func(c *gate.Config) { c.MaxTakeovers = maxTakeovers })
+	req := request("k-crash-loop")
+	d, err := g.Acquire(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, gate.Acquired, d.Action)
+	for i := 1; i <= maxTakeovers; i++ {
+		f.clock.Advance(lease + skew + time.Second) // the holder crashed
+		d, err = g.Acquire(ctx, req)
+		require.NoError(t, err)
+		require.Equal(t, gate.Acquired, d.Action, "takeover %d", i)
+		rec, _ := f.record(req.Key)
+		require.Equal(t, i, rec.Takeovers)
+		require.Zero(t, rec.Attempts)
+	}
+	f.clock.Advance(lease + skew + time.Second)
+	d, err = g.Acquire(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, gate.Exhausted, d.Action)
+	require.Equal(t, gate.VerdictTakeoversExhausted, d.Verdict)
+	require.Equal(t, failure.CodeMaxTakeovers, d.Code)
+	require.Contains(t, d.Message, "expired without an outcome 4 times")
+	require.NoError(t, f.committer().End(ctx, d.Record, failure.NewTerminal(d.Code, d.Message), stale.Policy{Lease: lease, Skew: skew}.StaleBefore(f.clock.Now())))
+	rec, _ := f.record(req.Key)
+	require.Equal(t, inbox.StatusFailedTerminal, rec.Status)
+	require.Equal(t, failure.CodeMaxTakeovers, rec.FailureCode)
+	require.Zero(t, rec.Attempts, "crashes are not business attempts")
+}
+
+// TestAcquireUnansweredClaim: the gate's PutItem applies but every SDK
+// attempt loses its response. The error says which lease the write may
+// have taken, so the caller can give it back; given back, the next
+// delivery takes the work over at once, charging nothing.
+func TestAcquireUnansweredClaim(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	g := f.gate()
+	req := request("k-unanswered")
+	f.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "PutItem", Kind: faults.KindLostResponse, Times: 1})
+	f.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "PutItem", Kind: faults.KindServerError, Times: 5})
+
+	_, err := g.Acquire(ctx, req)
+	f.inj.Clear()
+	var ce *gate.ClaimError
+	require.ErrorAs(t, err, &ce)
+	require.ErrorIs(t, err, gate.ErrClaim)
+	require.Equal(t, failure.CodeServiceUnavailable, failure.Classify(err, "").Code, "infrastructure trouble: no attempt")
+	rec, _ := f.record(req.Key)
+	require.Equal(t, ce.Lease.Token, rec.LeaseToken, "the write applied under the lease the error names")
+
+	require.NoError(t, f.committer().Release(ctx, ce.Lease, failure.Classify(err, "")))
+	d, err := g.Acquire(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, gate.Acquired, d.Action, "given back: taken over at once")
+	require.Equal(t, 1, d.Lease.Attempt)
+	rec, _ = f.record(req.Key)
+	require.Zero(t, rec.Takeovers)
+	require.Zero(t, rec.Attempts)
 }

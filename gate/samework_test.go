@@ -56,7 +56,7 @@ func TestDecideComparesHashVersions(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := &inbox.Record{Status: inbox.StatusCompleted, RequestHash: tt.stored, Attempts: 1}
-			require.Equal(t, tt.want, gate.Decide(policy, tt.req, rec, "tok", failure.Policy{MaxAttempts: 3}, now))
+			require.Equal(t, tt.want, gate.Decide(policy, tt.req, rec, "tok", gate.Limits{Attempts: failure.Policy{MaxAttempts: 3}, MaxTakeovers: 5}, now))
 		})
 	}
 }

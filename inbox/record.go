@@ -81,8 +81,19 @@ type Record struct {
 	StartedAt      string `dynamodbav:"startedAt,omitempty"`
 	CompletedAt    string `dynamodbav:"completedAt,omitempty"`
 	FailedAt       string `dynamodbav:"failedAt,omitempty"`
-	Attempts       int    `dynamodbav:"attempts,omitempty"`
-	Deliveries     int    `dynamodbav:"deliveries,omitempty"`
+	// Attempts counts the business attempts that failed: each recorded
+	// handler failure adds one, in the same fenced write (Fail). Taking a
+	// lease charges nothing, so trouble with the infrastructure — which
+	// ends a lease without a business outcome — never counts.
+	Attempts int `dynamodbav:"attempts,omitempty"`
+	// Deliveries counts the acquisitions of the record's lease (the fresh
+	// claim and every takeover).
+	Deliveries int `dynamodbav:"deliveries,omitempty"`
+	// Takeovers counts the leases that expired without any outcome (their
+	// holder crashed, hung or lost the database) and were taken over; a
+	// lease given back (Release) is not counted. Bounded by the worker's
+	// MaxTakeovers, so work that kills its worker every time ends.
+	Takeovers      int    `dynamodbav:"takeovers,omitempty"`
 	LeaseOwner     string `dynamodbav:"leaseOwner,omitempty"`
 	LeaseToken     string `dynamodbav:"leaseToken,omitempty"`
 	LeaseExpiresAt int64  `dynamodbav:"leaseExpiresAt,omitempty"` // epoch ms
@@ -126,6 +137,28 @@ func (r *Record) finish() (*Record, error) {
 	}
 	return r, nil
 }
+
+// Released reports whether r is PROCESSING with its lease given back
+// (Release): no holder, nothing to wait for, and no crash to count when
+// the next delivery takes it over. Records released by workers before
+// version 0.9 kept their token and set leaseExpiresAt to 0.
+func (r *Record) Released() bool {
+	return r.Status == StatusProcessing && (r.LeaseToken == "" || r.LeaseExpiresAt == 0)
+}
+
+// AbandonedLease reports whether r holds a lease that, if it has expired,
+// ended without any outcome: PROCESSING under a token that was never given
+// back (its holder crashed, hung, or could not reach the database), or a
+// record the sweeper ended LEASE_ABANDONED. Taking it over counts one
+// takeover.
+func (r *Record) AbandonedLease() bool {
+	return (r.Status == StatusProcessing && !r.Released()) ||
+		(r.Status == StatusFailedTerminal && r.FailureCode == codeLeaseAbandoned)
+}
+
+// codeLeaseAbandoned is failure.CodeLeaseAbandoned (package failure
+// imports this one).
+const codeLeaseAbandoned = "LEASE_ABANDONED"
 
 // PK is the partition key of key's records.
 func PK(key string) string { return prefixIdempotency + key }
@@ -199,8 +232,10 @@ type Lease struct {
 	MessageType string
 	Token       string
 	Owner       string
-	// Attempts is the business attempt this lease runs (1 for a fresh record).
-	Attempts int
+	// Attempt is the business attempt this lease runs: the failed attempts
+	// recorded before it, plus one. Fail records it as the record's
+	// attempts; nothing else changes the count.
+	Attempt int
 	// ExpiresAt is the lease's end as written to leaseExpiresAt.
 	ExpiresAt time.Time
 	// RequestHash of the work item, carried into the fused path's record.
@@ -223,8 +258,8 @@ type Work struct {
 
 // NewRecord returns the record of w first seen at now: keys, messageType
 // (the key itself lives only in PK, it may be long), identity,
-// timestamps and aggregate-index keys, with Attempts and Deliveries 1. The
-// caller sets status, lease and TTL.
+// timestamps and aggregate-index keys, with Deliveries 1 and no attempt
+// counted (attempts count failures). The caller sets status, lease and TTL.
 func NewRecord(w *Work, now time.Time) *Record {
 	ts := FormatTime(now)
 	return &Record{
@@ -233,7 +268,7 @@ func NewRecord(w *Work, now time.Time) *Record {
 		AggregateType: w.AggregateType, AggregateID: w.AggregateID,
 		CorrelationID: w.CorrelationID, CausationID: w.CausationID, Producer: w.Producer,
 		FirstSeenAt: ts, LastSeenAt: ts, StartedAt: ts,
-		Attempts: 1, Deliveries: 1,
+		Deliveries: 1,
 		GSI1PK: AggregatePK(w.AggregateType, w.AggregateID),
 		GSI1SK: AggregateSK(ts, w.MessageType, w.Key),
 	}

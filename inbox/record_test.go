@@ -90,7 +90,7 @@ func TestNewRecord(t *testing.T) {
 	require.Equal(t, &inbox.Record{
 		PK: "IDEMP#k-1", SK: "WORKER#CaseOpened", MessageType: "CaseOpened", RequestHash: "h", SchemaVersion: 1,
 		AggregateType: "Case", AggregateID: "c-1", CorrelationID: "corr", CausationID: "cause", Producer: "intake",
-		FirstSeenAt: ts, LastSeenAt: ts, StartedAt: ts, Attempts: 1, Deliveries: 1,
+		FirstSeenAt: ts, LastSeenAt: ts, StartedAt: ts, Deliveries: 1,
 		GSI1PK: "AGG#Case#c-1", GSI1SK: ts + "#CaseOpened#k-1",
 	}, r)
 	item, err := (inbox.Store{}).Encode(r), error(nil)

@@ -135,6 +135,7 @@ func (s Store) Encode(r *Record) map[string]types.AttributeValue {
 	str(tables.AttrFailedAt, r.FailedAt)
 	num(tables.AttrAttempts, int64(r.Attempts))
 	num(tables.AttrDeliveries, int64(r.Deliveries))
+	num(tables.AttrTakeovers, int64(r.Takeovers))
 	str(tables.AttrLeaseOwner, r.LeaseOwner)
 	str(tables.AttrLeaseToken, r.LeaseToken)
 	num(tables.AttrLeaseExpiresAt, r.LeaseExpiresAt)

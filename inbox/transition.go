@@ -3,6 +3,7 @@ package inbox
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -19,14 +20,27 @@ import (
 // commit inside the handler's transaction), and none builds its own.
 //
 //	(none)            → PROCESSING        gate: conditional PutItem (NewRecord)
+//	(none)            → COMPLETED         a fused commit (CompletedRecord, in
+//	                                      the handler's transaction)
+//	(none)            → FAILED_*          a fused run's failure (FailedRecord,
+//	                                      attempts 1)
 //	PROCESSING(token) → COMPLETED         Complete (in the commit transaction)
-//	PROCESSING(token) → FAILED_*          Fail
+//	PROCESSING(token) → FAILED_*          Fail (attempts + 1: the one place a
+//	                                      business attempt is counted)
 //	PROCESSING(token) → PROCESSING        Renew (later expiry)
-//	PROCESSING(token) → PROCESSING        Release (no lease; the attempt
-//	                                      refunded: infrastructure trouble)
-//	decided-on record → PROCESSING        Takeover (new token, attempt + 1)
-//	decided-on record → FAILED_TERMINAL   End (attempts or retry window used
-//	                                      up; the sweeper's LEASE_ABANDONED)
+//	PROCESSING(token) → PROCESSING        Release (the lease given back, no
+//	                                      token: infrastructure trouble or a
+//	                                      shutdown ended it without an outcome)
+//	decided-on record → PROCESSING        Takeover (new token; takeovers + 1
+//	                                      when the lease it takes had expired)
+//	decided-on record → FAILED_TERMINAL   End (attempts, takeovers or retry
+//	                                      window used up; the sweeper's
+//	                                      LEASE_ABANDONED)
+//
+// Attempts are charged by business outcomes only: taking a lease counts
+// nothing, so a lease that ends without an outcome (throttling, a 5xx, a
+// timeout, a lost response, a shutdown, a crash) costs no attempt and needs
+// no second write to say so.
 type Transition struct {
 	Update    expression.UpdateBuilder
 	Condition expression.ConditionBuilder
@@ -123,19 +137,40 @@ func (e *LeaseLostError) Ours(status Status, code string) bool {
 	return r != nil && r.LeaseToken == e.Lease.Token && r.Status == status && r.FailureCode == code
 }
 
-// Released reports whether the record is the one this lease's own Release
-// left (its response was lost and the retry found it done).
-func (e *LeaseLostError) Released() bool {
-	r := e.Record
-	return r != nil && r.LeaseToken == e.Lease.Token && r.Status == StatusProcessing &&
-		r.LeaseExpiresAt == 0 && r.Attempts == e.Lease.Attempts-1
-}
-
 // fence is the condition of every transition a lease holder makes: the
 // record is PROCESSING under the lease's token.
 func fence(l Lease) expression.ConditionBuilder {
 	return expression.Name(tables.AttrStatus).Equal(expression.Value(string(StatusProcessing))).
 		And(expression.Name(tables.AttrLeaseToken).Equal(expression.Value(l.Token)))
+}
+
+// CompletedRecord is rec, a fresh record no lease holds (a fused run's,
+// from NewRecord), as its one write creates it: COMPLETED at now with
+// outcome (default APPLIED), its TTL, and no lease or attention entry.
+func (s Store) CompletedRecord(rec *Record, now time.Time, outcome, resultRef string) *Record {
+	if outcome == "" {
+		outcome = OutcomeApplied
+	}
+	r := *rec
+	r.Status, r.Outcome, r.ResultRef = StatusCompleted, outcome, resultRef
+	r.CompletedAt = FormatTime(now)
+	r.TTL = s.ttl().For(StatusCompleted, now)
+	r.LeaseExpiresAt, r.GSI2PK, r.GSI2SK = 0, "", ""
+	return &r
+}
+
+// FailedRecord is rec, a fresh record no lease holds (a fused run's), as
+// its one write creates it after the run's business failure: status with
+// code and message, attempt 1 counted, in the attention index.
+func (s Store) FailedRecord(rec *Record, now time.Time, status Status, code, message string) *Record {
+	ts := FormatTime(now)
+	r := *rec
+	r.Status, r.FailureCode, r.FailureMessage, r.FailedAt, r.LastSeenAt = status, code, message, ts, ts
+	r.Attempts = 1
+	r.TTL = s.ttl().For(status, now)
+	r.LeaseExpiresAt = 0
+	r.GSI2PK, r.GSI2SK = AttentionPK(status, Shard(strings.TrimPrefix(r.PK, prefixIdempotency), s.shards())), ts
+	return &r
 }
 
 // Complete flips a held record to COMPLETED with outcome (default APPLIED):
@@ -160,12 +195,14 @@ func (s Store) Complete(l Lease, now time.Time, outcome, resultRef string) Trans
 	return Transition{Update: upd, Condition: fence(l)}
 }
 
-// Fail records a failure on a held record and releases the lease:
+// Fail records a business failure on a held record and ends the lease:
 // FAILED_RETRYABLE (a later delivery takes over) or FAILED_TERMINAL (never
 // re-run), with code, message, time and an attention-index entry in one of
-// the store's shards.
+// the store's shards, and the lease's attempt counted (attempts =
+// l.Attempt): the only transition that charges a business attempt.
 func (s Store) Fail(l Lease, now time.Time, status Status, code, message string) Transition {
-	return Transition{Update: s.failed(l.Key, now, status, code, message), Condition: fence(l)}
+	upd := s.failed(l.Key, now, status, code, message).Set(expression.Name(tables.AttrAttempts), expression.Value(l.Attempt))
+	return Transition{Update: upd, Condition: fence(l)}
 }
 
 func (s Store) failed(key string, now time.Time, status Status, code, message string) expression.UpdateBuilder {
@@ -181,27 +218,26 @@ func (s Store) failed(key string, now time.Time, status Status, code, message st
 		Remove(expression.Name(tables.AttrLeaseExpiresAt))
 }
 
-// Release gives a held record back without counting its attempt: the
-// attempt ended for infrastructure reasons (throttling, a 5xx, a timeout, a
-// conflict, a shutdown) before any business outcome. The lease ends at once
-// (leaseExpiresAt 0, so the next delivery takes over without waiting), the
-// attempt counted when the lease was acquired is refunded, and code and
-// message say why. The status stays PROCESSING: nothing failed, and the
-// record stays out of the attention index (with indexProcessing its sort
-// key says the lease ended now). The condition also pins attempts to the
-// lease's count, so a retry of an applied Release cannot refund twice.
+// Release gives a held lease back without an outcome: infrastructure
+// trouble (throttling, a 5xx, a timeout, a conflict) or a shutdown ended
+// the attempt before the work succeeded or failed. The token goes (the
+// record stays PROCESSING, held by no one, so the next delivery takes it
+// over at once and counts no crash), leaseExpiresAt says when it ended
+// (the sweeper's clock for a record whose message never returns), and code
+// and message say why. Nothing is refunded because nothing was charged;
+// the release only saves the next delivery the wait for the lease to
+// expire, so a Release that cannot be written loses nothing.
 func (s Store) Release(l Lease, now time.Time, code, message string) Transition {
 	ts := FormatTime(now)
-	upd := expression.Set(expression.Name(tables.AttrLeaseExpiresAt), expression.Value(0)).
-		Set(expression.Name(tables.AttrAttempts), expression.Value(max(0, l.Attempts-1))).
+	upd := expression.Set(expression.Name(tables.AttrLeaseExpiresAt), expression.Value(now.UnixMilli())).
 		Set(expression.Name(tables.AttrLastSeenAt), expression.Value(ts)).
 		Set(expression.Name(tables.AttrFailureCode), expression.Value(code)).
-		Set(expression.Name(tables.AttrFailureMessage), expression.Value(message))
+		Set(expression.Name(tables.AttrFailureMessage), expression.Value(message)).
+		Remove(expression.Name(tables.AttrLeaseToken))
 	if s.IndexProcessing {
 		upd = upd.Set(expression.Name(s.layout().AttentionSK), expression.Value(ts))
 	}
-	cond := fence(l).And(expression.Name(tables.AttrAttempts).Equal(expression.Value(l.Attempts)))
-	return Transition{Update: upd, Condition: cond}
+	return Transition{Update: upd, Condition: fence(l)}
 }
 
 // Renew extends a held lease to exp. With IndexProcessing the attention
@@ -219,21 +255,31 @@ func (s Store) Renew(l Lease, now, exp time.Time) Transition {
 // does not hold it (a takeover, the sweeper): the record is still exactly
 // as read — same request hash, status, attempts and token — and, when it is
 // PROCESSING, its lease is still expired (leaseExpiresAt < staleBefore, in
-// epoch ms), so a renewal landing in between makes the transition fail.
+// epoch ms), so a renewal landing in between makes the transition fail —
+// or, given back (Released), not given back again since.
 // The request hash compared is the one stored, in whatever canonical
 // version its writer used (envelope.HashVersion): the caller decided that
 // its work is the same (gate.Request.SameWork), and a takeover keeps the
 // stored hash.
 func Unchanged(rec *Record, staleBefore int64) expression.ConditionBuilder {
+	attempts := expression.Name(tables.AttrAttempts).Equal(expression.Value(rec.Attempts))
+	if rec.Attempts == 0 { // a fresh record does not write the attribute
+		attempts = expression.AttributeNotExists(expression.Name(tables.AttrAttempts)).Or(attempts)
+	}
 	cond := expression.Name(tables.AttrRequestHash).Equal(expression.Value(rec.RequestHash)).
 		And(expression.Name(tables.AttrStatus).Equal(expression.Value(string(rec.Status)))).
-		And(expression.Name(tables.AttrAttempts).Equal(expression.Value(rec.Attempts)))
+		And(attempts)
 	if rec.LeaseToken == "" {
 		cond = cond.And(expression.AttributeNotExists(expression.Name(tables.AttrLeaseToken)))
 	} else {
 		cond = cond.And(expression.Name(tables.AttrLeaseToken).Equal(expression.Value(rec.LeaseToken)))
 	}
-	if rec.Status == StatusProcessing {
+	switch {
+	case rec.Released():
+		// Given back: nothing to wait for; the release it was decided on is
+		// still the last write (a later one would set lastSeenAt again).
+		cond = cond.And(expression.Name(tables.AttrLastSeenAt).Equal(expression.Value(rec.LastSeenAt)))
+	case rec.Status == StatusProcessing:
 		cond = cond.And(expression.Name(tables.AttrLeaseExpiresAt).LessThan(expression.Value(staleBefore)))
 	}
 	return cond
@@ -245,8 +291,11 @@ type Claim struct {
 	Now, Expires time.Time
 }
 
-// Takeover claims rec, decided on at a moment its lease had expired (or it
-// was FAILED_RETRYABLE): a new token, attempt + 1, delivery + 1.
+// Takeover claims rec, decided on at a moment it was FAILED_RETRYABLE,
+// released, or PROCESSING under a lease that had expired: a new token,
+// delivery + 1, and — for the expired lease, whose holder vanished without
+// an outcome — takeovers + 1. No attempt is counted: the next recorded
+// failure does that.
 func (s Store) Takeover(rec *Record, c Claim, staleBefore int64) Transition {
 	ts := FormatTime(c.Now)
 	upd := expression.Set(expression.Name(tables.AttrStatus), expression.Value(string(StatusProcessing))).
@@ -256,8 +305,10 @@ func (s Store) Takeover(rec *Record, c Claim, staleBefore int64) Transition {
 		Set(expression.Name(tables.AttrStartedAt), expression.Value(ts)).
 		Set(expression.Name(tables.AttrLastSeenAt), expression.Value(ts)).
 		Set(expression.Name(s.layout().TTL), expression.Value(s.ttl().For(StatusProcessing, c.Now))).
-		Set(expression.Name(tables.AttrAttempts), expression.Name(tables.AttrAttempts).Plus(expression.Value(1))).
-		Set(expression.Name(tables.AttrDeliveries), expression.Name(tables.AttrDeliveries).Plus(expression.Value(1)))
+		Set(expression.Name(tables.AttrDeliveries), expression.Plus(expression.IfNotExists(expression.Name(tables.AttrDeliveries), expression.Value(0)), expression.Value(1)))
+	if rec.AbandonedLease() {
+		upd = upd.Set(expression.Name(tables.AttrTakeovers), expression.Plus(expression.IfNotExists(expression.Name(tables.AttrTakeovers), expression.Value(0)), expression.Value(1)))
+	}
 	if s.IndexProcessing {
 		upd = upd.Set(expression.Name(s.layout().AttentionPK), expression.Value(AttentionPK(StatusProcessing, Shard(rec.Key, s.shards())))).
 			Set(expression.Name(s.layout().AttentionSK), expression.Value(FormatTime(c.Expires)))

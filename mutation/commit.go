@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -30,6 +31,7 @@ const maxFailureMessage = 512
 type API interface {
 	TransactWriteItems(ctx context.Context, params *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 }
 
 // Config configures a Committer.
@@ -158,15 +160,7 @@ func (c *Committer) CommitFused(ctx context.Context, rec *inbox.Record, writes [
 	if err := checkWrites(writes); err != nil {
 		return err
 	}
-	now := c.cfg.Now()
-	r := *rec
-	r.Status = inbox.StatusCompleted
-	r.CompletedAt = inbox.FormatTime(now)
-	r.Outcome = outcome(done.Outcome)
-	r.ResultRef = done.ResultRef
-	r.TTL = c.cfg.Store.TTL.For(inbox.StatusCompleted, now)
-	r.LeaseExpiresAt, r.GSI2PK, r.GSI2SK = 0, "", ""
-	item := c.cfg.Store.Encode(&r)
+	item := c.cfg.Store.Encode(c.cfg.Store.CompletedRecord(rec, c.cfg.Now(), done.Outcome, done.ResultRef))
 	cond := CreateOnly(c.cfg.Store.Layout.PartitionKey)
 	put, err := Put(c.cfg.Store.Table, item, &cond, nil)
 	if err != nil {
@@ -195,13 +189,6 @@ func (c *Committer) CommitFused(ctx context.Context, rec *inbox.Record, writes [
 		}
 		return &ExistsError{Record: existing}
 	})
-}
-
-func outcome(o string) string {
-	if o == "" {
-		return inbox.OutcomeApplied
-	}
-	return o
 }
 
 func checkWrites(writes []Write) error {
@@ -306,33 +293,191 @@ func (c *Committer) Supersede(ctx context.Context, l inbox.Lease, outcome string
 	return c.fencedUpdate(ctx, l, c.complete(l, c.cfg.Now(), Completion{Outcome: outcome}))
 }
 
-// Fail records f on the record and releases the lease, fenced by l's token:
-// FAILED_RETRYABLE (a later delivery takes over) or FAILED_TERMINAL (never
-// re-run), with code, message, time and an attention-index entry. It returns
-// nil, *inbox.LeaseLostError (check Completed: an ambiguous commit that did apply
-// shows up here as COMPLETED) or the SDK's error.
+// Fail records the business failure f of the attempt l runs, fenced by l's
+// token, and counts the attempt in the same write (the only place one is
+// counted): FAILED_RETRYABLE (a later delivery takes over) or
+// FAILED_TERMINAL (never re-run), with code, message, time and an
+// attention-index entry. It returns nil — also when an earlier try of the
+// same write applied and its response was lost —, *inbox.LeaseLostError
+// (check Completed: an ambiguous commit that did apply shows up here as
+// COMPLETED) or the SDK's error.
 func (c *Committer) Fail(ctx context.Context, l inbox.Lease, f *failure.Error) error {
 	now := c.cfg.Now()
 	status := inbox.StatusFailedRetryable
 	if f.IsTerminal() {
 		status = inbox.StatusFailedTerminal
 	}
-	return c.fencedUpdate(ctx, l, c.cfg.Store.Fail(l, now, status, f.Code, truncate(f.Message, maxFailureMessage)))
-}
-
-// Release gives the record l holds back without counting the attempt, fenced
-// by l's token: f is the infrastructure trouble that ended the attempt
-// (inbox.Release). It returns nil (also when an earlier try of the same
-// release applied and its response was lost), *inbox.LeaseLostError, or
-// the SDK's error.
-func (c *Committer) Release(ctx context.Context, l inbox.Lease, f *failure.Error) error {
-	t := c.cfg.Store.Release(l, c.cfg.Now(), f.Code, truncate(f.Message, maxFailureMessage))
-	err := c.fencedUpdate(ctx, l, t)
+	err := c.fencedUpdate(ctx, l, c.cfg.Store.Fail(l, now, status, f.Code, truncate(f.Message, maxFailureMessage)))
 	var lost *inbox.LeaseLostError
-	if errors.As(err, &lost) && lost.Released() {
+	if errors.As(err, &lost) && lost.Ours(status, f.Code) {
 		return nil
 	}
 	return err
+}
+
+// Release gives the lease l back without an outcome (inbox.Release): f
+// is the infrastructure trouble or shutdown that ended the attempt. No
+// attempt was charged, so nothing is refunded: the release only lets the
+// next delivery take the work over without waiting for the lease to
+// expire, and one that fails costs nothing but that wait. It returns nil,
+// *inbox.LeaseLostError (the record moved on — or an earlier try of this
+// release applied and its response was lost), or the SDK's error.
+func (c *Committer) Release(ctx context.Context, l inbox.Lease, f *failure.Error) error {
+	return c.fencedUpdate(ctx, l, c.cfg.Store.Release(l, c.cfg.Now(), f.Code, truncate(f.Message, maxFailureMessage)))
+}
+
+// FailFresh records the business failure f of a fused run, whose work has
+// no record yet (rec, from inbox.NewRecord): one conditional PutItem
+// creates it failed, attempt 1 counted. It returns nil (also when an
+// earlier try of the same write applied), *ExistsError when another
+// delivery created the record meanwhile, or the SDK's error.
+func (c *Committer) FailFresh(ctx context.Context, rec *inbox.Record, f *failure.Error) error {
+	status := inbox.StatusFailedRetryable
+	if f.IsTerminal() {
+		status = inbox.StatusFailedTerminal
+	}
+	return c.create(ctx, rec, c.cfg.Store.FailedRecord(rec, c.cfg.Now(), status, f.Code, truncate(f.Message, maxFailureMessage)))
+}
+
+// SupersedeFresh completes a fused run's work, which has no record yet,
+// with outcome and no domain write: one conditional PutItem creates the
+// record COMPLETED. Returns as FailFresh.
+func (c *Committer) SupersedeFresh(ctx context.Context, rec *inbox.Record, outcome string) error {
+	return c.create(ctx, rec, c.cfg.Store.CompletedRecord(rec, c.cfg.Now(), outcome, ""))
+}
+
+// create writes r, the first state of fresh's record, if no record exists.
+func (c *Committer) create(ctx context.Context, fresh, r *inbox.Record) error {
+	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(c.cfg.Store.Layout.PartitionKey))).Build()
+	if err != nil {
+		return fmt.Errorf("mutation: build condition: %w", err)
+	}
+	_, err = c.api.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(c.cfg.Store.Table), Item: c.cfg.Store.Encode(r),
+		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		existing, derr := c.cfg.Store.Decode(ccf.Item)
+		if derr != nil {
+			return fmt.Errorf("mutation: create %s/%s: the record exists but does not decode: %w", fresh.Key, fresh.MessageType, derr)
+		}
+		if existing.LeaseToken == fresh.LeaseToken && existing.Status == r.Status {
+			return nil // an earlier try of this write applied; its response was lost
+		}
+		return &ExistsError{Record: existing}
+	}
+	if err != nil {
+		return fmt.Errorf("mutation: create %s/%s: %w", fresh.Key, fresh.MessageType, err)
+	}
+	return nil
+}
+
+// ErrChanged is the sentinel of *ChangedError.
+var ErrChanged = errors.New("mutation: record changed since it was read")
+
+// ChangedError: a transition decided on a record as read found it changed
+// (another worker got there first); Record is the record as it is now (nil
+// when it is gone).
+type ChangedError struct{ Record *inbox.Record }
+
+func (e *ChangedError) Error() string {
+	if e.Record == nil {
+		return "mutation: the record changed since it was read: it is gone"
+	}
+	return fmt.Sprintf("mutation: the record %s/%s changed since it was read: it is %s", e.Record.Key, e.Record.MessageType, e.Record.Status)
+}
+
+// Unwrap returns ErrChanged.
+func (e *ChangedError) Unwrap() error { return ErrChanged }
+
+// End records rec, decided on without holding it, as FAILED_TERMINAL with
+// f's code and message: the attempts, the retry window or the takeovers of
+// its expired leases are used up (gate.Exhausted). It is fenced on the
+// record as read (inbox.Unchanged; staleBefore is the lease policy's bound
+// at the decision). It returns nil, *ChangedError, or the SDK's error.
+func (c *Committer) End(ctx context.Context, rec *inbox.Record, f *failure.Error, staleBefore int64) error {
+	t := c.cfg.Store.End(rec, c.cfg.Now(), f.Code, truncate(f.Message, maxFailureMessage), staleBefore)
+	in, err := t.UpdateItem(c.cfg.Store.Table, c.cfg.Store.Key(rec.Key, rec.MessageType))
+	if err != nil {
+		return fmt.Errorf("mutation: %w", err)
+	}
+	_, err = c.api.UpdateItem(ctx, in)
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		now, _ := c.cfg.Store.Decode(ccf.Item)
+		if now != nil && now.Status == inbox.StatusFailedTerminal && now.FailureCode == f.Code {
+			return nil // an earlier try of this End applied; its response was lost
+		}
+		return &ChangedError{Record: now}
+	}
+	if err != nil {
+		return fmt.Errorf("mutation: end %s/%s: %w", rec.Key, rec.MessageType, err)
+	}
+	return nil
+}
+
+// Rejection describes a message refused before it could be filed under its
+// idempotency key: an invalid envelope, an unknown message type, a replay
+// or a deferral the worker will not run, or a hash mismatch (whose key
+// already holds other work, which stays untouched).
+type Rejection struct {
+	SQSMessageID string
+	Code         string
+	Message      string
+	// Whatever of the work's identity could be read (may be empty). With
+	// the aggregate, the rejection is listed in the aggregate's history.
+	Key           string
+	MessageType   string
+	RequestHash   string
+	AggregateType string
+	AggregateID   string
+	CorrelationID string
+}
+
+// maxRejectionMessage bounds a rejection's failureMessage: a decoder error
+// may quote what it refused.
+const maxRejectionMessage = 512
+
+// Reject records r as a FAILED_TERMINAL rejection record keyed by the SQS
+// message id, in the attention index, so every refused message is accounted
+// for in the inbox. Recording the same message again is a no-op.
+func (c *Committer) Reject(ctx context.Context, r *Rejection) error {
+	s := c.cfg.Store
+	now := c.cfg.Now()
+	ts := inbox.FormatTime(now)
+	rec := &inbox.Record{
+		Key: r.Key, MessageType: r.MessageType, RequestHash: r.RequestHash, SQSMessageID: r.SQSMessageID,
+		AggregateType: r.AggregateType, AggregateID: r.AggregateID, CorrelationID: r.CorrelationID,
+		Status: inbox.StatusFailedTerminal, FailureCode: r.Code, FailureMessage: truncate(r.Message, maxRejectionMessage),
+		FirstSeenAt: ts, FailedAt: ts, TTL: s.TTL.For(inbox.StatusFailedTerminal, now),
+		GSI2PK: inbox.AttentionPK(inbox.StatusFailedTerminal, inbox.Shard(r.SQSMessageID, s.AttentionShards)),
+		GSI2SK: ts,
+	}
+	// Listed in the aggregate's history when its keys fit DynamoDB's
+	// limits (a rejection may be about an oversized field).
+	if pk, sk := inbox.AggregatePK(r.AggregateType, r.AggregateID), inbox.AggregateSK(ts, r.MessageType, r.Key); r.AggregateType != "" && r.AggregateID != "" &&
+		len(pk) <= 2048 && len(sk) <= 1024 {
+		rec.GSI1PK, rec.GSI1SK = pk, sk
+	}
+	item := s.Encode(rec)
+	for k, v := range s.RejectionKey(r.SQSMessageID) {
+		item[k] = v
+	}
+	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(s.Layout.PartitionKey))).Build()
+	if err != nil {
+		return fmt.Errorf("mutation: build condition: %w", err)
+	}
+	_, err = c.api.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.Table), Item: item,
+		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		return fmt.Errorf("mutation: record rejection of %s: %w", r.SQSMessageID, err)
+	}
+	return nil
 }
 
 // fencedUpdate sends a transition of the record l holds as one UpdateItem.

@@ -213,7 +213,7 @@ func TestCommitAppliesWritesAndCompletes(t *testing.T) {
 			require.Equal(t, ts, rec.LastSeenAt)
 			require.GreaterOrEqual(t, rec.TTL, now.Add(35*24*time.Hour).Unix(), "COMPLETED must outlive every redelivery")
 			require.Equal(t, l.Token, rec.LeaseToken, "the token stays: a late Fail of the same lease sees COMPLETED")
-			require.Equal(t, 1, rec.Attempts)
+			require.Zero(t, rec.Attempts, "a commit counts no failed attempt")
 			for _, a := range []string{tables.DefaultLayout().AttentionPK, tables.DefaultLayout().AttentionSK, tables.AttrLeaseExpiresAt} {
 				require.False(t, has(item, a), "%s must be removed on completion", a)
 			}
@@ -581,7 +581,7 @@ func TestRequestToken(t *testing.T) {
 	}
 	// Owner, expiry and attempts of the lease do not change the token: an
 	// SDK retry of the same commit must reuse it.
-	require.Equal(t, tok, mutation.RequestToken(other(func(l *inbox.Lease) { l.Owner, l.Attempts, l.ExpiresAt = "w-2", 3, time.Now() }), 0))
+	require.Equal(t, tok, mutation.RequestToken(other(func(l *inbox.Lease) { l.Owner, l.Attempt, l.ExpiresAt = "w-2", 3, time.Now() }), 0))
 }
 
 func TestCommitValidationException(t *testing.T) {
@@ -670,14 +670,16 @@ func TestCommitMaxWrites(t *testing.T) {
 	require.Equal(t, inbox.StatusCompleted, rec.Status)
 }
 
+// newRec is a fused run's fresh record. Tokens are random like the gate's:
+// DynamoDB keeps ClientRequestTokens per account, not per table, so fixed
+// tokens would collide across tests.
+func newRec(f *fixture, key, token string) *inbox.Record {
+	r := inbox.NewRecord(&work(key).Work, f.clock.Now())
+	r.LeaseToken, r.LeaseOwner = token+"-"+gate.NewToken(), "worker-1"
+	return r
+}
+
 func TestCommitFused(t *testing.T) {
-	// Tokens are random like the gate's: DynamoDB keeps ClientRequestTokens
-	// per account, not per table, so fixed tokens would collide across tests.
-	newRec := func(f *fixture, key, token string) *inbox.Record {
-		r := inbox.NewRecord(&work(key).Work, f.clock.Now())
-		r.LeaseToken, r.LeaseOwner = token+"-"+gate.NewToken(), "worker-1"
-		return r
-	}
 
 	t.Run("fresh: record written COMPLETED in the same transaction", func(t *testing.T) {
 		f := newFixture(t, false)
@@ -689,7 +691,7 @@ func TestCommitFused(t *testing.T) {
 
 		got, item := f.inbox("k-fused")
 		require.Equal(t, inbox.StatusCompleted, got.Status)
-		require.Equal(t, 1, got.Attempts)
+		require.Zero(t, got.Attempts)
 		require.Equal(t, 1, got.Deliveries)
 		require.Equal(t, inbox.OutcomeApplied, got.Outcome)
 		require.Equal(t, "r-1", got.ResultRef)
@@ -849,13 +851,18 @@ func TestFail(t *testing.T) {
 			require.Equal(t, ts, rec.GSI2SK)
 			require.False(t, has(item, tables.AttrLeaseExpiresAt), "the lease is released")
 			require.Equal(t, now.Add(35*24*time.Hour).Unix(), rec.TTL)
-			require.Equal(t, 1, rec.Attempts)
+			require.Equal(t, 1, rec.Attempts, "the recorded failure counts the lease's attempt")
 
-			// The lease is gone: the same holder can neither commit nor fail again.
+			// The lease is gone: the same holder can neither commit nor fail
+			// otherwise; failing the same way again is the retry of an
+			// applied write whose response was lost.
 			var lost *inbox.LeaseLostError
 			require.ErrorAs(t, f.c.Commit(ctx, l, nil, mutation.Completion{}, 0), &lost)
 			require.False(t, lost.Completed())
-			require.ErrorAs(t, f.c.Fail(ctx, l, tt.f), &lost)
+			require.NoError(t, f.c.Fail(ctx, l, tt.f))
+			require.ErrorAs(t, f.c.Fail(ctx, l, failure.NewRetryable("OTHER_CODE", "x")), &lost)
+			rec, _ = f.inbox("k-fail")
+			require.Equal(t, 1, rec.Attempts, "counted once")
 		})
 	}
 
@@ -905,4 +912,156 @@ func TestNewValidation(t *testing.T) {
 	}
 	_, err = mutation.New(dynamodb.New(dynamodb.Options{Region: "us-east-1"}), mutation.Config{Store: inbox.Store{Table: "t"}})
 	require.NoError(t, err)
+}
+
+// TestFailCountsTheLeasesAttempt: the second business attempt's failure
+// records attempts 2, whatever took the lease over in between.
+func TestFailCountsTheLeasesAttempt(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, false)
+	l := f.acquire("k-twice")
+	require.NoError(t, f.c.Fail(ctx, l, failure.NewRetryable("DOWNSTREAM", "down")))
+	l2 := f.acquire("k-twice")
+	require.Equal(t, 2, l2.Attempt)
+	require.NoError(t, f.c.Fail(ctx, l2, failure.NewRetryable("DOWNSTREAM", "down")))
+	rec, _ := f.inbox("k-twice")
+	require.Equal(t, 2, rec.Attempts)
+	require.Equal(t, inbox.StatusFailedRetryable, rec.Status)
+}
+
+// TestRelease: a lease given back without an outcome keeps the record
+// PROCESSING under no token, says when and why, and charges (or refunds)
+// nothing.
+func TestRelease(t *testing.T) {
+	for _, ip := range []bool{false, true} {
+		t.Run("IndexProcessing="+strconv.FormatBool(ip), func(t *testing.T) {
+			ctx := context.Background()
+			f := newFixture(t, ip)
+			l := f.acquire("k-release")
+			f.clock.Advance(time.Second)
+			now := f.clock.Now()
+			require.NoError(t, f.c.Release(ctx, l, failure.NewRetryable(failure.CodeThrottled, "throttled")))
+			require.Equal(t, map[string]int{opUpd: 1}, f.inj.Calls())
+			rec, item := f.inbox("k-release")
+			require.Equal(t, inbox.StatusProcessing, rec.Status)
+			require.True(t, rec.Released())
+			require.False(t, has(item, tables.AttrLeaseToken))
+			require.False(t, has(item, tables.AttrAttempts), "nothing charged, nothing refunded")
+			require.Equal(t, now.UnixMilli(), rec.LeaseExpiresAt)
+			require.Equal(t, failure.CodeThrottled, rec.FailureCode)
+			require.Equal(t, inbox.FormatTime(now), rec.LastSeenAt)
+			if ip {
+				require.Equal(t, inbox.FormatTime(now), rec.GSI2SK, "the sweeper's index sorts it by the release")
+			}
+			// The released holder is fenced out.
+			var lost *inbox.LeaseLostError
+			require.ErrorAs(t, f.c.Commit(ctx, l, nil, mutation.Completion{}, 0), &lost)
+			require.ErrorAs(t, f.c.Release(ctx, l, failure.NewRetryable(failure.CodeThrottled, "again")), &lost)
+		})
+	}
+}
+
+// TestEnd: ending a record decided on without a lease is fenced on the
+// record as read; a record that moved on is a *ChangedError.
+func TestEnd(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, false)
+	l := f.acquire("k-end")
+	require.NoError(t, f.c.Fail(ctx, l, failure.NewRetryable("DOWNSTREAM", "down")))
+	rec, _ := f.inbox("k-end")
+	end := failure.NewTerminal(failure.CodeMaxAttempts, "1 of 1 business attempts used")
+	staleBefore := stale.Policy{Lease: lease}.StaleBefore(f.clock.Now())
+
+	// Someone takes it over between the read and the end.
+	moved := f.acquire("k-end")
+	err := f.c.End(ctx, rec, end, staleBefore)
+	var changed *mutation.ChangedError
+	require.ErrorAs(t, err, &changed)
+	require.ErrorIs(t, err, mutation.ErrChanged)
+	require.Equal(t, moved.Token, changed.Record.LeaseToken)
+
+	require.NoError(t, f.c.Fail(ctx, moved, failure.NewRetryable("DOWNSTREAM", "down")))
+	rec, _ = f.inbox("k-end")
+	require.NoError(t, f.c.End(ctx, rec, end, staleBefore))
+	rec, _ = f.inbox("k-end")
+	require.Equal(t, inbox.StatusFailedTerminal, rec.Status)
+	require.Equal(t, failure.CodeMaxAttempts, rec.FailureCode)
+	require.Equal(t, 2, rec.Attempts, "ending counts no attempt")
+	require.NoError(t, f.c.End(ctx, rec, end, staleBefore), "a retried end whose first try applied")
+}
+
+// TestFreshRecords: a fused run's failure or supersede creates the work's
+// record in one conditional PutItem; an existing record is an
+// *ExistsError, and a retried write of our own is no error.
+func TestFreshRecords(t *testing.T) {
+	ctx := context.Background()
+	t.Run("failed", func(t *testing.T) {
+		f := newFixture(t, false)
+		rec := newRec(f, "k-fresh-fail", "tok-1")
+		require.NoError(t, f.c.FailFresh(ctx, rec, failure.NewTerminal("CASE_NOT_FOUND", "no case")))
+		got, item := f.inbox("k-fresh-fail")
+		require.Equal(t, inbox.StatusFailedTerminal, got.Status)
+		require.Equal(t, "CASE_NOT_FOUND", got.FailureCode)
+		require.Equal(t, 1, got.Attempts, "the fused run was the first business attempt")
+		require.Equal(t, inbox.AttentionPK(inbox.StatusFailedTerminal, inbox.Shard("k-fresh-fail", shards)), got.GSI2PK)
+		require.False(t, has(item, tables.AttrLeaseExpiresAt))
+		require.NoError(t, f.c.FailFresh(ctx, rec, failure.NewTerminal("CASE_NOT_FOUND", "no case")), "our own write again")
+		var exists *mutation.ExistsError
+		require.ErrorAs(t, f.c.FailFresh(ctx, newRec(f, "k-fresh-fail", "tok-2"), failure.NewRetryable("X", "y")), &exists)
+		require.Equal(t, rec.LeaseToken, exists.Record.LeaseToken)
+	})
+	t.Run("superseded", func(t *testing.T) {
+		f := newFixture(t, false)
+		rec := newRec(f, "k-fresh-super", "tok-1")
+		require.NoError(t, f.c.SupersedeFresh(ctx, rec, "ALREADY_EXISTS"))
+		got, _ := f.inbox("k-fresh-super")
+		require.Equal(t, inbox.StatusCompleted, got.Status)
+		require.Equal(t, "ALREADY_EXISTS", got.Outcome)
+		require.Zero(t, got.Attempts)
+	})
+}
+
+func TestReject(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, false)
+	c, err := mutation.New(f.ddb, mutation.Config{Store: inbox.Store{Table: f.env.Table, AttentionShards: 10}, Now: f.clock.Now})
+	require.NoError(t, err)
+	now := f.clock.Now()
+	r := &mutation.Rejection{SQSMessageID: "msg-0001", Code: "IDEMPOTENCY_HASH_MISMATCH", Message: "other work", Key: "k-bad", MessageType: msgType, RequestHash: "hash-a",
+		AggregateType: "Case", AggregateID: "c-7", CorrelationID: "corr-7"}
+	require.NoError(t, c.Reject(ctx, r))
+
+	key := (inbox.Store{}).RejectionKey(r.SQSMessageID)
+	item := f.raw(key)
+	require.NotEmpty(t, item)
+	rec, err := (inbox.Store{}).Decode(item)
+	require.NoError(t, err)
+	require.True(t, rec.Rejection)
+	ts := inbox.FormatTime(now)
+	require.Equal(t, inbox.StatusFailedTerminal, rec.Status)
+	require.Equal(t, "IDEMPOTENCY_HASH_MISMATCH", rec.FailureCode)
+	require.Equal(t, "other work", rec.FailureMessage)
+	require.Equal(t, "corr-7", rec.CorrelationID)
+	require.Equal(t, inbox.AggregatePK("Case", "c-7"), rec.GSI1PK, "listed in the aggregate's history")
+	require.Equal(t, inbox.AggregateSK(inbox.FormatTime(now), msgType, "k-bad"), rec.GSI1SK)
+	require.Equal(t, "msg-0001", rec.SQSMessageID)
+	require.Equal(t, "k-bad", rec.Key)
+	require.Equal(t, ts, rec.FailedAt)
+	require.Equal(t, inbox.AttentionPK(inbox.StatusFailedTerminal, inbox.Shard("msg-0001", 10)), rec.GSI2PK)
+	require.Equal(t, ts, rec.GSI2SK)
+	require.Equal(t, now.Add(35*24*time.Hour).Unix(), rec.TTL)
+	require.Empty(t, f.raw((inbox.Store{}).Key("k-bad", msgType)), "a rejection never files under the idempotency key")
+
+	// Recording the same message again is a no-op, even with other details.
+	f.clock.Advance(time.Minute)
+	require.NoError(t, c.Reject(ctx, &mutation.Rejection{SQSMessageID: "msg-0001", Code: "OTHER"}))
+	require.Equal(t, item, f.raw(key))
+
+	// A message with no readable identity is still accounted for.
+	require.NoError(t, c.Reject(ctx, &mutation.Rejection{SQSMessageID: "msg-0002", Code: "INVALID_ENVELOPE"}))
+	rec2, err := (inbox.Store{}).Decode(f.raw((inbox.Store{}).RejectionKey("msg-0002")))
+	require.NoError(t, err)
+	require.True(t, rec2.Rejection)
+	require.Empty(t, rec2.GSI1PK, "no aggregate, no aggregate-index entry")
+	require.Equal(t, map[string]int{"DynamoDB.PutItem": 3}, f.inj.Calls(), "one PutItem each, no read")
 }

@@ -216,10 +216,11 @@ func (s *Sweeper) sweep(ctx context.Context, opts SweepOptions) (SweepReport, er
 	staleBefore := s.cfg.Policy.StaleBefore(now)
 	abandonBefore := s.cfg.Policy.StaleBefore(now.Add(-s.cfg.Grace))
 	for _, rec := range recs {
-		if rec.Status != inbox.StatusProcessing || rec.LeaseExpiresAt == 0 || rec.LeaseExpiresAt >= staleBefore {
+		ended, ok := leaseEnd(rec)
+		if rec.Status != inbox.StatusProcessing || !ok || ended.UnixMilli() >= staleBefore {
 			continue // moved on since the index entry, or not expired
 		}
-		st := Stuck{Record: rec, ExpiredFor: now.Sub(rec.LeaseExpiry), Abandoned: rec.LeaseExpiresAt < abandonBefore}
+		st := Stuck{Record: rec, ExpiredFor: now.Sub(ended), Abandoned: ended.UnixMilli() < abandonBefore}
 		if !st.Abandoned {
 			rep.Expired++
 			rep.Stuck = append(rep.Stuck, st)
@@ -301,12 +302,32 @@ func (s *Sweeper) fromScan(ctx context.Context, now time.Time) ([]*inbox.Record,
 	}
 }
 
+// leaseEnd is when rec's lease ended: its expiry, or, for a lease given
+// back (inbox.Release), the release — which workers before version 0.9
+// recorded only in lastSeenAt, with leaseExpiresAt 0. ok is false when
+// the record says neither.
+func leaseEnd(rec *inbox.Record) (time.Time, bool) {
+	if rec.LeaseExpiresAt > 0 {
+		return rec.LeaseExpiry, true
+	}
+	if !rec.Released() {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(inbox.TimeLayout, rec.LastSeenAt)
+	return t, err == nil
+}
+
 // abandon marks rec FAILED_TERMINAL LEASE_ABANDONED, fenced: only if it is
 // still exactly as read and its lease ended before abandonBefore. It
 // reports false when the record changed meanwhile.
 func (s *Sweeper) abandon(ctx context.Context, rec *inbox.Record, now time.Time, abandonBefore int64) (bool, error) {
+	ended, _ := leaseEnd(rec)
 	msg := fmt.Sprintf("lease of %s expired at %s (%s ago) and no delivery took it over; its message is likely in the DLQ or gone: a redrive of the same work takes it over",
-		orUnknown(rec.LeaseOwner), inbox.FormatTime(rec.LeaseExpiry), now.Sub(rec.LeaseExpiry).Round(time.Second))
+		orUnknown(rec.LeaseOwner), inbox.FormatTime(ended), now.Sub(ended).Round(time.Second))
+	if rec.Released() {
+		msg = fmt.Sprintf("lease of %s given back at %s (%s: %s) and no delivery took it over in %s; its message is likely in the DLQ or gone: a redrive of the same work takes it over",
+			orUnknown(rec.LeaseOwner), inbox.FormatTime(ended), orUnknown(rec.FailureCode), rec.FailureMessage, now.Sub(ended).Round(time.Second))
+	}
 	in, err := s.cfg.Store.End(rec, now, failure.CodeLeaseAbandoned, msg, abandonBefore).
 		UpdateItem(s.cfg.Store.Table, s.cfg.Store.Key(rec.Key, rec.MessageType))
 	if err != nil {

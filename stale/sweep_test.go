@@ -6,6 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
@@ -101,18 +105,64 @@ func TestSweep(t *testing.T) {
 			d, err := f.gate.Acquire(ctx, &gate.Request{Work: inbox.Work{Key: "k-abandoned-0", MessageType: "CaseOpened", RequestHash: "h"}})
 			require.NoError(t, err)
 			require.Equal(t, gate.Acquired, d.Action)
-			require.Equal(t, 2, d.Lease.Attempts)
+			require.Equal(t, 1, d.Lease.Attempt, "an abandoned lease is no business attempt")
 			require.NoError(t, f.committer().Commit(ctx, d.Lease, nil, mutation.Completion{}, 0))
 			done0 := f.record("k-abandoned-0")
 			require.Equal(t, inbox.StatusCompleted, done0.Status)
 			require.Equal(t, failure.CodeLeaseAbandoned, done0.FailureCode, "the earlier failure stays as history")
-			require.Equal(t, 2, done0.Attempts, "attempts say how many it took")
+			require.Zero(t, done0.Attempts, "no failure was ever recorded")
+			require.Equal(t, 1, done0.Takeovers, "takeovers say how many leases were abandoned")
 
 			// A second sweep finds nothing new to mark.
 			rep, err = sw.Sweep(ctx, stale.SweepOptions{})
 			require.NoError(t, err)
 			require.Zero(t, rep.Marked)
 			require.Zero(t, rep.Abandoned)
+		})
+	}
+}
+
+// TestSweepSeesReleasedLeases: a lease given back (inbox.Release, after
+// infrastructure trouble or a shutdown) whose message never returns is
+// stuck like an expired one: the sweeper reports it and, past Grace, ends
+// it LEASE_ABANDONED with a code — by the index and by the scan, for
+// releases written now (no token, the release time as the expiry) and by
+// workers before 0.9 (leaseExpiresAt 0, the time in lastSeenAt).
+func TestSweepSeesReleasedLeases(t *testing.T) {
+	for _, useIndex := range []bool{true, false} {
+		t.Run("UseIndex="+strconv.FormatBool(useIndex), func(t *testing.T) {
+			ctx := context.Background()
+			f := newFixture(t, useIndex)
+			c, err := mutation.New(f.ddb, mutation.Config{Store: inbox.Store{Table: f.env.Table, AttentionShards: 4, IndexProcessing: useIndex}, Now: f.clock.Now})
+			require.NoError(t, err)
+			released := f.acquire("k-released")
+			require.NoError(t, c.Release(ctx, released, failure.NewRetryable(failure.CodeShutdown, "deploy")))
+			// As a worker before 0.9 released it: token kept, expiry 0.
+			old := f.acquire("k-released-old")
+			upd := map[string]types.AttributeValue{
+				":zero": &types.AttributeValueMemberN{Value: "0"}, ":ts": &types.AttributeValueMemberS{Value: inbox.FormatTime(f.clock.Now())},
+			}
+			_, err = f.env.DynamoDB.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(f.env.Table), Key: (inbox.Store{}).Key(old.Key, old.MessageType),
+				UpdateExpression: aws.String("SET leaseExpiresAt = :zero, lastSeenAt = :ts, GSI2SK = :ts"), ExpressionAttributeValues: upd})
+			require.NoError(t, err)
+			f.clock.Advance(2 * time.Hour)
+
+			rep, err := f.sweeper(useIndex, nil).Sweep(ctx, stale.SweepOptions{})
+			require.NoError(t, err)
+			require.Equal(t, 2, rep.Abandoned, "released leases are stuck records too")
+			require.Equal(t, 2, rep.Marked)
+			for _, key := range []string{"k-released", "k-released-old"} {
+				rec := f.record(key)
+				require.Equal(t, inbox.StatusFailedTerminal, rec.Status, key)
+				require.Equal(t, failure.CodeLeaseAbandoned, rec.FailureCode, key)
+				require.Contains(t, rec.FailureMessage, "given back", key)
+			}
+			require.Contains(t, f.record("k-released").FailureMessage, failure.CodeShutdown, "the release's reason is kept")
+
+			// A redelivery of the work still takes it over.
+			d, err := f.gate.Acquire(ctx, &gate.Request{Work: inbox.Work{Key: "k-released", MessageType: "CaseOpened", RequestHash: "h"}})
+			require.NoError(t, err)
+			require.Equal(t, gate.Acquired, d.Action)
 		})
 	}
 }

@@ -17,6 +17,7 @@ const (
 	AttrClaimToken      = "claimToken"
 	AttrCallExpiresAt   = "callExpiresAt"
 	AttrWorkAttempt     = "workAttempt"
+	AttrWorkLease       = "workLease"
 	AttrCalls           = "calls"
 	AttrProviderRef     = "providerRef"
 	AttrEffectResult    = "result"

@@ -103,6 +103,7 @@ const (
 	AttrFailedAt       = "failedAt"
 	AttrAttempts       = "attempts"
 	AttrDeliveries     = "deliveries"
+	AttrTakeovers      = "takeovers"
 	AttrLeaseOwner     = "leaseOwner"
 	AttrLeaseToken     = "leaseToken"
 	AttrLeaseExpiresAt = "leaseExpiresAt"

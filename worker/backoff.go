@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -36,8 +37,8 @@ type Backoff struct {
 // WithDefaults returns b with every zero field set to its default, and
 // every problem with the result, joined.
 func (b Backoff) WithDefaults() (Backoff, error) {
-	b.Base = withDefault(b.Base, DefaultBackoffBase)
-	b.Max = withDefault(b.Max, DefaultBackoffMax)
+	b.Base = cmp.Or(b.Base, DefaultBackoffBase)
+	b.Max = cmp.Or(b.Max, DefaultBackoffMax)
 	b.Jitter = withDefault(b.Jitter, DefaultBackoffJitter)
 	var errs []error
 	if b.Base < 0 || b.Max < b.Base || b.Max > maxVisibility {

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -194,11 +195,11 @@ func (c Config) WithDefaults() (Config, error) {
 	default:
 		errs = append(errs, fmt.Errorf("worker: Config.TerminalPolicy %q must be dlq, quarantine or redrive", c.TerminalPolicy))
 	}
-	c.Concurrency = withDefault(c.Concurrency, DefaultConcurrency)
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
 	if c.Concurrency < 1 || c.Concurrency > MaxConcurrency {
 		errs = append(errs, fmt.Errorf("worker: Config.Concurrency %d must be within 1..%d", c.Concurrency, MaxConcurrency))
 	}
-	c.BatchSize = withDefault(c.BatchSize, min(10, max(c.Concurrency, 1)))
+	c.BatchSize = cmp.Or(c.BatchSize, min(10, max(c.Concurrency, 1)))
 	if c.BatchSize < 1 || c.BatchSize > 10 || c.BatchSize > max(c.Concurrency, 1) {
 		errs = append(errs, fmt.Errorf("worker: Config.BatchSize %d must be within 1..min(10, Concurrency)", c.BatchSize))
 	}
@@ -208,23 +209,23 @@ func (c Config) WithDefaults() (Config, error) {
 	if c.Pollers < 1 {
 		errs = append(errs, fmt.Errorf("worker: Config.Pollers %d must be at least 1", c.Pollers))
 	}
-	c.WaitTime = withDefault(c.WaitTime, DefaultWaitTime)
+	c.WaitTime = cmp.Or(c.WaitTime, DefaultWaitTime)
 	if c.WaitTime < 0 || c.WaitTime > 20*time.Second {
 		errs = append(errs, fmt.Errorf("worker: Config.WaitTime %s must be within 0..20s", c.WaitTime))
 	}
-	c.VisibilityTimeout = withDefault(c.VisibilityTimeout, DefaultVisibilityTimeout)
+	c.VisibilityTimeout = cmp.Or(c.VisibilityTimeout, DefaultVisibilityTimeout)
 	if c.VisibilityTimeout < time.Second || c.VisibilityTimeout > maxVisibility || c.VisibilityTimeout%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("worker: Config.VisibilityTimeout %s must be whole seconds within 1s..12h", c.VisibilityTimeout))
 	}
-	c.MessageTimeout = withDefault(c.MessageTimeout, DefaultMessageTimeout)
+	c.MessageTimeout = cmp.Or(c.MessageTimeout, DefaultMessageTimeout)
 	if c.MessageTimeout < 0 {
 		errs = append(errs, errors.New("worker: Config.MessageTimeout must not be negative"))
 	}
-	c.MaxAttempts = withDefault(c.MaxAttempts, DefaultMaxAttempts)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, DefaultMaxAttempts)
 	if c.MaxAttempts < 1 || c.MaxAttempts > 100 {
 		errs = append(errs, fmt.Errorf("worker: Config.MaxAttempts %d must be within 1..100", c.MaxAttempts))
 	}
-	c.MaxTakeovers = withDefault(c.MaxTakeovers, DefaultMaxTakeovers)
+	c.MaxTakeovers = cmp.Or(c.MaxTakeovers, DefaultMaxTakeovers)
 	if c.MaxTakeovers < 1 || c.MaxTakeovers > 100 {
 		errs = append(errs, fmt.Errorf("worker: Config.MaxTakeovers %d must be within 1..100", c.MaxTakeovers))
 	}
@@ -247,18 +248,18 @@ func (c Config) WithDefaults() (Config, error) {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	c.CallTimeout = withDefault(c.CallTimeout, min(DefaultCallTimeout, max(c.VisibilityTimeout, time.Second)/2))
+	c.CallTimeout = cmp.Or(c.CallTimeout, min(DefaultCallTimeout, max(c.VisibilityTimeout, time.Second)/2))
 	if c.CallTimeout >= c.VisibilityTimeout && c.VisibilityTimeout > 0 {
 		errs = append(errs, fmt.Errorf("worker: Config.CallTimeout %s must be shorter than VisibilityTimeout %s", c.CallTimeout, c.VisibilityTimeout))
 	}
-	c.CallAttempts = withDefault(c.CallAttempts, DefaultCallAttempts)
+	c.CallAttempts = cmp.Or(c.CallAttempts, DefaultCallAttempts)
 	if c.CallTimeout < 100*time.Millisecond || c.CallAttempts < 1 || c.CallAttempts > 10 {
 		errs = append(errs, fmt.Errorf("worker: Config.CallTimeout %s must be at least 100ms and Config.CallAttempts %d within 1..10", c.CallTimeout, c.CallAttempts))
 	}
 	if c.MaxWCU < 0 {
 		errs = append(errs, fmt.Errorf("worker: Config.MaxWCU %v must not be negative", c.MaxWCU))
 	}
-	c.MaxDeferral = withDefault(c.MaxDeferral, DefaultMaxDeferral)
+	c.MaxDeferral = cmp.Or(c.MaxDeferral, DefaultMaxDeferral)
 	if c.MaxDeferral < time.Minute {
 		errs = append(errs, fmt.Errorf("worker: Config.MaxDeferral %s must be at least 1m", c.MaxDeferral))
 	}

@@ -18,8 +18,9 @@ import (
 	"github.com/ddbworker/ddbworker/inbox"
 )
 
-// maxMessageBytes is SQS's message size limit: body plus attributes (each
-// attribute's name, type and value).
+// maxMessageBytes is SQS's largest message size: body plus attributes
+// (each attribute's name, type and value); a queue's MaximumMessageSize
+// may be smaller.
 const maxMessageBytes = 1 << 20
 
 // errTooLargeForDLQ: the body leaves no room for the failure attributes.
@@ -41,60 +42,47 @@ func messageSize(body string, attrs map[string]types.MessageAttributeValue) int 
 	return n
 }
 
-// originTime is when the work's first message was sent: the earliest of
-// AttrFirstSentAt (carried by DLQ copies, re-sends and redrives) and this
-// message's SentTimestamp. Zero when neither is known.
-func originTime(m types.Message) time.Time {
-	t := sentAt(m)
-	if v, ok := m.MessageAttributes[dlq.AttrFirstSentAt]; ok {
-		if ms, err := strconv.ParseInt(aws.ToString(v.StringValue), 10, 64); err == nil && ms > 0 {
-			if first := time.UnixMilli(ms); t.IsZero() || first.Before(t) {
-				t = first
-			}
-		}
-	}
-	return t
-}
-
 // carriedAttributes are the attributes a copy of m keeps: the producer's
 // (not ddbworker.*) and AttrFirstSentAt, set to m's origin.
-func carriedAttributes(m types.Message) map[string]types.MessageAttributeValue {
+func carriedAttributes(d *delivery) map[string]types.MessageAttributeValue {
 	attrs := map[string]types.MessageAttributeValue{}
-	for k, v := range m.MessageAttributes {
+	for k, v := range d.m.MessageAttributes {
 		if !strings.HasPrefix(k, dlq.AttrPrefix) {
 			attrs[k] = v
 		}
 	}
-	if origin := originTime(m); !origin.IsZero() {
-		attrs[dlq.AttrFirstSentAt] = types.MessageAttributeValue{DataType: aws.String("Number"), StringValue: aws.String(strconv.FormatInt(origin.UnixMilli(), 10))}
+	if !d.origin.IsZero() {
+		attrs[dlq.AttrFirstSentAt] = types.MessageAttributeValue{DataType: aws.String("Number"), StringValue: aws.String(strconv.FormatInt(d.origin.UnixMilli(), 10))}
 	}
 	return attrs
 }
 
 // sendToDLQ copies the message to the DLQ with the failure as attributes.
-// When body and attributes exceed SQS's size limit it drops, in this order,
-// the producer's attributes, then the failure message; if even the failure
-// code does not fit, it returns errTooLargeForDLQ.
-func (w *Worker) sendToDLQ(ctx context.Context, d *delivery, f *failure.Error) error {
+// When body and attributes exceed the DLQ's MaximumMessageSize (read when
+// Run starts) it drops, in this order, the producer's attributes, then the
+// failure message; if even the failure code does not fit, or the DLQ
+// refuses the copy as too large, it returns errTooLargeForDLQ.
+func (w *Worker) sendToDLQ(ctx context.Context, d *delivery, wk *work, f *failure.Error) error {
 	body := aws.ToString(d.m.Body)
 	ours := map[string]types.MessageAttributeValue{
 		dlq.AttrFailureCode:     strAttr(f.Code),
 		dlq.AttrFailureMessage:  strAttr(orDefault(truncateRunes(f.Message, maxLoggedMessage), "-")),
 		dlq.AttrFailedAt:        strAttr(inbox.FormatTime(w.cfg.Now())),
-		dlq.AttrSourceMessageID: strAttr(aws.ToString(d.m.MessageId)),
+		dlq.AttrSourceMessageID: strAttr(d.id),
 	}
-	if d.env != nil {
-		ours[dlq.AttrIdempotencyKey] = strAttr(d.env.IdempotencyKey)
-		ours[dlq.AttrMessageType] = strAttr(d.env.MessageType)
+	if wk != nil {
+		ours[dlq.AttrIdempotencyKey] = strAttr(wk.env.IdempotencyKey)
+		ours[dlq.AttrMessageType] = strAttr(wk.env.MessageType)
 	}
-	carried := carriedAttributes(d.m)
+	carried := carriedAttributes(d)
 	if v, ok := carried[dlq.AttrFirstSentAt]; ok {
 		ours[dlq.AttrFirstSentAt] = v
 		delete(carried, dlq.AttrFirstSentAt)
 	}
-	attrs := fitAttributes(body, ours, carried)
+	limit := w.queue.dlqMaxBytes
+	attrs := fitAttributes(body, ours, carried, limit)
 	if attrs == nil {
-		return fmt.Errorf("%w: body %d bytes", errTooLargeForDLQ, len(body))
+		return fmt.Errorf("%w: body %d bytes, the DLQ takes %d", errTooLargeForDLQ, len(body), limit)
 	}
 	in := &sqs.SendMessageInput{QueueUrl: aws.String(w.cfg.DLQURL), MessageBody: d.m.Body, MessageAttributes: attrs}
 	if strings.HasSuffix(w.cfg.DLQURL, ".fifo") {
@@ -105,9 +93,28 @@ func (w *Worker) sendToDLQ(ctx context.Context, d *delivery, f *failure.Error) e
 	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqsCallTimeout)
 	defer cancel()
 	if _, err := w.deps.SQS.SendMessage(callCtx, in); err != nil {
-		return fmt.Errorf("worker: send %s to DLQ: %w", aws.ToString(d.m.MessageId), err)
+		if tooLarge(err) {
+			return fmt.Errorf("%w: the DLQ refused the copy: %w", errTooLargeForDLQ, err)
+		}
+		return fmt.Errorf("worker: send %s to DLQ: %w", d.id, err)
 	}
 	return nil
+}
+
+// tooLarge reports whether SQS refused a message for its size, whatever
+// the error's form: the code of a too-long message, or the parameter
+// refusal whose reason says the message must be shorter.
+func tooLarge(err error) bool {
+	switch failure.APICode(err) {
+	case "MessageTooLong", "BatchRequestTooLong", "RequestEntityTooLarge":
+		return true
+	case "InvalidParameterValue", "InvalidParameterValueException", "InvalidMessageContents", "ValidationError":
+		msg := strings.ToLower(err.Error())
+		return strings.Contains(msg, "shorter than") || strings.Contains(msg, "too long") || strings.Contains(msg, "too large") ||
+			strings.Contains(msg, "maximummessagesize")
+	}
+	var re interface{ HTTPStatusCode() int }
+	return errors.As(err, &re) && re.HTTPStatusCode() == 413
 }
 
 // fitAttributes chooses the DLQ copy's attributes: ours, then the
@@ -115,7 +122,7 @@ func (w *Worker) sendToDLQ(ctx context.Context, d *delivery, f *failure.Error) e
 // attributes fit in a message; without room it sheds the producer's
 // attributes, then every attribute of ours but the failure code and the
 // source message id. It returns nil when even those do not fit.
-func fitAttributes(body string, ours, producer map[string]types.MessageAttributeValue) map[string]types.MessageAttributeValue {
+func fitAttributes(body string, ours, producer map[string]types.MessageAttributeValue, limit int) map[string]types.MessageAttributeValue {
 	attrs := make(map[string]types.MessageAttributeValue, 10)
 	for k, v := range ours {
 		attrs[k] = v
@@ -126,17 +133,17 @@ func fitAttributes(body string, ours, producer map[string]types.MessageAttribute
 	}
 	slices.Sort(names)
 	for _, k := range names {
-		if len(attrs) >= 10 || messageSize(body, attrs)+attrSize(k, producer[k]) > maxMessageBytes {
+		if len(attrs) >= 10 || messageSize(body, attrs)+attrSize(k, producer[k]) > limit {
 			continue
 		}
 		attrs[k] = producer[k]
 	}
-	if messageSize(body, attrs) <= maxMessageBytes {
+	if messageSize(body, attrs) <= limit {
 		return attrs
 	}
 	minimal := map[string]types.MessageAttributeValue{}
 	for _, k := range []string{dlq.AttrFailureCode, dlq.AttrSourceMessageID, dlq.AttrFirstSentAt, dlq.AttrMessageType, dlq.AttrIdempotencyKey} {
-		if v, ok := ours[k]; ok && messageSize(body, minimal)+attrSize(k, v) <= maxMessageBytes {
+		if v, ok := ours[k]; ok && messageSize(body, minimal)+attrSize(k, v) <= limit {
 			minimal[k] = v
 		}
 	}
@@ -150,11 +157,11 @@ func fitAttributes(body string, ours, producer map[string]types.MessageAttribute
 // delay, keeping its producer attributes and its origin.
 func (w *Worker) resend(ctx context.Context, d *delivery, delay time.Duration) error {
 	in := &sqs.SendMessageInput{QueueUrl: aws.String(w.cfg.QueueURL), MessageBody: d.m.Body,
-		MessageAttributes: carriedAttributes(d.m), DelaySeconds: visibilitySeconds(min(delay, maxSendDelay))}
+		MessageAttributes: carriedAttributes(d), DelaySeconds: visibilitySeconds(min(delay, maxSendDelay))}
 	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqsCallTimeout)
 	defer cancel()
 	if _, err := w.deps.SQS.SendMessage(callCtx, in); err != nil {
-		return fmt.Errorf("worker: re-send deferred %s: %w", aws.ToString(d.m.MessageId), err)
+		return fmt.Errorf("worker: re-send deferred %s: %w", d.id, err)
 	}
 	return nil
 }

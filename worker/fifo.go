@@ -26,7 +26,7 @@ type groupKeeper struct {
 // keepGroupHidden starts a keeper for group: every third of the visibility
 // timeout it renews the visibility of the group's messages that have not
 // started, in batches of 10 (SQS's limit).
-func (w *Worker) keepGroupHidden(ctx context.Context, group []received) *groupKeeper {
+func (w *Worker) keepGroupHidden(ctx context.Context, group []*delivery) *groupKeeper {
 	ctx, cancel := context.WithCancel(ctx)
 	k := &groupKeeper{cancel: cancel}
 	every := max(w.cfg.VisibilityTimeout/3, 300*time.Millisecond)
@@ -58,11 +58,11 @@ func (k *groupKeeper) stop() {
 	k.done.Wait()
 }
 
-func (w *Worker) extendWaiting(ctx context.Context, batch []received) {
+func (w *Worker) extendWaiting(ctx context.Context, batch []*delivery) {
 	entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, 0, len(batch))
-	for i, r := range batch {
-		entries = append(entries, types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: r.m.ReceiptHandle,
-			VisibilityTimeout: visibilitySeconds(w.cappedHide(w.cfg.VisibilityTimeout, r.at))})
+	for i, d := range batch {
+		entries = append(entries, types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: d.m.ReceiptHandle,
+			VisibilityTimeout: visibilitySeconds(w.cappedHide(w.cfg.VisibilityTimeout, d.receivedAt))})
 	}
 	callCtx, cancel := context.WithTimeout(ctx, sqsCallTimeout)
 	defer cancel()
@@ -77,7 +77,7 @@ func (w *Worker) extendWaiting(ctx context.Context, batch []received) {
 	for _, f := range out.Failed {
 		i, _ := strconv.Atoi(aws.ToString(f.Id))
 		if i >= 0 && i < len(batch) {
-			w.log.Warn("could not keep a FIFO group's waiting message hidden", "sqsMessageId", aws.ToString(batch[i].m.MessageId), "code", aws.ToString(f.Code))
+			w.log.Warn("could not keep a FIFO group's waiting message hidden", "sqsMessageId", batch[i].id, "code", aws.ToString(f.Code))
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -82,14 +83,14 @@ type HealthConfig struct {
 // WithDefaults returns c with every zero field set to its default, and
 // every problem with the result, joined.
 func (c HealthConfig) WithDefaults() (HealthConfig, error) {
-	c.Window = withDefault(c.Window, DefaultHealthWindow)
-	c.MinFailures = withDefault(c.MinFailures, DefaultHealthMinFailures)
-	c.ConsecutiveFailures = withDefault(c.ConsecutiveFailures, DefaultConsecutiveFailures)
-	c.ProbeInterval = withDefault(c.ProbeInterval, DefaultProbeInterval)
-	c.ProbeMaxInterval = withDefault(c.ProbeMaxInterval, DefaultProbeMaxInterval)
-	c.RecoverProbes = withDefault(c.RecoverProbes, DefaultRecoverProbes)
-	c.ParkVisibility = withDefault(c.ParkVisibility, DefaultParkVisibility)
-	c.ParkMaxVisibility = withDefault(c.ParkMaxVisibility, DefaultParkMaxVisibility)
+	c.Window = cmp.Or(c.Window, DefaultHealthWindow)
+	c.MinFailures = cmp.Or(c.MinFailures, DefaultHealthMinFailures)
+	c.ConsecutiveFailures = cmp.Or(c.ConsecutiveFailures, DefaultConsecutiveFailures)
+	c.ProbeInterval = cmp.Or(c.ProbeInterval, DefaultProbeInterval)
+	c.ProbeMaxInterval = cmp.Or(c.ProbeMaxInterval, DefaultProbeMaxInterval)
+	c.RecoverProbes = cmp.Or(c.RecoverProbes, DefaultRecoverProbes)
+	c.ParkVisibility = cmp.Or(c.ParkVisibility, DefaultParkVisibility)
+	c.ParkMaxVisibility = cmp.Or(c.ParkMaxVisibility, DefaultParkMaxVisibility)
 	var errs []error
 	if _, err := (health.Config{Window: c.Window, MinFailures: c.MinFailures, Consecutive: c.ConsecutiveFailures}).WithDefaults(); err != nil {
 		errs = append(errs, fmt.Errorf("worker: Config.Health: %w", err))
@@ -296,12 +297,12 @@ func (h *dbHealth) recover() {
 		"pausedFor", paused.Round(time.Millisecond).String(), "parked", h.w.parked.len(), "concurrencyLimit", limit)
 }
 
-// parkedMsg is a message held while the database is unhealthy.
+// parkedMsg is a message held while the database is unhealthy. It carries
+// nothing but its delivery: when it runs again it goes through the gate
+// like any delivery (nothing was charged that would need undoing).
 type parkedMsg struct {
-	m          types.Message
-	receivedAt time.Time
-	hidden     time.Time       // when its visibility ends
-	release    *pendingRelease // a refund still to write before the work runs again
+	d      *delivery
+	hidden time.Time // when its visibility ends
 }
 
 // parkingLot holds parked messages until the database is healthy again, in
@@ -366,7 +367,7 @@ func (p *parkingLot) update(receipt string, f func(*parkedMsg) bool) {
 	defer p.mu.Unlock()
 	for ui, u := range p.units {
 		for i := range u {
-			if aws.ToString(u[i].m.ReceiptHandle) != receipt {
+			if aws.ToString(u[i].d.m.ReceiptHandle) != receipt {
 				continue
 			}
 			if !f(&u[i]) {
@@ -380,16 +381,6 @@ func (p *parkingLot) update(receipt string, f func(*parkedMsg) bool) {
 			return
 		}
 	}
-}
-
-// parkBehind hides a message that was not started because one before it
-// in its FIFO group was parked, and returns it for the same unit.
-func (w *Worker) parkBehind(ctx context.Context, r received) parkedMsg {
-	hide := w.cappedHide(w.health.cfg.ParkVisibility, r.at)
-	w.changeVisibility(ctx, r.m, hide)
-	w.emit(Event{SQSMessageID: aws.ToString(r.m.MessageId), Outcome: OutcomeParked, Infrastructure: true, Visibility: hide})
-	w.metrics.Outcomes.WithLabelValues("", OutcomeParked).Inc()
-	return parkedMsg{m: r.m, receivedAt: r.at, hidden: w.cfg.Now().Add(hide), release: r.rel}
 }
 
 // keepParked renews the visibility of parked messages until ctx ends: every
@@ -418,17 +409,17 @@ func (w *Worker) extendParked(ctx context.Context, batch []parkedMsg) {
 	var entries []types.ChangeMessageVisibilityBatchRequestEntry
 	hides := map[string]time.Duration{}
 	for i, pm := range batch {
-		hide := w.cappedHide(w.health.cfg.ParkVisibility, pm.receivedAt)
-		receipt := aws.ToString(pm.m.ReceiptHandle)
+		hide := w.cappedHide(w.health.cfg.ParkVisibility, pm.d.receivedAt)
+		receipt := aws.ToString(pm.d.m.ReceiptHandle)
 		if hide < w.health.cfg.ParkVisibility/2 {
 			w.parked.update(receipt, func(*parkedMsg) bool { return false })
 			w.log.Warn("parked message released: SQS hides a message at most 12 hours after its receipt; it will be received again",
-				"sqsMessageId", aws.ToString(pm.m.MessageId))
+				"sqsMessageId", pm.d.id)
 			continue
 		}
 		id := strconv.Itoa(i)
 		hides[id] = hide
-		entries = append(entries, types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(id), ReceiptHandle: pm.m.ReceiptHandle,
+		entries = append(entries, types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(id), ReceiptHandle: pm.d.m.ReceiptHandle,
 			VisibilityTimeout: visibilitySeconds(hide)})
 	}
 	if len(entries) == 0 {
@@ -443,7 +434,7 @@ func (w *Worker) extendParked(ctx context.Context, batch []parkedMsg) {
 	}
 	for _, ok := range out.Successful {
 		i, _ := strconv.Atoi(aws.ToString(ok.Id))
-		w.parked.update(aws.ToString(batch[i].m.ReceiptHandle), func(pm *parkedMsg) bool {
+		w.parked.update(aws.ToString(batch[i].d.m.ReceiptHandle), func(pm *parkedMsg) bool {
 			pm.hidden = now.Add(hides[aws.ToString(ok.Id)])
 			return true
 		})
@@ -452,8 +443,8 @@ func (w *Worker) extendParked(ctx context.Context, batch []parkedMsg) {
 		i, _ := strconv.Atoi(aws.ToString(f.Id))
 		// The handle is no good any more (the message is back in the queue
 		// or someone else holds it): its next delivery goes through the gate.
-		w.parked.update(aws.ToString(batch[i].m.ReceiptHandle), func(*parkedMsg) bool { return false })
-		w.log.Info("parked message let go: its visibility could not be renewed", "sqsMessageId", aws.ToString(batch[i].m.MessageId),
+		w.parked.update(aws.ToString(batch[i].d.m.ReceiptHandle), func(*parkedMsg) bool { return false })
+		w.log.Info("parked message let go: its visibility could not be renewed", "sqsMessageId", batch[i].d.id,
 			"code", aws.ToString(f.Code))
 	}
 }

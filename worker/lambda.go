@@ -2,15 +2,14 @@ package worker
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
@@ -18,98 +17,99 @@ import (
 // before it invokes the function.
 const maxBatchingWindow = 5 * time.Minute
 
-// lambdaSettleMargin is the time kept back from an invocation's deadline
-// to record a failure and answer before Lambda ends the invocation.
-const lambdaSettleMargin = 2 * time.Second
-
-// noAck: under Lambda, the event source mapping deletes every record the
-// invocation does not report as failed.
-type noAck struct{}
-
-func (noAck) ack(types.Message) {}
-
-// HandleSQSEvent runs the protocol — gate, handler, commit — for each
-// record of one Lambda invocation by an SQS event source mapping with
-// ReportBatchItemFailures, and reports the records that must come back:
+// HandleSQSEvent runs the pipeline — admit, claim, run, record, apply, as
+// the daemon does — for each record of one Lambda invocation by an SQS
+// event source mapping with ReportBatchItemFailures, and reports the
+// records that must come back:
 //
-//   - applied work, duplicates, and terminal work its policy settled (a DLQ
-//     copy sent, or quarantined) are successes: the mapping deletes them;
-//   - a retryable failure (and work in flight elsewhere, or deferred) is
-//     hidden for its backoff with ChangeMessageVisibility on the record's
-//     receipt handle, then reported, so the retry is not instant;
+//   - applied work, duplicates, terminal work its policy settled (a DLQ
+//     copy sent, or quarantined) and work deferred by a re-sent copy are
+//     successes: the mapping deletes them;
+//   - a retryable failure (and work in flight elsewhere, or deferred by
+//     visibility) is hidden for its backoff with ChangeMessageVisibility
+//     on the record's receipt handle, then reported, so the retry is not
+//     instant;
 //   - under the redrive terminal policy, terminal work is reported and the
 //     queue's redrive policy moves it to the DLQ;
 //   - on a FIFO queue, records of a group run in order and the first that
 //     does not succeed reports itself and the rest of its group;
-//   - the lease of each record ends with the invocation's deadline (no
-//     heartbeat: the invocation cannot outlive it), and each record must
-//     finish 2s before it;
+//   - every record's lease ends with the invocation's deadline (no
+//     heartbeat: the invocation cannot outlive it), and its work must end
+//     LambdaSettleMargin before that deadline — measured from the
+//     invocation, not from the record's start, so a record that waited for
+//     a slot has less time, and one with too little left is not started;
 //   - records run concurrently up to the adaptive concurrency limit;
 //   - while the database is unhealthy (the health gate, which lives as long
-//     as the execution environment), the invocation touches no table: it
+//     as the execution environment) an invocation touches no table: it
 //     probes at most on the probe schedule and, until the probes succeed,
-//     hides every record for Config.Health.ParkVisibility and reports the
-//     whole batch.
+//     parks every record: hidden longer the more often it was received
+//     (HealthConfig.ParkVisibility, growing to ParkMaxVisibility) and
+//     reported, so that each poll of the mapping costs the least of the
+//     redrive policy's maxReceiveCount (see HealthConfig.OutageCover).
 //
 // It never returns an error: a failed record is reported, not the batch.
 // Config.QueueURL must be the queue the mapping reads (visibility changes
 // go there).
 func (w *Worker) HandleSQSEvent(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	w.lambdaInit.Do(func() { w.readQueue(ctx) })
+	w.queueOnce.Do(func() { w.readQueue(ctx) })
 	now := w.cfg.Now()
-	var lease, timeout time.Duration
-	if deadline, ok := ctx.Deadline(); ok {
-		lease = deadline.Sub(now)
-		timeout = max(100*time.Millisecond, lease-lambdaSettleMargin)
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = now.Add(lambdaLease)
 	}
-	msgs := make([]received, len(ev.Records))
+	until := deadline.Add(-LambdaSettleMargin)
+	ds := make([]*delivery, len(ev.Records))
 	for i, rec := range ev.Records {
 		// The mapping received the records before the invocation, up to
 		// its batching window (at most 5 minutes) earlier: SQS's 12-hour
 		// visibility cap counts from then.
-		msgs[i] = received{m: sqsMessage(rec), at: now.Add(-maxBatchingWindow), lease: lease, timeout: timeout}
+		ds[i] = newDelivery(sqsMessage(rec), now.Add(-maxBatchingWindow))
+		ds[i].until, ds[i].deadline = until, deadline
 	}
 	var mu sync.Mutex
 	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
-	failed := func(m types.Message) {
+	report := func(d *delivery) {
 		mu.Lock()
 		defer mu.Unlock()
-		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: aws.ToString(m.MessageId)})
+		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: d.id})
 	}
+	h := lambdaHost{w: w}
 	if !w.lambdaHealthy(ctx) {
-		w.hideAll(ctx, msgs)
-		for _, r := range msgs {
-			failed(r.m)
+		for _, d := range ds {
+			w.skip(ctx, d, parked(nil, 0), h)
+			report(d)
 		}
-		w.log.Warn("database unhealthy: the batch is reported and hidden without touching the table", "records", len(msgs),
-			"visibility", w.health.cfg.ParkVisibility.String())
+		w.log.Warn("database unhealthy: the batch is parked and reported without touching the table", "records", len(ds))
 		return resp, nil
 	}
-	w.releases.flush(ctx, true) // refunds earlier invocations could not write
-
+	slotCtx, cancel := context.WithDeadline(ctx, until.Add(-minRecordTime))
+	defer cancel()
 	var work sync.WaitGroup
-	for _, group := range w.groups(msgs) {
-		if _, err := w.pool.AcquireBatch(ctx, 1); err != nil {
-			for _, r := range group {
-				failed(r.m)
+	for _, group := range w.groups(ds) {
+		if _, err := w.pool.AcquireBatch(slotCtx, 1); err != nil {
+			// No time left to start the group: back at once, untouched.
+			for _, d := range group {
+				w.skip(ctx, d, released(), h)
+				report(d)
 			}
 			continue
 		}
 		work.Go(func() {
 			defer w.pool.Release(1)
 			ok := true
-			for _, r := range group {
-				if !ok {
-					failed(r.m) // after a failure in its FIFO group: back, in order
-					continue
+			for _, d := range group {
+				var s settled
+				switch {
+				case !ok, w.cfg.Now().After(until.Add(-minRecordTime)):
+					// After a failure in its FIFO group, or with too
+					// little time left: back, in order, untouched.
+					s = w.skip(ctx, d, released(), h)
+				default:
+					s = w.handle(ctx, d, h)
 				}
-				result, pm := w.process(ctx, r, noAck{})
-				if result != settledFinal {
-					failed(r.m)
+				if s != settledFinal {
+					report(d)
 					ok = !w.fifo
-				}
-				if pm != nil && pm.release != nil {
-					w.releases.add(*pm.release) // written by a later invocation
 				}
 			}
 		})
@@ -118,28 +118,70 @@ func (w *Worker) HandleSQSEvent(ctx context.Context, ev events.SQSEvent) (events
 	return resp, nil
 }
 
-// groups splits msgs: by MessageGroupId, in order, on a FIFO queue; one
-// each otherwise.
-func (w *Worker) groups(msgs []received) [][]received {
-	var out [][]received
-	if !w.fifo {
-		for _, r := range msgs {
-			out = append(out, []received{r})
-		}
-		return out
+// LambdaSettleMargin is the time kept back from an invocation's deadline
+// to record a record's outcome and answer before Lambda ends the
+// invocation: a record's work (handler and commit) ends this long before
+// the deadline.
+const LambdaSettleMargin = 2 * time.Second
+
+// minRecordTime is the least time before its work must end for a record
+// to be started.
+const minRecordTime = 250 * time.Millisecond
+
+// lambdaLease is the lease of records of an invocation without a deadline
+// (not under Lambda: tests).
+const lambdaLease = 30 * time.Second
+
+// lambdaHost is a Lambda invocation's host: the event source mapping
+// deletes every record the invocation does not report; a record parked
+// while the database is unhealthy is hidden by its receive count.
+type lambdaHost struct{ w *Worker }
+
+func (lambdaHost) ack(*delivery) {}
+
+func (h lambdaHost) park(ctx context.Context, d *delivery) time.Duration {
+	vis := h.w.cappedHide(h.w.cfg.Health.lambdaPark(d.receives, h.w.queue.maxReceives), d.receivedAt)
+	h.w.changeVisibility(ctx, d.m, vis)
+	return vis
+}
+
+// lambdaPark is how long a record received for the receives-th time is
+// hidden while the database is unhealthy under Lambda, where nothing can
+// keep a message hidden between invocations and every poll of the event
+// source mapping counts a receive: ParkVisibility on the first receive,
+// four times longer on each later one, up to ParkMaxVisibility — and
+// ParkMaxVisibility outright on the last receive the redrive policy allows
+// (maxReceives, 0 when there is none), which would otherwise be the one
+// before the DLQ.
+func (c HealthConfig) lambdaPark(receives, maxReceives int) time.Duration {
+	if maxReceives > 0 && receives >= maxReceives {
+		return c.ParkMaxVisibility
 	}
-	index := map[string]int{}
-	for _, r := range msgs {
-		g := r.m.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)]
-		i, ok := index[g]
-		if !ok {
-			i = len(out)
-			index[g] = i
-			out = append(out, nil)
-		}
-		out[i] = append(out[i], r)
+	d := c.ParkVisibility
+	for i := 1; i < receives && d < c.ParkMaxVisibility; i++ {
+		d *= 4
 	}
-	return out
+	return min(d, c.ParkMaxVisibility)
+}
+
+// OutageCover is the longest DynamoDB outage a Lambda function survives
+// without a healthy message reaching the DLQ through a redrive policy of
+// maxReceiveCount: the sum of the hidings of its receives (lambdaPark),
+// each received again as soon as it ends. With the defaults (1 minute,
+// growing fourfold, 12 hours on the last receive) maxReceiveCount 5
+// covers 13h25m and 3 covers 12h05m. A message that reached its last
+// receive comes back up to ParkMaxVisibility after the database recovered:
+// the price of not dead-lettering it. No redrive policy (0) covers any
+// outage (up to the queue's retention).
+func (c HealthConfig) OutageCover(maxReceiveCount int) time.Duration {
+	if maxReceiveCount <= 0 {
+		return math.MaxInt64
+	}
+	var total time.Duration
+	for k := 1; k <= maxReceiveCount; k++ {
+		total += c.lambdaPark(k, maxReceiveCount)
+	}
+	return total
 }
 
 // lambdaHealthy is the health gate between invocations: there is no
@@ -179,28 +221,6 @@ func (w *Worker) lambdaHealthy(ctx context.Context) bool {
 		h.recover()
 	}
 	return recovered
-}
-
-// hideAll hides the records for ParkVisibility, in batches of 10.
-func (w *Worker) hideAll(ctx context.Context, msgs []received) {
-	for start := 0; start < len(msgs); start += 10 {
-		batch := msgs[start:min(start+10, len(msgs))]
-		entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(batch))
-		for i, r := range batch {
-			entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: r.m.ReceiptHandle,
-				VisibilityTimeout: visibilitySeconds(w.health.cfg.ParkVisibility)}
-		}
-		callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqsCallTimeout)
-		_, err := w.deps.SQS.ChangeMessageVisibilityBatch(callCtx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(w.cfg.QueueURL), Entries: entries})
-		cancel()
-		if err != nil {
-			w.log.Warn("could not hide the batch while the database is unhealthy; the mapping retries it after its visibility timeout", "error", err.Error())
-		}
-	}
-	for _, r := range msgs {
-		w.emit(Event{SQSMessageID: aws.ToString(r.m.MessageId), Outcome: OutcomeParked, Infrastructure: true, Visibility: w.health.cfg.ParkVisibility})
-	}
-	w.metrics.Outcomes.WithLabelValues("", OutcomeParked).Add(float64(len(msgs)))
 }
 
 // sqsMessage is a Lambda SQS record as the SQS API's message.

@@ -49,7 +49,10 @@ type Event struct {
 	// Code and Kind describe a failure (retry, terminal).
 	Code string
 	Kind string
-	// Attempt is the business attempt (0 when no lease was taken).
+	// Attempt is the business attempt the delivery ran as: the number of a
+	// run that applied, was superseded or failed (and counted); 0 when no
+	// business attempt was made or counted (duplicates, in flight,
+	// infrastructure trouble, rejections).
 	Attempt int
 	// Policy is the terminal policy applied (terminal outcomes only).
 	Policy   TerminalPolicy

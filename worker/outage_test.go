@@ -117,7 +117,7 @@ func TestDatabaseUnhealthy(t *testing.T) {
 			for _, id := range ids {
 				rec := h.record("k-"+id, caseflow.TypeDeadline)
 				require.Equal(t, inbox.StatusCompleted, rec.Status)
-				require.Equal(t, 1, rec.Attempts, "%s: infrastructure failures are not attempts", id)
+				require.Zero(t, rec.Attempts, "%s: infrastructure failures are not attempts", id)
 				require.EqualValues(t, 1, h.applications(id, caseflow.TypeDeadline, "k-"+id), "%s applied exactly once", id)
 			}
 			require.Zero(t, testenv.InspectQueue(t, h.env.Queues.DLQURL).Total(), "nothing dead-lettered")
@@ -172,23 +172,24 @@ func TestInfrastructureIsNotAnAttempt(t *testing.T) {
 			require.Len(t, retries, 2, "two deliveries ended by infrastructure trouble")
 			for _, r := range retries {
 				require.True(t, r.Infrastructure, "%+v", r)
-				require.Zero(t, r.Attempt, "the attempt was refunded: %+v", r)
+				require.Zero(t, r.Attempt, "no business attempt: %+v", r)
 			}
 			rec := h.record("k-infra", caseflow.TypeDeadline)
 			require.Equal(t, inbox.StatusCompleted, rec.Status)
-			require.Equal(t, 1, rec.Attempts)
+			require.Zero(t, rec.Attempts, "no failure was recorded, so no attempt counted")
+			require.Zero(t, rec.Takeovers, "each troubled lease was given back, none abandoned")
 			require.Equal(t, 3, rec.Deliveries)
 			require.EqualValues(t, 1, h.applications("c1", caseflow.TypeDeadline, "k-infra"))
 		})
 	}
 }
 
-// A refund that cannot be written when the attempt ends (the database
-// throttles the Release too) is retried in the background while the
-// message stays hidden until its lease ends: the next delivery still finds
-// the attempt refunded. Before, the refund was dropped and the takeover
-// after the lease counted a business attempt.
-func TestRefundRetriedInBackground(t *testing.T) {
+// A lease that cannot even be given back when infrastructure trouble ends
+// the attempt (the database throttles the Release too) costs nothing: no
+// attempt was charged, so there is nothing to refund and no second write is
+// needed; the message stays hidden until the lease ends and the next
+// delivery takes it over, still at attempt 1.
+func TestUnreleasedLeaseCostsNoAttempt(t *testing.T) {
 	h := newHarness(t, testenv.Options{})
 	h.seedCases("c1")
 	h.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "TransactWriteItems", Kind: faults.KindThrottle, Times: 3})
@@ -203,15 +204,14 @@ func TestRefundRetriedInBackground(t *testing.T) {
 	require.Equal(t, worker.OutcomeApplied, ev.Outcome, "%+v", h.allEvents())
 	require.Equal(t, 1, ev.Attempt)
 	rec := h.record("k-refund", caseflow.TypeDeadline)
-	require.Equal(t, 1, rec.Attempts)
+	require.Zero(t, rec.Attempts)
+	require.Equal(t, 1, rec.Takeovers, "the lease ran out: one takeover, bounded apart from attempts")
 	require.Equal(t, 2, rec.Deliveries)
 }
 
 // A deploy never moves work closer to terminal: when the drain timeout
-// cancels a handler, the lease is given back, the attempt refunded and the
+// cancels a handler, the lease is given back (nothing was charged) and the
 // message made visible at once; the next worker applies it as attempt 1.
-// Before, the cancellation was recorded FAILED_RETRYABLE as a business
-// attempt (and the message hidden for a backoff).
 func TestShutdownIsNotAnAttempt(t *testing.T) {
 	h := newHarness(t, testenv.Options{})
 	h.seedCases("c1")
@@ -237,8 +237,9 @@ func TestShutdownIsNotAnAttempt(t *testing.T) {
 	require.Zero(t, ev.Visibility, "visible at once for the next worker")
 	rec := h.record("k-deploy", caseflow.TypeDeadline)
 	require.Equal(t, inbox.StatusProcessing, rec.Status, "released, not failed")
-	require.Zero(t, rec.Attempts, "the attempt was refunded")
-	require.Zero(t, rec.LeaseExpiresAt, "no lease: the next delivery takes over at once")
+	require.Zero(t, rec.Attempts, "a shutdown is no business attempt")
+	require.True(t, rec.Released(), "no lease: the next delivery takes over at once")
+	require.Empty(t, rec.LeaseToken)
 	require.Equal(t, "SHUTDOWN", rec.FailureCode)
 
 	h.start(h.testConfig(), worker.Deps{Handlers: h.caseHandlers()})
@@ -303,7 +304,7 @@ func TestHangingCallsTripTheGateAtOneSlot(t *testing.T) {
 	h.waitEvents(len(ids), 60*time.Second, final)
 	for _, id := range ids {
 		require.EqualValues(t, 1, h.applications(id, caseflow.TypeDeadline, "k-"+id))
-		require.Equal(t, 1, h.record("k-"+id, caseflow.TypeDeadline).Attempts)
+		require.Zero(t, h.record("k-"+id, caseflow.TypeDeadline).Attempts, "hanging calls are no business attempts")
 	}
 	require.Zero(t, testenv.InspectQueue(t, h.env.Queues.DLQURL).Total(), "nothing dead-lettered")
 }

@@ -10,8 +10,7 @@ import (
 
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/failure"
-	"github.com/ddbworker/ddbworker/gate"
-	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/mutation"
 	"github.com/ddbworker/ddbworker/s3payload"
 )
 
@@ -73,17 +72,22 @@ func (w *Worker) initPayloads(api s3payload.GetObjectAPI, cfg s3payload.Config, 
 	return nil
 }
 
+// payloadCodeAccessDenied is the failure code of a payload the worker may
+// not read: an alert, retried without a business attempt.
+const payloadCodeAccessDenied = s3payload.CodeAccessDenied
+
 // messageBody returns the body to decode and its decoder: the message's
 // own, or, for an SQS Extended Client message, the object its pointer
 // names (bounded by Config.Payload.MaxBytes, not by the envelope's
-// MaxBodyBytes, which SQS's message size sets). ok false means the message
-// is settled by disp.
-func (w *Worker) messageBody(ctx context.Context, d *delivery) (body []byte, dec *envelope.Decoder, disp disposition, ok bool) {
+// MaxBodyBytes, which SQS's message size sets). A body it cannot fetch
+// is the delivery's verdict.
+func (w *Worker) messageBody(ctx context.Context, d *delivery) ([]byte, *envelope.Decoder, verdict) {
 	raw := aws.ToString(d.m.Body)
 	p, extended, err := s3payload.ExtendedPointer(raw, d.m.MessageAttributes)
 	if !extended {
-		return []byte(raw), w.decoder, disposition{}, true
+		return []byte(raw), w.decoder, nil
 	}
+	var body []byte
 	if err == nil {
 		if w.payloads == nil {
 			err = errNoS3(p.Bucket, p.Key, "")
@@ -93,24 +97,19 @@ func (w *Worker) messageBody(ctx context.Context, d *delivery) (body []byte, dec
 	}
 	w.observePayload(payloadSourceExtended, err)
 	if err == nil {
-		return body, w.extDecoder, disposition{}, true
+		return body, w.extDecoder, nil
 	}
 	f := payloadFailure(err)
 	switch {
 	case f.IsTerminal():
-		return nil, nil, w.reject(ctx, d, &gate.Rejection{Code: f.Code, Message: f.Message}), false
-	case f.Code == s3payload.CodeAccessDenied:
-		w.alertAccessDenied(d, err)
-		disp = keepFor(OutcomeRetry, w.cfg.Backoff.delay(max(1, receiveCount(d.m))), f)
+		return nil, nil, rejected{rejection: mutation.Rejection{Code: f.Code, Message: f.Message}}
 	case f.Infrastructure():
-		disp = keepFor(OutcomeRetry, w.cfg.Backoff.delay(unleasedStep(d.m)), f)
-	default:
-		// No record yet to count attempts on: the receive count spaces the
-		// retries, the queue's redrive policy ends them.
-		disp = keepFor(OutcomeRetry, w.cfg.Backoff.delay(max(1, receiveCount(d.m))), f)
+		return nil, nil, troubled{failure: f, step: infraStep(d)}
 	}
-	disp.infra = true // no business attempt was counted
-	return nil, nil, disp, false
+	// Access denied, or a failure with no record yet to count attempts
+	// on: the receive count spaces the retries, the queue's redrive
+	// policy ends them.
+	return nil, nil, troubled{failure: f, step: max(1, d.receives)}
 }
 
 // resolvePayload fetches the payload of an envelope that carries a
@@ -145,20 +144,6 @@ func (w *Worker) resolvePayload(ctx context.Context, env *envelope.Envelope) err
 	return nil
 }
 
-// payloadFailed settles a lease whose payload could not be fetched:
-// access denied is an alert and a retry that counts no business attempt;
-// the rest is settled like any failure (infrastructure: released, no
-// attempt; terminal: recorded, terminal policy; otherwise an attempt).
-func (w *Worker) payloadFailed(ctx context.Context, d *delivery, lease inbox.Lease, attempts failure.Policy, err error) disposition {
-	f := payloadFailure(err)
-	if f.Code == s3payload.CodeAccessDenied {
-		w.alertAccessDenied(d, err)
-		disp, _ := w.giveBack(ctx, lease, f, max(1, receiveCount(d.m)))
-		return disp
-	}
-	return w.settle(ctx, d, lease, attempts, f)
-}
-
 // payloadFailure is err as a failure.
 func payloadFailure(err error) *failure.Error {
 	var pe *s3payload.Error
@@ -166,21 +151,6 @@ func payloadFailure(err error) *failure.Error {
 		return pe.Failure()
 	}
 	return failure.Classify(err, s3payload.CodeFetchFailed)
-}
-
-// alertAccessDenied logs the alert and counts it.
-func (w *Worker) alertAccessDenied(d *delivery, err error) {
-	w.metrics.PayloadAccessDenied.Inc()
-	attrs := []any{"sqsMessageId", aws.ToString(d.m.MessageId), "receiveCount", receiveCount(d.m), "code", s3payload.CodeAccessDenied,
-		"error", truncateRunes(err.Error(), maxLoggedMessage)}
-	var pe *s3payload.Error
-	if errors.As(err, &pe) {
-		attrs = append(attrs, "bucket", pe.Bucket, "key", pe.Key)
-	}
-	if d.env != nil {
-		attrs = append(attrs, "idempotencyKey", d.env.IdempotencyKey, "messageType", d.env.MessageType)
-	}
-	w.log.Error("ALERT payload access denied: the worker may not read the referenced object; the message is retried without counting attempts until the permission is fixed", attrs...)
 }
 
 // observePayload counts a fetch by source and result.

@@ -123,7 +123,7 @@ func TestPayloadRefAppliedOnce(t *testing.T) {
 			rec := p.record("k-ref", caseflow.TypeDeadline)
 			require.Equal(t, inbox.StatusCompleted, rec.Status)
 			require.Equal(t, hash, rec.RequestHash, "the hash covers the reference, not the fetched bytes")
-			require.Equal(t, 1, rec.Attempts)
+			require.Zero(t, rec.Attempts)
 			require.EqualValues(t, 1, p.applications("c1", caseflow.TypeDeadline, "k-ref"))
 			require.Equal(t, 2, p.faults.Calls("GetObject"), "one throttled fetch, one that succeeded")
 
@@ -222,7 +222,7 @@ func TestPayloadRefFailures(t *testing.T) {
 		}
 		require.GreaterOrEqual(t, testutil.ToFloat64(metrics.PayloadAccessDenied), 2.0, "each refusal is an alert")
 		rec := p.record("k-denied", caseflow.TypeDeadline)
-		require.Equal(t, 0, rec.Attempts, "the attempts were refunded")
+		require.Zero(t, rec.Attempts, "no attempt was charged")
 		require.Equal(t, s3payload.CodeAccessDenied, rec.FailureCode)
 
 		p.faults.Clear() // the permission is fixed

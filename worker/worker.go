@@ -82,25 +82,21 @@ type Worker struct {
 	committer *mutation.Committer
 	renewer   *stale.Renewer
 	policy    stale.Policy
-	retention time.Duration // the queue's, read when Run starts
-	// maxReceives is the redrive policy's maxReceiveCount (0: none), read
-	// when Run starts.
-	maxReceives int
-	owner       string
-	fifo        bool
-	log         *slog.Logger
-	metrics     *Metrics
-	labels      *labels
-	limiter     *adaptive.Limiter
-	pool        *slots.Pool
-	health      *dbHealth
-	parked      parkingLot
-	releases    *releaser // refunds to retry (in the background; under Lambda, per invocation)
-	lambdaInit  sync.Once
-	fail        func(string)
-	fixed       bool // hooks.FixedConcurrency
-	ran         sync.Once
-	ready       atomic.Bool
+	queue     queueFacts // read when Run starts (under Lambda, at the first invocation)
+	owner     string
+	fifo      bool
+	log       *slog.Logger
+	metrics   *Metrics
+	labels    *labels
+	limiter   *adaptive.Limiter
+	pool      *slots.Pool
+	health    *dbHealth
+	parked    parkingLot
+	queueOnce sync.Once
+	fail      func(string)
+	fixed     bool // hooks.FixedConcurrency
+	ran       sync.Once
+	ready     atomic.Bool
 
 	// payloads fetches payloads by S3 reference (nil without Deps.S3);
 	// extDecoder decodes an SQS Extended Client message's body fetched
@@ -131,7 +127,7 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 	if w.policy, err = (stale.Policy{Lease: cfg.VisibilityTimeout, Skew: cfg.ClockSkew}).WithDefaults(); err != nil { // stale.Zero == Zero
 		errs = append(errs, err)
 	}
-	w.retention = defaultRetention
+	w.queue = queueFacts{retention: defaultRetention, dlqMaxBytes: maxMessageBytes}
 	if w.decoder, err = envelope.NewDecoder(cfg.Envelope); err != nil {
 		errs = append(errs, err)
 	} else if lim := w.decoder.Config(); inbox.CheckKeyLimits(lim.MaxKeyBytes, lim.MaxFieldBytes) != nil {
@@ -146,9 +142,9 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 		errs = append(errs, err)
 	}
 	if deps.DynamoDB != nil && cfg.Store.Table != "" {
-		w.db = newDBCalls(deps.DynamoDB, cfg.CallTimeout, cfg.CallAttempts, cfg.MaxWCU, cfg.Now, w.observe)
+		w.db = newDBCalls(deps.DynamoDB, cfg.CallTimeout, cfg.CallAttempts, cfg.MaxWCU, cfg.Now, w.observeCall)
 		if w.gate, err = gate.New(w.db, gate.Config{Store: cfg.Store, Owner: cfg.Owner, Policy: w.policy,
-			MaxAttempts: cfg.MaxAttempts, Now: cfg.Now}); err != nil {
+			MaxAttempts: cfg.MaxAttempts, MaxTakeovers: cfg.MaxTakeovers, Now: cfg.Now}); err != nil {
 			errs = append(errs, err)
 		}
 		if w.committer, err = mutation.New(w.db, mutation.Config{Store: cfg.Store, Now: cfg.Now}); err != nil {
@@ -179,15 +175,14 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 	w.metrics.DatabaseHealthy.Set(1)
 	w.db.paced = func(d time.Duration) { w.metrics.BudgetWait.Add(d.Seconds()) }
 	w.pool = slots.New(cfg.Concurrency)
-	w.releases = newReleaser(w)
 	w.fail = func(string) {}
 	return w, nil
 }
 
-// observe is told the outcome of every DynamoDB call the worker makes: it
-// feeds the health detector, the adaptive concurrency limit and the
+// observeCall is told the outcome of every DynamoDB call the worker makes:
+// it feeds the health detector, the adaptive concurrency limit and the
 // metrics.
-func (w *Worker) observe(op string, r dbResult, latency time.Duration, err error) {
+func (w *Worker) observeCall(op string, r dbResult, latency time.Duration, err error) {
 	now := w.cfg.Now()
 	w.metrics.DynamoDBCalls.WithLabelValues(op, dbResultNames[r]).Inc()
 	w.health.record(now, r, err)
@@ -219,10 +214,6 @@ func (w *Worker) setLimit(n int) {
 
 // ErrAlreadyRan reports a second call of Run.
 var ErrAlreadyRan = errors.New("worker: Run called twice")
-
-// errShutdown is the cause of the work context's cancellation when the
-// drain timeout ends in-flight work.
-var errShutdown = errors.New("worker: drain timeout: work cancelled by shutdown")
 
 // sqsCallTimeout bounds every SQS call but the long poll (which gets its
 // wait time on top).
@@ -261,7 +252,6 @@ func (w *Worker) Run(ctx context.Context) error {
 	var background sync.WaitGroup
 	bgCtx, stopBackground := context.WithCancel(workCtx)
 	background.Go(func() { w.health.run(bgCtx) })
-	background.Go(func() { w.releases.run(bgCtx) })
 	background.Go(func() { w.keepParked(bgCtx) })
 
 	// A permanent receive error stops every poller; in-flight work still
@@ -282,13 +272,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	select {
 	case <-drained:
 	case <-time.After(w.cfg.DrainTimeout):
-		w.log.Warn("drain timeout: cancelling in-flight work; its leases are released and its messages made visible", "drainTimeout", w.cfg.DrainTimeout.String())
+		w.log.Warn("drain timeout: cancelling in-flight work; its leases are given back and its messages made visible", "drainTimeout", w.cfg.DrainTimeout.String())
 		cancelWork(errShutdown)
 		<-drained
 	}
 	stopBackground()
 	background.Wait()
-	w.unpark(context.WithoutCancel(ctx))
+	w.unpark(context.WithoutCancel(ctx), del)
 
 	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
@@ -299,54 +289,94 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
+// queueFacts are what the worker reads of its queues when it starts.
+type queueFacts struct {
+	// retention is the queue's message retention period (deferral keeps
+	// messages within it).
+	retention time.Duration
+	// maxReceives is its redrive policy's maxReceiveCount (0: none).
+	maxReceives int
+	// dlqMaxBytes is the DLQ's MaximumMessageSize (a DLQ copy must fit).
+	dlqMaxBytes int
+}
+
 // defaultRetention is SQS's default retention period, assumed when the
 // queue's cannot be read.
 const defaultRetention = 4 * 24 * time.Hour
 
 // readQueue reads the queue's retention period and its redrive policy's
-// maxReceiveCount (deferral keeps messages within both) and warns when its visibility timeout differs from the
-// worker's, which sets its own on every receive.
+// maxReceiveCount, and the DLQ's MaximumMessageSize; it warns when the
+// queue's visibility timeout differs from the worker's, which sets its own
+// on every receive. What it cannot read keeps SQS's defaults.
 func (w *Worker) readQueue(ctx context.Context) {
-	callCtx, cancel := context.WithTimeout(ctx, sqsCallTimeout)
-	defer cancel()
-	out, err := w.deps.SQS.GetQueueAttributes(callCtx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(w.cfg.QueueURL),
-		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameMessageRetentionPeriod, types.QueueAttributeNameVisibilityTimeout,
-			types.QueueAttributeNameRedrivePolicy}})
+	attrs, err := w.queueAttributes(ctx, w.cfg.QueueURL, types.QueueAttributeNameMessageRetentionPeriod,
+		types.QueueAttributeNameVisibilityTimeout, types.QueueAttributeNameRedrivePolicy)
 	if err != nil {
 		w.log.Warn("could not read the queue's attributes; assuming a retention period of 4 days", "error", err.Error())
+	} else {
+		if s, err := strconv.Atoi(attrs[string(types.QueueAttributeNameMessageRetentionPeriod)]); err == nil && s > 0 {
+			w.queue.retention = time.Duration(s) * time.Second
+		}
+		w.queue.maxReceives = maxReceiveCount(attrs[string(types.QueueAttributeNameRedrivePolicy)])
+		if s, err := strconv.Atoi(attrs[string(types.QueueAttributeNameVisibilityTimeout)]); err == nil && time.Duration(s)*time.Second != w.cfg.VisibilityTimeout && w.cfg.VisibilityTimeout > 0 {
+			w.log.Warn("the queue's visibility timeout differs from the worker's; the worker sets its own on every receive, but other consumers and redrives use the queue's",
+				"queueVisibilityTimeout", (time.Duration(s) * time.Second).String(), "visibilityTimeout", w.cfg.VisibilityTimeout.String())
+		}
+	}
+	if w.cfg.DLQURL == "" || w.cfg.TerminalPolicy != PolicyDLQ {
 		return
 	}
-	if s, err := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameMessageRetentionPeriod)]); err == nil && s > 0 {
-		w.retention = time.Duration(s) * time.Second
+	dlqAttrs, err := w.queueAttributes(ctx, w.cfg.DLQURL, types.QueueAttributeNameMaximumMessageSize)
+	if err != nil {
+		w.log.Warn("could not read the DLQ's MaximumMessageSize; assuming 1 MiB (a copy it refuses as too large is left to the redrive policy)", "error", err.Error())
+		return
 	}
-	if rp := out.Attributes[string(types.QueueAttributeNameRedrivePolicy)]; rp != "" {
-		var p struct {
-			MaxReceiveCount json.Number `json:"maxReceiveCount"`
-		}
-		if err := json.Unmarshal([]byte(rp), &p); err == nil {
-			if n, err := p.MaxReceiveCount.Int64(); err == nil && n > 0 {
-				w.maxReceives = int(n)
-			}
-		}
+	if n, err := strconv.Atoi(dlqAttrs[string(types.QueueAttributeNameMaximumMessageSize)]); err == nil && n > 0 {
+		w.queue.dlqMaxBytes = n
 	}
-	if s, err := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameVisibilityTimeout)]); err == nil && time.Duration(s)*time.Second != w.cfg.VisibilityTimeout {
-		w.log.Warn("the queue's visibility timeout differs from the worker's; the worker sets its own on every receive, but other consumers and redrives use the queue's",
-			"queueVisibilityTimeout", (time.Duration(s) * time.Second).String(), "visibilityTimeout", w.cfg.VisibilityTimeout.String())
+}
+
+func (w *Worker) queueAttributes(ctx context.Context, url string, names ...types.QueueAttributeName) (map[string]string, error) {
+	callCtx, cancel := context.WithTimeout(ctx, sqsCallTimeout)
+	defer cancel()
+	out, err := w.deps.SQS.GetQueueAttributes(callCtx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: names})
+	if err != nil {
+		return nil, err
 	}
+	return out.Attributes, nil
+}
+
+// maxReceiveCount reads a RedrivePolicy attribute (0 when there is none).
+func maxReceiveCount(policy string) int {
+	if policy == "" {
+		return 0
+	}
+	var p struct {
+		MaxReceiveCount json.Number `json:"maxReceiveCount"`
+	}
+	if err := json.Unmarshal([]byte(policy), &p); err != nil {
+		return 0
+	}
+	n, err := p.MaxReceiveCount.Int64()
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return int(n)
 }
 
 // unpark lets go of the parked messages at shutdown: visible at once while
 // the database is healthy (another consumer takes them), otherwise left
 // hidden for the rest of their parking visibility, so a worker that starts
 // meanwhile does not receive them only to park them again.
-func (w *Worker) unpark(ctx context.Context) {
+func (w *Worker) unpark(ctx context.Context, del *deleter) {
 	left := w.parked.take(w.parked.len())
 	w.metrics.Parked.Set(0)
 	if len(left) == 0 || !w.health.Healthy() {
 		return
 	}
+	h := &daemonHost{w: w, del: del}
 	for _, pm := range left {
-		w.release(ctx, pm.m)
+		w.skip(ctx, pm.d, released(), h)
 	}
 }
 
@@ -398,18 +428,6 @@ func permanentReceive(code string) bool {
 	return false
 }
 
-// received is a message and the moment this worker received it (SQS hides
-// a message at most 12 hours after its receipt).
-type received struct {
-	m   types.Message
-	at  time.Time
-	rel *pendingRelease // a parked message's refund still to write
-	// lease and timeout, when set, replace the lease length and
-	// MessageTimeout (a Lambda invocation's end bounds both); with lease
-	// set there is no heartbeat.
-	lease, timeout time.Duration
-}
-
 func (w *Worker) poll(ctx, workCtx context.Context, work *sync.WaitGroup, del *deleter, stop context.CancelCauseFunc) {
 	receiveFailures := 0
 	for ctx.Err() == nil {
@@ -434,11 +452,11 @@ func (w *Worker) poll(ctx, workCtx context.Context, work *sync.WaitGroup, del *d
 			} else {
 				w.pool.Release(n - len(parked))
 			}
-			msgs := make([]received, len(parked))
+			ds := make([]*delivery, len(parked))
 			for i, pm := range parked {
-				msgs[i] = received{m: pm.m, at: pm.receivedAt, rel: pm.release}
+				ds[i] = pm.d
 			}
-			w.dispatch(ctx, workCtx, msgs, work, del)
+			w.dispatch(ctx, workCtx, ds, work, del)
 			continue
 		}
 		// The long poll is not cancelled by shutdown: SQS may hand messages
@@ -489,81 +507,113 @@ func (w *Worker) poll(ctx, workCtx context.Context, work *sync.WaitGroup, del *d
 		if unused := n - len(out.Messages); unused > 0 {
 			w.pool.Release(unused)
 		}
+		now := w.cfg.Now()
+		ds := make([]*delivery, len(out.Messages))
+		for i, m := range out.Messages {
+			ds[i] = newDelivery(m, now)
+		}
 		if ctx.Err() != nil {
-			for _, m := range out.Messages {
-				w.release(workCtx, m)
+			h := &daemonHost{w: w, del: del}
+			for _, d := range ds {
+				w.skip(workCtx, d, released(), h)
 			}
-			w.pool.Release(len(out.Messages))
+			w.pool.Release(len(ds))
 			return
 		}
-		if len(out.Messages) == 0 {
+		if len(ds) == 0 {
 			continue
 		}
-		w.metrics.Received.Add(float64(len(out.Messages)))
-		now := w.cfg.Now()
-		msgs := make([]received, len(out.Messages))
-		for i, m := range out.Messages {
-			msgs[i] = received{m: m, at: now}
-		}
-		w.dispatch(ctx, workCtx, msgs, work, del)
+		w.metrics.Received.Add(float64(len(ds)))
+		w.dispatch(ctx, workCtx, ds, work, del)
 	}
 }
 
-// dispatch starts the batch's messages: each on its own, or, on a FIFO
-// queue, each group in order, stopping a group at its first failure and
-// keeping the group's waiting messages hidden while the ones before them
-// run.
-func (w *Worker) dispatch(ctx, workCtx context.Context, msgs []received, work *sync.WaitGroup, del acker) {
-	groups := w.groups(msgs)
+// dispatch starts a batch's deliveries: each on its own, or, on a FIFO
+// queue, each group in order (runGroup).
+func (w *Worker) dispatch(ctx, workCtx context.Context, ds []*delivery, work *sync.WaitGroup, del *deleter) {
+	groups := w.groups(ds)
 	for gi, group := range groups {
 		if gi == len(groups)/2 && len(groups) > 1 {
 			w.fail(hooks.MidBatch)
 		}
-		work.Go(func() {
-			var waiting *groupKeeper
-			if len(group) > 1 {
-				waiting = w.keepGroupHidden(workCtx, group)
-				defer waiting.stop()
-			}
-			ok := true
-			var unit []parkedMsg
-			for i, r := range group {
-				func() {
-					defer w.pool.Release(1)
-					if waiting != nil {
-						waiting.started(i)
-					}
-					switch {
-					case unit != nil:
-						// One before it was parked: it waits behind, in order.
-						unit = append(unit, w.parkBehind(workCtx, r))
-					case !ok || (w.fifo && ctx.Err() != nil):
-						// After a failure in its group, or when shutting
-						// down, a FIFO message is not started: it goes back
-						// in order.
-						w.release(workCtx, r.m)
-					default:
-						switch result, pm := w.process(workCtx, r, del); result {
-						case settledParked:
-							unit = []parkedMsg{*pm}
-						case settledKept:
-							ok = false
-						}
-					}
-				}()
-			}
-			w.parked.add(unit)
-			w.metrics.Parked.Set(float64(w.parked.len()))
-		})
+		work.Go(func() { w.runGroup(ctx, workCtx, group, &daemonHost{w: w, del: del}) })
 	}
 }
 
-// release makes a received message visible again at once (it was not
-// started) so another consumer takes it without waiting for the timeout.
-func (w *Worker) release(ctx context.Context, m types.Message) {
-	w.changeVisibility(ctx, m, 0)
-	w.emit(Event{SQSMessageID: aws.ToString(m.MessageId), Outcome: OutcomeReleased})
-	w.metrics.Outcomes.WithLabelValues("", OutcomeReleased).Inc()
+// runGroup runs the deliveries of one group in order (a standard queue's
+// groups hold one). On a FIFO queue the group's waiting messages are kept
+// hidden while the ones before them run; after a delivery that stays in
+// the queue, or when shutting down, the rest go back in order without
+// running, and after one that was parked the rest are parked behind it, as
+// one unit.
+func (w *Worker) runGroup(ctx, workCtx context.Context, group []*delivery, h *daemonHost) {
+	var waiting *groupKeeper
+	if len(group) > 1 {
+		waiting = w.keepGroupHidden(workCtx, group)
+		defer waiting.stop()
+	}
+	ok := true
+	for i, d := range group {
+		if waiting != nil {
+			waiting.started(i)
+		}
+		var s settled
+		switch {
+		case len(h.unit) > 0:
+			s = w.skip(workCtx, d, parked(nil, 0), h)
+		case !ok || (w.fifo && ctx.Err() != nil):
+			s = w.skip(workCtx, d, released(), h)
+		default:
+			s = w.handle(workCtx, d, h)
+		}
+		w.pool.Release(1)
+		if s == settledKept {
+			ok = false
+		}
+	}
+	w.parked.add(h.unit)
+	w.metrics.Parked.Set(float64(w.parked.len()))
+}
+
+// groups splits ds: by MessageGroupId, in order, on a FIFO queue; one
+// each otherwise.
+func (w *Worker) groups(ds []*delivery) [][]*delivery {
+	var out [][]*delivery
+	if !w.fifo {
+		for _, d := range ds {
+			out = append(out, []*delivery{d})
+		}
+		return out
+	}
+	index := map[string]int{}
+	for _, d := range ds {
+		i, ok := index[d.group]
+		if !ok {
+			i = len(out)
+			index[d.group] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], d)
+	}
+	return out
+}
+
+// daemonHost is the daemon's host of one group's deliveries: deletes go to
+// the batching deleter, and a parked message is hidden for ParkVisibility
+// and held, with the rest of its group behind it, for the parking lot.
+type daemonHost struct {
+	w    *Worker
+	del  *deleter
+	unit []parkedMsg
+}
+
+func (h *daemonHost) ack(d *delivery) { h.del.ack(d.m) }
+
+func (h *daemonHost) park(ctx context.Context, d *delivery) time.Duration {
+	vis := h.w.cappedHide(h.w.cfg.Health.ParkVisibility, d.receivedAt)
+	h.w.changeVisibility(ctx, d.m, vis)
+	h.unit = append(h.unit, parkedMsg{d: d, hidden: h.w.cfg.Now().Add(vis)})
+	return vis
 }
 
 // changeVisibility hides m for d (0: visible at once). It is bounded by
@@ -593,23 +643,4 @@ func (w *Worker) changeVisibilityWithin(ctx context.Context, m types.Message, d 
 func (w *Worker) cappedHide(d time.Duration, receivedAt time.Time) time.Duration {
 	left := maxVisibility - time.Minute - w.cfg.Now().Sub(receivedAt)
 	return max(0, min(d, left))
-}
-
-func (w *Worker) emit(ev Event) {
-	if w.deps.OnEvent != nil {
-		w.deps.OnEvent(ev)
-	}
-}
-
-func receiveCount(m types.Message) int {
-	n, _ := strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
-	return n
-}
-
-func sentAt(m types.Message) time.Time {
-	ms, err := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64)
-	if err != nil {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms)
 }

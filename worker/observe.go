@@ -1,0 +1,118 @@
+package worker
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/ddbworker/ddbworker/failure"
+)
+
+// handle runs one delivery's pipeline inside its observer: the in-flight
+// gauge and the message's age before, and after it the one log line, the
+// metrics and the event (observe).
+func (w *Worker) handle(ctx context.Context, d *delivery, h host) settled {
+	start := w.cfg.Now()
+	w.metrics.InFlight.Inc()
+	defer w.metrics.InFlight.Dec()
+	if !d.sentAt.IsZero() {
+		w.metrics.MessageAge.Observe(start.Sub(d.sentAt).Seconds())
+	}
+	r := w.process(ctx, d, h)
+	w.observe(ctx, d, r, w.cfg.Now().Sub(start))
+	return r.applied.settled
+}
+
+// skip settles a delivery that is not started — the rest of a FIFO group
+// after a failure, or held behind a parked one; a message received as the
+// worker shuts down — with o, and observes it.
+func (w *Worker) skip(ctx context.Context, d *delivery, o outcome, h host) settled {
+	r := report{outcome: o}
+	r.applied = w.apply(ctx, d, nil, o, h)
+	w.observe(ctx, d, r, 0)
+	return r.applied.settled
+}
+
+// observe is the one place a delivery is logged, counted and reported:
+// one JSON log line, its metrics, the alerts its failure calls for, and
+// the event for Deps.OnEvent.
+func (w *Worker) observe(ctx context.Context, d *delivery, r report, took time.Duration) {
+	o, a := r.outcome, r.applied
+	ev := Event{SQSMessageID: d.id, Outcome: o.result, Final: a.settled == settledFinal, Attempt: o.attempt,
+		Policy: a.policy, Duration: took, Infrastructure: o.infra, Visibility: time.Duration(visibilitySeconds(a.visibility)) * time.Second}
+	attrs := []slog.Attr{
+		slog.String("sqsMessageId", d.id), slog.String("outcome", o.result),
+		slog.Int("receiveCount", d.receives), slog.Int64("durationMs", took.Milliseconds()),
+	}
+	if wk := r.work; wk != nil {
+		env := wk.env
+		ev.IdempotencyKey, ev.MessageType = env.IdempotencyKey, env.MessageType
+		attrs = append(attrs, slog.String("messageId", env.MessageID), slog.String("idempotencyKey", env.IdempotencyKey),
+			slog.String("messageType", env.MessageType), slog.String("aggregateType", env.AggregateType),
+			slog.String("aggregateId", env.AggregateID), slog.String("correlationId", env.CorrelationID),
+			slog.String("causationId", env.CausationID), slog.Int("attempt", o.attempt))
+	}
+	typeLabel := w.labels.messageType(ev.MessageType)
+	level := slog.LevelInfo
+	if f := o.failure; f != nil {
+		ev.Code, ev.Kind = f.Code, f.Kind.String()
+		attrs = append(attrs, slog.String("failureKind", ev.Kind), slog.String("failureCode", f.Code),
+			slog.String("failureMessage", truncateRunes(f.Message, maxLoggedMessage)), slog.Bool("infrastructure", o.infra))
+		w.metrics.Failures.WithLabelValues(typeLabel, ev.Kind, w.labels.code(f.Code)).Inc()
+		w.alert(ctx, d, r, f)
+		level = slog.LevelWarn
+		if f.IsTerminal() {
+			level = slog.LevelError
+			attrs = append(attrs, slog.String("terminalPolicy", string(a.policy)))
+		}
+	}
+	if ev.Visibility > 0 {
+		attrs = append(attrs, slog.Int64("visibilityS", int64(ev.Visibility/time.Second)))
+	}
+	if r.commit > 0 {
+		w.metrics.Commit.Observe(r.commit.Seconds())
+	}
+	if a.dlqSent {
+		w.metrics.DLQSent.Inc()
+	}
+	w.log.LogAttrs(ctx, level, "message", attrs...)
+	w.metrics.Outcomes.WithLabelValues(typeLabel, outcomeLabel(ev.Outcome)).Inc()
+	if took > 0 {
+		w.metrics.Processing.WithLabelValues(typeLabel).Observe(took.Seconds())
+	}
+	if w.deps.OnEvent != nil {
+		w.deps.OnEvent(ev)
+	}
+}
+
+// alert counts and logs the failures an operator must act on: a hash
+// mismatch (a key reused for other work), a payload the worker may not
+// read (a permission to fix), and the infrastructure trouble the metrics
+// track.
+func (w *Worker) alert(ctx context.Context, d *delivery, r report, f *failure.Error) {
+	switch f.Code {
+	case failure.CodeThrottled:
+		w.metrics.Throttles.Inc()
+	case failure.CodeTransactionConflict:
+		w.metrics.Conflicts.Inc()
+	case failure.CodeHashMismatch:
+		w.metrics.HashMismatches.Inc()
+		attrs := []any{"sqsMessageId", d.id, "reason", truncateRunes(f.Message, maxLoggedMessage)}
+		if r.work != nil {
+			attrs = append(attrs, "idempotencyKey", r.work.env.IdempotencyKey, "messageType", r.work.env.MessageType, "requestHash", r.work.env.RequestHash)
+		}
+		w.log.ErrorContext(ctx, "ALERT idempotency hash mismatch: the key already holds other work; the existing record is untouched", attrs...)
+	case payloadCodeAccessDenied:
+		w.metrics.PayloadAccessDenied.Inc()
+		attrs := []any{"sqsMessageId", d.id, "receiveCount", d.receives, "code", f.Code, "error", truncateRunes(f.Message, maxLoggedMessage)}
+		if r.work != nil {
+			attrs = append(attrs, "idempotencyKey", r.work.env.IdempotencyKey, "messageType", r.work.env.MessageType)
+		}
+		w.log.ErrorContext(ctx, "ALERT payload access denied: the worker may not read the referenced object; the message is retried without counting attempts until the permission is fixed", attrs...)
+	}
+}
+
+// maxLoggedMessage caps failure and error texts in log lines and DLQ
+// attributes: a failure that echoes a large payload must not become a
+// large log line.
+const maxLoggedMessage = 1024

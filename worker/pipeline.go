@@ -1,0 +1,197 @@
+package worker
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/ddbworker/ddbworker"
+	"github.com/ddbworker/ddbworker/dlq"
+	"github.com/ddbworker/ddbworker/envelope"
+	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/gate"
+	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/hooks"
+)
+
+// One message's pipeline, top to bottom (each stage is called from here
+// once and returns a value; see outcome.go for the values):
+//
+//	facts    the delivery, read once at receipt          newDelivery   pipeline.go
+//	admit    decode, route, replay window, deferral,     admit         admit.go
+//	         an Extended Client body; writes nothing
+//	claim    the gate (fused: the commit claims)         claim         claim.go
+//	run      handler and commit, heartbeat, re-runs      run           run.go
+//	record   the only writer of failures to the inbox    record        record.go
+//	apply    the only place that acts on SQS for it      apply         apply.go
+//	observe  log line, metrics, event: one wrapper       observe       observe.go
+//
+// The daemon (worker.go: poll, dispatch) and the Lambda adapter
+// (lambda.go) run the same pipeline; they differ only in their host: how a
+// message is acked and parked.
+
+// delivery is one received message and the facts of its delivery, read
+// once when it is received: every stage reads them here.
+type delivery struct {
+	m        types.Message
+	id       string    // SQS MessageId
+	receives int       // ApproximateReceiveCount
+	sentAt   time.Time // SentTimestamp (zero when absent)
+	// origin is when the work's first message was sent: the earliest of
+	// the first-sent attribute that DLQ copies, re-sends, relay sends and
+	// redrives carry, and this message's SentTimestamp (zero when neither
+	// is known).
+	origin time.Time
+	group  string // MessageGroupId (FIFO queues)
+	// receivedAt is when the message was received (SQS hides a message at
+	// most 12 hours after its receipt).
+	receivedAt time.Time
+	// until, when set, ends the work (handler and commit): under Lambda the
+	// invocation's deadline less the time kept to settle and answer; the
+	// lease runs to the deadline (deadline) and has no heartbeat.
+	until, deadline time.Time
+}
+
+func newDelivery(m types.Message, receivedAt time.Time) *delivery {
+	d := &delivery{m: m, id: aws.ToString(m.MessageId), receivedAt: receivedAt,
+		group: m.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)]}
+	d.receives, _ = strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
+	if ms, err := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64); err == nil {
+		d.sentAt = time.UnixMilli(ms)
+	}
+	d.origin = d.sentAt
+	if v, ok := m.MessageAttributes[dlq.AttrFirstSentAt]; ok {
+		if ms, err := strconv.ParseInt(aws.ToString(v.StringValue), 10, 64); err == nil && ms > 0 {
+			if first := time.UnixMilli(ms); d.origin.IsZero() || first.Before(d.origin) {
+				d.origin = first
+			}
+		}
+	}
+	return d
+}
+
+// work is an admitted delivery: its envelope, its route, and the request
+// the gate claims.
+type work struct {
+	env   *envelope.Envelope
+	route ddbworker.Route
+	req   *gate.Request
+	// fresh is the record a fused run creates (COMPLETED with the commit,
+	// or failed or superseded by record), nil on a gated route.
+	fresh *inbox.Record
+}
+
+// claimed is a held lease and the attempts policy in effect for it.
+type claimed struct {
+	lease    inbox.Lease
+	attempts failure.Policy
+}
+
+// host is where the pipeline runs: the daemon's pollers or a Lambda
+// invocation. They differ in how a finished message leaves the queue and
+// how one waits out an unhealthy database.
+type host interface {
+	// ack takes the message out of the queue (the daemon deletes in
+	// batches; under Lambda the event source mapping deletes what the
+	// invocation does not report).
+	ack(d *delivery)
+	// park keeps the message hidden until the database is healthy again,
+	// and returns how long it hid it.
+	park(ctx context.Context, d *delivery) time.Duration
+}
+
+// settled is what became of a delivery's message.
+type settled int
+
+const (
+	settledFinal  settled = iota + 1 // it left the queue
+	settledKept                      // it stays (retry, in flight, deferred, released)
+	settledParked                    // it is parked until the database is healthy
+)
+
+// report is everything the observer needs of one delivery: what the
+// stages decided, what the inbox was told, what was done to the message.
+type report struct {
+	work    *work
+	outcome outcome
+	applied applied
+	// commit is how long the commit's transaction took (0: none).
+	commit time.Duration
+}
+
+// process carries one delivery through the pipeline.
+func (w *Worker) process(ctx context.Context, d *delivery, h host) report {
+	var r report
+	v := w.decide(ctx, d, &r)
+	settleCtx, cancel := w.settling(ctx, d)
+	defer cancel()
+	r.outcome = w.record(settleCtx, d, r.work, v)
+	r.applied = w.apply(settleCtx, d, r.work, r.outcome, h)
+	return r
+}
+
+// decide runs the deciding stages: admit, then claim and run — on a fused
+// route the run comes first and claims the work with its commit, unless
+// the record is there already.
+func (w *Worker) decide(ctx context.Context, d *delivery, r *report) verdict {
+	if !w.health.Healthy() {
+		// Received (or taken from the parking lot) just as the database
+		// turned unhealthy: not started.
+		return notStarted{park: true}
+	}
+	workCtx, cancel := w.workContext(ctx, d)
+	defer cancel()
+	wk, v := w.admit(workCtx, d)
+	r.work = wk
+	if v != nil {
+		return v
+	}
+	var existing *inbox.Record
+	if w.fused(wk) {
+		v := w.run(workCtx, d, wk, nil, r)
+		ex, ok := v.(recordExists)
+		if !ok {
+			return v
+		}
+		existing = ex.record
+	}
+	c, v := w.claim(workCtx, d, wk, existing)
+	if v != nil {
+		return v
+	}
+	w.fail(hooks.AfterGate)
+	return w.run(workCtx, d, wk, c, r)
+}
+
+// fused reports whether wk runs fused: its route says so and its payload
+// is inline (a payload by reference is fetched under the gate's lease, so
+// that a duplicate costs no S3 read).
+func (w *Worker) fused(wk *work) bool { return wk.route.Fused && wk.env.PayloadRef == nil }
+
+// workContext bounds the work of one delivery: MessageTimeout from now,
+// or, under Lambda, the invocation's deadline less the settle margin.
+func (w *Worker) workContext(ctx context.Context, d *delivery) (context.Context, context.CancelFunc) {
+	if !d.until.IsZero() {
+		return context.WithDeadline(ctx, d.until)
+	}
+	return context.WithTimeout(ctx, w.cfg.MessageTimeout)
+}
+
+// settleTimeout bounds the inbox and SQS calls that settle a delivery
+// once its work is done, which may be after the per-message deadline.
+const settleTimeout = 10 * time.Second
+
+// settling is the context that records and applies an outcome: not ended
+// by the per-message deadline or by shutdown (a failure must be recorded,
+// or the record stays PROCESSING until its lease ends), but bounded — and,
+// under Lambda, ended by the invocation's deadline.
+func (w *Worker) settling(ctx context.Context, d *delivery) (context.Context, context.CancelFunc) {
+	detached := context.WithoutCancel(ctx)
+	if !d.deadline.IsZero() {
+		return context.WithDeadline(detached, d.deadline)
+	}
+	return context.WithTimeout(detached, settleTimeout)
+}

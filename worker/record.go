@@ -1,0 +1,190 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/mutation"
+)
+
+// record tells the inbox what a verdict means for the work — the only
+// place that writes a failure (or a supersede, a release, an end, a
+// rejection) to the inbox — and returns the outcome for the message.
+//
+// A business failure is counted as an attempt in the same fenced write
+// that records it (mutation.Committer.Fail), and nowhere else: a verdict
+// of infrastructure trouble writes no failure, only gives its lease back
+// (best effort, while the database is healthy), and whatever cannot be
+// written leaves a lease to expire — never a charge to undo later.
+func (w *Worker) record(ctx context.Context, d *delivery, wk *work, v verdict) outcome {
+	switch v := v.(type) {
+	case completed:
+		return done(v.outcome, v.attempt)
+	case waiting:
+		return later(v.outcome, v.hide, nil, v.attempt)
+	case deferred:
+		if v.resend {
+			return resent(v.by)
+		}
+		return later(OutcomeDeferred, v.by, nil, 0)
+	case notStarted:
+		if v.park {
+			return parked(nil, 0)
+		}
+		return released()
+	case terminalAgain:
+		return terminal(v.failure, v.attempt)
+	case troubled:
+		return w.recordTrouble(ctx, d, v)
+	case failed:
+		return w.recordFailure(ctx, d, wk, v)
+	case superseded:
+		return w.recordSupersede(ctx, d, wk, v)
+	case exhausted:
+		err := w.committer.End(ctx, v.record, v.failure, w.policy.StaleBefore(w.cfg.Now()))
+		var changed *mutation.ChangedError
+		switch {
+		case err == nil:
+			return terminal(v.failure, v.record.Attempts)
+		case errors.As(err, &changed):
+			// Another delivery moved the record on meanwhile: the next
+			// delivery decides from what is there now.
+			return later(OutcomeLeaseLost, time.Second, nil, v.record.Attempts)
+		}
+		return w.unrecorded(d, err, nil)
+	case rejected:
+		r := v.rejection
+		r.SQSMessageID = d.id
+		f := failure.NewTerminal(r.Code, r.Message)
+		if err := w.committer.Reject(ctx, &r); err != nil {
+			if cf := failure.Classify(err, failure.CodeServiceUnavailable); !cf.IsTerminal() {
+				// It must not leave the queue unaccounted for.
+				return w.unrecorded(d, err, nil)
+			}
+			// DynamoDB refuses the record for good (it can never be
+			// written): the terminal policy still accounts for the
+			// message.
+			w.log.Error("rejection record refused by DynamoDB; the terminal policy still applies", "sqsMessageId", d.id,
+				"code", r.Code, "error", truncateRunes(err.Error(), maxLoggedMessage))
+		}
+		return terminal(f, 0)
+	case recordExists:
+		// Only decide returns it, to claim; it never reaches record.
+		return w.unrecorded(d, errors.New("worker: a fused run's existing record was not claimed"), nil)
+	}
+	return w.unrecorded(d, errors.New("worker: unknown verdict"), nil)
+}
+
+// recordTrouble: no business outcome, no attempt. The lease, if one is
+// held (or may be: a claim without an answer), is given back so that the
+// next delivery takes over at once and counts no crash — unless the
+// database is unhealthy: then nothing is written (the lease expires by
+// itself) and the message is parked.
+func (w *Worker) recordTrouble(ctx context.Context, d *delivery, v troubled) outcome {
+	if !w.health.Healthy() {
+		return parked(v.failure, 0)
+	}
+	wait := w.cfg.Backoff.delay(v.step)
+	if v.failure.Code == failure.CodeShutdown {
+		wait = 0 // another worker takes it at once
+	}
+	if v.lease != nil {
+		err := w.committer.Release(ctx, *v.lease, v.failure)
+		var lost *inbox.LeaseLostError
+		if err != nil && !errors.As(err, &lost) {
+			// Not given back: the lease ends by itself; the next delivery
+			// would only find it in flight until then.
+			wait = max(wait, w.policy.Remaining(v.lease.ExpiresAt, w.cfg.Now())+time.Second)
+		}
+	}
+	return laterInfra(wait, v.failure, 0)
+}
+
+// recordFailure counts the business attempt and records its failure, made
+// terminal when the attempts policy ends retries.
+func (w *Worker) recordFailure(ctx context.Context, d *delivery, wk *work, v failed) outcome {
+	attempt := 1
+	if v.lease != nil {
+		attempt = v.lease.Attempt
+	}
+	f := v.attempts.After(v.failure, attempt, w.cfg.Now())
+	var err error
+	if v.lease != nil {
+		err = w.committer.Fail(ctx, *v.lease, f)
+	} else {
+		err = w.committer.FailFresh(ctx, wk.fresh, f)
+	}
+	var lost *inbox.LeaseLostError
+	var exists *mutation.ExistsError
+	switch {
+	case errors.As(err, &lost):
+		return w.outcomeOf(w.leaseLost(lost, attempt))
+	case errors.As(err, &exists):
+		// A fused run's record appeared meanwhile: the next delivery
+		// decides from it.
+		return later(OutcomeLeaseLost, time.Second, nil, attempt)
+	case err != nil:
+		return w.unrecorded(d, err, v.lease)
+	case f.IsTerminal():
+		return terminal(f, attempt)
+	}
+	return later(OutcomeRetry, w.cfg.Backoff.delay(attempt), f, attempt)
+}
+
+// recordSupersede completes the work as superseded, with no domain write.
+func (w *Worker) recordSupersede(ctx context.Context, d *delivery, wk *work, v superseded) outcome {
+	o := orDefault(v.outcome, inbox.OutcomeSuperseded)
+	attempt := 1
+	var err error
+	if v.lease != nil {
+		attempt = v.lease.Attempt
+		err = w.committer.Supersede(ctx, *v.lease, o)
+	} else {
+		err = w.committer.SupersedeFresh(ctx, wk.fresh, o)
+	}
+	var lost *inbox.LeaseLostError
+	var exists *mutation.ExistsError
+	switch {
+	case err == nil:
+		return done(appliedOutcome(o), attempt)
+	case errors.As(err, &lost):
+		return w.outcomeOf(w.leaseLost(lost, attempt))
+	case errors.As(err, &exists):
+		return later(OutcomeLeaseLost, time.Second, nil, attempt)
+	}
+	return w.unrecorded(d, err, v.lease)
+}
+
+// unrecorded: what the inbox had to be told could not be written (the
+// database is in trouble). Nothing was recorded, so nothing was charged:
+// the message comes back after a backoff — parked while the database is
+// unhealthy — and, when a lease is held, not before it ends, so that the
+// next delivery takes the work over instead of finding it in flight. No
+// attempt is reported: none was counted.
+func (w *Worker) unrecorded(d *delivery, err error, lease *inbox.Lease) outcome {
+	f := failure.Classify(err, failure.CodeServiceUnavailable)
+	w.log.Warn("could not record the outcome in the inbox; the message comes back", "sqsMessageId", d.id, "code", f.Code,
+		"error", truncateRunes(err.Error(), maxLoggedMessage))
+	if !w.health.Healthy() {
+		return parked(f, 0)
+	}
+	wait := w.cfg.Backoff.delay(infraStep(d))
+	if lease != nil {
+		wait = max(wait, w.policy.Remaining(lease.ExpiresAt, w.cfg.Now())+time.Second)
+	}
+	return laterInfra(wait, f, 0)
+}
+
+// outcomeOf is the outcome of a verdict that needs no write.
+func (w *Worker) outcomeOf(v verdict) outcome {
+	switch v := v.(type) {
+	case completed:
+		return done(v.outcome, v.attempt)
+	case waiting:
+		return later(v.outcome, v.hide, nil, v.attempt)
+	}
+	return released()
+}

@@ -1,0 +1,309 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ddbworker/ddbworker"
+	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/gate"
+	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/hooks"
+	"github.com/ddbworker/ddbworker/mutation"
+)
+
+// run runs the handler and commits its writes — under the lease c, renewed
+// by a heartbeat while the handler runs long (none under Lambda, whose
+// lease is the invocation), or, with c nil, fused: the commit creates the
+// work's record COMPLETED — re-running the handler after a Rerun guard, and
+// says what it came to. A payload by reference is fetched first, under the
+// lease.
+func (w *Worker) run(ctx context.Context, d *delivery, wk *work, c *claimed, r *report) verdict {
+	handlerCtx, abort := context.WithCancelCause(ctx)
+	defer abort(nil)
+	var beat *heartbeat
+	if c != nil {
+		beat = w.startHeartbeat(handlerCtx, d, c.lease, abort)
+		defer beat.stop()
+		if err := w.resolvePayload(handlerCtx, wk.env); err != nil {
+			beat.stop()
+			return w.judge(ctx, d, wk, c, beat, payloadFailure(err))
+		}
+	} else {
+		wk.fresh = inbox.NewRecord(&wk.req.Work, w.cfg.Now())
+		wk.fresh.LeaseToken, wk.fresh.LeaseOwner = gate.NewToken(), w.gate.Owner()
+	}
+	for run := 0; ; run++ {
+		msg := &ddbworker.Message{Envelope: wk.env, SQSMessageID: d.id, ReceiveCount: d.receives, Attempt: 1, Run: run}
+		if c != nil {
+			msg.Attempt, msg.LeaseToken = c.lease.Attempt, c.lease.Token
+		}
+		res, err := w.callHandler(handlerCtx, wk.route.Handler, msg)
+		if lost := leaseLostCause(handlerCtx); lost != nil {
+			return w.leaseLost(lost, msg.Attempt)
+		}
+		if err == nil {
+			var took time.Duration
+			took, err = w.commit(ctx, wk, c, beat, res, run)
+			r.commit += took
+			if err == nil {
+				w.fail(hooks.AfterCommit)
+				return completed{outcome: appliedOutcome(res.Outcome), attempt: msg.Attempt}
+			}
+		}
+		var ge *mutation.GuardError
+		if errors.As(err, &ge) && ge.Verdict.Kind == mutation.Retry && run < w.cfg.MaxGuardRetries {
+			continue
+		}
+		beat.stop() // recording writes the record: no renewal may race it
+		return w.judge(ctx, d, wk, c, beat, err)
+	}
+}
+
+// commit renders a handler's writes and commits them with the inbox flip
+// (or, fused, with the COMPLETED record), and says how long the
+// transaction took.
+func (w *Worker) commit(ctx context.Context, wk *work, c *claimed, beat *heartbeat, res ddbworker.Result, run int) (time.Duration, error) {
+	writes := make([]mutation.Write, len(res.Writes))
+	for i, wr := range res.Writes {
+		m, err := wr.Mutation()
+		if err != nil {
+			return 0, fmt.Errorf("write %d: %w", i, err)
+		}
+		writes[i] = m
+	}
+	done := mutation.Completion{Outcome: res.Outcome, ResultRef: res.ResultRef}
+	start := w.cfg.Now()
+	var err error
+	if c == nil {
+		err = w.committer.CommitFused(ctx, wk.fresh, writes, done, run)
+	} else {
+		beat.hold(func() { err = w.committer.Commit(ctx, c.lease, writes, done, run) })
+	}
+	return w.cfg.Now().Sub(start), err
+}
+
+// judge turns the error that ended a run into its verdict: the lease lost
+// (or our own ambiguous commit applied), the record already there (fused),
+// a guard's policy, infrastructure trouble (no attempt), or a business
+// failure for record to count.
+func (w *Worker) judge(ctx context.Context, d *delivery, wk *work, c *claimed, beat *heartbeat, err error) verdict {
+	var lease *inbox.Lease
+	attempt := 1
+	if c != nil {
+		l := beat.lease() // as the heartbeat last renewed it
+		lease, attempt = &l, l.Attempt
+	}
+	var lost *inbox.LeaseLostError
+	if errors.As(err, &lost) {
+		return w.leaseLost(lost, attempt)
+	}
+	var exists *mutation.ExistsError
+	if errors.As(err, &exists) {
+		return recordExists{record: exists.Record}
+	}
+	var f *failure.Error
+	var ge *mutation.GuardError
+	switch {
+	case errors.As(err, &ge) && ge.Verdict.Kind == mutation.Supersede:
+		return superseded{outcome: ge.Verdict.Outcome, lease: lease}
+	case errors.As(err, &ge) && ge.Verdict.Kind == mutation.Fail:
+		f = failure.NewTerminal(ge.Verdict.Code, orDefault(ge.Verdict.Message, fmt.Sprintf("domain write %d failed its condition", ge.Index)))
+	case errors.As(err, &ge):
+		f = failure.Wrap(failure.Retryable, failure.CodeConcurrentModification, err)
+	default:
+		f = failure.Classify(w.overran(ctx, err), failure.CodeHandlerError)
+	}
+	switch {
+	case f.Code == payloadCodeAccessDenied:
+		// The deployment's to fix, not the work's: retried without an
+		// attempt, spaced by the receive count, until the permission is
+		// fixed or the redrive policy takes the message.
+		return troubled{failure: f, lease: lease, step: max(1, d.receives)}
+	case f.Infrastructure():
+		return troubled{failure: f, lease: lease, step: infraStep(d)}
+	}
+	attempts := wk.req.Attempts
+	if c != nil {
+		attempts = c.attempts
+	} else if attempts.MaxAttempts <= 0 {
+		attempts.MaxAttempts = w.cfg.MaxAttempts
+	}
+	return failed{failure: f, lease: lease, attempts: attempts}
+}
+
+// leaseLost: the record is not ours any more. COMPLETED means the work is
+// done (by our own ambiguous commit, or by the worker that took over): a
+// duplicate. Otherwise another worker holds it: keep the message hidden
+// while that lease runs.
+func (w *Worker) leaseLost(lost *inbox.LeaseLostError, attempt int) verdict {
+	if lost.Completed() {
+		outcome := OutcomeDuplicate
+		if lost.Record.LeaseToken == lost.Lease.Token {
+			outcome = appliedOutcome(lost.Record.Outcome) // our own commit applied; its response was lost
+		}
+		return completed{outcome: outcome, attempt: attempt}
+	}
+	wait := w.policy.Lease
+	if lost.Record != nil && lost.Record.Status == inbox.StatusProcessing && !lost.Record.Released() {
+		wait = max(time.Second, w.policy.Remaining(lost.Record.LeaseExpiry, w.cfg.Now()))
+	}
+	return waiting{outcome: OutcomeLeaseLost, hide: wait, attempt: attempt}
+}
+
+// errShutdown is the cause of the work context's cancellation when the
+// drain timeout ends in-flight work.
+var errShutdown = errors.New("worker: drain timeout: work cancelled by shutdown")
+
+// overran names a failure caused by the end of the work's context: the
+// per-message deadline (the handler or its commit ran past MessageTimeout:
+// a business failure) or shutdown (infrastructure: not an attempt).
+func (w *Worker) overran(ctx context.Context, err error) error {
+	if errors.Is(context.Cause(ctx), errShutdown) {
+		return failure.Wrap(failure.Retryable, failure.CodeShutdown, fmt.Errorf("shutdown cancelled the work: %w", err))
+	}
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return err
+	}
+	if f, ok := failure.As(err); ok && f.Code != failure.CodeTimeout {
+		return err // the handler chose its own failure
+	}
+	return failure.Wrap(failure.Retryable, failure.CodeMessageTimeout,
+		fmt.Errorf("handler and commit ran past their deadline (MessageTimeout %s, or the Lambda invocation's): %w", w.cfg.MessageTimeout, err))
+}
+
+func appliedOutcome(o string) string {
+	if o == "" || o == inbox.OutcomeApplied {
+		return OutcomeApplied
+	}
+	if o == inbox.OutcomeSuperseded {
+		return OutcomeSuperseded
+	}
+	return strings.ToLower(o)
+}
+
+func leaseLostCause(ctx context.Context) *inbox.LeaseLostError {
+	var lost *inbox.LeaseLostError
+	if errors.As(context.Cause(ctx), &lost) {
+		return lost
+	}
+	return nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func (w *Worker) callHandler(ctx context.Context, h ddbworker.Handler, msg *ddbworker.Message) (res ddbworker.Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			w.log.Error("handler panicked", "messageType", msg.Envelope.MessageType, "idempotencyKey", msg.Envelope.IdempotencyKey,
+				"panic", truncateRunes(fmt.Sprint(r), maxLoggedMessage), "stack", string(debug.Stack()))
+			err = failure.NewRetryable(failure.CodeHandlerPanic, fmt.Sprintf("handler panicked: %v", r))
+		}
+	}()
+	return h.Handle(ctx, msg)
+}
+
+// heartbeat renews a held lease and its message's visibility every half
+// lease while the handler runs, and aborts the handler when the lease is
+// lost. It never renews while the commit is in flight (hold): on DynamoDB
+// an UpdateItem on an item that a transaction is writing (or the other way
+// round) fails with a transaction conflict, and the worker must not
+// conflict with itself; the commit's condition checks the token, not the
+// expiry, so skipping a renewal then is safe. Under Lambda (the delivery
+// has a deadline) the lease is the invocation and nothing is renewed. A
+// nil heartbeat is a fused run's: there is no lease.
+type heartbeat struct {
+	mu      sync.Mutex // held by the commit and by each renewal
+	current inbox.Lease
+	stopped sync.Once
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+func (w *Worker) startHeartbeat(ctx context.Context, d *delivery, l inbox.Lease, abort context.CancelCauseFunc) *heartbeat {
+	hb := &heartbeat{current: l, done: make(chan struct{})}
+	if !d.deadline.IsZero() {
+		close(hb.done)
+		hb.cancel = func() {}
+		return hb
+	}
+	hbCtx, cancel := context.WithCancel(ctx)
+	hb.cancel = cancel
+	go func() {
+		defer close(hb.done)
+		t := time.NewTimer(w.policy.RenewAfter())
+		defer t.Stop()
+		for {
+			select {
+			case <-hbCtx.Done():
+				return
+			case <-t.C:
+			}
+			visCtx, cancel := context.WithTimeout(hbCtx, sqsCallTimeout)
+			w.changeVisibilityWithin(visCtx, d.m, w.cfg.VisibilityTimeout)
+			cancel()
+			if !hb.mu.TryLock() {
+				// The commit holds the item; its outcome decides the lease.
+				t.Reset(w.policy.Lease / 8)
+				continue
+			}
+			renewed, err := w.renewer.Renew(hbCtx, hb.current)
+			if err == nil {
+				hb.current = renewed
+			}
+			hb.mu.Unlock()
+			var lost *inbox.LeaseLostError
+			switch {
+			case errors.As(err, &lost):
+				abort(lost)
+				return
+			case err != nil:
+				if hbCtx.Err() != nil {
+					return
+				}
+				w.log.Warn("lease renewal failed; retrying", "idempotencyKey", l.Key, "error", truncateRunes(err.Error(), maxLoggedMessage))
+				t.Reset(w.policy.Lease / 8)
+				continue
+			}
+			w.metrics.Extensions.Inc()
+			t.Reset(w.policy.RenewAfter())
+		}
+	}()
+	return hb
+}
+
+// hold runs f (the commit) with no renewal in flight.
+func (hb *heartbeat) hold(f func()) {
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	f()
+}
+
+// lease is the lease as last renewed.
+func (hb *heartbeat) lease() inbox.Lease {
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	return hb.current
+}
+
+// stop ends the renewals and waits for the last one; it may be called
+// more than once, and on a nil heartbeat.
+func (hb *heartbeat) stop() {
+	if hb == nil {
+		return
+	}
+	hb.stopped.Do(func() {
+		hb.cancel()
+		<-hb.done
+	})
+}
