@@ -65,22 +65,22 @@ var ErrDecode = errors.New("inbox: not an inbox record")
 // Record is one inbox record: the idempotency state of one work item, or a
 // rejection (Rejection true) of a message that had no usable key.
 type Record struct {
-	Key            string `dynamodbav:"idempotencyKey,omitempty"`
-	MessageType    string `dynamodbav:"messageType,omitempty"`
-	Status         Status `dynamodbav:"status"`
-	RequestHash    string `dynamodbav:"requestHash,omitempty"`
-	SchemaVersion  int    `dynamodbav:"schemaVersion,omitempty"`
-	AggregateType  string `dynamodbav:"aggregateType,omitempty"`
-	AggregateID    string `dynamodbav:"aggregateId,omitempty"`
-	CorrelationID  string `dynamodbav:"correlationId,omitempty"`
-	CausationID    string `dynamodbav:"causationId,omitempty"`
-	Producer       string `dynamodbav:"producer,omitempty"`
-	SQSMessageID   string `dynamodbav:"sqsMessageId,omitempty"`
-	FirstSeenAt    string `dynamodbav:"firstSeenAt,omitempty"`
-	LastSeenAt     string `dynamodbav:"lastSeenAt,omitempty"`
-	StartedAt      string `dynamodbav:"startedAt,omitempty"`
-	CompletedAt    string `dynamodbav:"completedAt,omitempty"`
-	FailedAt       string `dynamodbav:"failedAt,omitempty"`
+	Key           string `dynamodbav:"idempotencyKey,omitempty"`
+	MessageType   string `dynamodbav:"messageType,omitempty"`
+	Status        Status `dynamodbav:"status"`
+	RequestHash   string `dynamodbav:"requestHash,omitempty"`
+	SchemaVersion int    `dynamodbav:"schemaVersion,omitempty"`
+	AggregateType string `dynamodbav:"aggregateType,omitempty"`
+	AggregateID   string `dynamodbav:"aggregateId,omitempty"`
+	CorrelationID string `dynamodbav:"correlationId,omitempty"`
+	CausationID   string `dynamodbav:"causationId,omitempty"`
+	Producer      string `dynamodbav:"producer,omitempty"`
+	SQSMessageID  string `dynamodbav:"sqsMessageId,omitempty"`
+	FirstSeenAt   string `dynamodbav:"firstSeenAt,omitempty"`
+	LastSeenAt    string `dynamodbav:"lastSeenAt,omitempty"`
+	StartedAt     string `dynamodbav:"startedAt,omitempty"`
+	CompletedAt   string `dynamodbav:"completedAt,omitempty"`
+	FailedAt      string `dynamodbav:"failedAt,omitempty"`
 	// Attempts counts the business attempts that failed: each recorded
 	// handler failure adds one, in the same fenced write (Fail). Taking a
 	// lease charges nothing, so trouble with the infrastructure — which
@@ -269,7 +269,7 @@ func NewRecord(w *Work, now time.Time) *Record {
 		CorrelationID: w.CorrelationID, CausationID: w.CausationID, Producer: w.Producer,
 		FirstSeenAt: ts, LastSeenAt: ts, StartedAt: ts,
 		Deliveries: 1,
-		GSI1PK: AggregatePK(w.AggregateType, w.AggregateID),
-		GSI1SK: AggregateSK(ts, w.MessageType, w.Key),
+		GSI1PK:     AggregatePK(w.AggregateType, w.AggregateID),
+		GSI1SK:     AggregateSK(ts, w.MessageType, w.Key),
 	}
 }
