@@ -7,6 +7,7 @@ import (
 
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/judge"
 	"github.com/ddbworker/ddbworker/mutation"
 )
 
@@ -110,7 +111,7 @@ func (w *Worker) recordFailure(ctx context.Context, d *delivery, wk *work, v fai
 	if v.lease != nil {
 		attempt = v.lease.Attempt
 	}
-	f := v.attempts.After(v.failure, attempt, w.cfg.Now())
+	f := judge.Attempt(v.failure, v.attempts, attempt, w.cfg.Now())
 	var err error
 	if v.lease != nil {
 		err = w.committer.Fail(ctx, *v.lease, f)

@@ -14,6 +14,7 @@ import (
 	"github.com/ddbworker/ddbworker/gate"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/hooks"
+	"github.com/ddbworker/ddbworker/internal/judge"
 	"github.com/ddbworker/ddbworker/mutation"
 )
 
@@ -32,7 +33,7 @@ func (w *Worker) run(ctx context.Context, d *delivery, wk *work, c *claimed, r *
 		defer beat.stop()
 		if err := w.resolvePayload(handlerCtx, wk.env); err != nil {
 			beat.stop()
-			return w.judge(ctx, d, wk, c, beat, payloadFailure(err))
+			return w.judge(d, wk, c, beat, err, w.judgement(ctx, payloadFailure(err), "", 0))
 		}
 	} else {
 		wk.fresh = inbox.NewRecord(&wk.req.Work, w.cfg.Now())
@@ -56,13 +57,24 @@ func (w *Worker) run(ctx context.Context, d *delivery, wk *work, c *claimed, r *
 				return completed{outcome: appliedOutcome(res.Outcome), attempt: msg.Attempt}
 			}
 		}
-		var ge *mutation.GuardError
-		if errors.As(err, &ge) && ge.Verdict.Kind == mutation.Retry && run < w.cfg.MaxGuardRetries {
+		j := w.judgement(ctx, err, res.Outcome, run)
+		if j.Kind == judge.Rerun {
 			continue
 		}
 		beat.stop() // recording writes the record: no renewal may race it
-		return w.judge(ctx, d, wk, c, beat, err)
+		return w.judge(d, wk, c, beat, err, j)
 	}
+}
+
+// judgement is what a run came to (package judge, which the test kit
+// shares), with a failure caused by the end of the work's context named
+// for what ended it (overran).
+func (w *Worker) judgement(ctx context.Context, err error, outcome string, run int) judge.Run {
+	var ge *mutation.GuardError
+	if err != nil && !errors.As(err, &ge) {
+		err = w.overran(ctx, err)
+	}
+	return judge.Of(err, outcome, run, w.cfg.MaxGuardRetries)
 }
 
 // commit renders a handler's writes and commits them with the inbox flip
@@ -88,11 +100,11 @@ func (w *Worker) commit(ctx context.Context, wk *work, c *claimed, beat *heartbe
 	return w.cfg.Now().Sub(start), err
 }
 
-// judge turns the error that ended a run into its verdict: the lease lost
-// (or our own ambiguous commit applied), the record already there (fused),
-// a guard's policy, infrastructure trouble (no attempt), or a business
-// failure for record to count.
-func (w *Worker) judge(ctx context.Context, d *delivery, wk *work, c *claimed, beat *heartbeat, err error) verdict {
+// judge turns the end of a run into its verdict: the lease lost (or our
+// own ambiguous commit applied), the record already there (fused), and
+// otherwise the run's judgement: superseded, infrastructure trouble (no
+// attempt), or a business failure for record to count.
+func (w *Worker) judge(d *delivery, wk *work, c *claimed, beat *heartbeat, err error, j judge.Run) verdict {
 	var lease *inbox.Lease
 	attempt := 1
 	if c != nil {
@@ -107,18 +119,10 @@ func (w *Worker) judge(ctx context.Context, d *delivery, wk *work, c *claimed, b
 	if errors.As(err, &exists) {
 		return recordExists{record: exists.Record}
 	}
-	var f *failure.Error
-	var ge *mutation.GuardError
-	switch {
-	case errors.As(err, &ge) && ge.Verdict.Kind == mutation.Supersede:
-		return superseded{outcome: ge.Verdict.Outcome, lease: lease}
-	case errors.As(err, &ge) && ge.Verdict.Kind == mutation.Fail:
-		f = failure.NewTerminal(ge.Verdict.Code, orDefault(ge.Verdict.Message, fmt.Sprintf("domain write %d failed its condition", ge.Index)))
-	case errors.As(err, &ge):
-		f = failure.Wrap(failure.Retryable, failure.CodeConcurrentModification, err)
-	default:
-		f = failure.Classify(w.overran(ctx, err), failure.CodeHandlerError)
+	if j.Kind == judge.Superseded {
+		return superseded{outcome: j.Outcome, lease: lease}
 	}
+	f := j.Failure
 	switch {
 	case f.Code == payloadCodeAccessDenied:
 		// The deployment's to fix, not the work's: retried without an
