@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/ddbworker/ddbworker/internal/sqsbatch"
 )
 
 // Message attributes the worker's terminal policy "dlq" sets on its copy.
@@ -47,10 +49,7 @@ const (
 )
 
 // maxBatch is SQS's limit of entries per batch call and messages per receive.
-const maxBatch = 10
-
-// maxAttributes is SQS's limit of message attributes per message.
-const maxAttributes = 10
+const maxBatch = sqsbatch.MaxEntries
 
 // API is what this package needs of SQS; *sqs.Client implements it.
 type API interface {
