@@ -307,16 +307,31 @@ func (q *Queue) sendAndDelete(ctx context.Context, s *scan, batch []outgoing, re
 		}
 		return
 	}
+	// index is the position of a result's entry Id in chunk, or -1.
+	index := func(id *string) int {
+		if i, err := strconv.Atoi(aws.ToString(id)); err == nil && i >= 0 && i < len(chunk) {
+			return i
+		}
+		return -1
+	}
 	sent := map[int]string{}
+	answered := make([]bool, len(chunk))
 	for _, ok := range out.Successful {
-		i, _ := strconv.Atoi(aws.ToString(ok.Id))
-		sent[i] = aws.ToString(ok.MessageId)
+		if i := index(ok.Id); i >= 0 {
+			sent[i] = aws.ToString(ok.MessageId)
+			answered[i] = true
+		}
 	}
 	for _, f := range out.Failed {
-		i, _ := strconv.Atoi(aws.ToString(f.Id))
-		if i >= 0 && i < len(chunk) {
+		if i := index(f.Id); i >= 0 {
 			delete(sent, i)
+			answered[i] = true
 			rep.fail(chunk[i], "", "send", aws.ToString(f.Code)+": "+aws.ToString(f.Message))
+		}
+	}
+	for i, ok := range answered {
+		if !ok { // in neither list: not known to be sent, still in the DLQ
+			rep.fail(chunk[i], "", "send", "SQS reported no result for the entry")
 		}
 	}
 	if len(sent) == 0 {
@@ -340,8 +355,7 @@ func (q *Queue) sendAndDelete(ctx context.Context, s *scan, batch []outgoing, re
 		}
 	} else {
 		for _, f := range dout.Failed {
-			i, _ := strconv.Atoi(aws.ToString(f.Id))
-			failed[i] = aws.ToString(f.Code) + ": " + aws.ToString(f.Message)
+			failed[index(f.Id)] = aws.ToString(f.Code) + ": " + aws.ToString(f.Message)
 		}
 	}
 	for i := range chunk {
