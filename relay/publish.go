@@ -21,6 +21,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ddbworker/ddbworker/internal/hooks"
+	"github.com/ddbworker/ddbworker/internal/sqsbatch"
 	"github.com/ddbworker/ddbworker/outbox"
 	"github.com/ddbworker/ddbworker/tables"
 )
@@ -182,22 +183,11 @@ func (r *Relay) Publish(ctx context.Context, recs []outbox.Record) []error {
 		}
 		failed := false
 		for _, q := range queues {
-			gs := heads[q]
-			for len(gs) > 0 {
-				// At most 10 entries and, past the first, batchPayloadMax
-				// bytes of bodies: SQS refuses a longer batch as a whole,
-				// every time it is sent.
-				n, size := 1, len(recs[gs[0].idx[gs[0].next]].Body)
-				for n < min(10, len(gs)) {
-					b := len(recs[gs[n].idx[gs[n].next]].Body)
-					if size+b > batchPayloadMax {
-						break
-					}
-					size += b
-					n++
-				}
-				batch := gs[:n]
-				gs = gs[n:]
+			// sqsbatch's rule: at most 10 entries and batchPayloadMax bytes
+			// (a larger record alone): SQS refuses a longer batch as a
+			// whole, every time it is sent.
+			size := func(g *group) int { return sqsbatch.MessageSize(recs[g.idx[g.next]].Body, nil) }
+			for _, batch := range sqsbatch.Split(heads[q], size, sqsbatch.Limits{Bytes: batchPayloadMax}) {
 				sent, entryErrs := r.send(ctx, q, recs, func(yield func(int) bool) {
 					for _, g := range batch {
 						if !yield(g.idx[g.next]) {
@@ -254,10 +244,11 @@ func (r *Relay) Publish(ctx context.Context, recs []outbox.Record) []error {
 	}
 }
 
-// batchPayloadMax bounds the sum of the bodies of one SendMessageBatch
-// call: SQS's limit (BatchRequestTooLong) was 256 KiB and is 1 MiB since
-// 2025; the lower one holds everywhere. A larger record goes alone.
-const batchPayloadMax = 256 * 1024
+// batchPayloadMax bounds the payload of one SendMessageBatch call (bodies
+// and attributes): SQS's limit (BatchRequestTooLong) was 256 KiB and is
+// 1 MiB since 2025; the lower one holds everywhere. A larger record goes
+// alone.
+const batchPayloadMax = sqsbatch.PortableBatchBytes
 
 // send sends one batch (at most 10 records) and returns how many were
 // accepted and one error per entry, in order.
