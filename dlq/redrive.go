@@ -129,9 +129,16 @@ type RedriveReport struct {
 	Duration time.Duration `json:"durationNs"`
 }
 
-// DefaultMaxAge is RedriveOptions.MaxAge's default: one day less than the
-// worker's default TTL for COMPLETED records (35 days).
-const DefaultMaxAge = 34 * 24 * time.Hour
+// The defaults of RedriveOptions, applied by Redrive.
+const (
+	// DefaultMax is RedriveOptions.Max's default: redrive a few first.
+	DefaultMax = 10
+	// DefaultRate is RedriveOptions.Rate's default, in messages per second.
+	DefaultRate = 10.0
+	// DefaultMaxAge is RedriveOptions.MaxAge's default: one day less than
+	// the worker's default TTL for COMPLETED records (35 days).
+	DefaultMaxAge = 34 * 24 * time.Hour
+)
 
 // ErrNoQueueURL reports a redrive without Config.QueueURL.
 var ErrNoQueueURL = errors.New("dlq: Config.QueueURL (the work queue to redrive to) is required")
@@ -147,10 +154,10 @@ func (o *RedriveOptions) validate(dryRun bool, queueURL string) error {
 	case o.All && o.Max > 0:
 		errs = append(errs, fmt.Errorf("dlq: RedriveOptions.Max %d and All exclude each other", o.Max))
 	case o.Max == 0 && !o.All:
-		o.Max = 10
+		o.Max = DefaultMax
 	}
 	if o.Rate == 0 {
-		o.Rate = 10
+		o.Rate = DefaultRate
 	}
 	if o.MaxAge == 0 {
 		o.MaxAge = DefaultMaxAge
