@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/ddbworker/ddbworker/internal/sqsbatch"
 )
 
 // Message attributes the worker's terminal policy "dlq" sets on its copy.
@@ -47,10 +49,16 @@ const (
 )
 
 // maxBatch is SQS's limit of entries per batch call and messages per receive.
-const maxBatch = 10
+const maxBatch = sqsbatch.MaxEntries
 
-// maxAttributes is SQS's limit of message attributes per message.
-const maxAttributes = 10
+// The defaults of Config, applied by New.
+const (
+	DefaultHide           = 30 * time.Second
+	DefaultWaitTime       = time.Second
+	DefaultEmptyReceives  = 2
+	DefaultMaxScan        = 100_000
+	DefaultReleaseTimeout = 30 * time.Second
+)
 
 // API is what this package needs of SQS; *sqs.Client implements it.
 type API interface {
@@ -113,31 +121,31 @@ func New(api API, cfg Config) (*Queue, error) {
 		errs = append(errs, errors.New("dlq: Config.QueueURL must not be the DLQ itself"))
 	}
 	if cfg.Hide == 0 {
-		cfg.Hide = 30 * time.Second
+		cfg.Hide = DefaultHide
 	}
 	if cfg.Hide < time.Second || cfg.Hide > 12*time.Hour || cfg.Hide%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("dlq: Config.Hide %s must be whole seconds within 1s..12h", cfg.Hide))
 	}
 	if cfg.WaitTime == 0 {
-		cfg.WaitTime = time.Second
+		cfg.WaitTime = DefaultWaitTime
 	}
 	if cfg.WaitTime < 0 || cfg.WaitTime > 20*time.Second || cfg.WaitTime%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("dlq: Config.WaitTime %s must be whole seconds within 0..20s", cfg.WaitTime))
 	}
 	if cfg.EmptyReceives == 0 {
-		cfg.EmptyReceives = 2
+		cfg.EmptyReceives = DefaultEmptyReceives
 	}
 	if cfg.EmptyReceives < 1 {
 		errs = append(errs, fmt.Errorf("dlq: Config.EmptyReceives %d must be at least 1", cfg.EmptyReceives))
 	}
 	if cfg.MaxScan == 0 {
-		cfg.MaxScan = 100_000
+		cfg.MaxScan = DefaultMaxScan
 	}
 	if cfg.MaxScan < 1 {
 		errs = append(errs, fmt.Errorf("dlq: Config.MaxScan %d must be at least 1", cfg.MaxScan))
 	}
 	if cfg.ReleaseTimeout == 0 {
-		cfg.ReleaseTimeout = 30 * time.Second
+		cfg.ReleaseTimeout = DefaultReleaseTimeout
 	}
 	if cfg.ReleaseTimeout < 0 {
 		errs = append(errs, errors.New("dlq: Config.ReleaseTimeout must not be negative"))

@@ -476,6 +476,9 @@ func TestDLQNewValidates(t *testing.T) {
 	}
 	q, err := dlq.New(sqs.New(sqs.Options{}), dlq.Config{DLQURL: "u"})
 	require.NoError(t, err)
+	cfg := q.Config()
+	require.Equal(t, []any{dlq.DefaultHide, dlq.DefaultWaitTime, dlq.DefaultEmptyReceives, dlq.DefaultMaxScan, dlq.DefaultReleaseTimeout},
+		[]any{cfg.Hide, cfg.WaitTime, cfg.EmptyReceives, cfg.MaxScan, cfg.ReleaseTimeout}, "New applies the defaults")
 	_, err = q.Redrive(context.Background(), dlq.RedriveOptions{})
 	require.ErrorIs(t, err, dlq.ErrNoQueueURL)
 }

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/ddbworker/ddbworker/internal/sqsbatch"
 )
 
 // Filter selects messages by exact failure code and message type; an empty
@@ -69,6 +72,12 @@ type Moved struct {
 	Code  string `json:"code"`
 	Type  string `json:"type"`
 	Key   string `json:"idempotencyKey,omitempty"`
+	// DroppedAttributes names the attributes the work queue's copy could
+	// not carry within SQS's limits (10 attributes; 1 MiB with the body).
+	// The copy keeps, while they fit, AttrFirstSentAt, then the producer's
+	// attributes by name, then AttrRedrivenFrom. Empty when it carries them
+	// all.
+	DroppedAttributes []string `json:"droppedAttributes,omitempty"`
 }
 
 // Failed is a selected message that did not move.
@@ -120,9 +129,16 @@ type RedriveReport struct {
 	Duration time.Duration `json:"durationNs"`
 }
 
-// DefaultMaxAge is RedriveOptions.MaxAge's default: one day less than the
-// worker's default TTL for COMPLETED records (35 days).
-const DefaultMaxAge = 34 * 24 * time.Hour
+// The defaults of RedriveOptions, applied by Redrive.
+const (
+	// DefaultMax is RedriveOptions.Max's default: redrive a few first.
+	DefaultMax = 10
+	// DefaultRate is RedriveOptions.Rate's default, in messages per second.
+	DefaultRate = 10.0
+	// DefaultMaxAge is RedriveOptions.MaxAge's default: one day less than
+	// the worker's default TTL for COMPLETED records (35 days).
+	DefaultMaxAge = 34 * 24 * time.Hour
+)
 
 // ErrNoQueueURL reports a redrive without Config.QueueURL.
 var ErrNoQueueURL = errors.New("dlq: Config.QueueURL (the work queue to redrive to) is required")
@@ -138,10 +154,10 @@ func (o *RedriveOptions) validate(dryRun bool, queueURL string) error {
 	case o.All && o.Max > 0:
 		errs = append(errs, fmt.Errorf("dlq: RedriveOptions.Max %d and All exclude each other", o.Max))
 	case o.Max == 0 && !o.All:
-		o.Max = 10
+		o.Max = DefaultMax
 	}
 	if o.Rate == 0 {
-		o.Rate = 10
+		o.Rate = DefaultRate
 	}
 	if o.MaxAge == 0 {
 		o.MaxAge = DefaultMaxAge
@@ -215,7 +231,8 @@ func (q *Queue) Redrive(ctx context.Context, opts RedriveOptions) (rep RedriveRe
 		var err error
 		if opts.DryRun {
 			for _, m := range pick {
-				rep.add(m, "")
+				_, dropped := copyAttributes(&m)
+				rep.add(m, "", dropped)
 			}
 		} else {
 			err = q.move(ctx, s, p, pick, perSend, &rep)
@@ -232,8 +249,8 @@ func (q *Queue) Redrive(ctx context.Context, opts RedriveOptions) (rep RedriveRe
 	return rep, err
 }
 
-func (r *RedriveReport) add(m Message, newID string) {
-	r.Moved = append(r.Moved, Moved{ID: m.ID, NewID: newID, Code: m.FailureCode, Type: m.MessageType, Key: m.IdempotencyKey})
+func (r *RedriveReport) add(m Message, newID string, dropped []string) {
+	r.Moved = append(r.Moved, Moved{ID: m.ID, NewID: newID, Code: m.FailureCode, Type: m.MessageType, Key: m.IdempotencyKey, DroppedAttributes: dropped})
 	r.MovedByCode[m.FailureCode]++
 	r.MovedByType[m.MessageType]++
 }
@@ -242,41 +259,53 @@ func (r *RedriveReport) fail(m Message, newID, step string, err string) {
 	r.Failed = append(r.Failed, Failed{Moved: Moved{ID: m.ID, NewID: newID, Code: m.FailureCode, Type: m.MessageType, Key: m.IdempotencyKey}, Step: step, Error: err})
 }
 
-// sendBatchBytes keeps a SendMessageBatch within SQS's 256 KiB payload
-// limit (the limit of AWS before 2025; a larger message goes alone).
-const sendBatchBytes = 256 * 1024
+// sendBatchBytes bounds the payload of one SendMessageBatch (bodies and
+// attributes): 256 KiB, the limit of AWS before 2025 that some endpoints
+// still enforce, well within today's 1 MiB; a larger message goes alone
+// (sqsbatch's rule). Redrive is paced to a few messages a second, so the
+// smaller calls cost nothing.
+const sendBatchBytes = sqsbatch.PortableBatchBytes
+
+// outgoing is a message on its way to the work queue: its copy, the copy's
+// size as SQS counts it, and the attributes it could not carry.
+type outgoing struct {
+	m       *Message
+	entry   types.SendMessageBatchRequestEntry
+	size    int
+	dropped []string
+}
 
 // move sends msgs to the work queue in paced batches of at most perSend
-// and deletes the ones sent from the DLQ. It returns an error only when the
-// redrive must stop (ctx ended while pacing); the messages not sent then
-// are in rep.Failed.
+// and sendBatchBytes, and deletes the ones sent from the DLQ. It returns an
+// error only when the redrive must stop (ctx ended while pacing); the
+// messages not sent then are in rep.Failed.
 func (q *Queue) move(ctx context.Context, s *scan, p *pacer, msgs []Message, perSend int, rep *RedriveReport) error {
-	for len(msgs) > 0 {
-		n, size := 0, 0
-		for n < min(perSend, len(msgs)) {
-			sz := messageSize(&msgs[n])
-			if n > 0 && size+sz > sendBatchBytes {
-				break
-			}
-			size += sz
-			n++
-		}
-		if err := p.wait(ctx, n); err != nil {
-			for _, m := range msgs {
-				rep.fail(m, "", "send", "not sent: "+err.Error())
+	out := make([]outgoing, len(msgs))
+	for i := range msgs {
+		out[i] = q.outgoing(&msgs[i])
+	}
+	batches := sqsbatch.Split(out, func(o outgoing) int { return o.size }, sqsbatch.Limits{Entries: perSend, Bytes: sendBatchBytes})
+	for b, batch := range batches {
+		if err := p.wait(ctx, len(batch)); err != nil {
+			for _, rest := range batches[b:] {
+				for _, o := range rest {
+					rep.fail(*o.m, "", "send", "not sent: "+err.Error())
+				}
 			}
 			return fmt.Errorf("dlq: redrive stopped: %w", err)
 		}
-		q.sendAndDelete(ctx, s, msgs[:n], rep)
-		msgs = msgs[n:]
+		q.sendAndDelete(ctx, s, batch, rep)
 	}
 	return nil
 }
 
-func (q *Queue) sendAndDelete(ctx context.Context, s *scan, chunk []Message, rep *RedriveReport) {
-	entries := make([]types.SendMessageBatchRequestEntry, len(chunk))
-	for i := range chunk {
-		entries[i] = q.entry(strconv.Itoa(i), &chunk[i])
+func (q *Queue) sendAndDelete(ctx context.Context, s *scan, batch []outgoing, rep *RedriveReport) {
+	chunk := make([]Message, len(batch))
+	entries := make([]types.SendMessageBatchRequestEntry, len(batch))
+	for i, o := range batch {
+		chunk[i] = *o.m
+		entries[i] = o.entry
+		entries[i].Id = aws.String(strconv.Itoa(i))
 	}
 	out, err := q.api.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(q.cfg.QueueURL), Entries: entries})
 	if err != nil {
@@ -285,16 +314,31 @@ func (q *Queue) sendAndDelete(ctx context.Context, s *scan, chunk []Message, rep
 		}
 		return
 	}
+	// index is the position of a result's entry Id in chunk, or -1.
+	index := func(id *string) int {
+		if i, err := strconv.Atoi(aws.ToString(id)); err == nil && i >= 0 && i < len(chunk) {
+			return i
+		}
+		return -1
+	}
 	sent := map[int]string{}
+	answered := make([]bool, len(chunk))
 	for _, ok := range out.Successful {
-		i, _ := strconv.Atoi(aws.ToString(ok.Id))
-		sent[i] = aws.ToString(ok.MessageId)
+		if i := index(ok.Id); i >= 0 {
+			sent[i] = aws.ToString(ok.MessageId)
+			answered[i] = true
+		}
 	}
 	for _, f := range out.Failed {
-		i, _ := strconv.Atoi(aws.ToString(f.Id))
-		if i >= 0 && i < len(chunk) {
+		if i := index(f.Id); i >= 0 {
 			delete(sent, i)
+			answered[i] = true
 			rep.fail(chunk[i], "", "send", aws.ToString(f.Code)+": "+aws.ToString(f.Message))
+		}
+	}
+	for i, ok := range answered {
+		if !ok { // in neither list: not known to be sent, still in the DLQ
+			rep.fail(chunk[i], "", "send", "SQS reported no result for the entry")
 		}
 	}
 	if len(sent) == 0 {
@@ -318,8 +362,7 @@ func (q *Queue) sendAndDelete(ctx context.Context, s *scan, chunk []Message, rep
 		}
 	} else {
 		for _, f := range dout.Failed {
-			i, _ := strconv.Atoi(aws.ToString(f.Id))
-			failed[i] = aws.ToString(f.Code) + ": " + aws.ToString(f.Message)
+			failed[index(f.Id)] = aws.ToString(f.Code) + ": " + aws.ToString(f.Message)
 		}
 	}
 	for i := range chunk {
@@ -332,41 +375,69 @@ func (q *Queue) sendAndDelete(ctx context.Context, s *scan, chunk []Message, rep
 			continue
 		}
 		s.gone(chunk[i].ID)
-		rep.add(chunk[i], newID)
+		rep.add(chunk[i], newID, batch[i].dropped)
 	}
 }
 
-// entry is the work-queue copy of m: its producer's attributes, where it
-// came from, and when its work was first sent (the worker and later
-// redrives judge its age by it, not by this copy's new SentTimestamp).
-func (q *Queue) entry(id string, m *Message) types.SendMessageBatchRequestEntry {
-	attrs := m.ProducerAttributes()
-	if !m.FirstSentAt.IsZero() && len(attrs) < maxAttributes {
-		attrs[AttrFirstSentAt] = types.MessageAttributeValue{DataType: aws.String("Number"), StringValue: aws.String(strconv.FormatInt(m.FirstSentAt.UnixMilli(), 10))}
-	}
-	if len(attrs) < maxAttributes {
-		attrs[AttrRedrivenFrom] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(m.ID)}
-	}
+// outgoing is the work-queue copy of m (its entry without an Id): the
+// original body and copyAttributes.
+func (q *Queue) outgoing(m *Message) outgoing {
+	attrs, dropped := copyAttributes(m)
+	size := sqsbatch.MessageSize(m.Body, attrs)
 	if len(attrs) == 0 {
 		attrs = nil
 	}
-	e := types.SendMessageBatchRequestEntry{Id: aws.String(id), MessageBody: aws.String(m.Body), MessageAttributes: attrs}
+	e := types.SendMessageBatchRequestEntry{MessageBody: aws.String(m.Body), MessageAttributes: attrs}
 	if isFIFO(q.cfg.QueueURL) {
 		// The DLQ message id deduplicates a re-send of the same DLQ
 		// message within SQS's 5-minute window.
 		e.MessageGroupId = aws.String(firstNonEmpty(m.GroupID, "ddbworker-redrive"))
 		e.MessageDeduplicationId = aws.String(m.ID)
 	}
-	return e
+	return outgoing{m: m, entry: e, size: size, dropped: dropped}
 }
 
-// messageSize is what m adds to a batch's payload.
-func messageSize(m *Message) int {
-	n := len(m.Body) + len(AttrRedrivenFrom) + len(m.ID) + len("String")
-	for k, v := range m.Attributes {
-		n += len(k) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue)) + len(v.BinaryValue)
+// copyAttributes are the attributes of m's copy to the work queue: when
+// its work was first sent (AttrFirstSentAt: the worker and later redrives
+// judge its age by it, not by the copy's new SentTimestamp), its producer's
+// attributes, and where it came from (AttrRedrivenFrom). They are taken in
+// that order of precedence, the producer's by name, each while the copy
+// stays within SQS's limits: sqsbatch.MaxAttributes attributes, and
+// sqsbatch.MaxMessageBytes with the body (SQS refuses a larger copy, and a
+// call holding it, as a whole). dropped names the others, in the same
+// order.
+func copyAttributes(m *Message) (attrs map[string]types.MessageAttributeValue, dropped []string) {
+	type attr struct {
+		name string
+		v    types.MessageAttributeValue
 	}
-	return n
+	var want []attr
+	if !m.FirstSentAt.IsZero() {
+		want = append(want, attr{AttrFirstSentAt, types.MessageAttributeValue{DataType: aws.String("Number"),
+			StringValue: aws.String(strconv.FormatInt(m.FirstSentAt.UnixMilli(), 10))}})
+	}
+	producer := m.ProducerAttributes()
+	names := make([]string, 0, len(producer))
+	for k := range producer {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		want = append(want, attr{k, producer[k]})
+	}
+	want = append(want, attr{AttrRedrivenFrom, types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(m.ID)}})
+	attrs = make(map[string]types.MessageAttributeValue, len(want))
+	size := len(m.Body)
+	for _, a := range want {
+		n := sqsbatch.AttributeSize(a.name, a.v)
+		if len(attrs) >= sqsbatch.MaxAttributes || size+n > sqsbatch.MaxMessageBytes {
+			dropped = append(dropped, a.name)
+			continue
+		}
+		attrs[a.name] = a.v
+		size += n
+	}
+	return attrs, dropped
 }
 
 // pacer spaces sends to a rate: a batch of n waits until the previous

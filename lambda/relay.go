@@ -62,8 +62,8 @@ func NewRelay(ctx context.Context, lookupEnv func(string) (string, bool)) (func(
 	for _, v := range layoutVars {
 		*v.field(&cfg.Layout) = r.str(v.name, "")
 	}
-	cfg.Shards = r.integer(envOutboxShards, outbox.ShardsDefault, 1, 100)
-	cfg.PublishedTTL = r.duration(envPublishedTTL, relay.PublishedTTLDefault, time.Minute, 0)
+	cfg.Shards = r.integer(envOutboxShards, outbox.DefaultShards, 1, 100)
+	cfg.PublishedTTL = r.duration(envPublishedTTL, relay.DefaultPublishedTTL, time.Minute, 0)
 	var level slog.Level
 	if v := r.str(envLogLevel, "info"); level.UnmarshalText([]byte(v)) != nil {
 		r.fail(envLogLevel, v, "must be debug, info, warn or error")

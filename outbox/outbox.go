@@ -37,9 +37,9 @@ const (
 	PendingPrefix = "OUTBOX#PENDING#"
 )
 
-// ShardsDefault is the default number of attention index partitions that
+// DefaultShards is the default number of attention index partitions that
 // PENDING records are spread over.
-const ShardsDefault = 16
+const DefaultShards = 16
 
 // TimeLayout is the layout of createdAt and publishedAt: UTC, fixed width,
 // so text order is time order.
@@ -63,7 +63,7 @@ type Config struct {
 	Layout tables.Layout
 	// Shards is the number of attention index partitions PENDING records
 	// are spread over; the relay's sweep must use the same. 1..100.
-	// Default: ShardsDefault (16).
+	// Default: DefaultShards (16).
 	Shards int
 	// PendingTTL, when set, gives every record a TTL at write time, so a
 	// record nobody marks still expires: for a stream consumer that does
@@ -89,7 +89,7 @@ func New(cfg Config) (*Writer, error) {
 		errs = append(errs, err)
 	}
 	if cfg.Shards == 0 {
-		cfg.Shards = ShardsDefault
+		cfg.Shards = DefaultShards
 	}
 	if cfg.Shards < 1 || cfg.Shards > 100 {
 		errs = append(errs, fmt.Errorf("outbox: Config.Shards %d must be 1..100", cfg.Shards))

@@ -146,7 +146,7 @@ func TestPutCommitsWithTheProducersTransaction(t *testing.T) {
 	// The record is in the PENDING index.
 	out, err := env.DynamoDB.Query(ctx, &dynamodb.QueryInput{TableName: aws.String(env.Table), IndexName: aws.String("GSI2"),
 		KeyConditionExpression: aws.String("GSI2PK = :p"), ExpressionAttributeValues: map[string]types.AttributeValue{
-			":p": s(outbox.PendingPK("OUTBOX#Order#o-1", outbox.ShardsDefault))}})
+			":p": s(outbox.PendingPK("OUTBOX#Order#o-1", outbox.DefaultShards))}})
 	require.NoError(t, err)
 	require.Len(t, out.Items, 1)
 }

@@ -3,7 +3,7 @@
 // occurredAt with its offset, the producer's name, schema version 1),
 // validates each body with the same decoder the worker runs, and sends
 // them to SQS in batches (SendMessageBatch: at most 10 entries and
-// Config.MaxBatchBytes per call), FIFO aware (MessageGroupId = aggregateId,
+// Config.MaxBatchBytes per call, a larger message alone), FIFO aware (MessageGroupId = aggregateId,
 // MessageDeduplicationId from the idempotency key and the request hash),
 // retrying entries SQS failed on its side and returning every other
 // failure per message as a typed *EntryError. Payloads above

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ddbworker/ddbworker/envelope"
+	"github.com/ddbworker/ddbworker/internal/sqsbatch"
 )
 
 // API is what the producer needs of SQS.
@@ -37,16 +38,15 @@ const (
 	DefaultOffloadAbove    = 200 << 10 // bytes of payload
 	DefaultMaxMessageBytes = 256 << 10 // a queue's MaximumMessageSize unless raised (at most 1 MiB)
 	DefaultDLQHeadroom     = 8 << 10   // room for the failure attributes of the worker's DLQ copy
-	DefaultMaxBatchBytes   = 256 << 10 // one SendMessageBatch call, bodies and attributes
+	DefaultMaxBatchBytes   = 256 << 10 // one SendMessageBatch call, bodies and attributes (at least MaxMessageBytes)
 	DefaultMaxAttempts     = 3
 	DefaultRetryDelay      = 100 * time.Millisecond
 )
 
 // SQS's own limits.
 const (
-	maxBatchEntries = 10
-	maxSQSBytes     = 1 << 20
-	maxDelay        = 15 * time.Minute
+	maxSQSBytes = sqsbatch.MaxMessageBytes
+	maxDelay    = 15 * time.Minute
 )
 
 // Config configures a Producer.
@@ -81,7 +81,10 @@ type Config struct {
 	// type, times: up to about 5 KiB). Default: 8 KiB; -1 for none.
 	DLQHeadroom int
 	// MaxBatchBytes bounds one SendMessageBatch call (bodies and
-	// attributes). Default: 256 KiB; at most 1 MiB.
+	// attributes); a message larger than it is sent alone, in a call of
+	// its own. Default: MaxMessageBytes, and at least 256 KiB (a queue
+	// that takes messages over 256 KiB is on an SQS that takes calls of
+	// 1 MiB); at most 1 MiB.
 	MaxBatchBytes int
 	// MaxAttempts bounds how often an entry SQS failed on its side
 	// (SenderFault false) is offered again. Call errors are retried by the
@@ -181,7 +184,7 @@ func New(api API, cfg Config) (*Producer, error) {
 	}
 	limit("OffloadAbove", &cfg.OffloadAbove, DefaultOffloadAbove, maxSQSBytes)
 	limit("MaxMessageBytes", &cfg.MaxMessageBytes, DefaultMaxMessageBytes, maxSQSBytes)
-	limit("MaxBatchBytes", &cfg.MaxBatchBytes, DefaultMaxBatchBytes, maxSQSBytes)
+	limit("MaxBatchBytes", &cfg.MaxBatchBytes, max(DefaultMaxBatchBytes, cfg.MaxMessageBytes), maxSQSBytes)
 	limit("MaxAttempts", &cfg.MaxAttempts, DefaultMaxAttempts, 100)
 	switch {
 	case cfg.DLQHeadroom == 0:
@@ -452,10 +455,7 @@ func (p *Producer) prepare(ctx context.Context, i int, e *envelope.Envelope, att
 			return nil, offloaded, ee
 		}
 	}
-	size := len(body)
-	for k, v := range attrs {
-		size += len(k) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue)) + len(v.BinaryValue)
-	}
+	size := sqsbatch.MessageSize(string(body), attrs)
 	if limit := p.cfg.MaxMessageBytes - p.cfg.DLQHeadroom; size > limit {
 		ee.Kind, ee.Err = ErrTooLarge, fmt.Errorf("%d bytes with attributes, limit %d (MaxMessageBytes %d less DLQHeadroom %d)",
 			size, limit, p.cfg.MaxMessageBytes, p.cfg.DLQHeadroom)
@@ -483,12 +483,14 @@ func (p *Producer) prepare(ctx context.Context, i int, e *envelope.Envelope, att
 }
 
 // nextBatch takes, in order, the entries of the next call: at most 10 and
-// MaxBatchBytes, on FIFO queues at most one per group, none of a blocked
-// group (returned as held: they fail) and none of a deferred group (a
-// message before them will be offered again: returned as later, to follow
-// it). The others stay pending, in order.
+// MaxBatchBytes (sqsbatch's rule: the call's first entry always, so a
+// message larger than MaxBatchBytes goes alone), on FIFO queues at most one
+// per group, none of a blocked group (returned as held: they fail) and none
+// of a deferred group (a message before them will be offered again:
+// returned as later, to follow it). The others stay pending, in order.
 func (p *Producer) nextBatch(pending []*entry, blocked map[string]int, deferred map[string]bool) (batch, rest, held, later []*entry) {
 	size := 0
+	limits := sqsbatch.Limits{Bytes: p.cfg.MaxBatchBytes}
 	groups := map[string]bool{}
 	for _, en := range pending {
 		first, isBlocked := blocked[en.group]
@@ -497,7 +499,7 @@ func (p *Producer) nextBatch(pending []*entry, blocked map[string]int, deferred 
 			held = append(held, en)
 		case p.fifo && deferred[en.group]:
 			later = append(later, en)
-		case len(batch) < maxBatchEntries && size+en.size <= p.cfg.MaxBatchBytes && !(p.fifo && groups[en.group]):
+		case limits.Fits(len(batch), size, en.size) && !(p.fifo && groups[en.group]):
 			batch = append(batch, en)
 			size += en.size
 			groups[en.group] = true

@@ -204,7 +204,7 @@ func TestSendStandardQueue(t *testing.T) {
 
 func TestSendBatchBytes(t *testing.T) {
 	f := newFixture(t, false)
-	p := f.producer(t, producer.Config{MaxMessageBytes: 1 << 20})
+	p := f.producer(t, producer.Config{MaxMessageBytes: 1 << 20, MaxBatchBytes: 256 << 10})
 	big := strings.Repeat("x", 100<<10)
 	var msgs []producer.Message
 	for i := range 5 {
@@ -220,6 +220,61 @@ func TestSendBatchBytes(t *testing.T) {
 	}
 	require.Equal(t, []int{2, 2, 1}, sizes, "at most 256 KiB per call")
 	f.receiveAll(t, 5)
+}
+
+// Regression: a message larger than MaxBatchBytes but within
+// MaxMessageBytes was never admitted to a call, and Send reported it
+// neither sent nor failed (no error, no SQS message id): dropped silently.
+// It goes alone, in a call of its own. Without MaxBatchBytes, a queue that
+// takes 1 MiB messages gets calls of up to 1 MiB (it defaulted to 256 KiB,
+// below the messages New accepted).
+func TestSendEntryOverBatchBytesGoesAlone(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cfg   producer.Config
+		calls [][]int // message indexes per call
+	}{
+		{"MaxBatchBytes below MaxMessageBytes", producer.Config{MaxMessageBytes: 1 << 20, MaxBatchBytes: 256 << 10}, [][]int{{0, 2, 4}, {1}, {3}}},
+		{"MaxBatchBytes defaults to MaxMessageBytes", producer.Config{MaxMessageBytes: 1 << 20}, [][]int{{0, 1, 2, 4}, {3}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, false)
+			p := f.producer(t, tc.cfg)
+			var msgs []producer.Message
+			for i := range 5 {
+				msgs = append(msgs, order("9", i))
+			}
+			msgs[1].Payload = map[string]any{"blob": strings.Repeat("a", 400<<10)}
+			msgs[3].Payload = map[string]any{"blob": strings.Repeat("b", 700<<10)}
+			results, err := p.Send(context.Background(), msgs...)
+			require.NoError(t, err)
+			byID := map[string]int{}
+			for i, r := range results {
+				require.NoError(t, r.Err, "message %d", i)
+				require.NotEmpty(t, r.SQSMessageID, "message %d: neither sent nor failed", i)
+				byID[r.SQSMessageID] = i
+			}
+			var calls [][]int
+			for _, c := range f.rej.Calls() {
+				var idx []int
+				for _, key := range c {
+					idx = append(idx, slices.IndexFunc(msgs, func(m producer.Message) bool { return m.IdempotencyKey == key }))
+				}
+				calls = append(calls, idx)
+			}
+			require.Equal(t, tc.calls, calls)
+			got := map[int]bool{}
+			for _, m := range f.receiveAll(t, 5) {
+				i, ok := byID[aws.ToString(m.MessageId)]
+				require.True(t, ok)
+				e, err := f.dec.Decode([]byte(aws.ToString(m.Body)))
+				require.NoError(t, err)
+				require.Equal(t, msgs[i].IdempotencyKey, e.IdempotencyKey)
+				got[i] = true
+			}
+			require.Len(t, got, 5)
+		})
+	}
 }
 
 // One bad message fails alone, with the decoder's code and field; the
@@ -260,6 +315,9 @@ func TestSendRejectsPerMessage(t *testing.T) {
 			require.Equal(t, tc.field, envErr.Field)
 		}
 		require.Empty(t, results[tc.index].SQSMessageID)
+		if tc.kind == producer.ErrTooLarge {
+			require.ErrorContains(t, ee, "MaxMessageBytes", "the error names the limit")
+		}
 	}
 	require.NoError(t, results[0].Err)
 	require.NoError(t, results[5].Err)

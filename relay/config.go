@@ -54,16 +54,17 @@ type Deps struct {
 	Metrics *Metrics
 }
 
-// Defaults.
+// The defaults of Config, applied by withDefaults; the daemon's flags and
+// the Lambda adapter read them.
 const (
-	NameDefault          = "default"
-	LeaseDurationDefault = 30 * time.Second
-	PollIntervalDefault  = time.Second
-	DiscoveryDefault     = 10 * time.Second
-	PublishedTTLDefault  = 7 * 24 * time.Hour
-	SendAttemptsDefault  = 3
-	DrainTimeoutDefault  = 10 * time.Second
-	SweepAgeDefault      = 10 * time.Minute
+	DefaultName              = "default"
+	DefaultLeaseDuration     = 30 * time.Second
+	DefaultPollInterval      = time.Second
+	DefaultDiscoveryInterval = 10 * time.Second
+	DefaultPublishedTTL      = 7 * 24 * time.Hour
+	DefaultSendAttempts      = 3
+	DefaultDrainTimeout      = 10 * time.Second
+	DefaultSweepAge          = 10 * time.Minute
 )
 
 // Config configures a Relay.
@@ -128,13 +129,13 @@ func (c Config) withDefaults() (Config, error) {
 		errs = append(errs, err)
 	}
 	if c.Shards == 0 {
-		c.Shards = outbox.ShardsDefault
+		c.Shards = outbox.DefaultShards
 	}
 	if c.Shards < 1 || c.Shards > 100 {
 		errs = append(errs, fmt.Errorf("relay: Config.Shards %d must be 1..100", c.Shards))
 	}
 	if c.Name == "" {
-		c.Name = NameDefault
+		c.Name = DefaultName
 	}
 	if strings.Contains(c.Name, "#") {
 		errs = append(errs, fmt.Errorf("relay: Config.Name %q must not contain '#'", c.Name))
@@ -149,9 +150,9 @@ func (c Config) withDefaults() (Config, error) {
 		v    *time.Duration
 		def  time.Duration
 		name string
-	}{{&c.LeaseDuration, LeaseDurationDefault, "LeaseDuration"}, {&c.PollInterval, PollIntervalDefault, "PollInterval"},
-		{&c.DiscoveryInterval, DiscoveryDefault, "DiscoveryInterval"}, {&c.PublishedTTL, PublishedTTLDefault, "PublishedTTL"},
-		{&c.DrainTimeout, DrainTimeoutDefault, "DrainTimeout"}, {&c.SweepAge, SweepAgeDefault, "SweepAge"}} {
+	}{{&c.LeaseDuration, DefaultLeaseDuration, "LeaseDuration"}, {&c.PollInterval, DefaultPollInterval, "PollInterval"},
+		{&c.DiscoveryInterval, DefaultDiscoveryInterval, "DiscoveryInterval"}, {&c.PublishedTTL, DefaultPublishedTTL, "PublishedTTL"},
+		{&c.DrainTimeout, DefaultDrainTimeout, "DrainTimeout"}, {&c.SweepAge, DefaultSweepAge, "SweepAge"}} {
 		if *d.v < 0 {
 			errs = append(errs, fmt.Errorf("relay: Config.%s must not be negative", d.name))
 		}
@@ -166,7 +167,7 @@ func (c Config) withDefaults() (Config, error) {
 		errs = append(errs, fmt.Errorf("relay: Config.LeaseDuration %s must be at least 300ms", c.LeaseDuration))
 	}
 	if c.SendAttempts == 0 {
-		c.SendAttempts = SendAttemptsDefault
+		c.SendAttempts = DefaultSendAttempts
 	}
 	if c.SendAttempts < 1 {
 		errs = append(errs, errors.New("relay: Config.SendAttempts must be positive"))

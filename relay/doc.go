@@ -18,7 +18,9 @@
 //
 // Publish re-reads the records' status (strongly consistent BatchGetItem)
 // and skips those no longer PENDING, sends the rest with SendMessageBatch
-// (10 per call, per-entry failures retried; on a FIFO queue the aggregate
+// (10 per call and 256 KiB, a larger record alone, per-entry failures
+// retried; every message carries ddbworker.firstSentAt, the record's
+// createdAt, for the worker's replay-window check; on a FIFO queue the aggregate
 // id is the MessageGroupId, the event id the deduplication id, one record
 // per group per call and a group stops at its first failure), then marks
 // each PUBLISHED with an UpdateItem fenced on status = PENDING that sets

@@ -20,7 +20,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/internal/hooks"
+	"github.com/ddbworker/ddbworker/internal/sqsbatch"
 	"github.com/ddbworker/ddbworker/outbox"
 	"github.com/ddbworker/ddbworker/tables"
 )
@@ -182,22 +184,14 @@ func (r *Relay) Publish(ctx context.Context, recs []outbox.Record) []error {
 		}
 		failed := false
 		for _, q := range queues {
-			gs := heads[q]
-			for len(gs) > 0 {
-				// At most 10 entries and, past the first, batchPayloadMax
-				// bytes of bodies: SQS refuses a longer batch as a whole,
-				// every time it is sent.
-				n, size := 1, len(recs[gs[0].idx[gs[0].next]].Body)
-				for n < min(10, len(gs)) {
-					b := len(recs[gs[n].idx[gs[n].next]].Body)
-					if size+b > batchPayloadMax {
-						break
-					}
-					size += b
-					n++
-				}
-				batch := gs[:n]
-				gs = gs[n:]
+			// sqsbatch's rule: at most 10 entries and batchPayloadMax bytes
+			// (a larger record alone): SQS refuses a longer batch as a
+			// whole, every time it is sent.
+			size := func(g *group) int {
+				rec := recs[g.idx[g.next]]
+				return sqsbatch.MessageSize(rec.Body, attributes(rec))
+			}
+			for _, batch := range sqsbatch.Split(heads[q], size, sqsbatch.Limits{Bytes: batchPayloadMax}) {
 				sent, entryErrs := r.send(ctx, q, recs, func(yield func(int) bool) {
 					for _, g := range batch {
 						if !yield(g.idx[g.next]) {
@@ -254,10 +248,11 @@ func (r *Relay) Publish(ctx context.Context, recs []outbox.Record) []error {
 	}
 }
 
-// batchPayloadMax bounds the sum of the bodies of one SendMessageBatch
-// call: SQS's limit (BatchRequestTooLong) was 256 KiB and is 1 MiB since
-// 2025; the lower one holds everywhere. A larger record goes alone.
-const batchPayloadMax = 256 * 1024
+// batchPayloadMax bounds the payload of one SendMessageBatch call (bodies
+// and attributes): SQS's limit (BatchRequestTooLong) was 256 KiB and is
+// 1 MiB since 2025; the lower one holds everywhere. A larger record goes
+// alone.
+const batchPayloadMax = sqsbatch.PortableBatchBytes
 
 // send sends one batch (at most 10 records) and returns how many were
 // accepted and one error per entry, in order.
@@ -266,7 +261,8 @@ func (r *Relay) send(ctx context.Context, queue string, recs []outbox.Record, id
 	fifo := strings.HasSuffix(queue, ".fifo")
 	for i := range idx {
 		rec := recs[i]
-		e := sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(len(entries))), MessageBody: aws.String(rec.Body)}
+		e := sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(len(entries))), MessageBody: aws.String(rec.Body),
+			MessageAttributes: attributes(rec)}
 		if fifo {
 			e.MessageGroupId = aws.String(GroupID(rec.AggregateID))
 			e.MessageDeduplicationId = aws.String(DeduplicationID(rec.EventID))
@@ -302,6 +298,26 @@ func (r *Relay) send(ctx context.Context, queue string, recs []outbox.Record, id
 		}
 	}
 	return sent, errs
+}
+
+// attributes are the message attributes of rec's message:
+// dlq.AttrFirstSentAt (Number, epoch milliseconds, the form the worker
+// reads), the record's createdAt. Every copy — a re-send after a crash
+// between send and mark, a sweep's, the Lambda handler's — carries the
+// work's origin, and the worker's replay-window check judges the copy by
+// it, not by the copy's own SentTimestamp: a copy first sent longer ago
+// than the inbox keeps COMPLETED records is refused
+// (REPLAY_WINDOW_EXPIRED), not applied a second time. createdAt is when
+// the work was committed, never after its first send. An outbox record
+// carries no attributes of its own, so this one is the message's only
+// attribute, well within SQS's 10. A record without a readable createdAt
+// (not written by package outbox) gets none.
+func attributes(rec outbox.Record) map[string]sqstypes.MessageAttributeValue {
+	if rec.CreatedAt.IsZero() {
+		return nil
+	}
+	return map[string]sqstypes.MessageAttributeValue{dlq.AttrFirstSentAt: {DataType: aws.String("Number"),
+		StringValue: aws.String(strconv.FormatInt(rec.CreatedAt.UnixMilli(), 10))}}
 }
 
 // DeduplicationID is the FIFO deduplication id of an event: the event id

@@ -48,7 +48,7 @@ func TestPythonProducer(t *testing.T) {
 	it, err := w.env.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(w.env.Table), ConsistentRead: aws.Bool(true),
 		Key: map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: recs[0].PK}, "SK": &types.AttributeValueMemberS{Value: recs[0].SK}}})
 	require.NoError(t, err)
-	require.Equal(t, &types.AttributeValueMemberS{Value: outbox.PendingPK(recs[0].PK, outbox.ShardsDefault)}, it.Item[tables.DefaultLayout().AttentionPK])
+	require.Equal(t, &types.AttributeValueMemberS{Value: outbox.PendingPK(recs[0].PK, outbox.DefaultShards)}, it.Item[tables.DefaultLayout().AttentionPK])
 
 	w.run(w.relay(nil))
 	testenv.Eventually(t, 30*time.Second, func() bool { return w.allPublished([]string{"py-m-1"}) })
