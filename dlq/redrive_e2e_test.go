@@ -232,10 +232,11 @@ func TestRedriveAbandonedLease(t *testing.T) {
 	testenv.Eventually(t, 20*time.Second, func() bool { return len(evs.final("k-abandoned")) == 1 }, "the redriven work never settled")
 	ev := evs.final("k-abandoned")[0]
 	require.Equal(t, worker.OutcomeApplied, ev.Outcome)
-	require.Equal(t, 2, ev.Attempt, "the dead worker's attempt counts")
+	require.Equal(t, 1, ev.Attempt, "the dead worker's lease is no business attempt")
 	rec = get()
 	require.Equal(t, inbox.StatusCompleted, rec.Status)
-	require.Equal(t, 2, rec.Attempts)
+	require.Zero(t, rec.Attempts)
+	require.Equal(t, 1, rec.Takeovers, "the abandoned lease counts one takeover")
 	out, err := env.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(env.Table), Key: caseflow.ApplicationKey("c1", caseflow.TypeDeadline, "k-abandoned"), ConsistentRead: aws.Bool(true)})
 	require.NoError(t, err)
 	require.Equal(t, "1", out.Item[caseflow.AttrApplications].(*ddbtypes.AttributeValueMemberN).Value, "applied once")

@@ -16,30 +16,18 @@ import (
 	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/sqsbatch"
 )
 
 // maxMessageBytes is SQS's largest message size: body plus attributes
-// (each attribute's name, type and value); a queue's MaximumMessageSize
-// may be smaller.
-const maxMessageBytes = 1 << 20
+// (sqsbatch.MessageSize); a queue's MaximumMessageSize may be smaller.
+const maxMessageBytes = sqsbatch.MaxMessageBytes
 
 // errTooLargeForDLQ: the body leaves no room for the failure attributes.
 var errTooLargeForDLQ = errors.New("worker: message too large to copy to the DLQ with its failure attributes")
 
 func strAttr(s string) types.MessageAttributeValue {
 	return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(s)}
-}
-
-func attrSize(name string, v types.MessageAttributeValue) int {
-	return len(name) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue)) + len(v.BinaryValue)
-}
-
-func messageSize(body string, attrs map[string]types.MessageAttributeValue) int {
-	n := len(body)
-	for k, v := range attrs {
-		n += attrSize(k, v)
-	}
-	return n
 }
 
 // carriedAttributes are the attributes a copy of m keeps: the producer's
@@ -133,17 +121,17 @@ func fitAttributes(body string, ours, producer map[string]types.MessageAttribute
 	}
 	slices.Sort(names)
 	for _, k := range names {
-		if len(attrs) >= 10 || messageSize(body, attrs)+attrSize(k, producer[k]) > limit {
+		if len(attrs) >= sqsbatch.MaxAttributes || sqsbatch.MessageSize(body, attrs)+sqsbatch.AttributeSize(k, producer[k]) > limit {
 			continue
 		}
 		attrs[k] = producer[k]
 	}
-	if messageSize(body, attrs) <= limit {
+	if sqsbatch.MessageSize(body, attrs) <= limit {
 		return attrs
 	}
 	minimal := map[string]types.MessageAttributeValue{}
 	for _, k := range []string{dlq.AttrFailureCode, dlq.AttrSourceMessageID, dlq.AttrFirstSentAt, dlq.AttrMessageType, dlq.AttrIdempotencyKey} {
-		if v, ok := ours[k]; ok && messageSize(body, minimal)+attrSize(k, v) <= limit {
+		if v, ok := ours[k]; ok && sqsbatch.MessageSize(body, minimal)+sqsbatch.AttributeSize(k, v) <= limit {
 			minimal[k] = v
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/internal/hooks"
+	"github.com/ddbworker/ddbworker/internal/sqsbatch"
 )
 
 // deleteAttempts bounds how often one receipt handle is tried. A delete that
@@ -77,7 +78,7 @@ func (d *deleter) run(ctx context.Context) {
 		if len(pending) == 0 {
 			return
 		}
-		n := min(len(pending), 10)
+		n := min(len(pending), sqsbatch.MaxEntries)
 		retry := d.send(ctx, pending[:n])
 		pending = append(pending[n:], retry...)
 		if len(pending) > 0 {
@@ -97,7 +98,7 @@ func (d *deleter) run(ctx context.Context) {
 				timer.Reset(d.interval)
 			}
 			pending = append(pending, del)
-			for len(pending) >= 10 {
+			for len(pending) >= sqsbatch.MaxEntries {
 				before := len(pending)
 				flush()
 				if len(pending) >= before {

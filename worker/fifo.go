@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/ddbworker/ddbworker/internal/sqsbatch"
 )
 
 // groupKeeper keeps the waiting messages of a FIFO group hidden while the
@@ -40,8 +42,8 @@ func (w *Worker) keepGroupHidden(ctx context.Context, group []*delivery) *groupK
 			case <-t.C:
 			}
 			waiting := group[min(int(k.next.Load())+1, len(group)):]
-			for start := 0; start < len(waiting); start += 10 {
-				w.extendWaiting(ctx, waiting[start:min(start+10, len(waiting))])
+			for _, batch := range sqsbatch.Split(waiting, func(*delivery) int { return 0 }, sqsbatch.Limits{}) {
+				w.extendWaiting(ctx, batch)
 			}
 		}
 	})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/health"
+	"github.com/ddbworker/ddbworker/internal/sqsbatch"
 )
 
 // The defaults of HealthConfig.
@@ -397,8 +398,8 @@ func (w *Worker) keepParked(ctx context.Context) {
 		case <-t.C:
 		}
 		due := w.parked.due(w.cfg.Now().Add(w.health.cfg.ParkVisibility / 2))
-		for start := 0; start < len(due); start += 10 {
-			w.extendParked(ctx, due[start:min(start+10, len(due))])
+		for _, batch := range sqsbatch.Split(due, func(parkedMsg) int { return 0 }, sqsbatch.Limits{}) {
+			w.extendParked(ctx, batch)
 		}
 		w.metrics.Parked.Set(float64(w.parked.len()))
 	}
