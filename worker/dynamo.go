@@ -52,10 +52,11 @@ const (
 	dbCancelled                       // the caller gave up (shutdown): says nothing
 	dbConditionFailed                 // a condition failed (answered)
 	dbRequestRefused                  // validation and other 4xx (answered)
+	dbCleanupOK                       // a cleanup answered: says nothing of health
 	dbResultCount
 )
 
-var dbResultNames = [dbResultCount]string{"ok", "conflict", "throttled", "unavailable", "timeout", "cancelled", "condition_failed", "refused"}
+var dbResultNames = [dbResultCount]string{"ok", "conflict", "throttled", "unavailable", "timeout", "cancelled", "condition_failed", "refused", "ok"}
 
 // unhealthy reports whether r counts against the database's health.
 func (r dbResult) unhealthy() bool {
@@ -154,9 +155,23 @@ func call[In, Out any](c *dbCalls, ctx context.Context, op string, in In, wcu in
 			c.budget.ReserveN(c.now(), min(used-wcu, c.budget.Burst())) // the next writes wait it off
 		}
 	}
-	c.observe(op, classifyCall(ctx, err), latency, err)
+	r := classifyCall(ctx, err)
+	if r == dbOK && cleanup(ctx) {
+		// A cleanup that answered says nothing of whether work can go on:
+		// it must not outweigh the failures that led to it.
+		r = dbCleanupOK
+	}
+	c.observe(op, r, latency, err)
 	return out, err
 }
+
+type cleanupKey struct{}
+
+// asCleanup marks ctx's calls as cleanups after a failure (giving a lease
+// back): their successes are not counted as the database's health.
+func asCleanup(ctx context.Context) context.Context { return context.WithValue(ctx, cleanupKey{}, true) }
+
+func cleanup(ctx context.Context) bool { v, _ := ctx.Value(cleanupKey{}).(bool); return v }
 
 // pace waits until the write budget allows wcu more units.
 func (c *dbCalls) pace(ctx context.Context, wcu int) error {

@@ -172,7 +172,7 @@ func (h *dbHealth) wait(ctx context.Context) error {
 // record feeds one call's outcome to the detector; the call that trips it
 // pauses the worker.
 func (h *dbHealth) record(now time.Time, r dbResult, err error) {
-	if r == dbCancelled || h.disabled {
+	if r == dbCancelled || r == dbCleanupOK || h.disabled {
 		return
 	}
 	if !h.detector.Record(now, r.unhealthy()) {

@@ -93,7 +93,7 @@ func (w *Worker) recordTrouble(ctx context.Context, d *delivery, v troubled) out
 		wait = 0 // another worker takes it at once
 	}
 	if v.lease != nil {
-		err := w.committer.Release(ctx, *v.lease, v.failure)
+		err := w.committer.Release(asCleanup(ctx), *v.lease, v.failure)
 		var lost *inbox.LeaseLostError
 		if err != nil && !errors.As(err, &lost) {
 			// Not given back: the lease ends by itself; the next delivery

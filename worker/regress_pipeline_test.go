@@ -1,0 +1,290 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ddbworker/ddbworker"
+	"github.com/ddbworker/ddbworker/dlq"
+	"github.com/ddbworker/ddbworker/envelope"
+	"github.com/ddbworker/ddbworker/example/caseflow"
+	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/dev/ddbproxy"
+	"github.com/ddbworker/ddbworker/internal/dev/faults"
+	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/worker"
+)
+
+// Regression tests of the defects found at commit 4fbf456, all in the
+// machinery that charged a business attempt when a lease was taken and
+// then tried to refund it, or in the Lambda path around it. Each fails on
+// that commit.
+
+// Under Lambda, a deferral by re-send deletes the original: it is a
+// success, not a batch item failure. Before, the copy was sent and the
+// original reported too, so the event source mapping never deleted it; it
+// came back, was copied again, and ended in the DLQ by the redrive policy.
+func TestRegressLambdaResendIsNotReported(t *testing.T) {
+	h := newHarness(t, testenv.Options{})
+	h.seedCases("c1")
+	w := h.lambdaWorker(h.testConfig(), worker.Deps{Handlers: h.caseHandlers()})
+	env := mustEnv(t)(caseflow.NewDeadlineRequest("k-later", "c1", "intake", effective))
+	later := time.Now().Add(48 * time.Hour) // further than one hiding covers
+	env.AttemptPolicy = &envelope.AttemptPolicy{NotBefore: &later}
+	h.send(env)
+
+	// The first receive hides it as long as SQS allows; the second re-sends.
+	first := h.sqsEvent(1, 30*time.Second)
+	resp, err := w.HandleSQSEvent(context.Background(), first)
+	require.NoError(t, err)
+	require.Len(t, resp.BatchItemFailures, 1, "hidden by visibility: reported, back later")
+	h.makeVisible(first)
+	second := h.sqsEvent(1, 30*time.Second)
+	require.Equal(t, "2", second.Records[0].Attributes["ApproximateReceiveCount"])
+	resp, err = w.HandleSQSEvent(context.Background(), second)
+	require.NoError(t, err)
+	require.Empty(t, resp.BatchItemFailures, "re-sent: the original is a success the mapping deletes")
+	resent := h.waitEvents(1, 5*time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeDeferred && ev.Final })
+	require.Equal(t, 15*time.Minute, resent[0].Visibility, "the copy waits SQS's longest delay")
+	q := testenv.InspectQueue(t, h.env.Queues.URL)
+	require.Equal(t, 2, q.Total(), "the original (until the mapping deletes it) and its delayed copy")
+}
+
+// A gate PutItem that applied while every SDK attempt lost its response
+// costs nothing: the worker gives back the lease it may hold (fenced on
+// its token), and the next delivery takes the work over at once, as
+// business attempt 1. Before, the orphaned lease made the next delivery
+// wait and take over at attempt 2: with maxBusinessAttempts 1 the work
+// ended MAX_ATTEMPTS_EXCEEDED and the handler never ran.
+func TestRegressUnansweredGateWriteCostsNothing(t *testing.T) {
+	h := newHarness(t, testenv.Options{})
+	h.seedCases("c1")
+	// The first attempt applies and loses its response; the SDK's retries
+	// fail before they reach the table, so no answer says it applied.
+	h.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "PutItem", Kind: faults.KindLostResponse, Times: 1})
+	h.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "PutItem", Kind: faults.KindServerError, Times: worker.DefaultCallAttempts - 1})
+	h.start(h.testConfig(), worker.Deps{Handlers: h.caseHandlers()})
+	env := mustEnv(t)(caseflow.NewDeadlineRequest("k-unanswered", "c1", "intake", effective))
+	env.AttemptPolicy = &envelope.AttemptPolicy{MaxBusinessAttempts: 1}
+	h.send(env)
+
+	ev := h.waitEvents(1, 30*time.Second, final)[0]
+	require.Equal(t, 1, h.inj.Fired()[faults.KindLostResponse])
+	require.Equal(t, worker.DefaultCallAttempts-1, h.inj.Fired()[faults.KindServerError], "no attempt of the gate's call got an answer")
+	require.Equal(t, worker.OutcomeApplied, ev.Outcome, "%+v", h.allEvents())
+	require.Equal(t, 1, ev.Attempt)
+	rec := h.record("k-unanswered", caseflow.TypeDeadline)
+	require.Equal(t, inbox.StatusCompleted, rec.Status)
+	require.Zero(t, rec.Attempts)
+	require.Zero(t, rec.Takeovers, "the unanswered lease was given back, not abandoned")
+	require.EqualValues(t, 1, h.applications("c1", caseflow.TypeDeadline, "k-unanswered"))
+}
+
+// Under Lambda every record's work ends LambdaSettleMargin before the
+// invocation's deadline, wherever it started: a record that waited for a
+// slot gets what is left, and one with too little left is not started.
+// Before, each record got the invocation's time from its own start: with
+// one slot and three records the invocation answered after its deadline
+// (Lambda had ended it: the whole batch came back) and the last record's
+// failure was never written.
+func TestRegressLambdaWorkEndsAtInvocationDeadline(t *testing.T) {
+	h := newHarness(t, testenv.Options{})
+	var runs atomic.Int32
+	reg := ddbworker.NewRegistry()
+	require.NoError(t, reg.Register(caseflow.TypeDeadline, ddbworker.HandlerFunc(func(ctx context.Context, _ *ddbworker.Message) (ddbworker.Result, error) {
+		runs.Add(1)
+		<-ctx.Done() // runs as long as the worker lets it
+		return ddbworker.Result{}, ctx.Err()
+	})))
+	cfg := h.testConfig()
+	cfg.Concurrency = 1
+	w := h.lambdaWorker(cfg, worker.Deps{Handlers: reg})
+	for _, k := range []string{"k-1", "k-2", "k-3"} {
+		h.send(mustEnv(t)(caseflow.NewDeadlineRequest(k, "c1", "intake", effective)))
+	}
+	ev := h.sqsEvent(3, 30*time.Second)
+
+	deadline := time.Now().Add(worker.LambdaSettleMargin + 1500*time.Millisecond)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	resp, err := w.HandleSQSEvent(ctx, ev)
+	answered := time.Now()
+	require.NoError(t, err)
+	require.True(t, answered.Before(deadline), "answered %s after the deadline", answered.Sub(deadline))
+	require.Len(t, resp.BatchItemFailures, 3)
+	require.EqualValues(t, 1, runs.Load(), "the records behind the first had no time left: not started")
+	var recorded int
+	for _, k := range []string{"k-1", "k-2", "k-3"} {
+		if rec := h.record(k, caseflow.TypeDeadline); rec != nil {
+			recorded++
+			require.Equal(t, inbox.StatusFailedRetryable, rec.Status, k)
+			require.Equal(t, failure.CodeMessageTimeout, rec.FailureCode, "%s: the run that overran is recorded", k)
+		}
+	}
+	require.Equal(t, 1, recorded)
+}
+
+// The DLQ copy is sized to the DLQ's own MaximumMessageSize, and a copy the
+// DLQ refuses as too large is left to the redrive policy. Before, the
+// worker assumed every DLQ takes 1 MiB: a 256 KiB DLQ refused a message
+// near 256 KiB plus the failure attributes with an error that was not the
+// too-large case, and the message came back every backoff step, never
+// reaching the DLQ.
+func TestRegressDLQSmallerThan1MiB(t *testing.T) {
+	const dlqMax = 256 << 10
+	for _, tc := range []struct {
+		name string
+		body int
+		// the copy fits once the producer's attribute is shed; or no copy
+		// fits, and the redrive policy takes the message as it is
+		fits bool
+	}{
+		{"the copy fits without the producer's attribute", dlqMax - 200, true},
+		{"no copy fits", dlqMax, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, testenv.Options{})
+			_, err := h.env.SQS.SetQueueAttributes(context.Background(), &sqs.SetQueueAttributesInput{QueueUrl: aws.String(h.env.Queues.DLQURL),
+				Attributes: map[string]string{string(types.QueueAttributeNameMaximumMessageSize): fmt.Sprint(dlqMax)}})
+			require.NoError(t, err)
+			body := strings.Repeat("x", tc.body) // not JSON: terminal INVALID_ENVELOPE
+			_, err = h.env.SQS.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(h.env.Queues.URL), MessageBody: aws.String(body),
+				MessageAttributes: map[string]types.MessageAttributeValue{"trace": {DataType: aws.String("String"), StringValue: aws.String(strings.Repeat("t", 300))}}})
+			require.NoError(t, err)
+			cfg := h.testConfig()
+			cfg.Backoff.Max = 20 * time.Second
+			h.start(cfg, worker.Deps{Handlers: h.caseHandlers()})
+
+			ev := h.waitEvents(1, 30*time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeTerminal })[0]
+			if tc.fits {
+				require.True(t, ev.Final)
+				require.Equal(t, worker.PolicyDLQ, ev.Policy)
+				m := h.dlq(1)[0]
+				require.Equal(t, string(envelope.CodeInvalidJSON), aws.ToString(m.MessageAttributes[dlq.AttrFailureCode].StringValue))
+				require.NotContains(t, m.MessageAttributes, "trace", "shed to fit the DLQ's size")
+				return
+			}
+			require.False(t, ev.Final)
+			require.Equal(t, worker.PolicyRedrive, ev.Policy, "left to the redrive policy, not retried against the DLQ every backoff")
+			require.Equal(t, cfg.Backoff.Max, ev.Visibility)
+			require.Zero(t, testenv.InspectQueue(t, h.env.Queues.DLQURL).Total())
+		})
+	}
+}
+
+// Under Lambda an outage costs each poll as little of the redrive budget
+// as it can: a record parked while the database is unhealthy is hidden
+// four times longer on each receive, up to ParkMaxVisibility, and for
+// ParkMaxVisibility on the last receive the redrive policy allows. Before,
+// every poll hid it for ParkVisibility: an outage longer than
+// maxReceiveCount × ParkVisibility (10 minutes by default) dead-lettered
+// every message.
+func TestRegressLambdaOutageHidesLongerEachReceive(t *testing.T) {
+	const maxReceives = 4
+	h := newHarness(t, testenv.Options{Queue: worker.QueueConfig{MaxReceiveCount: maxReceives, VisibilityTimeout: 2 * time.Second}})
+	proxy, err := ddbproxy.Start(ddbproxy.Config{Target: os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	ddb := dynamodb.NewFromConfig(h.env.AWS, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(proxy.URL()) })
+	h.seedCases("c1")
+	cfg := h.testConfig()
+	cfg.CallTimeout = time.Second
+	// The first failed call trips the gate; no probe is due during the test.
+	cfg.Health = worker.HealthConfig{ConsecutiveFailures: 1, ProbeInterval: time.Hour, ProbeMaxInterval: time.Hour,
+		ParkVisibility: time.Second, ParkMaxVisibility: 40 * time.Second}
+	w := h.lambdaWorker(cfg, worker.Deps{DynamoDB: ddb, Handlers: h.caseHandlers()})
+	h.send(mustEnv(t)(caseflow.NewDeadlineRequest("k-outage", "c1", "intake", effective)))
+
+	proxy.SetMode(ddbproxy.Throttle)
+	want := []time.Duration{time.Second, 4 * time.Second, 16 * time.Second, 40 * time.Second}
+	for receive := 1; receive <= maxReceives; receive++ {
+		ev := h.sqsEvent(1, 30*time.Second)
+		require.Equal(t, fmt.Sprint(receive), ev.Records[0].Attributes["ApproximateReceiveCount"])
+		resp, err := w.HandleSQSEvent(context.Background(), ev)
+		require.NoError(t, err)
+		require.Len(t, resp.BatchItemFailures, 1)
+		parked := h.waitEvents(receive, 5*time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeParked })
+		require.Equal(t, want[receive-1], parked[receive-1].Visibility, "receive %d", receive)
+		require.Zero(t, parked[receive-1].Attempt)
+		h.makeVisible(ev) // as when the hiding ends: the outage goes on
+	}
+	require.False(t, w.DatabaseHealthy())
+	require.Zero(t, testenv.InspectQueue(t, h.env.Queues.DLQURL).Total())
+}
+
+// The longest outage a Lambda function survives for a given
+// maxReceiveCount is stated by HealthConfig.OutageCover.
+func TestOutageCover(t *testing.T) {
+	def, err := worker.HealthConfig{}.WithDefaults()
+	require.NoError(t, err)
+	require.Equal(t, 13*time.Hour+25*time.Minute, def.OutageCover(5), "1m + 4m + 16m + 64m, then 12h on the last receive")
+	require.Equal(t, 12*time.Hour+5*time.Minute, def.OutageCover(3))
+	require.Equal(t, 12*time.Hour, def.OutageCover(1))
+	require.Greater(t, def.OutageCover(0), 100*24*time.Hour, "no redrive policy: any outage")
+	c := worker.HealthConfig{ParkVisibility: time.Second, ParkMaxVisibility: 30 * time.Second}
+	c, err = c.WithDefaults()
+	require.NoError(t, err)
+	require.Equal(t, (1+4+16+30+30)*time.Second, c.OutageCover(5))
+}
+
+// A deploy (SIGTERM, then a new worker) in the middle of an outage charges
+// no business attempt: nothing a parked message holds needs writing, and
+// the new worker takes the work over as attempt 1 once the database is
+// healthy. Before, the refunds carried by parked messages were dropped at
+// shutdown: the next takeover counted the attempt, and with
+// maxBusinessAttempts 1 the work ended MAX_ATTEMPTS_EXCEEDED.
+func TestRegressDeployDuringOutageChargesNothing(t *testing.T) {
+	h := newHarness(t, testenv.Options{Queue: worker.QueueConfig{MaxReceiveCount: 5, VisibilityTimeout: 2 * time.Second}})
+	proxy, err := ddbproxy.Start(ddbproxy.Config{Target: os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	ddb := dynamodb.NewFromConfig(h.env.AWS, h.inj.DynamoDB, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(proxy.URL()) })
+	ids := []string{"c0", "c1", "c2", "c3", "c4", "c5"}
+	h.seedCases(ids...)
+	// The commits fail first: messages hold leases when the outage starts.
+	h.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "TransactWriteItems", Kind: faults.KindThrottle, Rate: 1})
+	cfg := h.testConfig()
+	cfg.CallTimeout = time.Second
+	cfg.Health = worker.HealthConfig{ProbeInterval: 300 * time.Millisecond, ProbeMaxInterval: time.Second, ParkVisibility: 5 * time.Second}
+	first := h.start(cfg, worker.Deps{DynamoDB: ddb, Handlers: h.caseHandlers()})
+	for _, id := range ids {
+		env := mustEnv(t)(caseflow.NewDeadlineRequest("k-"+id, id, "intake", effective))
+		env.AttemptPolicy = &envelope.AttemptPolicy{MaxBusinessAttempts: 1}
+		h.send(env)
+	}
+	testenv.Eventually(t, 30*time.Second, func() bool { return !first.w.DatabaseHealthy() }, "the health gate trips")
+	proxy.SetMode(ddbproxy.Throttle) // the whole database is down now
+
+	first.Stop() // the deploy: SIGTERM
+	second := h.start(cfg, worker.Deps{DynamoDB: ddb, Handlers: h.caseHandlers()})
+	testenv.Eventually(t, 30*time.Second, func() bool { return !second.w.DatabaseHealthy() }, "the new worker finds the database down")
+	h.inj.Clear()
+	proxy.SetMode(ddbproxy.Pass)
+
+	h.waitEvents(len(ids), 90*time.Second, final)
+	for _, ev := range h.allEvents() {
+		if ev.Final {
+			require.Equal(t, worker.OutcomeApplied, ev.Outcome, "%+v", ev)
+			require.Equal(t, 1, ev.Attempt, "%+v", ev)
+		}
+	}
+	for _, id := range ids {
+		rec := h.record("k-"+id, caseflow.TypeDeadline)
+		require.Equal(t, inbox.StatusCompleted, rec.Status, id)
+		require.Zero(t, rec.Attempts, "%s: the outage and the deploy cost no business attempt", id)
+		require.EqualValues(t, 1, h.applications(id, caseflow.TypeDeadline, "k-"+id), "%s applied once", id)
+	}
+	require.Zero(t, testenv.InspectQueue(t, h.env.Queues.DLQURL).Total(), "nothing dead-lettered")
+}
