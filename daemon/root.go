@@ -116,9 +116,16 @@ SDK's own variables (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS
 		newRelayCmd(g),
 		newEnvelopeCmd(),
 	)
-	root.AddCommand(devCommands(g)...)
+	root.AddCommand(app.Extension.Commands(extGlobals{g})...)
 	return root
 }
+
+// extGlobals is what an extension's commands see of the shared flags.
+type extGlobals struct{ g *globals }
+
+func (e extGlobals) AWSConfig(ctx context.Context) (aws.Config, error) { return e.g.awsConfig(ctx) }
+func (e extGlobals) Endpoints() (dynamoDB, sqs string)                 { return e.g.ddbEndpoint, e.g.sqsEndpoint }
+func (e extGlobals) Table() string                                     { return e.g.table }
 
 // warnUnknownEnv warns about DDBWORKER_* variables that name no flag of any
 // command: a typo (DDBWORKER_CONCURENCY) would otherwise be ignored

@@ -25,6 +25,7 @@ import (
 
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/daemonext"
 	"github.com/ddbworker/ddbworker/internal/slots"
 	"github.com/ddbworker/ddbworker/s3payload"
 	"github.com/ddbworker/ddbworker/worker"
@@ -52,10 +53,10 @@ type runFlags struct {
 	probeMaxInterval time.Duration
 	payloadMaxBytes  int64
 	s3PathStyle      bool
-	faults           faultFlags
+	faults           daemonext.Inject // the extension's fault flags (none in a team's binary)
 }
 
-func (f *runFlags) register(cmd *cobra.Command) {
+func (f *runFlags) register(cmd *cobra.Command, ext daemonext.Extension) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.queueURL, "queue-url", "", "work queue URL (required)")
 	fl.StringVar(&f.dlqURL, "dlq-url", "", "DLQ URL (required with --terminal-policy dlq)")
@@ -78,7 +79,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.probeMaxInterval, "probe-max-interval", 15*time.Second, "database health gate: longest wait between two probes of an unhealthy database (the first waits 2s)")
 	fl.Int64Var(&f.payloadMaxBytes, "payload-max-bytes", s3payload.DefaultMaxBytes, "largest payload fetched by S3 reference (payloadRef, SQS Extended Client); larger ones end terminal PAYLOAD_TOO_LARGE")
 	fl.BoolVar(&f.s3PathStyle, "s3-path-style", false, "address S3 path-style (emulators, MinIO); the endpoint comes from AWS_ENDPOINT_URL_S3")
-	f.faults.register(cmd)
+	f.faults = ext.Faults(fl)
 }
 
 func (f *runFlags) workerConfig(store inbox.Store) worker.Config {
@@ -128,7 +129,7 @@ func newRunCmd(g *globals) *cobra.Command {
 			return runDaemon(cmd.Context(), g, f, log)
 		},
 	}
-	f.register(cmd)
+	f.register(cmd, g.app.Extension)
 	if g.app.Flags != nil {
 		g.app.Flags(cmd.Flags())
 	}
@@ -143,12 +144,12 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 	if err != nil {
 		return err
 	}
-	ctx, ddbOpts, sqsOpts, err := f.faults.apply(ctx, log)
+	ctx, opts, err := f.faults(ctx, log)
 	if err != nil {
 		return err
 	}
 	cfg.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(poolFor(f.concurrency))
-	ddb, q := g.clients(cfg, ddbOpts, sqsOpts)
+	ddb, q := g.clients(cfg, opts.DynamoDB, opts.SQS)
 	// Payloads by reference are read from S3 (AWS_ENDPOINT_URL_S3 names an
 	// emulator's endpoint).
 	s3c := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = f.s3PathStyle })
