@@ -5,7 +5,7 @@
 // create (recording the inbox store's settings in the table), queues
 // create, inbox, dlq, sweep, relay, effects and envelope; the DDBWORKER_*
 // environment binding of every flag; and the merging of explicit inbox
-// flags with the settings the table records.
+// flags with the settings the table records (inbox.ReadRecorded).
 //
 // The development tools (demo, bench, chaos, send, emulators, faultproxy,
 // and the fault-injection flags of run and relay) are not here: they are

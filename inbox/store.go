@@ -27,7 +27,8 @@ const (
 // indexed. The gate, the committer, the renewer, the sweeper and the
 // operator reads all take the same Store, so none can read records another
 // wrote under other names or shards; the daemon builds it once from its
-// flags and records it in the table (see package daemon).
+// flags and records its settings in the table (ReadRecorded,
+// RecordSettings).
 type Store struct {
 	// Table holds the inbox records. Required.
 	Table string
