@@ -1,8 +1,9 @@
 # syntax=docker/dockerfile:1
 #
-# ddbworker's own image: the production binary (run, tables, queues, inbox,
-# dlq, sweep; no demo, bench, chaos, send, emulators or fault injection,
-# which need -tags ddbworker_dev) on distroless static, running as non-root.
+# ddbworker's own image: the production binary (cmd/ddbworker: run, tables,
+# queues, inbox, dlq, sweep, relay, effects; no demo, bench, chaos, send,
+# emulators or fault injection, which only cmd/ddbworker-dev has) on
+# distroless static, running as non-root.
 #
 #   docker build -t ddbworker \
 #     --build-arg VERSION=v1.4.0 --build-arg REVISION="$(git rev-parse HEAD)" .
@@ -12,9 +13,9 @@
 # and the OCI labels; without VERSION the binary says "(devel)" (.git is not
 # in the build context, so go build cannot stamp a version or revision).
 #
-# `docker build --target dev` builds the development image instead (the same
-# binary built with -tags ddbworker_dev, `send` included); it is never the
-# default target.
+# `docker build --target dev` builds the development image instead
+# (cmd/ddbworker-dev: the same service with the development tools, `send`
+# included); it is never the default target.
 #
 # docker-compose.yml runs it against LocalStack; cmd/ddbworker/compose_test.go
 # checks this file (stages, build flags, user, environment, labels) without a
@@ -41,8 +42,9 @@ RUN go mod download && go mod verify
 
 COPY . .
 # Static binary (no cgo, so it runs on distroless/static), reproducible paths,
-# no symbol table or DWARF, the version in main.version. No build tags: the
-# development tools stay out. The build cache mount only speeds up rebuilds.
+# no symbol table or DWARF, the version in main.version. cmd/ddbworker does
+# not link the development tools (cmd/ddbworker-dev does). The build cache
+# mount only speeds up rebuilds.
 ARG VERSION
 ARG REVISION
 RUN --mount=type=cache,target=/root/.cache/go-build \
@@ -54,7 +56,7 @@ FROM build AS dev-build
 ARG VERSION
 ARG REVISION
 RUN --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 GOOS=linux go build -tags ddbworker_dev -trimpath -ldflags="-s -w -X main.version=${VERSION} -X main.revision=${REVISION}" -o /out/ddbworker-dev ./cmd/ddbworker
+    CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w -X main.version=${VERSION} -X main.revision=${REVISION}" -o /out/ddbworker-dev ./cmd/ddbworker-dev
 
 FROM gcr.io/distroless/static-debian12:nonroot AS dev
 COPY --from=dev-build /out/ddbworker-dev /ddbworker

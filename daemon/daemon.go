@@ -19,6 +19,7 @@ import (
 
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/daemonext"
 )
 
 // App is a worker service: its handlers, and what it adds to the command
@@ -51,6 +52,12 @@ type App struct {
 	// (--table or DDBWORKER_TABLE), so a deployment that forgets it fails
 	// at start instead of using some table of the default name.
 	Table string
+	// Extension is for this module's own binaries: the development binary
+	// (cmd/ddbworker-dev) adds its commands and the fault-injection flags
+	// of run and relay through it. Code outside this module cannot build
+	// one (its type is internal, its fields unexported), and the zero
+	// Extension adds nothing.
+	Extension daemonext.Extension
 }
 
 // Env is what Register sees of the daemon's configuration.
@@ -78,9 +85,9 @@ func Main(app App) {
 	err := Command(app).ExecuteContext(ctx)
 	stop()
 	if err != nil {
-		var exit *exitError
+		var exit *daemonext.ExitError
 		if errors.As(err, &exit) {
-			os.Exit(exit.code)
+			os.Exit(exit.Code)
 		}
 		fmt.Fprintf(os.Stderr, "%s: %v\n", app.name(), err)
 		os.Exit(1)
@@ -124,12 +131,3 @@ func (a App) revision() string {
 	}
 	return ""
 }
-
-// exitError ends the process with code after the command printed its own
-// explanation.
-type exitError struct {
-	code int
-	msg  string
-}
-
-func (e *exitError) Error() string { return e.msg }

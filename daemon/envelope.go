@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ddbworker/ddbworker/envelope"
+	"github.com/ddbworker/ddbworker/internal/daemonext"
 )
 
 // newEnvelopeCmd is `envelope validate|hash|schema`: what a producer team
@@ -121,7 +122,7 @@ func decodeEnvelopeArg(cmd *cobra.Command, arg string) (*envelope.Envelope, erro
 			reason += ": " + ee.Err.Error()
 		}
 		fmt.Fprintln(out, "reason: "+reason)
-		return nil, &exitError{code: 1, msg: "envelope: invalid: " + strconv.Quote(string(ee.Code))}
+		return nil, &daemonext.ExitError{Code: 1, Msg: "envelope: invalid: " + strconv.Quote(string(ee.Code))}
 	}
 	return e, err
 }

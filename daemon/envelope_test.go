@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker/envelope"
+	"github.com/ddbworker/ddbworker/internal/daemonext"
 )
 
 // The producer contract's shared fixtures (envelope/testdata/schema).
@@ -27,9 +28,9 @@ func runEnvelopeCLI(t *testing.T, stdin string, args ...string) (stdout string, 
 	if err == nil {
 		return out.String(), 0
 	}
-	var exit *exitError
+	var exit *daemonext.ExitError
 	require.ErrorAs(t, err, &exit, "%v", err)
-	return out.String(), exit.code
+	return out.String(), exit.Code
 }
 
 func TestEnvelopeValidate(t *testing.T) {

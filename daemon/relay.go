@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
+	"github.com/ddbworker/ddbworker/internal/daemonext"
 	"github.com/ddbworker/ddbworker/outbox"
 	"github.com/ddbworker/ddbworker/relay"
 )
@@ -34,10 +35,10 @@ type relayFlags struct {
 	sweepAge      time.Duration
 	sweepInterval time.Duration
 	metricsAddr   string
-	faults        faultFlags
+	faults        daemonext.Inject // the extension's fault flags (none in a team's binary)
 }
 
-func (f *relayFlags) register(cmd *cobra.Command) {
+func (f *relayFlags) register(cmd *cobra.Command, ext daemonext.Extension) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.queueURL, "queue-url", "", "queue of outbox records that name no destination (required)")
 	fl.StringVar(&f.streamARN, "stream-arn", "", "the stream to read (default: the table's latest stream)")
@@ -52,7 +53,7 @@ func (f *relayFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.sweepAge, "sweep-age", relay.DefaultSweepAge, "a sweep publishes PENDING records created longer ago than this")
 	fl.DurationVar(&f.sweepInterval, "sweep-interval", 0, "while reading the stream, also sweep this often (0: never)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "127.0.0.1:9090", "address of /metrics, /healthz and /readyz (empty: off)")
-	f.faults.register(cmd)
+	f.faults = ext.Faults(fl)
 }
 
 func (f *relayFlags) config(g *globals) relay.Config {
@@ -87,7 +88,7 @@ hours).`,
 			return runRelay(cmd.Context(), g, f, log, cmd)
 		},
 	}
-	f.register(cmd)
+	f.register(cmd, g.app.Extension)
 	return cmd
 }
 
@@ -110,11 +111,11 @@ func runRelay(ctx context.Context, g *globals, f *relayFlags, log *slog.Logger, 
 	if err != nil {
 		return err
 	}
-	ctx, ddbOpts, sqsOpts, err := f.faults.apply(ctx, log)
+	ctx, opts, err := f.faults(ctx, log)
 	if err != nil {
 		return err
 	}
-	ddb, q := g.clients(cfg, ddbOpts, sqsOpts)
+	ddb, q := g.clients(cfg, opts.DynamoDB, opts.SQS)
 	streams := dynamodbstreams.NewFromConfig(cfg)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

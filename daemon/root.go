@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -99,11 +98,11 @@ SDK's own variables (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS
 	pf.StringVar(&g.layout.AttentionPK, "attention-pk-attribute", d.AttentionPK, "the attention index's partition key attribute")
 	pf.StringVar(&g.layout.AttentionSK, "attention-sk-attribute", d.AttentionSK, "the attention index's sort key attribute")
 	pf.StringVar(&g.layout.TTL, "ttl-attribute", d.TTL, "the table's TTL attribute")
-	pf.IntVar(&g.shards, "attention-shards", 16, "attention index partitions per status (1..100)")
+	pf.IntVar(&g.shards, "attention-shards", inbox.DefaultAttentionShards, "attention index partitions per status (1..100)")
 	pf.BoolVar(&g.indexProcessing, "index-processing", false, "also index PROCESSING records by lease expiry, so sweep pages an index instead of scanning (two index writes per message)")
-	pf.DurationVar(&g.ttl.Completed, "completed-ttl", 35*24*time.Hour, "how long COMPLETED records live: longer than queue + DLQ retention, or a late redelivery applies twice (at least 672h)")
-	pf.DurationVar(&g.ttl.Failed, "failed-ttl", 35*24*time.Hour, "how long FAILED records live")
-	pf.DurationVar(&g.ttl.Processing, "processing-ttl", 7*24*time.Hour, "how long abandoned PROCESSING records live")
+	pf.DurationVar(&g.ttl.Completed, "completed-ttl", inbox.DefaultCompletedTTL, "how long COMPLETED records live: longer than queue + DLQ retention, or a late redelivery applies twice (at least 672h)")
+	pf.DurationVar(&g.ttl.Failed, "failed-ttl", inbox.DefaultFailedTTL, "how long FAILED records live")
+	pf.DurationVar(&g.ttl.Processing, "processing-ttl", inbox.DefaultProcessingTTL, "how long abandoned PROCESSING records live")
 
 	root.AddCommand(
 		newRunCmd(g),
@@ -116,9 +115,16 @@ SDK's own variables (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS
 		newRelayCmd(g),
 		newEnvelopeCmd(),
 	)
-	root.AddCommand(devCommands(g)...)
+	root.AddCommand(app.Extension.Commands(extGlobals{g})...)
 	return root
 }
+
+// extGlobals is what an extension's commands see of the shared flags.
+type extGlobals struct{ g *globals }
+
+func (e extGlobals) AWSConfig(ctx context.Context) (aws.Config, error) { return e.g.awsConfig(ctx) }
+func (e extGlobals) Endpoints() (dynamoDB, sqs string)                 { return e.g.ddbEndpoint, e.g.sqsEndpoint }
+func (e extGlobals) Table() string                                     { return e.g.table }
 
 // warnUnknownEnv warns about DDBWORKER_* variables that name no flag of any
 // command: a typo (DDBWORKER_CONCURENCY) would otherwise be ignored

@@ -25,60 +25,70 @@ import (
 
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/daemonext"
 	"github.com/ddbworker/ddbworker/internal/slots"
 	"github.com/ddbworker/ddbworker/s3payload"
 	"github.com/ddbworker/ddbworker/worker"
 )
 
 type runFlags struct {
-	queueURL         string
-	dlqURL           string
-	concurrency      int
-	batchSize        int
-	waitTime         time.Duration
-	visibility       time.Duration
-	clockSkew        time.Duration
-	messageTimeout   time.Duration
-	drainTimeout     time.Duration
-	startupTimeout   time.Duration
-	maxAttempts      int
-	terminalPolicy   string
-	metricsAddr      string
-	depthInterval    time.Duration
-	callTimeout      time.Duration
-	maxWCU           float64
-	healthFailures   int
-	healthWindow     time.Duration
-	probeMaxInterval time.Duration
-	payloadMaxBytes  int64
-	s3PathStyle      bool
-	faults           faultFlags
+	queueURL          string
+	dlqURL            string
+	concurrency       int
+	batchSize         int
+	waitTime          time.Duration
+	visibility        time.Duration
+	clockSkew         time.Duration
+	messageTimeout    time.Duration
+	drainTimeout      time.Duration
+	startupTimeout    time.Duration
+	maxAttempts       int
+	maxTakeovers      int
+	terminalPolicy    string
+	metricsAddr       string
+	depthInterval     time.Duration
+	callTimeout       time.Duration
+	maxWCU            float64
+	healthFailures    int
+	healthWindow      time.Duration
+	probeMaxInterval  time.Duration
+	parkVisibility    time.Duration
+	parkMaxVisibility time.Duration
+	payloadMaxBytes   int64
+	s3PathStyle       bool
+	faults            daemonext.Inject // the extension's fault flags (none in a team's binary)
 }
 
-func (f *runFlags) register(cmd *cobra.Command) {
+// register adds run's flags. Every default is the library's own constant
+// (worker.DefaultX, s3payload.DefaultMaxBytes), never a restated literal;
+// a 0 default means the worker computes the value, as the help says.
+func (f *runFlags) register(cmd *cobra.Command, ext daemonext.Extension) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.queueURL, "queue-url", "", "work queue URL (required)")
 	fl.StringVar(&f.dlqURL, "dlq-url", "", "DLQ URL (required with --terminal-policy dlq)")
-	fl.IntVar(&f.concurrency, "concurrency", 16, "messages in flight at most")
-	fl.IntVar(&f.batchSize, "batch-size", 0, "messages per receive, 1..10 (default min(10, concurrency))")
-	fl.DurationVar(&f.waitTime, "wait-time", 20*time.Second, "long-poll wait, at most 20s")
-	fl.DurationVar(&f.visibility, "visibility-timeout", 30*time.Second, "visibility timeout set on receive; also the lease length")
-	fl.DurationVar(&f.clockSkew, "clock-skew", 2*time.Second, "clock-skew margin before an expired lease may be taken over")
-	fl.DurationVar(&f.messageTimeout, "message-timeout", 2*time.Minute, "per-message deadline (the lease is renewed until then)")
-	fl.DurationVar(&f.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long in-flight work may take to finish")
+	fl.IntVar(&f.concurrency, "concurrency", worker.DefaultConcurrency, "messages in flight at most")
+	fl.IntVar(&f.batchSize, "batch-size", 0, "messages per receive, 1..10 (0: min(10, --concurrency))")
+	fl.DurationVar(&f.waitTime, "wait-time", worker.DefaultWaitTime, "long-poll wait, at most 20s")
+	fl.DurationVar(&f.visibility, "visibility-timeout", worker.DefaultVisibilityTimeout, "visibility timeout set on receive; also the lease length")
+	fl.DurationVar(&f.clockSkew, "clock-skew", worker.DefaultClockSkew, "clock-skew margin before an expired lease may be taken over (0: none)")
+	fl.DurationVar(&f.messageTimeout, "message-timeout", worker.DefaultMessageTimeout, "per-message deadline (the lease is renewed until then)")
+	fl.DurationVar(&f.drainTimeout, "drain-timeout", worker.DefaultDrainTimeout, "on SIGTERM, how long in-flight work may take to finish (0: cancel it at once)")
 	fl.DurationVar(&f.startupTimeout, "startup-timeout", 2*time.Minute, "how long to wait at start for the table and queue to answer before exiting non-zero (0: forever)")
-	fl.IntVar(&f.maxAttempts, "max-attempts", 5, "business attempts unless a message's attemptPolicy sets its own")
-	fl.StringVar(&f.terminalPolicy, "terminal-policy", string(worker.PolicyDLQ), "terminal failures: dlq, quarantine or redrive")
+	fl.IntVar(&f.maxAttempts, "max-attempts", worker.DefaultMaxAttempts, "business attempts unless a message's attemptPolicy sets its own")
+	fl.IntVar(&f.maxTakeovers, "max-takeovers", worker.DefaultMaxTakeovers, "how often a work item's lease may expire without any outcome (its worker crashed, hung, or lost the database) and be taken over; the expiry after that ends the work FAILED_TERMINAL MAX_TAKEOVERS_EXCEEDED, so a message that kills its worker every time does not loop forever (a lease given back on shutdown or infrastructure trouble is not counted), 1..100")
+	fl.StringVar(&f.terminalPolicy, "terminal-policy", string(worker.DefaultTerminalPolicy), "terminal failures: dlq, quarantine or redrive")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "127.0.0.1:9090", "address of /metrics, /healthz and /readyz (empty: off)")
 	fl.DurationVar(&f.depthInterval, "depth-interval", 15*time.Second, "how often to read queue and DLQ depth for metrics (0: never)")
-	fl.DurationVar(&f.callTimeout, "call-timeout", 0, "bound of each DynamoDB call, its SDK retries included (a timeout is infrastructure trouble, never a business attempt); below --visibility-timeout (default 5s, or half of --visibility-timeout when that is shorter)")
+	fl.DurationVar(&f.callTimeout, "call-timeout", 0, fmt.Sprintf("bound of each DynamoDB call, its SDK retries included (a timeout is infrastructure trouble, never a business attempt); below --visibility-timeout (0: %s, or half of --visibility-timeout when that is shorter)", worker.DefaultCallTimeout))
 	fl.Float64Var(&f.maxWCU, "max-wcu", 0, "pace this worker's DynamoDB writes to this many write capacity units per second (0: unpaced; a fleet of N workers sharing a budget B sets B/N)")
-	fl.IntVar(&f.healthFailures, "health-min-failures", 5, "database health gate: infrastructure failures (throttling, 5xx, timeouts) in --health-window, and at least half of the calls, that pause receiving")
-	fl.DurationVar(&f.healthWindow, "health-window", 10*time.Second, "database health gate: how far back call outcomes count")
-	fl.DurationVar(&f.probeMaxInterval, "probe-max-interval", 15*time.Second, "database health gate: longest wait between two probes of an unhealthy database (the first waits 2s)")
+	fl.IntVar(&f.healthFailures, "health-min-failures", worker.DefaultHealthMinFailures, "database health gate: infrastructure failures (throttling, 5xx, timeouts) in --health-window, and at least half of the calls, that pause receiving")
+	fl.DurationVar(&f.healthWindow, "health-window", worker.DefaultHealthWindow, "database health gate: how far back call outcomes count")
+	fl.DurationVar(&f.probeMaxInterval, "probe-max-interval", worker.DefaultProbeMaxInterval, fmt.Sprintf("database health gate: longest wait between two probes of an unhealthy database (the first waits %s)", worker.DefaultProbeInterval))
+	fl.DurationVar(&f.parkVisibility, "park-visibility", worker.DefaultParkVisibility, "database health gate: the visibility a parked message is kept at, renewed every third of it while the pause lasts, so a worker that dies while paused leaves its parked messages hidden this long (1s..1h)")
+	fl.DurationVar(&f.parkMaxVisibility, "park-max-visibility", worker.DefaultParkMaxVisibility, "database health gate: the longest hiding of a record parked under Lambda, where each receive while the database is unhealthy hides it longer (--park-visibility..12h)")
 	fl.Int64Var(&f.payloadMaxBytes, "payload-max-bytes", s3payload.DefaultMaxBytes, "largest payload fetched by S3 reference (payloadRef, SQS Extended Client); larger ones end terminal PAYLOAD_TOO_LARGE")
 	fl.BoolVar(&f.s3PathStyle, "s3-path-style", false, "address S3 path-style (emulators, MinIO); the endpoint comes from AWS_ENDPOINT_URL_S3")
-	f.faults.register(cmd)
+	f.faults = ext.Faults(fl)
 }
 
 func (f *runFlags) workerConfig(store inbox.Store) worker.Config {
@@ -86,9 +96,10 @@ func (f *runFlags) workerConfig(store inbox.Store) worker.Config {
 		Store: store, QueueURL: f.queueURL, DLQURL: f.dlqURL,
 		Concurrency: f.concurrency, BatchSize: f.batchSize, WaitTime: f.waitTime,
 		VisibilityTimeout: f.visibility, ClockSkew: explicit(f.clockSkew), MessageTimeout: f.messageTimeout,
-		DrainTimeout: explicit(f.drainTimeout), MaxAttempts: f.maxAttempts, TerminalPolicy: worker.TerminalPolicy(f.terminalPolicy),
-		CallTimeout: f.callTimeout, MaxWCU: f.maxWCU,
-		Health:  worker.HealthConfig{MinFailures: f.healthFailures, Window: f.healthWindow, ProbeMaxInterval: f.probeMaxInterval},
+		DrainTimeout: explicit(f.drainTimeout), MaxAttempts: f.maxAttempts, MaxTakeovers: f.maxTakeovers,
+		TerminalPolicy: worker.TerminalPolicy(f.terminalPolicy), CallTimeout: f.callTimeout, MaxWCU: f.maxWCU,
+		Health: worker.HealthConfig{MinFailures: f.healthFailures, Window: f.healthWindow, ProbeMaxInterval: f.probeMaxInterval,
+			ParkVisibility: f.parkVisibility, ParkMaxVisibility: f.parkMaxVisibility},
 		Payload: s3payload.Config{MaxBytes: f.payloadMaxBytes},
 	}
 }
@@ -128,7 +139,7 @@ func newRunCmd(g *globals) *cobra.Command {
 			return runDaemon(cmd.Context(), g, f, log)
 		},
 	}
-	f.register(cmd)
+	f.register(cmd, g.app.Extension)
 	if g.app.Flags != nil {
 		g.app.Flags(cmd.Flags())
 	}
@@ -143,12 +154,12 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 	if err != nil {
 		return err
 	}
-	ctx, ddbOpts, sqsOpts, err := f.faults.apply(ctx, log)
+	ctx, opts, err := f.faults(ctx, log)
 	if err != nil {
 		return err
 	}
 	cfg.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(poolFor(f.concurrency))
-	ddb, q := g.clients(cfg, ddbOpts, sqsOpts)
+	ddb, q := g.clients(cfg, opts.DynamoDB, opts.SQS)
 	// Payloads by reference are read from S3 (AWS_ENDPOINT_URL_S3 names an
 	// emulator's endpoint).
 	s3c := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = f.s3PathStyle })

@@ -83,7 +83,7 @@ func newQueuesCmd(g *globals) *cobra.Command {
 	f.StringVar(&qc.Name, "queue", "ddbworker-work", "work queue name (FIFO names end in .fifo)")
 	f.StringVar(&qc.DLQName, "dlq", "", "DLQ name (default: <queue>-dlq)")
 	f.BoolVar(&qc.FIFO, "fifo", false, "create FIFO queues")
-	f.DurationVar(&qc.VisibilityTimeout, "visibility-timeout", 30*time.Second, "work queue visibility timeout; keep it equal to the worker's")
+	f.DurationVar(&qc.VisibilityTimeout, "visibility-timeout", worker.DefaultVisibilityTimeout, "work queue visibility timeout; keep it equal to the worker's --visibility-timeout")
 	f.IntVar(&qc.MaxReceiveCount, "max-receive-count", 10, "receives before SQS moves a message to the DLQ")
 	cmd.AddCommand(create)
 	return cmd

@@ -148,6 +148,8 @@ func configFlag(field string) string {
 		return "--message-timeout"
 	case "MaxAttempts":
 		return "--max-attempts"
+	case "MaxTakeovers":
+		return "--max-takeovers"
 	case "TerminalPolicy":
 		return "--terminal-policy"
 	case "DLQURL":
@@ -166,6 +168,10 @@ func configFlag(field string) string {
 		return "--health-window"
 	case "ProbeMaxInterval":
 		return "--probe-max-interval"
+	case "ParkVisibility":
+		return "--park-visibility"
+	case "ParkMaxVisibility":
+		return "--park-max-visibility"
 	}
 	return ""
 }

@@ -5,84 +5,52 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
-	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/spf13/cobra"
 
 	"github.com/ddbworker/ddbworker/inbox"
 )
 
-// The inbox store's settings are recorded in the table itself, in one item
-// (PK DDBWORKER#CONFIG, SK INBOX) that `tables create` writes and `run`
-// writes when it is missing. Every command reads it: a setting not given
-// on the command line or in the environment is taken from the record, and
-// one given differently is an error naming the flag — so a sweeper or an
-// `inbox list` can never silently read with other shards, index or TTLs
-// than the workers write with.
+// The inbox store's settings are recorded in the table itself (package
+// inbox owns the record: inbox.ReadRecorded, inbox.RecordSettings). Every
+// command reads them: a setting not given on the command line or in the
+// environment is taken from the record, and one given differently is an
+// error naming the flag — so a sweeper or an `inbox list` can never
+// silently read with other shards, index or TTLs than the workers write
+// with.
 
-const (
-	configPK = "DDBWORKER#CONFIG"
-	configSK = "INBOX"
-)
-
-// Recorded settings (attribute names of the config item).
-const (
-	cfgShards          = "attentionShards"
-	cfgIndexProcessing = "indexProcessing"
-	cfgCompletedTTL    = "completedTtlSeconds"
-	cfgFailedTTL       = "failedTtlSeconds"
-	cfgProcessingTTL   = "processingTtlSeconds"
-	cfgRecordedAt      = "recordedAt"
-	cfgRecordedBy      = "recordedBy"
-)
-
-// recorded is a store setting as the table records it and as the flags give
-// it.
-type recorded struct {
-	flag  string
-	attr  string
-	get   func(s *inbox.Store) string
-	apply func(s *inbox.Store, v string) error
+// storeFlag is a recorded setting and the flag that sets it.
+type storeFlag struct {
+	flag    string
+	setting inbox.Setting
+	value   func(inbox.Store) any                   // the setting's value in a store
+	take    func(dst *inbox.Store, src inbox.Store) // sets dst's setting to src's
 }
 
-func storeSettings() []recorded {
-	dur := func(d *time.Duration, v string) error {
-		n, err := strconv.ParseInt(v, 10, 64)
-		*d = time.Duration(n) * time.Second
-		return err
-	}
-	secs := func(d time.Duration) string { return strconv.FormatInt(int64(d/time.Second), 10) }
-	return []recorded{
-		{"attention-shards", cfgShards, func(s *inbox.Store) string { return strconv.Itoa(s.AttentionShards) },
-			func(s *inbox.Store, v string) (err error) { s.AttentionShards, err = strconv.Atoi(v); return err }},
-		{"index-processing", cfgIndexProcessing, func(s *inbox.Store) string { return strconv.FormatBool(s.IndexProcessing) },
-			func(s *inbox.Store, v string) (err error) { s.IndexProcessing, err = strconv.ParseBool(v); return err }},
-		{"completed-ttl", cfgCompletedTTL, func(s *inbox.Store) string { return secs(s.TTL.Completed) },
-			func(s *inbox.Store, v string) error { return dur(&s.TTL.Completed, v) }},
-		{"failed-ttl", cfgFailedTTL, func(s *inbox.Store) string { return secs(s.TTL.Failed) },
-			func(s *inbox.Store, v string) error { return dur(&s.TTL.Failed, v) }},
-		{"processing-ttl", cfgProcessingTTL, func(s *inbox.Store) string { return secs(s.TTL.Processing) },
-			func(s *inbox.Store, v string) error { return dur(&s.TTL.Processing, v) }},
+func storeFlags() []storeFlag {
+	return []storeFlag{
+		{"attention-shards", inbox.SettingAttentionShards, func(s inbox.Store) any { return s.AttentionShards },
+			func(d *inbox.Store, s inbox.Store) { d.AttentionShards = s.AttentionShards }},
+		{"index-processing", inbox.SettingIndexProcessing, func(s inbox.Store) any { return s.IndexProcessing },
+			func(d *inbox.Store, s inbox.Store) { d.IndexProcessing = s.IndexProcessing }},
+		{"completed-ttl", inbox.SettingCompletedTTL, func(s inbox.Store) any { return s.TTL.Completed },
+			func(d *inbox.Store, s inbox.Store) { d.TTL.Completed = s.TTL.Completed }},
+		{"failed-ttl", inbox.SettingFailedTTL, func(s inbox.Store) any { return s.TTL.Failed },
+			func(d *inbox.Store, s inbox.Store) { d.TTL.Failed = s.TTL.Failed }},
+		{"processing-ttl", inbox.SettingProcessingTTL, func(s inbox.Store) any { return s.TTL.Processing },
+			func(d *inbox.Store, s inbox.Store) { d.TTL.Processing = s.TTL.Processing }},
 	}
 }
 
-// storeAPI is what the store record needs of DynamoDB.
-type storeAPI interface {
-	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-}
-
-func configKey(s inbox.Store) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		s.Layout.PartitionKey: &types.AttributeValueMemberS{Value: configPK},
-		s.Layout.SortKey:      &types.AttributeValueMemberS{Value: configSK},
+// flagOf is the flag of a recorded setting.
+func flagOf(setting inbox.Setting) (storeFlag, bool) {
+	for _, f := range storeFlags() {
+		if f.setting == setting {
+			return f, true
+		}
 	}
+	return storeFlag{}, false
 }
 
 // explicitFlag reports whether the flag was given on the command line or
@@ -100,7 +68,7 @@ func explicitFlag(cmd *cobra.Command, name string) bool {
 // resolveStore returns the store the flags describe, with the settings the
 // table records in place of those not given explicitly; a setting given
 // explicitly that differs from the record is an error naming the flag.
-func (g *globals) resolveStore(ctx context.Context, api storeAPI) (inbox.Store, error) {
+func (g *globals) resolveStore(ctx context.Context, api inbox.SettingsAPI) (inbox.Store, error) {
 	s, _, err := g.mergeStore(ctx, api, true)
 	return s, err
 }
@@ -109,43 +77,41 @@ func (g *globals) resolveStore(ctx context.Context, api storeAPI) (inbox.Store, 
 // explicitly wins (strict: differing from the record is an error), any
 // other comes from the record. It also reports the settings an explicit
 // flag changed against the record.
-func (g *globals) mergeStore(ctx context.Context, api storeAPI, strict bool) (inbox.Store, []string, error) {
+func (g *globals) mergeStore(ctx context.Context, api inbox.SettingsAPI, strict bool) (inbox.Store, []string, error) {
 	s, err := g.store()
 	if err != nil {
 		return s, nil, err
 	}
-	out, err := api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.Table), Key: configKey(s), ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		return s, nil, fmt.Errorf("reading the inbox settings recorded in table %s: %w", s.Table, err)
-	}
-	if len(out.Item) == 0 {
-		return s, nil, nil
+	rec, ok, err := inbox.ReadRecorded(ctx, api, s)
+	var unusable *inbox.RecordedError
+	switch {
+	case errors.As(err, &unusable) && !strict:
+		// `tables create` records the flags' settings in place of a record
+		// it cannot use.
+		if s, err = s.WithDefaults(); err != nil {
+			return s, nil, err
+		}
+		replaced := fmt.Sprintf("%v; the flags' value recorded in its place", unusable)
+		if f, ok := flagOf(unusable.Setting); ok {
+			replaced = fmt.Sprintf("%v; --%s %v recorded in its place", unusable, f.flag, f.value(s))
+		}
+		return s, []string{replaced}, nil
+	case errors.As(err, &unusable):
+		return s, nil, fmt.Errorf("%w: record valid settings with `%s tables create` (only while no worker runs)", err, g.app.name())
+	case err != nil || !ok:
+		return s, nil, err
 	}
 	var problems []string
-	for _, r := range storeSettings() {
-		av, ok := out.Item[r.attr]
-		if !ok {
+	for _, f := range storeFlags() {
+		if !rec.Has(f.setting) {
 			continue
 		}
-		var v string
-		switch a := av.(type) {
-		case *types.AttributeValueMemberN:
-			v = a.Value
-		case *types.AttributeValueMemberBOOL:
-			v = strconv.FormatBool(a.Value)
-		default:
+		if !explicitFlag(g.cmd, f.flag) {
+			f.take(&s, rec.Store)
 			continue
 		}
-		if explicitFlag(g.cmd, r.flag) {
-			flagVal := r.get(&s)
-			recVal := s
-			if err := r.apply(&recVal, v); err == nil && r.get(&recVal) != flagVal {
-				problems = append(problems, fmt.Sprintf("--%s (%s) is %s but table %s records %s", r.flag, envName(r.flag), flagVal, s.Table, r.get(&recVal)))
-			}
-			continue
-		}
-		if err := r.apply(&s, v); err != nil {
-			return s, nil, fmt.Errorf("table %s records an unreadable %s %q: %w", s.Table, r.attr, v, err)
+		if given, recorded := f.value(s), f.value(rec.Store); given != recorded {
+			problems = append(problems, fmt.Sprintf("--%s (%s) is %v but table %s records %v", f.flag, envName(f.flag), given, s.Table, recorded))
 		}
 	}
 	if strict && len(problems) > 0 {
@@ -159,31 +125,12 @@ func (g *globals) mergeStore(ctx context.Context, api storeAPI, strict bool) (in
 // recordStore writes the store's settings into the table: always
 // (overwrite, from `tables create`) or only when none are recorded (from
 // `run`).
-func (g *globals) recordStore(ctx context.Context, api storeAPI, s inbox.Store, overwrite bool) error {
-	item := configKey(s)
-	for _, r := range storeSettings() {
-		v := r.get(&s)
-		if r.attr == cfgIndexProcessing {
-			item[r.attr] = &types.AttributeValueMemberBOOL{Value: s.IndexProcessing}
-			continue
-		}
-		item[r.attr] = &types.AttributeValueMemberN{Value: v}
-	}
+func (g *globals) recordStore(ctx context.Context, api inbox.SettingsAPI, s inbox.Store, overwrite bool) error {
 	host, _ := os.Hostname()
-	item[cfgRecordedAt] = &types.AttributeValueMemberS{Value: inbox.FormatTime(time.Now())}
-	item[cfgRecordedBy] = &types.AttributeValueMemberS{Value: g.app.name() + "@" + host}
-	in := &dynamodb.PutItemInput{TableName: aws.String(s.Table), Item: item}
-	if !overwrite {
-		cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(s.Layout.PartitionKey))).Build()
-		if err != nil {
-			return fmt.Errorf("recording the inbox settings: %w", err)
-		}
-		in.ConditionExpression, in.ExpressionAttributeNames = cond.Condition(), cond.Names()
+	by := g.app.name() + "@" + host
+	if overwrite {
+		return inbox.RecordSettings(ctx, api, s, by)
 	}
-	_, err := api.PutItem(ctx, in)
-	var ccf *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &ccf) {
-		return fmt.Errorf("recording the inbox settings in table %s: %w", s.Table, err)
-	}
-	return nil
+	_, err := inbox.RecordSettingsIfMissing(ctx, api, s, by)
+	return err
 }

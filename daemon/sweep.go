@@ -17,6 +17,7 @@ import (
 
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/stale"
+	"github.com/ddbworker/ddbworker/worker"
 )
 
 type sweepFlags struct {
@@ -65,8 +66,8 @@ ddbworker_stuck_records{state} and ddbworker_sweep_marked_total on
 	}
 	fl := cmd.Flags()
 	fl.DurationVar(&f.grace, "grace", time.Hour, "mark a record abandoned once its lease expired this long ago")
-	fl.DurationVar(&f.lease, "lease", 30*time.Second, "the workers' lease (their --visibility-timeout)")
-	fl.DurationVar(&f.skew, "clock-skew", 2*time.Second, "the workers' --clock-skew")
+	fl.DurationVar(&f.lease, "lease", worker.DefaultVisibilityTimeout, "the workers' lease (their --visibility-timeout)")
+	fl.DurationVar(&f.skew, "clock-skew", worker.DefaultClockSkew, "the workers' --clock-skew")
 	fl.BoolVar(&f.useIndex, "use-index", false, "page the attention index instead of scanning the table (the default with --index-processing)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "report only; mark nothing")
 	fl.IntVar(&f.max, "max", 0, "mark at most this many records per sweep (0: all)")

@@ -42,8 +42,8 @@ var (
 	buildErr  error
 )
 
-// chargeworker builds the crash-test service once (development build: it
-// has --failpoint-kill).
+// chargeworker builds the crash-test service once (with the development
+// extension: it has --failpoint-kill).
 func chargeworker(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -53,7 +53,7 @@ func chargeworker(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "chargeworker")
-		cmd := exec.Command("go", "build", "-tags", "ddbworker_dev", "-o", binPath, "./internal/chargeworker")
+		cmd := exec.Command("go", "build", "-o", binPath, "./internal/chargeworker")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)

@@ -12,13 +12,23 @@ import (
 	"github.com/ddbworker/ddbworker/tables"
 )
 
+// The defaults of Store and TTL. The daemon's flags and the Lambda
+// adapter's variables read these; nothing restates them.
+const (
+	DefaultAttentionShards = 16
+	DefaultCompletedTTL    = 35 * 24 * time.Hour
+	DefaultFailedTTL       = 35 * 24 * time.Hour
+	DefaultProcessingTTL   = 7 * 24 * time.Hour
+)
+
 // Store is the one configuration of the inbox: where its records live, how
 // their keys, indexes and TTL attribute are named, how long records live,
 // how the attention index is spread, and whether PROCESSING records are
 // indexed. The gate, the committer, the renewer, the sweeper and the
 // operator reads all take the same Store, so none can read records another
 // wrote under other names or shards; the daemon builds it once from its
-// flags and records it in the table (see package daemon).
+// flags and records its settings in the table (ReadRecorded,
+// RecordSettings).
 type Store struct {
 	// Table holds the inbox records. Required.
 	Table string
@@ -28,7 +38,7 @@ type Store struct {
 	// TTL per status. Default: TTL{} with its defaults.
 	TTL TTL
 	// AttentionShards spreads the attention index's partitions of one
-	// status. Default: 16; 1..100.
+	// status. Default: DefaultAttentionShards; 1..100.
 	AttentionShards int
 	// IndexProcessing also puts PROCESSING records in the attention index,
 	// sorted by lease expiry, so the sweeper pages an index instead of
@@ -51,7 +61,7 @@ func (s Store) WithDefaults() (Store, error) {
 		errs = append(errs, err)
 	}
 	if s.AttentionShards == 0 {
-		s.AttentionShards = 16
+		s.AttentionShards = DefaultAttentionShards
 	}
 	if s.AttentionShards < 1 || s.AttentionShards > 100 {
 		errs = append(errs, fmt.Errorf("inbox: Store.AttentionShards %d must be within 1..100", s.AttentionShards))
@@ -74,7 +84,7 @@ func (s Store) ttl() TTL {
 
 func (s Store) shards() int {
 	if s.AttentionShards == 0 {
-		return 16
+		return DefaultAttentionShards
 	}
 	return s.AttentionShards
 }
@@ -195,26 +205,27 @@ func (s Store) Decode(item map[string]types.AttributeValue) (*Record, error) {
 // decision depends on DynamoDB deleting a record on time.
 type TTL struct {
 	// Processing records of abandoned work disappear after this. It must be
-	// far beyond any lease. Default: 7 days.
+	// far beyond any lease. Default: DefaultProcessingTTL (7 days).
 	Processing time.Duration
 	// Completed records must outlive every possible redelivery: SQS retention
-	// (≤ 14 days) + DLQ retention (≤ 14 days) + margin. Default: 35 days.
+	// (≤ 14 days) + DLQ retention (≤ 14 days) + margin. Default:
+	// DefaultCompletedTTL (35 days).
 	Completed time.Duration
 	// Failed records (retryable and terminal) stay for investigation and
-	// redrive. Default: 35 days.
+	// redrive. Default: DefaultFailedTTL (35 days).
 	Failed time.Duration
 }
 
 // WithDefaults fills zero fields and validates.
 func (t TTL) WithDefaults() (TTL, error) {
 	if t.Processing == 0 {
-		t.Processing = 7 * 24 * time.Hour
+		t.Processing = DefaultProcessingTTL
 	}
 	if t.Completed == 0 {
-		t.Completed = 35 * 24 * time.Hour
+		t.Completed = DefaultCompletedTTL
 	}
 	if t.Failed == 0 {
-		t.Failed = 35 * 24 * time.Hour
+		t.Failed = DefaultFailedTTL
 	}
 	var errs []error
 	if t.Processing < time.Hour {

@@ -20,25 +20,28 @@ import (
 // flag --some-flag is DDBWORKER_SOME_FLAG) where the setting applies to a
 // Lambda function, with the daemon's defaults.
 const (
-	envTable            = "DDBWORKER_TABLE"
-	envQueueURL         = "DDBWORKER_QUEUE_URL"
-	envDLQURL           = "DDBWORKER_DLQ_URL"
-	envTerminalPolicy   = "DDBWORKER_TERMINAL_POLICY"
-	envConcurrency      = "DDBWORKER_CONCURRENCY"
-	envMaxAttempts      = "DDBWORKER_MAX_ATTEMPTS"
-	envCallTimeout      = "DDBWORKER_CALL_TIMEOUT"
-	envClockSkew        = "DDBWORKER_CLOCK_SKEW"
-	envMaxWCU           = "DDBWORKER_MAX_WCU"
-	envPayloadMaxBytes  = "DDBWORKER_PAYLOAD_MAX_BYTES"
-	envHealthFailures   = "DDBWORKER_HEALTH_MIN_FAILURES"
-	envHealthWindow     = "DDBWORKER_HEALTH_WINDOW"
-	envProbeMaxInterval = "DDBWORKER_PROBE_MAX_INTERVAL"
-	envAttentionShards  = "DDBWORKER_ATTENTION_SHARDS"
-	envIndexProcessing  = "DDBWORKER_INDEX_PROCESSING"
-	envCompletedTTL     = "DDBWORKER_COMPLETED_TTL"
-	envFailedTTL        = "DDBWORKER_FAILED_TTL"
-	envProcessingTTL    = "DDBWORKER_PROCESSING_TTL"
-	envLogLevel         = "DDBWORKER_LOG_LEVEL"
+	envTable             = "DDBWORKER_TABLE"
+	envQueueURL          = "DDBWORKER_QUEUE_URL"
+	envDLQURL            = "DDBWORKER_DLQ_URL"
+	envTerminalPolicy    = "DDBWORKER_TERMINAL_POLICY"
+	envConcurrency       = "DDBWORKER_CONCURRENCY"
+	envMaxAttempts       = "DDBWORKER_MAX_ATTEMPTS"
+	envCallTimeout       = "DDBWORKER_CALL_TIMEOUT"
+	envClockSkew         = "DDBWORKER_CLOCK_SKEW"
+	envMaxWCU            = "DDBWORKER_MAX_WCU"
+	envPayloadMaxBytes   = "DDBWORKER_PAYLOAD_MAX_BYTES"
+	envHealthFailures    = "DDBWORKER_HEALTH_MIN_FAILURES"
+	envHealthWindow      = "DDBWORKER_HEALTH_WINDOW"
+	envProbeMaxInterval  = "DDBWORKER_PROBE_MAX_INTERVAL"
+	envParkVisibility    = "DDBWORKER_PARK_VISIBILITY"
+	envParkMaxVisibility = "DDBWORKER_PARK_MAX_VISIBILITY"
+	envMaxTakeovers      = "DDBWORKER_MAX_TAKEOVERS"
+	envAttentionShards   = "DDBWORKER_ATTENTION_SHARDS"
+	envIndexProcessing   = "DDBWORKER_INDEX_PROCESSING"
+	envCompletedTTL      = "DDBWORKER_COMPLETED_TTL"
+	envFailedTTL         = "DDBWORKER_FAILED_TTL"
+	envProcessingTTL     = "DDBWORKER_PROCESSING_TTL"
+	envLogLevel          = "DDBWORKER_LOG_LEVEL"
 )
 
 // layoutVars are the inbox layout's variables (the daemon's
@@ -79,6 +82,9 @@ var notUnderLambda = map[string]string{
 // DDBWORKER_CALL_TIMEOUT and DDBWORKER_CLOCK_SKEW and is the wait of a
 // record found in flight elsewhere whose lease cannot be read.
 const lambdaLease = 30 * time.Second
+
+// sqsMaxVisibility is SQS's longest visibility timeout.
+const sqsMaxVisibility = 12 * time.Hour
 
 // settings is the configuration the environment describes.
 type settings struct {
@@ -170,6 +176,24 @@ func (r *envReader) duration(name string, def, lo, hi time.Duration) time.Durati
 	return def
 }
 
+// durationWithin reads a Go duration within [lo, hi].
+func (r *envReader) durationWithin(name string, def, lo, hi time.Duration) time.Duration {
+	v, ok := r.get(name)
+	if !ok {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	switch {
+	case err != nil:
+		r.fail(name, v, "not a duration (e.g. 5s, 2m, 840h)")
+	case d < lo || d > hi:
+		r.fail(name, v, "must be within %s..%s", lo, hi)
+	default:
+		return d
+	}
+	return def
+}
+
 func (r *envReader) boolean(name string) bool {
 	v, ok := r.get(name)
 	if !ok {
@@ -195,11 +219,11 @@ func readSettings(lookup func(string) (string, bool)) (settings, error) {
 	for _, v := range layoutVars {
 		*v.field(&s.store.Layout) = r.str(v.name, "")
 	}
-	s.store.AttentionShards = r.integer(envAttentionShards, 16, 1, 100)
+	s.store.AttentionShards = r.integer(envAttentionShards, inbox.DefaultAttentionShards, 1, 100)
 	s.store.IndexProcessing = r.boolean(envIndexProcessing)
-	s.store.TTL.Completed = r.duration(envCompletedTTL, 35*24*time.Hour, 28*24*time.Hour, 0)
-	s.store.TTL.Failed = r.duration(envFailedTTL, 35*24*time.Hour, time.Hour, 0)
-	s.store.TTL.Processing = r.duration(envProcessingTTL, 7*24*time.Hour, time.Hour, 0)
+	s.store.TTL.Completed = r.duration(envCompletedTTL, inbox.DefaultCompletedTTL, 28*24*time.Hour, 0)
+	s.store.TTL.Failed = r.duration(envFailedTTL, inbox.DefaultFailedTTL, time.Hour, 0)
+	s.store.TTL.Processing = r.duration(envProcessingTTL, inbox.DefaultProcessingTTL, time.Hour, 0)
 
 	if s.queueURL = r.str(envQueueURL, ""); s.queueURL != "" && queueID(s.queueURL) == "" {
 		r.fail(envQueueURL, s.queueURL, "not a queue URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME)")
@@ -209,7 +233,7 @@ func readSettings(lookup func(string) (string, bool)) (settings, error) {
 	if c.DLQURL != "" && queueID(c.DLQURL) == "" {
 		r.fail(envDLQURL, c.DLQURL, "not a queue URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME)")
 	}
-	policy := r.str(envTerminalPolicy, string(worker.PolicyDLQ))
+	policy := r.str(envTerminalPolicy, string(worker.DefaultTerminalPolicy))
 	switch c.TerminalPolicy = worker.TerminalPolicy(policy); c.TerminalPolicy {
 	case worker.PolicyDLQ:
 		if c.DLQURL == "" {
@@ -219,19 +243,27 @@ func readSettings(lookup func(string) (string, bool)) (settings, error) {
 	default:
 		r.fail(envTerminalPolicy, policy, "must be dlq, quarantine or redrive")
 	}
-	c.Concurrency = r.integer(envConcurrency, 16, 1, 10000)
-	c.MaxAttempts = r.integer(envMaxAttempts, 5, 1, 100)
+	c.Concurrency = r.integer(envConcurrency, worker.DefaultConcurrency, 1, worker.MaxConcurrency)
+	c.MaxAttempts = r.integer(envMaxAttempts, worker.DefaultMaxAttempts, 1, 100)
+	c.MaxTakeovers = r.integer(envMaxTakeovers, worker.DefaultMaxTakeovers, 1, 100)
+	// 0: the worker's DefaultCallTimeout, or half of the lease when shorter.
 	c.CallTimeout = r.duration(envCallTimeout, 0, 100*time.Millisecond, lambdaLease)
-	if skew := r.duration(envClockSkew, 2*time.Second, 0, lambdaLease); skew == 0 {
+	if skew := r.duration(envClockSkew, worker.DefaultClockSkew, 0, lambdaLease); skew == 0 {
 		c.ClockSkew = worker.Zero // the daemon's --clock-skew 0: no margin
 	} else {
 		c.ClockSkew = skew
 	}
 	c.MaxWCU = r.float(envMaxWCU, 0, 0)
 	c.Payload.MaxBytes = int64(r.integer(envPayloadMaxBytes, int(s3payload.DefaultMaxBytes), 1, math.MaxInt32))
-	c.Health.MinFailures = r.integer(envHealthFailures, 5, 1, math.MaxInt32)
-	c.Health.Window = r.duration(envHealthWindow, 10*time.Second, 100*time.Millisecond, 0)
-	c.Health.ProbeMaxInterval = r.duration(envProbeMaxInterval, 15*time.Second, 2*time.Second, 0)
+	c.Health.MinFailures = r.integer(envHealthFailures, worker.DefaultHealthMinFailures, 1, math.MaxInt32)
+	c.Health.Window = r.duration(envHealthWindow, worker.DefaultHealthWindow, 100*time.Millisecond, 0)
+	c.Health.ProbeMaxInterval = r.duration(envProbeMaxInterval, worker.DefaultProbeMaxInterval, worker.DefaultProbeInterval, 0)
+	c.Health.ParkVisibility = r.durationWithin(envParkVisibility, worker.DefaultParkVisibility, time.Second, time.Hour)
+	c.Health.ParkMaxVisibility = r.durationWithin(envParkMaxVisibility, worker.DefaultParkMaxVisibility, time.Second, sqsMaxVisibility)
+	if c.Health.ParkMaxVisibility < c.Health.ParkVisibility {
+		v, _ := r.get(envParkMaxVisibility)
+		r.fail(envParkMaxVisibility, v, "must be at least %s (%s)", envParkVisibility, c.Health.ParkVisibility)
+	}
 	c.VisibilityTimeout = lambdaLease
 
 	level := r.str(envLogLevel, "info")

@@ -28,16 +28,18 @@ import (
 // that testenv.Main provides.
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-func buildBinary(t *testing.T) string { return build(t) }
+func buildBinary(t *testing.T) string { return build(t, ".") }
 
-// buildDevBinary builds bin/ddbworker-dev's flavour: with the fault flags
-// the chaos harness drives.
-func buildDevBinary(t *testing.T) string { return build(t, "-tags", "ddbworker_dev") }
+// buildDevBinary builds bin/ddbworker-dev (cmd/ddbworker-dev): the same
+// service with the development tools and the fault flags the chaos harness
+// drives.
+func buildDevBinary(t *testing.T) string { return build(t, "../ddbworker-dev") }
 
-func build(t *testing.T, args ...string) string {
+// build builds the command pkg into a temporary directory.
+func build(t *testing.T, pkg string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "ddbworker")
-	out, err := exec.Command("go", append(append([]string{"build", "-o", bin}, args...), ".")...).CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
 	require.NoError(t, err, string(out))
 	return bin
 }

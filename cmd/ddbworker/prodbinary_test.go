@@ -18,6 +18,41 @@ import (
 	"github.com/ddbworker/ddbworker/internal/dev/testenv"
 )
 
+// The production binary links nothing of the development tooling — no
+// package under internal/dev/ (fault injection, the emulators, the
+// harnesses, the development commands) — and of example/ only the domain
+// it runs. The libraries a team's binary links (daemon, lambda) link
+// neither: their dependency graphs hold nothing under internal/dev/ or
+// example/.
+func TestProductionDependencies(t *testing.T) {
+	const module = "github.com/ddbworker/ddbworker/"
+	for _, tc := range []struct {
+		pkg     string
+		allowed []string // packages under example/ it may link
+	}{
+		{".", []string{module + "example/caseflow"}},
+		{"../../daemon", nil},
+		{"../../lambda", nil},
+	} {
+		t.Run(tc.pkg, func(t *testing.T) {
+			out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", tc.pkg).Output()
+			require.NoError(t, err, "go list -deps %s", tc.pkg)
+			deps := strings.Fields(string(out))
+			require.Contains(t, deps, module+"worker", "go list -deps %s lists the module's packages", tc.pkg)
+			for _, dep := range deps {
+				rel, ours := strings.CutPrefix(dep, module)
+				if !ours {
+					continue
+				}
+				require.Falsef(t, strings.HasPrefix(rel, "internal/dev/"), "%s links %s: development tooling", tc.pkg, dep)
+				if strings.HasPrefix(rel, "example/") {
+					require.Containsf(t, tc.allowed, dep, "%s links %s", tc.pkg, dep)
+				}
+			}
+		})
+	}
+}
+
 // faultEnv turns every fault on — in a binary that has fault injection:
 // every DynamoDB call throttled, and a SIGKILL right after the gate.
 var faultEnv = []string{"DDBWORKER_FAULT_THROTTLE=1", "DDBWORKER_FAILPOINT_KILL=after-gate=1", "DDBWORKER_FAULT_SEED=3"}

@@ -1,9 +1,13 @@
 // Package dev holds ddbworker's development tooling, apart from what
-// ships: the local emulators (emulators), per-test tables and queues
-// (testenv), SDK fault injection (faults), the DynamoDB fault proxy
-// (ddbproxy), and the chaos and benchmark harnesses (chaos, bench). No
-// package outside internal/dev, and nothing a team's binary or the
-// production ddbworker links, imports them; the machinery the engine ships
-// with (internal/health, internal/adaptive, internal/slots, internal/hooks)
-// lives beside this folder, not in it.
+// ships: the development binary's commands (devcmd: demo, bench, chaos,
+// send, emulators, faultproxy, and the fault flags of run and relay), the
+// local emulators (emulators), per-test tables and queues (testenv), SDK
+// fault injection (faults), the DynamoDB fault proxy (ddbproxy), and the
+// chaos and benchmark harnesses (chaos, bench). Outside internal/dev only
+// cmd/ddbworker-dev, the crash-test services the kill -9 tests build, and
+// tests import them: nothing a team's binary or the production ddbworker
+// links does (cmd/ddbworker's TestProductionDependencies checks it). The
+// machinery the engine ships with (internal/health, internal/adaptive,
+// internal/slots, internal/hooks) and the seam the development binary
+// plugs into (internal/daemonext) live beside this folder, not in it.
 package dev

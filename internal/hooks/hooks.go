@@ -4,9 +4,9 @@
 // adaptive concurrency — to a worker through the context given to Run.
 //
 // It is internal: no program outside this module can set a hook, so none
-// is reachable in a user's binary or in the production ddbworker build
-// (whose fault flags exist only under the ddbworker_dev build tag). It owns
-// nothing else.
+// is reachable in a user's binary or in the production ddbworker (the
+// fault flags that set them are the development binary's,
+// internal/dev/devcmd). It owns nothing else.
 package hooks
 
 import "context"

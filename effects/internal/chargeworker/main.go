@@ -1,9 +1,10 @@
 // Command chargeworker is the effect log's crash-test service: a ddbworker
 // service (daemon.Main) whose handlers charge an order through effects.Log
-// at the provider double's URL (--provider-url). The kill -9 tests build it
-// with -tags ddbworker_dev, run it with --failpoint-kill at the effect
-// log's failpoints, restart it, and use its `effects`, `inbox` and `dlq`
-// commands as an operator would. It owns nothing of ddbworker.
+// at the provider double's URL (--provider-url), with the development
+// binary's extension (internal/dev/devcmd: run's --failpoint-kill). The
+// kill -9 tests build it, run it with --failpoint-kill at the effect log's
+// failpoints, restart it, and use its `effects`, `inbox` and `dlq` commands
+// as an operator would. It owns nothing of ddbworker.
 //
 //	OrderCharge   charges at POST /charges (a provider with idempotency keys)
 //	OrderSend     charges at POST /sends   (a provider without)
@@ -24,6 +25,7 @@ import (
 	"github.com/ddbworker/ddbworker/daemon"
 	"github.com/ddbworker/ddbworker/effects"
 	"github.com/ddbworker/ddbworker/effects/internal/payments"
+	"github.com/ddbworker/ddbworker/internal/dev/devcmd"
 )
 
 // Order is the payload of both message types.
@@ -37,6 +39,9 @@ func main() {
 	daemon.Main(daemon.App{
 		Name:  "chargeworker",
 		Short: "the effect log's crash-test service",
+		// The fault-injection flags (--failpoint-kill) come with the
+		// development tools.
+		Extension: devcmd.Extension(),
 		Flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&providerURL, "provider-url", "", "base URL of the payment provider")
 		},

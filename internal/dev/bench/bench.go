@@ -70,8 +70,7 @@ type Config struct {
 	// in (0, 1]: the default worker, gated and ungated, against DynamoDB
 	// Local behind a proxy that throttles that share of the requests at
 	// random. An unthrottled baseline row comes first. Default: none (the
-	// scenario is skipped). Only the development build runs it
-	// (ThrottleAvailable).
+	// scenario is skipped).
 	Throttle []float64
 	// ThrottleMessages per run of the throttled scenario (fresh messages).
 	// Default: ThrottleMessagesDefault.
@@ -133,9 +132,6 @@ func (c *Config) defaults() error {
 	}
 	if c.Messages < 10 || c.DuplicateRatio < 0 || c.DuplicateRatio >= 1 {
 		return errors.New("bench: need at least 10 messages and a duplicate ratio in [0, 1)")
-	}
-	if len(c.Throttle) > 0 && !ThrottleAvailable {
-		return errNoThrottle
 	}
 	for _, f := range c.Throttle {
 		if !(f > 0 && f <= 1) {

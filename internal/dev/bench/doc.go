@@ -9,15 +9,15 @@
 // and per duplicate message counted by SDK middleware, and WCU both as
 // DynamoDB Local reports it and computed in AWS terms from item sizes.
 //
-// The throttled scenario (Config.Throttle, development build only) runs the
-// default worker against DynamoDB through an internal/dev/ddbproxy that
-// throttles a share of the requests at random, once as shipped (database
-// health gate and adaptive concurrency limit) and once with both turned off
-// through internal/hooks, on a queue whose redrive policy dead-letters after
-// 10 receives. It reports the requests per applied message as the proxy saw
-// them, throughput, probes, time paused, the limit, dead-lettered messages,
+// The throttled scenario (Config.Throttle) runs the default worker against
+// DynamoDB through an internal/dev/ddbproxy that throttles a share of the
+// requests at random, once as shipped (database health gate and adaptive
+// concurrency limit) and once with both turned off through internal/hooks,
+// on a queue whose redrive policy dead-letters after 10 receives. It
+// reports the requests per applied message as the proxy saw them,
+// throughput, probes, time paused, the limit, dead-lettered messages,
 // business attempts used and work applied twice (read back).
 //
 // It runs against whatever endpoints it is given (the local emulators in
-// `ddbworker bench`); it owns no protocol logic.
+// `ddbworker-dev bench`); it owns no protocol logic.
 package bench

@@ -1,5 +1,3 @@
-//go:build ddbworker_dev
-
 package bench
 
 import (

@@ -1,6 +1,4 @@
-//go:build ddbworker_dev
-
-package daemon
+package devcmd
 
 import (
 	"testing"

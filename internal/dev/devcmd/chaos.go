@@ -1,6 +1,4 @@
-//go:build ddbworker_dev
-
-package daemon
+package devcmd
 
 import (
 	"fmt"
@@ -10,10 +8,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ddbworker/ddbworker/internal/daemonext"
 	"github.com/ddbworker/ddbworker/internal/dev/chaos"
 )
 
-func newChaosCmd(g *globals) *cobra.Command {
+func newChaosCmd(g daemonext.Globals) *cobra.Command {
 	cfg := chaos.Config{Faults: chaos.DefaultFaults()}
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -47,9 +46,9 @@ drained within --outage-recover after every window.`,
 				return fmt.Errorf("chaos: the worker binary: %w", err)
 			}
 			cfg.Binary = bin
-			cfg.DynamoDBEndpoint, cfg.SQSEndpoint = g.ddbEndpoint, g.sqsEndpoint
+			cfg.DynamoDBEndpoint, cfg.SQSEndpoint = g.Endpoints()
 			if cfg.DynamoDBEndpoint != "" && cfg.SQSEndpoint != "" {
-				if cfg.AWS, err = g.awsConfig(cmd.Context()); err != nil {
+				if cfg.AWS, err = g.AWSConfig(cmd.Context()); err != nil {
 					return err
 				}
 			}
@@ -108,7 +107,7 @@ func runChaos(cmd *cobra.Command, cfg chaos.Config, asJSON bool, out io.Writer) 
 		if rep.TimedOut {
 			msg = "chaos: the run did not drain before --timeout"
 		}
-		return &exitError{code: 1, msg: msg}
+		return &daemonext.ExitError{Code: 1, Msg: msg}
 	}
 	return nil
 }

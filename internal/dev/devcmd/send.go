@@ -1,6 +1,4 @@
-//go:build ddbworker_dev
-
-package daemon
+package devcmd
 
 import (
 	"context"
@@ -22,9 +20,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ddbworker/ddbworker/example/caseflow"
+	"github.com/ddbworker/ddbworker/internal/daemonext"
 )
 
-func newSendCmd(g *globals) *cobra.Command {
+func newSendCmd(g daemonext.Globals) *cobra.Command {
 	var (
 		sc       caseflow.ScenarioConfig
 		queueURL string
@@ -38,17 +37,17 @@ func newSendCmd(g *globals) *cobra.Command {
 			if queueURL == "" {
 				return fmt.Errorf("--queue-url (DDBWORKER_QUEUE_URL) is required")
 			}
-			cfg, err := g.awsConfig(cmd.Context())
+			at, err := given(cmd.Context(), g)
 			if err != nil {
 				return err
 			}
-			ddb, q := g.clients(cfg, nil, nil)
+			ddb, q := at.clients(nil, nil)
 			plan, err := caseflow.GeneratePlan(sc)
 			if err != nil {
 				return err
 			}
 			if !noSeed {
-				if err := caseflow.SeedCases(cmd.Context(), ddb, g.table, plan.CaseIDs); err != nil {
+				if err := caseflow.SeedCases(cmd.Context(), ddb, g.Table(), plan.CaseIDs); err != nil {
 					return err
 				}
 			}

@@ -1,6 +1,4 @@
-//go:build ddbworker_dev
-
-package daemon
+package devcmd
 
 import (
 	"context"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ddbworker/ddbworker/internal/daemonext"
 	"github.com/ddbworker/ddbworker/internal/dev/ddbproxy"
 )
 
@@ -21,7 +20,20 @@ type phase struct {
 	for_ time.Duration // 0: until the command ends
 }
 
-var modeNames = map[string]ddbproxy.Mode{"pass": ddbproxy.Pass, "throttle": ddbproxy.Throttle, "5xx": ddbproxy.ServerError, "hang": ddbproxy.Hang}
+// modeNamed is the proxy mode a schedule step names.
+func modeNamed(name string) (ddbproxy.Mode, bool) {
+	switch name {
+	case "pass":
+		return ddbproxy.Pass, true
+	case "throttle":
+		return ddbproxy.Throttle, true
+	case "5xx":
+		return ddbproxy.ServerError, true
+	case "hang":
+		return ddbproxy.Hang, true
+	}
+	return 0, false
+}
 
 // parseSchedule reads "mode duration, mode duration, …, mode" (the last
 // step may omit its duration: it lasts until the command ends).
@@ -33,7 +45,7 @@ func parseSchedule(s string) ([]phase, error) {
 		if len(f) == 0 || len(f) > 2 {
 			return nil, fmt.Errorf("--schedule step %q: want \"MODE DURATION\" (MODE: pass, throttle, 5xx, hang)", strings.TrimSpace(part))
 		}
-		m, ok := modeNames[f[0]]
+		m, ok := modeNamed(f[0])
 		if !ok {
 			return nil, fmt.Errorf("--schedule step %q: mode %q is not pass, throttle, 5xx or hang", strings.TrimSpace(part), f[0])
 		}
@@ -52,7 +64,7 @@ func parseSchedule(s string) ([]phase, error) {
 	return out, nil
 }
 
-func newFaultProxyCmd(g *globals) *cobra.Command {
+func newFaultProxyCmd(g daemonext.Globals) *cobra.Command {
 	var listen, schedule string
 	cmd := &cobra.Command{
 		Use:   "faultproxy",
@@ -66,14 +78,15 @@ to rehearse an outage, e.g.
   ddbworker-dev faultproxy --dynamodb-endpoint http://127.0.0.1:8000 \
       --schedule "pass 30s, throttle 2m, pass"`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if g.ddbEndpoint == "" {
+			target, _ := g.Endpoints()
+			if target == "" {
 				return errors.New("--dynamodb-endpoint (DDBWORKER_DYNAMODB_ENDPOINT) is required: the DynamoDB the proxy forwards to")
 			}
 			steps, err := parseSchedule(schedule)
 			if err != nil {
 				return err
 			}
-			p, err := ddbproxy.Start(ddbproxy.Config{Target: g.ddbEndpoint, Addr: listen})
+			p, err := ddbproxy.Start(ddbproxy.Config{Target: target, Addr: listen})
 			if err != nil {
 				return err
 			}

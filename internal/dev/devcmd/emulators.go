@@ -1,6 +1,4 @@
-//go:build ddbworker_dev
-
-package daemon
+package devcmd
 
 import (
 	"errors"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ddbworker/ddbworker/internal/daemonext"
 	"github.com/ddbworker/ddbworker/internal/dev/emulators"
 )
 
@@ -51,7 +50,7 @@ func newEmulatorsCmd() *cobra.Command {
 					var exit *exec.ExitError
 					if errors.As(err, &exit) {
 						_ = env.Stop()
-						return &exitError{code: exit.ExitCode(), msg: fmt.Sprintf("%s exited with %d", args[0], exit.ExitCode())}
+						return &daemonext.ExitError{Code: exit.ExitCode(), Msg: fmt.Sprintf("%s exited with %d", args[0], exit.ExitCode())}
 					}
 					return err
 				}

@@ -1,10 +1,7 @@
-//go:build ddbworker_dev
-
-package daemon
+package devcmd
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,16 +11,14 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/spf13/cobra"
 
 	"github.com/ddbworker/ddbworker/example/caseflow"
+	"github.com/ddbworker/ddbworker/internal/daemonext"
 	"github.com/ddbworker/ddbworker/internal/dev/bench"
 )
 
-func newBenchCmd(g *globals) *cobra.Command {
+func newBenchCmd(g daemonext.Globals) *cobra.Command {
 	var (
 		cfg      bench.Config
 		conc     string
@@ -62,9 +57,6 @@ the concurrency limit, dead-lettered messages and business attempts used.`,
 			if cfg.Throttle, err = fractions(throttle); err != nil {
 				return fmt.Errorf("--throttle: %w", err)
 			}
-			if len(cfg.Throttle) > 0 && !bench.ThrottleAvailable {
-				return errors.New("--throttle: the throttled scenario needs the development build (bin/ddbworker-dev)")
-			}
 			if cfg.Sizes, err = ints(sizes); err != nil {
 				return fmt.Errorf("--sizes: %w", err)
 			}
@@ -75,14 +67,13 @@ the concurrency limit, dead-lettered messages and business attempts used.`,
 			}
 			cfg.Progress = cmd.ErrOrStderr()
 			ctx := cmd.Context()
-			awsCfg, stop, err := g.localOrGiven(ctx, emuDir, cmd.ErrOrStderr(), "bench")
+			at, stop, err := localOrGiven(ctx, g, emuDir, cmd.ErrOrStderr(), "bench")
 			if err != nil {
 				return err
 			}
 			defer stop()
-			env := bench.Env{AWS: awsCfg, Table: "ddbworker-bench-" + caseflow.NewID("")[:8], DynamoDBEndpoint: g.ddbEndpoint}
-			env.DynamoDB = []func(*dynamodb.Options){func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(g.ddbEndpoint) }}
-			env.SQS = []func(*sqs.Options){func(o *sqs.Options) { o.BaseEndpoint = aws.String(g.sqsEndpoint) }}
+			env := bench.Env{AWS: at.aws, Table: "ddbworker-bench-" + caseflow.NewID("")[:8], DynamoDBEndpoint: at.dynamoDB}
+			env.DynamoDB, env.SQS = at.options()
 			if profile != "" {
 				f, err := os.Create(profile)
 				if err != nil {
@@ -116,11 +107,7 @@ the concurrency limit, dead-lettered messages and business attempts used.`,
 	f.IntVar(&cfg.SizeConcurrency, "size-concurrency", 16, "concurrency of the size sweep")
 	f.IntVar(&cfg.BatchSize, "batch-size", 0, "messages per receive (default min(10, concurrency))")
 	f.StringVar(&kinds, "workers", "naive,default,fused", "workers to compare")
-	throttleDefault := "" // the production build has no throttled scenario
-	if bench.ThrottleAvailable {
-		throttleDefault = "0.1,0.3,0.6,0.9"
-	}
-	f.StringVar(&throttle, "throttle", throttleDefault, `throttled scenario (development build only): fractions of DynamoDB requests throttled, comma-separated, run after an unthrottled baseline row ("" or 0: skip the scenario)`)
+	f.StringVar(&throttle, "throttle", "0.1,0.3,0.6,0.9", `throttled scenario: fractions of DynamoDB requests throttled, comma-separated, run after an unthrottled baseline row ("" or 0: skip the scenario)`)
 	f.IntVar(&cfg.ThrottleMessages, "throttle-count", bench.ThrottleMessagesDefault, "messages per run of the throttled scenario")
 	f.IntVar(&cfg.ThrottleConcurrency, "throttle-concurrency", bench.ThrottleConcurrencyDefault, "concurrency of the throttled scenario's worker")
 	f.DurationVar(&cfg.ThrottleTimeout, "throttle-timeout", bench.ThrottleTimeoutDefault, "longest run of the throttled scenario; a run stopped by it is reported as timed out")

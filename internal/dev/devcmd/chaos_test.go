@@ -1,6 +1,4 @@
-//go:build ddbworker_dev
-
-package daemon
+package devcmd
 
 import (
 	"bytes"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker/daemon"
 	"github.com/ddbworker/ddbworker/internal/dev/chaos"
 	"github.com/ddbworker/ddbworker/internal/dev/testenv"
 )
@@ -97,7 +96,7 @@ func TestChaosShort(t *testing.T) {
 // The command's flags map onto chaos.Config: 0 kills or pauses means none,
 // zero fault rates mean no faults.
 func TestChaosFlags(t *testing.T) {
-	root := newRootCmd(App{})
+	root := daemon.Command(daemon.App{Extension: Extension()})
 	cmd, _, err := root.Find([]string{"chaos"})
 	require.NoError(t, err)
 	require.Equal(t, "chaos", cmd.Name())
@@ -238,13 +237,12 @@ func TestChaosOutageShort(t *testing.T) {
 	}
 }
 
-// buildDevBinary builds bin/ddbworker-dev's flavour of the ddbworker
-// command: with the development tools and the fault flags the chaos harness
-// drives.
+// buildDevBinary builds bin/ddbworker-dev: the ddbworker service with the
+// development tools and the fault flags the chaos harness drives.
 func buildDevBinary(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "ddbworker-dev")
-	out, err := exec.Command("go", "build", "-tags", "ddbworker_dev", "-o", bin, "../cmd/ddbworker").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/ddbworker-dev").CombinedOutput()
 	require.NoError(t, err, string(out))
 	return bin
 }

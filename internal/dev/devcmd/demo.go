@@ -1,6 +1,4 @@
-//go:build ddbworker_dev
-
-package daemon
+package devcmd
 
 import (
 	"context"
@@ -24,6 +22,7 @@ import (
 	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/daemonext"
 	"github.com/ddbworker/ddbworker/internal/dev/faults"
 	"github.com/ddbworker/ddbworker/tables"
 	"github.com/ddbworker/ddbworker/worker"
@@ -38,7 +37,7 @@ type demoFlags struct {
 	dir         string
 }
 
-func newDemoCmd(g *globals) *cobra.Command {
+func newDemoCmd(g daemonext.Globals) *cobra.Command {
 	f := &demoFlags{}
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -102,15 +101,15 @@ func (t *demoTally) snapshot() (final int, outcomes map[string]int) {
 	return len(t.final), outcomes
 }
 
-func runDemo(ctx context.Context, g *globals, f *demoFlags, out, errw io.Writer) error {
+func runDemo(ctx context.Context, g daemonext.Globals, f *demoFlags, out, errw io.Writer) error {
 	started := time.Now()
-	cfg, stop, err := g.localOrGiven(ctx, f.dir, errw, "demo")
+	at, stop, err := localOrGiven(ctx, g, f.dir, errw, "demo")
 	if err != nil {
 		return err
 	}
 	defer stop()
 	counter := faults.New(1) // counts calls only: no rules
-	ddb, q := g.clients(cfg, []func(*dynamodb.Options){counter.DynamoDB}, []func(*sqs.Options){counter.SQS})
+	ddb, q := at.clients([]func(*dynamodb.Options){counter.DynamoDB}, []func(*sqs.Options){counter.SQS})
 
 	table := "ddbworker-demo-" + caseflow.NewID("")[:8]
 	if err := tables.Ensure(ctx, ddb, tables.Config{Name: table}); err != nil {
@@ -203,7 +202,7 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags, out, errw io.Writer)
 		for _, v := range report.Violations {
 			fmt.Fprintln(out, "VIOLATION:", v)
 		}
-		return &exitError{code: 1, msg: "invariant violated"}
+		return &daemonext.ExitError{Code: 1, Msg: "invariant violated"}
 	}
 	return nil
 }

@@ -1,6 +1,4 @@
-//go:build ddbworker_dev
-
-package daemon
+package devcmd
 
 import (
 	"context"
@@ -15,20 +13,19 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/ddbworker/ddbworker/internal/daemonext"
 	"github.com/ddbworker/ddbworker/internal/dev/faults"
 	"github.com/ddbworker/ddbworker/internal/hooks"
 )
 
-// faultFlags are run's hidden chaos switches: SDK-middleware faults and
-// failpoints that SIGKILL the process at a named line. Off by default; the
-// chaos harness turns them on in the worker processes it starts. They exist
-// only in the development build (-tags ddbworker_dev, bin/ddbworker-dev):
-// the production binary has no such flags, and no environment variable can
-// turn them on there.
+// faultFlags are run's and relay's hidden chaos switches: SDK-middleware
+// faults and failpoints that SIGKILL the process at a named line. Off by
+// default; the chaos harness and the kill -9 tests turn them on in the
+// processes they start. They exist only in binaries built with this
+// package's Extension (bin/ddbworker-dev): the production binary has no
+// such flags, and no environment variable can turn them on there.
 type faultFlags struct {
 	seed          uint64
 	throttle      float64
@@ -41,8 +38,10 @@ type faultFlags struct {
 	kill          string
 }
 
-func (f *faultFlags) register(cmd *cobra.Command) {
-	fl := cmd.Flags()
+// registerFaults registers the fault flags on fl and returns what applies
+// them.
+func registerFaults(fl *pflag.FlagSet) daemonext.Inject {
+	f := &faultFlags{}
 	fl.Uint64Var(&f.seed, "fault-seed", 1, "seed of the fault injector")
 	fl.Float64Var(&f.throttle, "fault-throttle", 0, "rate of DynamoDB calls failed with throttling")
 	fl.Float64Var(&f.conflict, "fault-conflict", 0, "rate of commits cancelled with TransactionConflict")
@@ -56,6 +55,7 @@ func (f *faultFlags) register(cmd *cobra.Command) {
 		"fault-sqs-delete", "fault-delay", "fault-delay-duration", "failpoint-kill"} {
 		_ = fl.MarkHidden(n)
 	}
+	return f.apply
 }
 
 // injector returns the configured injector (nil when no fault is on); each
@@ -124,19 +124,18 @@ func (f *faultFlags) failpoint(log *slog.Logger) (func(string), error) {
 }
 
 // apply installs the configured faults: SDK middleware on the clients and
-// the failpoint hook in the context the worker runs with.
-func (f *faultFlags) apply(ctx context.Context, log *slog.Logger) (context.Context, []func(*dynamodb.Options), []func(*sqs.Options), error) {
-	var ddbOpts []func(*dynamodb.Options)
-	var sqsOpts []func(*sqs.Options)
+// the failpoint hook in the context the worker (or relay) runs with.
+func (f *faultFlags) apply(ctx context.Context, log *slog.Logger) (context.Context, daemonext.ClientOptions, error) {
+	var opts daemonext.ClientOptions
 	if inj := f.injector(log); inj != nil {
-		ddbOpts, sqsOpts = append(ddbOpts, inj.DynamoDB), append(sqsOpts, inj.SQS)
+		opts.DynamoDB, opts.SQS = append(opts.DynamoDB, inj.DynamoDB), append(opts.SQS, inj.SQS)
 	}
 	fp, err := f.failpoint(log)
 	if err != nil {
-		return ctx, nil, nil, err
+		return ctx, daemonext.ClientOptions{}, err
 	}
 	if fp != nil {
 		ctx = hooks.With(ctx, hooks.Hooks{Failpoint: fp})
 	}
-	return ctx, ddbOpts, sqsOpts, nil
+	return ctx, opts, nil
 }

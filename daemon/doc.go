@@ -1,0 +1,15 @@
+// Package daemon is ddbworker's command line as a library: a team's
+// binary is daemon.Main(daemon.App{…}) with its handlers. It owns what
+// ships in such a binary: run (the worker, with its startup checks, signals
+// and drain, exit codes, Prometheus metrics and /healthz /readyz), tables
+// create (recording the inbox store's settings in the table), queues
+// create, inbox, dlq, sweep, relay, effects and envelope; the DDBWORKER_*
+// environment binding of every flag; and the merging of explicit inbox
+// flags with the settings the table records (inbox.ReadRecorded).
+//
+// The development tools (demo, bench, chaos, send, emulators, faultproxy,
+// and the fault-injection flags of run and relay) are not here: they are
+// internal/dev/devcmd's, added by cmd/ddbworker-dev through
+// App.Extension, which no code outside this module can set. This package
+// imports nothing under internal/dev/ or example/.
+package daemon

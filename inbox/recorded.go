@@ -1,0 +1,257 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// The store's settings that every writer and reader of the records must
+// share — attention shards, the PROCESSING index, the TTLs — are recorded
+// in the table itself, in one item (PK DDBWORKER#CONFIG, SK INBOX, under
+// the store's key attribute names). The daemon's `tables create` records
+// them, its `run` records them when the table has none, and every command
+// — and a Lambda function at cold start — reads them, so a sweeper or an
+// operator read can never silently use other shards, index or TTLs than
+// the workers write with.
+const (
+	recordedPK = "DDBWORKER#CONFIG"
+	recordedSK = "INBOX"
+
+	recordedAtAttr = "recordedAt"
+	recordedByAttr = "recordedBy"
+)
+
+// Setting is one recorded setting; its value is the item's attribute name.
+type Setting string
+
+// The recorded settings.
+const (
+	SettingAttentionShards Setting = "attentionShards"      // Store.AttentionShards, a number
+	SettingIndexProcessing Setting = "indexProcessing"      // Store.IndexProcessing, a boolean
+	SettingCompletedTTL    Setting = "completedTtlSeconds"  // Store.TTL.Completed, whole seconds
+	SettingFailedTTL       Setting = "failedTtlSeconds"     // Store.TTL.Failed, whole seconds
+	SettingProcessingTTL   Setting = "processingTtlSeconds" // Store.TTL.Processing, whole seconds
+)
+
+// Settings lists the recorded settings in a stable order.
+func Settings() []Setting {
+	return []Setting{SettingAttentionShards, SettingIndexProcessing, SettingCompletedTTL, SettingFailedTTL, SettingProcessingTTL}
+}
+
+// SettingsAPI is what reading and recording the settings needs of DynamoDB
+// (a *dynamodb.Client has it).
+type SettingsAPI interface {
+	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+}
+
+// Recorded is what a table records of its inbox store.
+type Recorded struct {
+	// Store is the store it was read with, each recorded setting in place
+	// of the store's own.
+	Store Store
+	// Settings are the settings the record holds: all of them, unless a
+	// version that knew fewer wrote it.
+	Settings []Setting
+	// At and By are when (FormatTime) and by whom (a program@host) the
+	// settings were recorded.
+	At, By string
+}
+
+// Has reports whether the record holds setting.
+func (r Recorded) Has(setting Setting) bool {
+	for _, s := range r.Settings {
+		if s == setting {
+			return true
+		}
+	}
+	return false
+}
+
+// RecordedError is a recorded setting that ReadRecorded cannot use: not
+// of its attribute type, not a number, or not a valid value of its Store
+// field.
+type RecordedError struct {
+	Table   string
+	Setting Setting
+	Value   string // as recorded
+	Err     error
+}
+
+func (e *RecordedError) Error() string {
+	return fmt.Sprintf("inbox: table %s records an unusable %s %s: %v", e.Table, e.Setting, e.Value, e.Err)
+}
+
+func (e *RecordedError) Unwrap() error { return e.Err }
+
+// recordedKey is the key of the settings item under the store's layout.
+func (s Store) recordedKey() map[string]types.AttributeValue {
+	l := s.layout()
+	return map[string]types.AttributeValue{
+		l.PartitionKey: &types.AttributeValueMemberS{Value: recordedPK},
+		l.SortKey:      &types.AttributeValueMemberS{Value: recordedSK},
+	}
+}
+
+// ReadRecorded reads the settings s.Table records (a strongly consistent
+// read). ok is false when the table records none; an unusable recorded
+// value is a *RecordedError.
+func ReadRecorded(ctx context.Context, api SettingsAPI, s Store) (rec Recorded, ok bool, err error) {
+	rec.Store = s
+	if s.Table == "" {
+		return rec, false, errors.New("inbox: Store.Table is required")
+	}
+	out, err := api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.Table), Key: s.recordedKey(), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return rec, false, fmt.Errorf("inbox: reading the store settings recorded in table %s: %w", s.Table, err)
+	}
+	if len(out.Item) == 0 {
+		return rec, false, nil
+	}
+	for _, setting := range Settings() {
+		av, held := out.Item[string(setting)]
+		if !held {
+			continue
+		}
+		if err := setting.apply(&rec.Store, av); err != nil {
+			return Recorded{Store: s}, false, &RecordedError{Table: s.Table, Setting: setting, Value: show(av), Err: err}
+		}
+		rec.Settings = append(rec.Settings, setting)
+	}
+	if v, isS := out.Item[recordedAtAttr].(*types.AttributeValueMemberS); isS {
+		rec.At = v.Value
+	}
+	if v, isS := out.Item[recordedByAttr].(*types.AttributeValueMemberS); isS {
+		rec.By = v.Value
+	}
+	return rec, true, nil
+}
+
+// apply sets setting in s from its recorded attribute, checked by Store's
+// own rules (on an otherwise default store, so that only this setting can
+// be at fault).
+func (setting Setting) apply(s *Store, av types.AttributeValue) error {
+	if setting == SettingIndexProcessing {
+		b, isBool := av.(*types.AttributeValueMemberBOOL)
+		if !isBool {
+			return errors.New("not a boolean")
+		}
+		s.IndexProcessing = b.Value
+		return nil
+	}
+	n, isNum := av.(*types.AttributeValueMemberN)
+	if !isNum {
+		return errors.New("not a number")
+	}
+	v, err := strconv.ParseInt(n.Value, 10, 64)
+	switch {
+	case err != nil:
+		return errors.New("not a whole number")
+	case v <= 0 || v > math.MaxInt32:
+		return fmt.Errorf("must be within 1..%d", math.MaxInt32)
+	}
+	put := func(dst *Store) {
+		switch setting {
+		case SettingAttentionShards:
+			dst.AttentionShards = int(v)
+		case SettingCompletedTTL:
+			dst.TTL.Completed = time.Duration(v) * time.Second
+		case SettingFailedTTL:
+			dst.TTL.Failed = time.Duration(v) * time.Second
+		case SettingProcessingTTL:
+			dst.TTL.Processing = time.Duration(v) * time.Second
+		}
+	}
+	one := Store{Table: "t"}
+	put(&one)
+	if _, err := one.WithDefaults(); err != nil {
+		return err
+	}
+	put(s)
+	return nil
+}
+
+// attribute is setting's value in s as the record holds it.
+func (setting Setting) attribute(s Store) types.AttributeValue {
+	secs := func(d time.Duration) types.AttributeValue {
+		return &types.AttributeValueMemberN{Value: strconv.FormatInt(int64(d/time.Second), 10)}
+	}
+	switch setting {
+	case SettingAttentionShards:
+		return &types.AttributeValueMemberN{Value: strconv.Itoa(s.AttentionShards)}
+	case SettingIndexProcessing:
+		return &types.AttributeValueMemberBOOL{Value: s.IndexProcessing}
+	case SettingCompletedTTL:
+		return secs(s.TTL.Completed)
+	case SettingFailedTTL:
+		return secs(s.TTL.Failed)
+	default:
+		return secs(s.TTL.Processing)
+	}
+}
+
+// show renders a recorded attribute for an error.
+func show(av types.AttributeValue) string {
+	switch v := av.(type) {
+	case *types.AttributeValueMemberN:
+		return v.Value
+	case *types.AttributeValueMemberS:
+		return strconv.Quote(v.Value)
+	case *types.AttributeValueMemberBOOL:
+		return strconv.FormatBool(v.Value)
+	}
+	return fmt.Sprintf("%T", av)
+}
+
+// RecordSettings writes s's settings into s.Table, replacing any recorded
+// ones (`tables create`). by names who records them (e.g.
+// "ddbworker@host"). An invalid s (WithDefaults) is an error.
+func RecordSettings(ctx context.Context, api SettingsAPI, s Store, by string) error {
+	_, err := record(ctx, api, s, by, false)
+	return err
+}
+
+// RecordSettingsIfMissing writes s's settings into s.Table unless it
+// records some already (a worker's first start); it reports whether it
+// wrote them.
+func RecordSettingsIfMissing(ctx context.Context, api SettingsAPI, s Store, by string) (bool, error) {
+	return record(ctx, api, s, by, true)
+}
+
+func record(ctx context.Context, api SettingsAPI, s Store, by string, onlyIfMissing bool) (bool, error) {
+	s, err := s.WithDefaults()
+	if err != nil {
+		return false, err
+	}
+	item := s.recordedKey()
+	for _, setting := range Settings() {
+		item[string(setting)] = setting.attribute(s)
+	}
+	item[recordedAtAttr] = &types.AttributeValueMemberS{Value: FormatTime(time.Now())}
+	item[recordedByAttr] = &types.AttributeValueMemberS{Value: by}
+	in := &dynamodb.PutItemInput{TableName: aws.String(s.Table), Item: item}
+	if onlyIfMissing {
+		cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(s.Layout.PartitionKey))).Build()
+		if err != nil {
+			return false, fmt.Errorf("inbox: recording the store settings: %w", err)
+		}
+		in.ConditionExpression, in.ExpressionAttributeNames = cond.Condition(), cond.Names()
+	}
+	if _, err := api.PutItem(ctx, in); err != nil {
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			return false, nil
+		}
+		return false, fmt.Errorf("inbox: recording the store settings in table %s: %w", s.Table, err)
+	}
+	return true, nil
+}
