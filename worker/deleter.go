@@ -44,11 +44,6 @@ func newDeleter(api SQSAPI, queueURL string, interval time.Duration, log *slog.L
 		stopped: make(chan struct{}), log: log, metrics: m, fail: fail}
 }
 
-// acker takes a message whose work is done out of the queue: the daemon's
-// deleter batches deletes; under Lambda the event source mapping deletes
-// what the invocation does not report as failed.
-type acker interface{ ack(m types.Message) }
-
 // ack queues m's delete.
 func (d *deleter) ack(m types.Message) {
 	d.add(deletion{receipt: aws.ToString(m.ReceiptHandle), id: aws.ToString(m.MessageId)})

@@ -169,7 +169,9 @@ type cleanupKey struct{}
 
 // asCleanup marks ctx's calls as cleanups after a failure (giving a lease
 // back): their successes are not counted as the database's health.
-func asCleanup(ctx context.Context) context.Context { return context.WithValue(ctx, cleanupKey{}, true) }
+func asCleanup(ctx context.Context) context.Context {
+	return context.WithValue(ctx, cleanupKey{}, true)
+}
 
 func cleanup(ctx context.Context) bool { v, _ := ctx.Value(cleanupKey{}).(bool); return v }
 
