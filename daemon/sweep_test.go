@@ -64,7 +64,7 @@ func TestSweepCommand(t *testing.T) {
 	out, err := c.run("sweep")
 	require.NoError(t, err)
 	require.Contains(t, out, "2 expired lease(s) read — 1 expired within grace, 1 abandoned, 1 marked")
-	require.Regexp(t, `k-sweep-old-2\s+CaseNoteRecorded\s+Case/c-9\s+worker-dead/1\s+1h59m\d\ds\s+1\s+abandoned\s+marked LEASE_ABANDONED`, out)
+	require.Regexp(t, `k-sweep-old-2\s+CaseNoteRecorded\s+Case/c-9\s+worker-dead/1\s+1h59m\d\ds\s+0\s+abandoned\s+marked LEASE_ABANDONED`, out)
 	require.Regexp(t, `k-sweep-recent\s+.*expired\s+reported`, out)
 
 	list, err := c.run("inbox", "list", "--status", "FAILED_TERMINAL", "--code", failure.CodeLeaseAbandoned, "-o", "json")

@@ -97,9 +97,9 @@ type ThrottledResult struct {
 	// by its terminal policy.
 	DeadLettered int `json:"deadLettered"`
 	WorkerDLQ    int `json:"workerDlq"`
-	// AttemptsUsed is the business attempts the inbox records count beyond
-	// one per applied message: infrastructure trouble is not an attempt, so
-	// it must be 0.
+	// AttemptsUsed is the business attempts the inbox records count (each
+	// a recorded failure): infrastructure trouble is not an attempt, so it
+	// must be 0.
 	AttemptsUsed int `json:"businessAttemptsUsed"`
 	// MaxAttempts is the most business attempts any record counts (the
 	// worker's default limit is 5).
@@ -502,7 +502,7 @@ func applications(ctx context.Context, ddb *dynamodb.Client, table string, ms *m
 }
 
 // attemptsUsed reads the run's inbox records back and returns the business
-// attempts they count beyond one per COMPLETED record, the most any record
+// attempts they count (their recorded failures), the most any record
 // counts, and the records by status.
 func attemptsUsed(ctx context.Context, ddb *dynamodb.Client, table string, ms *messageSet) (used, most int, byStatus map[inbox.Status]int, err error) {
 	var keys []map[string]ddbtypes.AttributeValue
@@ -523,9 +523,6 @@ func attemptsUsed(ctx context.Context, ddb *dynamodb.Client, table string, ms *m
 		byStatus[rec.Status]++
 		used += rec.Attempts
 		most = max(most, rec.Attempts)
-		if rec.Status == inbox.StatusCompleted {
-			used--
-		}
 	}
 	return used, most, byStatus, nil
 }
