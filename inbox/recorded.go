@@ -255,3 +255,42 @@ func record(ctx context.Context, api SettingsAPI, s Store, by string, onlyIfMiss
 	}
 	return true, nil
 }
+
+// Merge is the store every writer and reader of the records must share: s,
+// with each setting the table records in place of s's own — unless s was
+// given it explicitly (given reports which), in which case a different
+// value is a mismatch, returned in Settings() order. A caller names the
+// flag or variable of each mismatch and refuses to run with them.
+func (r Recorded) Merge(s Store, given func(Setting) bool) (merged Store, mismatches []Setting) {
+	merged = s
+	for _, setting := range Settings() {
+		if !r.Has(setting) {
+			continue
+		}
+		recorded := setting.attribute(r.Store)
+		if given(setting) {
+			if show(setting.attribute(s)) != show(recorded) {
+				mismatches = append(mismatches, setting)
+			}
+			continue
+		}
+		_ = setting.apply(&merged, recorded) // read back from a valid record: it applies
+	}
+	return merged, mismatches
+}
+
+// Value is setting's value in s, as a person reads it (840h0m0s, 16, true).
+func (setting Setting) Value(s Store) string {
+	switch setting {
+	case SettingAttentionShards:
+		return strconv.Itoa(s.AttentionShards)
+	case SettingIndexProcessing:
+		return strconv.FormatBool(s.IndexProcessing)
+	case SettingCompletedTTL:
+		return s.TTL.Completed.String()
+	case SettingFailedTTL:
+		return s.TTL.Failed.String()
+	default:
+		return s.TTL.Processing.String()
+	}
+}

@@ -36,6 +36,7 @@ const (
 	envParkVisibility    = "DDBWORKER_PARK_VISIBILITY"
 	envParkMaxVisibility = "DDBWORKER_PARK_MAX_VISIBILITY"
 	envMaxTakeovers      = "DDBWORKER_MAX_TAKEOVERS"
+	envMinOutageCover    = "DDBWORKER_MIN_OUTAGE_COVER"
 	envAttentionShards   = "DDBWORKER_ATTENTION_SHARDS"
 	envIndexProcessing   = "DDBWORKER_INDEX_PROCESSING"
 	envCompletedTTL      = "DDBWORKER_COMPLETED_TTL"
@@ -92,7 +93,23 @@ type settings struct {
 	queueURL string        // DDBWORKER_QUEUE_URL, or "" (from the records)
 	worker   worker.Config // without Store and QueueURL
 	logLevel slog.Level
+	// given reports the store settings the environment sets explicitly
+	// (the others are taken from the table's record).
+	given func(inbox.Setting) bool
+	// minOutageCover is DDBWORKER_MIN_OUTAGE_COVER.
+	minOutageCover time.Duration
 }
+
+// settingVars are the variables of the recorded store settings.
+var settingVars = map[inbox.Setting]string{
+	inbox.SettingAttentionShards: envAttentionShards, inbox.SettingIndexProcessing: envIndexProcessing,
+	inbox.SettingCompletedTTL: envCompletedTTL, inbox.SettingFailedTTL: envFailedTTL, inbox.SettingProcessingTTL: envProcessingTTL,
+}
+
+// DefaultMinOutageCover is DDBWORKER_MIN_OUTAGE_COVER's default: the
+// adapter warns at cold start when the queue's redrive policy lets a
+// shorter DynamoDB outage dead-letter healthy messages.
+const DefaultMinOutageCover = 6 * time.Hour
 
 // envReader reads variables and collects every problem, each naming its
 // variable. An empty variable is the same as an unset one (a template
@@ -265,6 +282,12 @@ func readSettings(lookup func(string) (string, bool)) (settings, error) {
 		r.fail(envParkMaxVisibility, v, "must be at least %s (%s)", envParkVisibility, c.Health.ParkVisibility)
 	}
 	c.VisibilityTimeout = lambdaLease
+	s.minOutageCover = r.duration(envMinOutageCover, DefaultMinOutageCover, 0, 0)
+	explicit := map[inbox.Setting]bool{}
+	for setting, name := range settingVars {
+		_, explicit[setting] = r.get(name)
+	}
+	s.given = func(setting inbox.Setting) bool { return explicit[setting] }
 
 	level := r.str(envLogLevel, "info")
 	if err := s.logLevel.UnmarshalText([]byte(level)); err != nil {

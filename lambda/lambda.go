@@ -26,7 +26,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ddbworker/ddbworker"
+	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/tables"
 	"github.com/ddbworker/ddbworker/worker"
 )
 
@@ -123,20 +125,37 @@ func New(ctx context.Context, register func(reg *ddbworker.Registry, env Env) er
 		cfg.Owner = fn + "/" + stream // leaseOwner names the log stream of the environment that holds the lease
 	}
 	h := &handler{cfg: cfg, deps: worker.Deps{DynamoDB: ddb, SQS: q, S3: s3c, Handlers: reg, Logger: log}, queueURL: s.queueURL,
-		log: log, workers: map[string]*worker.Worker{}}
+		log: log, workers: map[string]*worker.Worker{}, minCover: s.minOutageCover, ddb: ddb}
 	validate := s.queueURL
 	if validate == "" {
 		validate = "https://sqs." + awsCfg.Region + ".amazonaws.com/000000000000/validate"
 	}
-	w, err := h.newWorker(validate)
-	if err != nil {
+	// Configuration problems first, all at once, before any call.
+	if _, err := h.newWorker(validate); err != nil {
 		return nil, fmt.Errorf("lambda: the DDBWORKER_* configuration or the handlers: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	// Then the table, with the settings it records. A cold start in a
+	// database outage must not fail the init (every invocation would fail
+	// and count a receive): the check is left to the invocations, which
+	// park their records until it passes.
+	h.owner, h.given = "lambda", s.given
+	if fn := lookupOr(lookupEnv, "AWS_LAMBDA_FUNCTION_NAME"); fn != "" {
+		h.owner = fn
+	}
+	if err := h.checkStore(ctx); err != nil && !transient(err) {
+		return nil, err
+	} else if err != nil {
+		log.Warn("could not read the inbox table at cold start; the invocations park their records until it answers", "table", s.store.Table,
+			"error", err.Error())
 	}
 	queue := "from the records' eventSourceARN"
 	if s.queueURL != "" {
-		h.workers[s.queueURL] = w
 		queue = s.queueURL
+		if _, err := h.worker(""); err != nil && !transient(err) {
+			return nil, err
+		}
 	}
+	s.store = h.cfg.Store
 	log.Info("ready", "table", s.store.Table, "queueUrl", queue, "dlqUrl", cfg.DLQURL, "terminalPolicy", string(cfg.TerminalPolicy),
 		"concurrency", cfg.Concurrency, "types", reg.Types())
 	return h.handle, nil
@@ -150,8 +169,126 @@ type handler struct {
 	queueURL string // DDBWORKER_QUEUE_URL, or ""
 	log      *slog.Logger
 
-	mu      sync.Mutex
-	workers map[string]*worker.Worker // by queue URL
+	// minCover is the shortest database outage the queue's redrive policy
+	// must let the function survive without a warning.
+	minCover time.Duration
+	// owner records the settings (the function's name); given reports the
+	// store settings the environment sets explicitly.
+	owner string
+	given func(inbox.Setting) bool
+	ddb   *dynamodb.Client
+
+	mu sync.Mutex
+	// checked: the table's recorded settings are in cfg.Store and the
+	// table fits (checkStore passed); until then, when the check may be
+	// tried again and how it failed.
+	checked      bool
+	nextCheck    time.Time
+	lastCheck    error
+	failedChecks int
+	workers      map[string]*worker.Worker // by queue URL
+}
+
+// onceOnly makes each call of the table check one request: while the
+// database is in trouble the check is a probe, not a retry loop.
+type onceOnly struct{ *dynamodb.Client }
+
+func (c onceOnly) one(optFns []func(*dynamodb.Options)) []func(*dynamodb.Options) {
+	return append(optFns, func(o *dynamodb.Options) { o.RetryMaxAttempts = 1 })
+}
+
+func (c onceOnly) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	return c.Client.GetItem(ctx, in, c.one(optFns)...)
+}
+
+func (c onceOnly) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	return c.Client.DescribeTable(ctx, in, c.one(optFns)...)
+}
+
+func (c onceOnly) DescribeTimeToLive(ctx context.Context, in *dynamodb.DescribeTimeToLiveInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTimeToLiveOutput, error) {
+	return c.Client.DescribeTimeToLive(ctx, in, c.one(optFns)...)
+}
+
+// transient reports whether err of the table check may heal by waiting
+// (throttling, 5xx, timeouts), as opposed to a missing or unfit table, a
+// setting that contradicts the record, or a permission.
+func transient(err error) bool {
+	f := failure.Classify(err, "")
+	return f.Infrastructure() || errors.Is(err, context.DeadlineExceeded)
+}
+
+// checkQueue reads what the worker needs of its queue (worker.Prepare) and
+// warns when the redrive policy would move healthy messages to the DLQ in
+// a database outage shorter than minCover: an event source mapping keeps
+// polling through an outage, and each poll counts a receive.
+func (h *handler) checkQueue(ctx context.Context, w *worker.Worker, queueURL string) {
+	info := w.Prepare(ctx)
+	if info.MaxReceiveCount > 0 && info.OutageCover < h.minCover {
+		h.log.WarnContext(ctx, "the queue's redrive policy dead-letters healthy messages in a DynamoDB outage shorter than "+h.minCover.String()+
+			": raise its maxReceiveCount or DDBWORKER_PARK_MAX_VISIBILITY", "queueUrl", queueURL, "maxReceiveCount", info.MaxReceiveCount,
+			"outageCover", info.OutageCover.String(), "minOutageCover", h.minCover.String())
+	}
+}
+
+// checkStore runs the check of the inbox table (storeOf) until it passes.
+// After a transient failure it tries again on the health probes'
+// schedule, with one request at most (a probe of the database): until
+// then it returns the last failure at once.
+func (h *handler) checkStore(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.checked {
+		return nil
+	}
+	if now := time.Now(); now.Before(h.nextCheck) {
+		return h.lastCheck
+	}
+	s, err := storeOf(ctx, h.ddb, h.cfg.Store, h.given, h.owner, h.log)
+	if err != nil {
+		h.failedChecks++
+		wait := min(worker.DefaultProbeMaxInterval, worker.DefaultProbeInterval*time.Duration(1<<min(h.failedChecks-1, 4)))
+		h.nextCheck, h.lastCheck = time.Now().Add(wait), err
+		return err
+	}
+	h.cfg.Store, h.checked = s, true
+	clear(h.workers) // built to park, with the environment's settings
+	return nil
+}
+
+// storeOf is the check of the inbox table, at cold start (or, after a
+// cold start in an outage, at the first invocation that reaches the
+// table): the store settings the table records (by `tables create` or a
+// daemon's first `run`) replace the environment's defaults, and a
+// variable given explicitly with another value is an error naming it — so
+// a function never writes records with other shards or TTLs than the
+// operator commands read; a table that records none gets the function's.
+// Then the table must exist and fit the layout (keys, indexes, TTL
+// attribute).
+func storeOf(ctx context.Context, ddb *dynamodb.Client, s inbox.Store, given func(inbox.Setting) bool, owner string, log *slog.Logger) (inbox.Store, error) {
+	rec, ok, err := inbox.ReadRecorded(ctx, onceOnly{ddb}, s)
+	if err != nil {
+		return s, fmt.Errorf("lambda: %w", err)
+	}
+	if ok {
+		merged, mismatches := rec.Merge(s, given)
+		if len(mismatches) > 0 {
+			var problems []string
+			for _, m := range mismatches {
+				problems = append(problems, fmt.Sprintf("%s is %s but table %s records %s", settingVars[m], m.Value(s), s.Table, m.Value(rec.Store)))
+			}
+			return s, fmt.Errorf("lambda: the inbox settings differ from the ones recorded in the table, which every worker and operator command must share: %s; leave the variables unset to use the recorded ones",
+				strings.Join(problems, "; "))
+		}
+		s = merged
+	} else if _, err := inbox.RecordSettingsIfMissing(ctx, ddb, s, owner); err != nil {
+		return s, fmt.Errorf("lambda: recording the inbox settings in table %s: %w", s.Table, err)
+	} else {
+		log.InfoContext(ctx, "the table recorded no inbox settings: recorded the function's", "table", s.Table)
+	}
+	if err := tables.Verify(ctx, onceOnly{ddb}, s.Table, s.Layout); err != nil {
+		return s, fmt.Errorf("lambda: table %s (%s): %w", s.Table, envTable, err)
+	}
+	return s, nil
 }
 
 func (h *handler) newWorker(queueURL string) (*worker.Worker, error) {
@@ -176,7 +313,13 @@ func (h *handler) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 		records := byARN[arn]
 		w, err := h.worker(arn)
 		var out events.SQSEventResponse
-		if err == nil {
+		switch {
+		case transient(err) && w != nil:
+			// The table cannot be checked yet: the records wait, touching
+			// no table, as in an outage.
+			out = w.ParkSQSEvent(ctx, events.SQSEvent{Records: records})
+			err = nil
+		case err == nil:
 			out, err = w.HandleSQSEvent(ctx, events.SQSEvent{Records: records})
 		}
 		if err != nil {
@@ -193,8 +336,10 @@ func (h *handler) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	return resp, nil
 }
 
-// worker returns the worker of the queue eventSourceARN names, building it
-// at the queue's first invocation.
+// worker returns the worker of the queue eventSourceARN names ("": the
+// configured queue's), built once the table is checked, at the queue's
+// first invocation. While the table cannot be checked (a transient error)
+// it returns that error with a worker that may only park the records.
 func (h *handler) worker(eventSourceARN string) (*worker.Worker, error) {
 	queueURL := worker.QueueURLFromARN(eventSourceARN)
 	if h.queueURL != "" && (queueURL == "" || queueID(queueURL) == queueID(h.queueURL)) {
@@ -203,18 +348,26 @@ func (h *handler) worker(eventSourceARN string) (*worker.Worker, error) {
 	if queueURL == "" {
 		return nil, fmt.Errorf("eventSourceARN %q is not an SQS queue's and %s is not set: the records' queue is unknown", eventSourceARN, envQueueURL)
 	}
+	checkErr := h.checkStore(context.Background())
+	if checkErr != nil && !transient(checkErr) {
+		return nil, checkErr
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if w, ok := h.workers[queueURL]; ok {
-		return w, nil
+	w, ok := h.workers[queueURL]
+	if !ok {
+		// Until the check passes, with the environment's settings: it only
+		// parks (checkStore drops it when the check passes).
+		var err error
+		if w, err = h.newWorker(queueURL); err != nil {
+			return nil, fmt.Errorf("lambda: the recorded inbox settings: %w", err)
+		}
+		h.workers[queueURL] = w
+		h.log.Info("worker built for the queue", "queueUrl", queueURL, "eventSourceArn", eventSourceARN, "attentionShards", h.cfg.Store.AttentionShards,
+			"tableChecked", checkErr == nil)
+		h.checkQueue(context.Background(), w, queueURL)
 	}
-	w, err := h.newWorker(queueURL)
-	if err != nil {
-		return nil, err
-	}
-	h.workers[queueURL] = w
-	h.log.Info("worker built for the queue", "queueUrl", queueURL, "eventSourceArn", eventSourceARN)
-	return w, nil
+	return w, checkErr
 }
 
 // requestIDHandler adds the invocation's awsRequestId to every log line

@@ -3,6 +3,8 @@ package lambda_test
 import (
 	"context"
 	"errors"
+	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +14,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/ddbworker/ddbworker/example/invoices"
+	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/dev/testenv"
 	"github.com/ddbworker/ddbworker/lambda"
 	"github.com/ddbworker/ddbworker/worker"
@@ -76,9 +82,91 @@ func TestNewConfigurationErrors(t *testing.T) {
 	require.ErrorContains(t, err, "lambda: registering the handlers: no table for invoices")
 	_, err = lambda.New(context.Background(), func(*lambda.Registry, lambda.Env) error { return nil }, lookup(base))
 	require.ErrorContains(t, err, "must register at least one message type")
-	h, err := lambda.New(context.Background(), registerInvoices, lookup(map[string]string{"DDBWORKER_TABLE": "orders", "DDBWORKER_TERMINAL_POLICY": "quarantine", "DDBWORKER_CLOCK_SKEW": "0"}))
+	env := testenv.New(t, testenv.Options{NoQueue: true})
+	h, err := lambda.New(context.Background(), registerInvoices, lookup(map[string]string{"DDBWORKER_TABLE": env.Table, "DDBWORKER_TERMINAL_POLICY": "quarantine", "DDBWORKER_CLOCK_SKEW": "0"}))
 	require.NoError(t, err, "quarantine needs no DLQ; a clock skew of 0 is none")
 	require.NotNil(t, h)
+}
+
+// At cold start the adapter takes the inbox settings the table records
+// (its workers and the operator commands share them), refuses a variable
+// that says otherwise, records its own in a table that records none, and
+// fails the init on a table that is missing or does not fit — before any
+// record is touched.
+func TestNewChecksTheTable(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	recorded := inbox.Store{Table: w.env.Table, AttentionShards: 8, TTL: inbox.TTL{Completed: 40 * 24 * time.Hour}}
+	recorded, err := recorded.WithDefaults()
+	require.NoError(t, err)
+	require.NoError(t, inbox.RecordSettings(ctx, w.env.DynamoDB, recorded, "ops"))
+
+	handle, err := lambda.New(ctx, registerInvoices, lookup(w.functionEnv(true)))
+	require.NoError(t, err)
+	// The worker writes with the recorded shards: a failed record lands in
+	// one of 8 attention partitions.
+	w.send(request(t, "k-shard", invoices.InvoiceRequested{OrderID: "o-none", AmountCents: 1, Currency: "EUR"}))
+	ev := w.receive(1, time.Minute)
+	_, err = handle(ctx, ev)
+	require.NoError(t, err)
+	rec := w.inboxRecord("k-shard")
+	require.Equal(t, inbox.AttentionPK(inbox.StatusFailedTerminal, inbox.Shard("k-shard", 8)), rec.GSI2PK, "the recorded attention shards")
+
+	env := w.functionEnv(true)
+	env["DDBWORKER_ATTENTION_SHARDS"] = "4"
+	env["DDBWORKER_COMPLETED_TTL"] = "960h"
+	_, err = lambda.New(ctx, registerInvoices, lookup(env))
+	require.ErrorContains(t, err, "DDBWORKER_ATTENTION_SHARDS is 4 but table "+w.env.Table+" records 8")
+	require.NotContains(t, err.Error(), "DDBWORKER_COMPLETED_TTL", "given as recorded: no conflict")
+}
+
+func TestNewChecksTheTableErrors(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	env := w.functionEnv(true)
+	env["DDBWORKER_TABLE"] = testenv.Unique("missing")
+	_, err := lambda.New(ctx, registerInvoices, lookup(env))
+	require.Error(t, err)
+	require.Contains(t, err.Error(), env["DDBWORKER_TABLE"])
+
+	// A table that records nothing gets the function's settings.
+	bare := testenv.New(t, testenv.Options{NoQueue: true})
+	env = w.functionEnv(true)
+	env["DDBWORKER_TABLE"], env["DDBWORKER_ATTENTION_SHARDS"] = bare.Table, "12"
+	_, err = lambda.New(ctx, registerInvoices, lookup(env))
+	require.NoError(t, err)
+	rec, ok, err := inbox.ReadRecorded(ctx, bare.DynamoDB, inbox.Store{Table: bare.Table})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, 12, rec.Store.AttentionShards)
+
+	// A table without the layout's indexes does not fit.
+	other := testenv.Unique("t")
+	_, err = bare.DynamoDB.CreateTable(ctx, &dynamodb.CreateTableInput{TableName: aws.String(other), BillingMode: ddbtypes.BillingModePayPerRequest,
+		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String("PK"), AttributeType: ddbtypes.ScalarAttributeTypeS},
+			{AttributeName: aws.String("SK"), AttributeType: ddbtypes.ScalarAttributeTypeS}},
+		KeySchema: []ddbtypes.KeySchemaElement{{AttributeName: aws.String("PK"), KeyType: ddbtypes.KeyTypeHash},
+			{AttributeName: aws.String("SK"), KeyType: ddbtypes.KeyTypeRange}}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = bare.DynamoDB.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(other)}) })
+	env["DDBWORKER_TABLE"] = other
+	_, err = lambda.New(ctx, registerInvoices, lookup(env))
+	require.ErrorContains(t, err, "DDBWORKER_TABLE")
+	require.ErrorContains(t, err, "GSI1")
+}
+
+// A queue whose redrive policy would dead-letter healthy messages in a
+// short outage is named at cold start.
+func TestNewWarnsOnAShortOutageCover(t *testing.T) {
+	w := newWorld(t)
+	env := w.functionEnv(true)
+	env["DDBWORKER_PARK_MAX_VISIBILITY"] = "1m"
+	logs := captureStdout(t, func() {
+		_, err := lambda.New(context.Background(), registerInvoices, lookup(env))
+		require.NoError(t, err)
+	})
+	require.Contains(t, logs, "the queue's redrive policy dead-letters healthy messages in a DynamoDB outage shorter than 6h0m0s")
+	require.Contains(t, logs, `"maxReceiveCount":10`)
 }
 
 // One worker per queue: with DDBWORKER_QUEUE_URL set, its queue's records
@@ -125,3 +213,22 @@ func TestHandlerRoutesRecordsByQueue(t *testing.T) {
 }
 
 func queueName(queueURL string) string { return queueURL[strings.LastIndexByte(queueURL, '/')+1:] }
+
+// captureStdout runs f and returns what it wrote to standard output (the
+// adapter logs there, as Lambda expects).
+func captureStdout(t *testing.T, f func()) string {
+	t.Helper()
+	r, wr, err := os.Pipe()
+	require.NoError(t, err)
+	stdout := os.Stdout
+	os.Stdout = wr
+	done := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(r)
+		done <- string(b)
+	}()
+	defer func() { os.Stdout = stdout }()
+	f()
+	require.NoError(t, wr.Close())
+	return <-done
+}

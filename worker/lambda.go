@@ -51,7 +51,7 @@ const maxBatchingWindow = 5 * time.Minute
 // Config.QueueURL must be the queue the mapping reads (visibility changes
 // go there).
 func (w *Worker) HandleSQSEvent(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	w.queueOnce.Do(func() { w.readQueue(ctx) })
+	w.Prepare(ctx)
 	now := w.cfg.Now()
 	deadline, ok := ctx.Deadline()
 	if !ok {
@@ -75,12 +75,8 @@ func (w *Worker) HandleSQSEvent(ctx context.Context, ev events.SQSEvent) (events
 	}
 	h := lambdaHost{w: w}
 	if !w.lambdaHealthy(ctx) {
-		for _, d := range ds {
-			w.skip(ctx, d, parked(nil, 0), h)
-			report(d)
-		}
 		w.log.Warn("database unhealthy: the batch is parked and reported without touching the table", "records", len(ds))
-		return resp, nil
+		return w.park(ctx, ds), nil
 	}
 	slotCtx, cancel := context.WithDeadline(ctx, until.Add(-minRecordTime))
 	defer cancel()
@@ -116,6 +112,31 @@ func (w *Worker) HandleSQSEvent(ctx context.Context, ev events.SQSEvent) (events
 	}
 	work.Wait()
 	return resp, nil
+}
+
+// ParkSQSEvent parks every record of ev as HandleSQSEvent does while the
+// database is unhealthy — hidden by its receive count, reported, no table
+// touched — for a caller that knows the table cannot be used yet (the
+// Lambda adapter, until it could check the table after a cold start in
+// an outage).
+func (w *Worker) ParkSQSEvent(ctx context.Context, ev events.SQSEvent) events.SQSEventResponse {
+	w.Prepare(ctx)
+	now := w.cfg.Now()
+	ds := make([]*delivery, len(ev.Records))
+	for i, rec := range ev.Records {
+		ds[i] = newDelivery(sqsMessage(rec), now.Add(-maxBatchingWindow))
+	}
+	return w.park(ctx, ds)
+}
+
+// park parks ds and reports them all.
+func (w *Worker) park(ctx context.Context, ds []*delivery) events.SQSEventResponse {
+	resp := events.SQSEventResponse{BatchItemFailures: make([]events.SQSBatchItemFailure, 0, len(ds))}
+	for _, d := range ds {
+		w.skip(ctx, d, parked(nil, 0), lambdaHost{w: w})
+		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: d.id})
+	}
+	return resp
 }
 
 // LambdaSettleMargin is the time kept back from an invocation's deadline

@@ -229,7 +229,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if !first {
 		return ErrAlreadyRan
 	}
-	w.readQueue(ctx)
+	w.Prepare(ctx)
 	hk := hooks.From(ctx)
 	if hk.Failpoint != nil {
 		w.fail = hk.Failpoint
@@ -298,6 +298,31 @@ type queueFacts struct {
 	maxReceives int
 	// dlqMaxBytes is the DLQ's MaximumMessageSize (a DLQ copy must fit).
 	dlqMaxBytes int
+}
+
+// QueueInfo is what the worker read of its queues when it started.
+type QueueInfo struct {
+	// Retention is the queue's message retention period.
+	Retention time.Duration
+	// MaxReceiveCount is its redrive policy's (0: none).
+	MaxReceiveCount int
+	// DLQMaxMessageSize is the DLQ's MaximumMessageSize (the DLQ copy is
+	// sized to fit it).
+	DLQMaxMessageSize int
+	// OutageCover is the longest database outage a Lambda function on
+	// this queue survives without a healthy message reaching the DLQ by
+	// the redrive policy (HealthConfig.OutageCover).
+	OutageCover time.Duration
+}
+
+// Prepare reads what the worker needs of its queues — the retention
+// period, the redrive policy, the DLQ's size limit — once (Run and
+// HandleSQSEvent call it when nobody did) and reports it. What it cannot
+// read keeps SQS's defaults, with a warning logged.
+func (w *Worker) Prepare(ctx context.Context) QueueInfo {
+	w.queueOnce.Do(func() { w.readQueue(ctx) })
+	return QueueInfo{Retention: w.queue.retention, MaxReceiveCount: w.queue.maxReceives, DLQMaxMessageSize: w.queue.dlqMaxBytes,
+		OutageCover: w.cfg.Health.OutageCover(w.queue.maxReceives)}
 }
 
 // defaultRetention is SQS's default retention period, assumed when the

@@ -127,9 +127,11 @@ func TestTemplate(t *testing.T) {
 	require.Equal(t, map[string][]string{
 		"dynamodb:PutItem":            {"Table"},
 		"dynamodb:UpdateItem":         {"Table"},
+		"dynamodb:GetItem":            {"Table"},
+		"dynamodb:DescribeTable":      {"Table"},
 		"sqs:ReceiveMessage":          {"WorkQueue"},
 		"sqs:DeleteMessage":           {"WorkQueue"},
-		"sqs:GetQueueAttributes":      {"WorkQueue"},
+		"sqs:GetQueueAttributes":      {"WorkQueue", "DeadLetterQueue"},
 		"sqs:ChangeMessageVisibility": {"WorkQueue"},
 		"sqs:SendMessage":             {"WorkQueue", "DeadLetterQueue"},
 	}, grants)
