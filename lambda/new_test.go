@@ -148,7 +148,9 @@ func TestNewChecksTheTableErrors(t *testing.T) {
 		KeySchema: []ddbtypes.KeySchemaElement{{AttributeName: aws.String("PK"), KeyType: ddbtypes.KeyTypeHash},
 			{AttributeName: aws.String("SK"), KeyType: ddbtypes.KeyTypeRange}}})
 	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = bare.DynamoDB.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(other)}) })
+	t.Cleanup(func() {
+		_, _ = bare.DynamoDB.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(other)})
+	})
 	env["DDBWORKER_TABLE"] = other
 	_, err = lambda.New(ctx, registerInvoices, lookup(env))
 	require.ErrorContains(t, err, "DDBWORKER_TABLE")
