@@ -1,18 +1,47 @@
-// Package worker owns the SQS side of ddbworker: long polling with a bounded
-// pool (no receive while the pool is full), the handler registry by
-// messageType, the per-message protocol that ties envelope, gate, handler,
-// commit and ack together (DESIGN §4), batched deletes only after a commit
-// or a known-COMPLETED duplicate, visibility changes for backoff, in-flight
-// duplicates and notBefore, lease heartbeats, the message's attempt policy
-// (read into failure.Policy), typed JSON handlers (JSON), readiness and
-// permanent receive errors (Ready, ReceiveError), the
-// three terminal policies (dlq, quarantine, redrive), FIFO group order,
-// graceful shutdown, metrics and one JSON log line per message; where
-// payloads by S3 reference enter the protocol and what their failures do
-// (payload.go); and queue creation (queue + DLQ + redrive policy).
+// Package worker owns the SQS side of ddbworker and the per-message
+// pipeline that ties the protocol together (DESIGN §4, §7).
 //
-// It does not own the inbox record or its transitions (inbox), the decision
-// table (gate), the transaction (mutation), lease timing (stale), reading
-// and replaying the DLQ (dlq; the worker only sends its copies there) or
-// fetching and checking referenced payloads (s3payload).
+// One message goes through one pipeline (pipeline.go), each stage called
+// from one place and returning a value:
+//
+//	facts    the delivery, read once at receipt       pipeline.go
+//	admit    decode, route, replay window, deferral,  admit.go, payload.go
+//	         an SQS Extended Client body; no writes
+//	claim    the gate; a fused route claims by its     claim.go
+//	         commit instead
+//	run      the handler and its commit, heartbeat,   run.go (judged by
+//	         guard re-runs, a payload by reference    internal/judge)
+//	record   the only place that writes a failure     record.go
+//	         (or a supersede, a release, an end, a
+//	         rejection) to the inbox
+//	apply    the only place that acts on SQS for the  apply.go, copies.go
+//	         message: ack, hide, park, re-send, the
+//	         terminal policy (DLQ copy)
+//	observe  the log line, metrics, alerts and event,  observe.go
+//	         as one wrapper
+//
+// What flows between them is closed sets of values (outcome.go): a verdict
+// from the deciding stages, an outcome from record.
+//
+// Business attempts are charged by business outcomes only: taking a lease
+// charges nothing; a handler's failure is counted in the same fenced write
+// that records it; infrastructure trouble and shutdowns only give the
+// lease back (best effort) — nothing is ever refunded, so nothing needs
+// carrying across parking, shutdown or Lambda invocations. Takeovers of
+// leases that expired without an outcome are bounded apart
+// (Config.MaxTakeovers).
+//
+// Around the pipeline: the daemon's runtime (worker.go: long polling with
+// a bounded, adaptive pool, FIFO group order, graceful shutdown, readiness
+// and permanent receive errors), the database health gate and parking
+// (health.go), the batched deleter (deleter.go), the FIFO keeper
+// (fifo.go), the DynamoDB call policy — one retry owner, timeouts, the
+// write budget (dynamo.go), the Lambda adapter's per-invocation host
+// (lambda.go: HandleSQSEvent, the outage hiding and OutageCover), metrics
+// with bounded labels, and queue creation (queues.go).
+//
+// It does not own the inbox record or its transitions (inbox), the
+// decision table (gate), the commit and the fenced settle writes
+// (mutation), lease timing (stale), reading and replaying the DLQ (dlq)
+// or fetching and checking referenced payloads (s3payload).
 package worker

@@ -134,7 +134,7 @@ func gauge(t *testing.T, g prometheus.Gauge) float64 {
 }
 
 // Infrastructure trouble after the lease was taken — a commit throttled,
-// cancelled by conflicts, timed out — gives the lease back and refunds the
+// cancelled by conflicts, timed out — gives the lease back and charges no
 // attempt: work whose message allows one business attempt still applies.
 // Before, each such commit failure was recorded as a business attempt, so
 // this ended MAX_ATTEMPTS_EXCEEDED.

@@ -101,6 +101,12 @@ type Outage struct {
 	// MaxRequestRate bounds the DynamoDB requests per second per worker
 	// process during each window. Default: DefaultOutageMaxRequestRate.
 	MaxRequestRate float64
+	// SkipDeploy leaves the workers alone during the windows. By default
+	// each window replaces every worker in its middle, as a rolling deploy
+	// does (SIGTERM, drain, a new process), so the run also shows that a
+	// deploy during an outage costs no healthy message and no business
+	// attempt.
+	SkipDeploy bool
 	// Gap is the quiet time (no traffic) between a drain and the next
 	// window. The workers' health detector judges the calls of its last
 	// --health-window, at least half of which must fail: a window opened
@@ -233,6 +239,9 @@ type WindowReport struct {
 	PausedAfter  time.Duration `json:"lastPausedAfterNs"`
 	ResumedAfter time.Duration `json:"lastResumedAfterNs"`
 
+	// Deployed counts the workers replaced (SIGTERM, restart) in the
+	// window's middle.
+	Deployed int `json:"workersDeployed"`
 	// Parked and Retried are the deliveries the workers logged with these
 	// outcomes from the window's start until the queue drained.
 	Parked  int `json:"deliveriesParked"`
@@ -356,6 +365,22 @@ func (r *run) window(ctx context.Context, w window, idx []int) (*WindowReport, e
 		}
 	})
 
+	// The deploy in the window's middle, while traffic keeps arriving.
+	deployed := make(chan int, 1)
+	if r.cfg.Outage.SkipDeploy {
+		deployed <- 0
+	} else {
+		go func() {
+			select {
+			case <-ctx.Done():
+				deployed <- 0
+				return
+			case <-time.After(w.Duration / 2): // a timer for the planned moment, not a wait for async work
+			}
+			r.progress("window %s: deploying (every worker SIGTERMed and replaced, one at a time)", w.Name)
+			deployed <- r.sup.deploy(ctx)
+		}()
+	}
 	ids, sendErr := r.send(ctx, idx, r.cfg.Outage.Rate)
 	r.mark(ids, w.Name+" window")
 	wr.ids, wr.Sent = ids, len(ids)
@@ -368,6 +393,7 @@ func (r *run) window(ctx context.Context, w window, idx []int) (*WindowReport, e
 		case <-time.After(time.Until(wr.start.Add(w.Duration))):
 		}
 	}
+	wr.Deployed = <-deployed
 	stats1 := r.proxy.Stats()
 	r.proxy.SetMode(ddbproxy.Pass)
 	wr.end = time.Now()

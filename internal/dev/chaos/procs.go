@@ -25,6 +25,7 @@ type proc struct {
 	cmd       *exec.Cmd
 	done      chan struct{}
 	killed    atomic.Bool // the harness SIGKILLed it
+	deployed  atomic.Bool // the harness SIGTERMed it: a deploy
 	failpoint atomic.Bool // it logged a failpoint kill
 	paused    atomic.Bool // SIGSTOPped right now
 	exitErr   error       // set before done closes
@@ -174,7 +175,10 @@ func (s *supervisor) exited(p *proc) {
 		return
 	}
 	delay := time.Duration(0)
-	if !p.killed.Load() && !p.failpoint.Load() {
+	if p.deployed.Load() && p.exitErr != nil {
+		s.unexpected = append(s.unexpected, fmt.Sprintf("%s did not exit cleanly after SIGTERM (%v); last lines: %q", p.name, p.exitErr, p.last))
+	}
+	if !p.killed.Load() && !p.failpoint.Load() && !p.deployed.Load() {
 		s.unexpected = append(s.unexpected, fmt.Sprintf("%s exited on its own (%v); last lines: %q", p.name, p.exitErr, p.last))
 		delay = time.Second
 		if len(s.unexpected) >= maxUnexpectedExits {
@@ -240,6 +244,47 @@ func (s *supervisor) kill() bool {
 	s.kills++
 	s.mu.Unlock()
 	return true
+}
+
+// deploy replaces every worker as a rolling deploy does: one at a time,
+// SIGTERM (the worker drains and stops), then a new process in its slot
+// (the exit handler starts it) before the next. It returns the processes
+// it replaced, and stops early when ctx ends.
+func (s *supervisor) deploy(ctx context.Context) int {
+	n := 0
+	for slot := range s.cfg.Workers {
+		s.mu.Lock()
+		p := s.procs[slot]
+		s.mu.Unlock()
+		if p == nil || !p.alive() {
+			continue
+		}
+		p.deployed.Store(true)
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			continue
+		}
+		s.logf(p, "harness: SIGTERM (deploy)")
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			return n
+		}
+		n++
+		// Its successor is starting (exited restarts the slot).
+		for ctx.Err() == nil {
+			s.mu.Lock()
+			next := s.procs[slot]
+			s.mu.Unlock()
+			if next != nil && next != p {
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	return n
 }
 
 // pause SIGSTOPs a random running worker for d, then SIGCONTs it. It

@@ -257,6 +257,7 @@ func (o *OutageReport) print(tw io.Writer, section func(string), row func(string
 	})
 	cols("last pause after the window's start", func(w *WindowReport) string { return w.PausedAfter.Round(100 * time.Millisecond).String() })
 	cols("last resume after the window's end", func(w *WindowReport) string { return w.ResumedAfter.Round(100 * time.Millisecond).String() })
+	cols("workers replaced mid-window (deploy: SIGTERM, restart)", func(w *WindowReport) string { return fmt.Sprint(w.Deployed) })
 	cols("deliveries parked / retried", func(w *WindowReport) string { return fmt.Sprintf("%d / %d", w.Parked, w.Retried) })
 	cols(fmt.Sprintf("highest receive count logged (max %d)", o.MaxReceiveCount), func(w *WindowReport) string { return fmt.Sprint(w.MaxReceiveCount) })
 	cols("healthy messages dead-lettered", func(w *WindowReport) string { return fmt.Sprint(w.DeadLettered) })

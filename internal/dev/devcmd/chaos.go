@@ -86,6 +86,7 @@ drained within --outage-recover after every window.`,
 	fl.DurationVar(&cfg.Outage.Recover, "outage-recover", chaos.DefaultOutageRecover, "bound on the drain after each window, from its end")
 	fl.Float64Var(&cfg.Outage.Rate, "outage-rate", chaos.DefaultOutageRate, "messages per second sent during each window (all workers together)")
 	fl.DurationVar(&cfg.Outage.Gap, "outage-gap", chaos.DefaultOutageGap, "quiet time between a drain and the next window, so the workers' health window holds only the window's calls (0: none)")
+	fl.BoolVar(&cfg.Outage.SkipDeploy, "outage-no-deploy", false, "do not replace the workers (SIGTERM, restart, one at a time) in the middle of each window")
 	return cmd
 }
 
