@@ -3,9 +3,11 @@ package ddbworker
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -49,8 +51,13 @@ const (
 	kindCheck
 )
 
-// Raw wraps a write built with package mutation (any expression, any
-// judge of its failed condition), for what the builders here do not cover.
+// Raw wraps a write the builders here do not cover (any expression
+// DynamoDB takes): a hand-built types.TransactWriteItem and, optionally,
+// the judge of its failed condition (mutation.Judge). Without a judge, a
+// failed condition re-runs the handler (Rerun). The worker commits it as
+// it is; the test kit (ddbworkertest) cannot evaluate its condition and
+// judges it by its policy only: by its judge, asked about the item the
+// test declares, or — with none — as if the condition held.
 func Raw(w mutation.Write) Write { return Write{raw: &w} }
 
 // Update changes the item at key (creating it unless a guard forbids it).
@@ -131,6 +138,10 @@ type Policy struct {
 	code    string
 	message string
 	outcome string
+}
+
+func (p Policy) verdict() mutation.Verdict {
+	return mutation.Verdict{Kind: p.kind, Code: p.code, Message: p.message, Outcome: p.outcome}
 }
 
 // Fail ends the work for good: FAILED_TERMINAL with code and message, and
@@ -243,9 +254,10 @@ func sameValue(a, b types.AttributeValue) bool {
 	return fmt.Sprint(x) == fmt.Sprint(y)
 }
 
-// Mutation renders the write as the commit's transaction item and the
-// judge of its failed condition (the worker calls it). The judge names the
-// first guard whose condition the item as it was fails.
+// Mutation renders the write as the commit's transaction item, built
+// through feature/dynamodb/expression, and the judge of its guards (the
+// worker calls it; so does the test kit). The judge names the first guard
+// that fails on the item as it was.
 func (w Write) Mutation() (mutation.Write, error) {
 	if w.raw != nil {
 		return *w.raw, nil
@@ -260,34 +272,23 @@ func (w Write) Mutation() (mutation.Write, error) {
 	if err != nil {
 		return mutation.Write{}, w.invalid(fmt.Errorf("key: %w", err))
 	}
-	keyAttr := slices.Sorted(func(yield func(string) bool) {
-		for k := range w.key {
-			if !yield(k) {
-				return
+	keyAttr := slices.Sorted(maps.Keys(w.key))[0]
+	b := expression.NewBuilder()
+	built := false // the builder has an expression: Build refuses an empty one
+	if len(w.guards) > 0 {
+		var cond expression.ConditionBuilder
+		for i, g := range w.guards {
+			if g.cond == nil {
+				return mutation.Write{}, w.invalid(fmt.Errorf("guard %d is the zero Guard", i))
+			}
+			if i == 0 {
+				cond = g.cond(keyAttr)
+			} else {
+				cond = cond.And(g.cond(keyAttr))
 			}
 		}
-	})[0]
-	var cond *expression.ConditionBuilder
-	for i, g := range w.guards {
-		if g.cond == nil {
-			return mutation.Write{}, w.invalid(fmt.Errorf("guard %d is the zero Guard", i))
-		}
-		c := g.cond(keyAttr)
-		if cond != nil {
-			c = cond.And(c)
-		}
-		cond = &c
+		b, built = b.WithCondition(cond), true
 	}
-	guards := w.guards
-	judge := func(old map[string]types.AttributeValue) mutation.Verdict {
-		for _, g := range guards {
-			if g.failed(old) {
-				return mutation.Verdict{Kind: g.policy.kind, Code: g.policy.code, Message: g.policy.message, Outcome: g.policy.outcome}
-			}
-		}
-		return mutation.Verdict{Kind: mutation.Retry} // the item changed between the commit and this judgement
-	}
-	var out mutation.Write
 	switch w.kind {
 	case kindUpdate:
 		if len(w.changes) == 0 {
@@ -297,30 +298,60 @@ func (w Write) Mutation() (mutation.Write, error) {
 		for _, c := range w.changes {
 			upd = c(upd)
 		}
-		out, err = mutation.Update(w.table, key, upd, cond, judge)
-	case kindPut:
-		item, merr := attributevalue.MarshalMap(map[string]any(w.item))
-		if merr != nil {
-			return mutation.Write{}, w.invalid(fmt.Errorf("item: %w", merr))
-		}
-		for k, v := range key {
-			item[k] = v
-		}
-		out, err = mutation.Put(w.table, item, cond, judge)
-	case kindDelete:
-		out, err = mutation.Delete(w.table, key, cond, judge)
+		b, built = b.WithUpdate(upd), true
+	case kindPut, kindDelete:
 	case kindCheck:
-		if cond == nil {
+		if len(w.guards) == 0 {
 			return mutation.Write{}, w.invalid(errors.New("a Check needs a guard"))
 		}
-		out, err = mutation.Check(w.table, key, *cond, judge)
 	default:
 		return mutation.Write{}, w.invalid(errors.New("the zero Write: build one with Update, Put, Delete or Check"))
 	}
-	if err != nil {
-		return mutation.Write{}, w.invalid(err)
+	var ex expression.Expression
+	if built {
+		if ex, err = b.Build(); err != nil {
+			return mutation.Write{}, w.invalid(fmt.Errorf("expression: %w", err))
+		}
 	}
-	return out, nil
+	var old types.ReturnValuesOnConditionCheckFailure
+	if len(w.guards) > 0 {
+		old = types.ReturnValuesOnConditionCheckFailureAllOld // the judge reads the item as it was
+	}
+	table := aws.String(w.table)
+	var item types.TransactWriteItem
+	switch w.kind {
+	case kindUpdate:
+		item.Update = &types.Update{TableName: table, Key: key, UpdateExpression: ex.Update(), ConditionExpression: ex.Condition(),
+			ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(), ReturnValuesOnConditionCheckFailure: old}
+	case kindPut:
+		attrs, err := attributevalue.MarshalMap(map[string]any(w.item))
+		if err != nil {
+			return mutation.Write{}, w.invalid(fmt.Errorf("item: %w", err))
+		}
+		maps.Copy(attrs, key)
+		item.Put = &types.Put{TableName: table, Item: attrs, ConditionExpression: ex.Condition(),
+			ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(), ReturnValuesOnConditionCheckFailure: old}
+	case kindDelete:
+		item.Delete = &types.Delete{TableName: table, Key: key, ConditionExpression: ex.Condition(),
+			ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(), ReturnValuesOnConditionCheckFailure: old}
+	case kindCheck:
+		item.ConditionCheck = &types.ConditionCheck{TableName: table, Key: key, ConditionExpression: ex.Condition(),
+			ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(), ReturnValuesOnConditionCheckFailure: old}
+	}
+	return mutation.Write{Item: item, Judge: judgeOf(w.guards)}, nil
+}
+
+// judgeOf is the judge of a write with guards: the first guard that fails
+// on the item as it was decides with its policy.
+func judgeOf(guards []Guard) mutation.Judge {
+	return func(old map[string]types.AttributeValue) (mutation.Verdict, bool) {
+		for _, g := range guards {
+			if g.failed(old) {
+				return g.policy.verdict(), true
+			}
+		}
+		return mutation.Verdict{}, false
+	}
 }
 
 func (w Write) invalid(err error) error {

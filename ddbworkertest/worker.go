@@ -410,12 +410,15 @@ func (r *Result) judge(items []stored, keys []map[string]types.AttributeValue, a
 }
 
 // guardVerdict is the judge's verdict on the item as it was (nil: none); a
-// write without a judge re-runs, as in the commit.
+// write without a judge, or whose judge finds no failing guard, re-runs,
+// as in the commit.
 func guardVerdict(m mutation.Write, old map[string]types.AttributeValue) mutation.Verdict {
-	if m.Guard == nil {
-		return mutation.Verdict{Kind: mutation.Retry}
+	if m.Judge != nil {
+		if v, failed := m.Judge(old); failed {
+			return v
+		}
 	}
-	return m.Guard(old)
+	return mutation.Verdict{Kind: mutation.Retry}
 }
 
 func condition(it types.TransactWriteItem) (string, map[string]string, map[string]types.AttributeValue) {

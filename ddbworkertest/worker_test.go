@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
@@ -363,29 +364,35 @@ func TestInvalidWrites(t *testing.T) {
 // only.
 func TestPolicyOnly(t *testing.T) {
 	key := map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "CASE#c-1"}, "SK": &types.AttributeValueMemberS{Value: "CASE"}}
-	prefixed := func(g mutation.Guard) ddbworker.Write {
-		cond := expression.Name("stage").BeginsWith("rev")
-		w, err := mutation.Update("t", key, expression.Set(expression.Name("n"), expression.Value(1)), &cond, g)
+	raw := func(cond expression.ConditionBuilder, j mutation.Judge) ddbworker.Write {
+		ex, err := expression.NewBuilder().WithUpdate(expression.Set(expression.Name("n"), expression.Value(1))).WithCondition(cond).Build()
 		require.NoError(t, err)
-		return ddbworker.Raw(w)
+		return ddbworker.Raw(mutation.Write{Item: types.TransactWriteItem{Update: &types.Update{
+			TableName: aws.String("t"), Key: key, UpdateExpression: ex.Update(), ConditionExpression: ex.Condition(),
+			ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(),
+		}}, Judge: j})
 	}
-	res := ddbworkertest.New(returning(prefixed(mutation.Terminal("NOT_IN_REVIEW", "")))).RequireWork(t, msg())
+	always := func(v mutation.Verdict) mutation.Judge {
+		return func(map[string]types.AttributeValue) (mutation.Verdict, bool) { return v, true }
+	}
+	prefixed := expression.Name("stage").BeginsWith("rev")
+	res := ddbworkertest.New(returning(raw(prefixed, always(mutation.Verdict{Kind: mutation.Fail, Code: "NOT_IN_REVIEW"})))).RequireWork(t, msg())
 	res.RequireTerminal(t, "NOT_IN_REVIEW")
 	require.Equal(t, ddbworkertest.PolicyOnly, res.Writes[0].Eval)
 	require.Equal(t, `begins_with(stage, "rev")`, res.Writes[0].Condition)
 
-	res = ddbworkertest.New(returning(prefixed(mutation.RetryConflict()))).RequireWork(t, msg())
+	res = ddbworkertest.New(returning(raw(prefixed, nil))).RequireWork(t, msg())
 	res.RequireApplied(t)
 	require.Equal(t, ddbworkertest.PolicyOnly, res.Writes[0].Eval)
 
 	// A raw write the kit can evaluate is evaluated; its judge decides
 	// only once the condition fails.
-	cond := mutation.MustExist("PK")
-	w, err := mutation.Delete("t", key, &cond, mutation.IfMissing(mutation.Terminal("GONE", "gone"), mutation.Superseded("")))
-	require.NoError(t, err)
-	res = ddbworkertest.New(returning(ddbworker.Raw(w))).RequireWork(t, msg())
+	w := raw(expression.AttributeExists(expression.Name("PK")), func(old map[string]types.AttributeValue) (mutation.Verdict, bool) {
+		return mutation.Verdict{Kind: mutation.Fail, Code: "GONE", Message: "gone"}, len(old) == 0
+	})
+	res = ddbworkertest.New(returning(w)).RequireWork(t, msg())
 	require.Equal(t, "gone", res.RequireTerminal(t, "GONE").Message)
-	res = ddbworkertest.New(returning(ddbworker.Raw(w))).Before(ddbworkertest.Existing{Table: "t", Key: caseKey}).RequireWork(t, msg())
+	res = ddbworkertest.New(returning(w)).Before(ddbworkertest.Existing{Table: "t", Key: caseKey}).RequireWork(t, msg())
 	res.RequireApplied(t)
 	require.Equal(t, ddbworkertest.Holds, res.Writes[0].Eval)
 }
