@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -163,9 +162,15 @@ func Rerun() Policy { return Policy{kind: mutation.Retry} }
 // Guard is a condition on the item as it is before the commit, with the
 // policy for when it fails. Build one with MustExist, CreateOnly,
 // NewerVersion, ExpectVersion or Equal, and change its policy with Else.
+// An attr names a top-level attribute or, as expression.Name reads it, a
+// path into one: "meta.owner", "lines[2]".
+//
+// A guard is judged as DynamoDB evaluates the condition it builds, on the
+// item as it was, so the commit's cancellation and the test kit
+// (ddbworkertest) name the guard DynamoDB failed.
 type Guard struct {
 	cond   func(keyAttr string) expression.ConditionBuilder
-	failed func(old map[string]types.AttributeValue) bool
+	holds  func(keyAttr string, old map[string]types.AttributeValue) bool
 	policy Policy
 }
 
@@ -175,12 +180,12 @@ func (g Guard) Else(p Policy) Guard {
 	return g
 }
 
-// MustExist holds when the item exists. Default policy: Fail with
-// ITEM_NOT_FOUND.
+// MustExist holds when the item exists (its first key attribute, by name,
+// is there). Default policy: Fail with ITEM_NOT_FOUND.
 func MustExist() Guard {
 	return Guard{
 		cond:   func(k string) expression.ConditionBuilder { return expression.AttributeExists(expression.Name(k)) },
-		failed: func(old map[string]types.AttributeValue) bool { return len(old) == 0 },
+		holds:  func(k string, old map[string]types.AttributeValue) bool { return attribute(old, k) != nil },
 		policy: Fail("ITEM_NOT_FOUND", "the item does not exist"),
 	}
 }
@@ -190,68 +195,54 @@ func MustExist() Guard {
 func CreateOnly() Guard {
 	return Guard{
 		cond:   func(k string) expression.ConditionBuilder { return expression.AttributeNotExists(expression.Name(k)) },
-		failed: func(old map[string]types.AttributeValue) bool { return len(old) > 0 },
+		holds:  func(k string, old map[string]types.AttributeValue) bool { return attribute(old, k) == nil },
 		policy: Supersede("ALREADY_EXISTS"),
 	}
 }
 
-// NewerVersion holds when the item's attr is absent or lower than v: state
-// never rolls back. Default policy: Supersede (an older version arrived
-// late).
+// NewerVersion holds when the item's attr is absent or a number lower than
+// v: state never rolls back. Default policy: Supersede (an older version
+// arrived late).
 func NewerVersion(attr string, v int64) Guard {
 	return Guard{
 		cond: func(string) expression.ConditionBuilder {
 			return expression.AttributeNotExists(expression.Name(attr)).Or(expression.Name(attr).LessThan(expression.Value(v)))
 		},
-		failed: func(old map[string]types.AttributeValue) bool {
-			n, ok := number(old, attr)
-			return ok && n >= v
+		holds: func(_ string, old map[string]types.AttributeValue) bool {
+			got := attribute(old, attr)
+			c, ok := compareNumber(got, v)
+			return got == nil || ok && c < 0
 		},
 		policy: Supersede(""),
 	}
 }
 
-// ExpectVersion holds when the item's attr equals v (optimistic
+// ExpectVersion holds when the item's attr is the number v (optimistic
 // concurrency: the version the handler read). Default policy: Rerun.
 func ExpectVersion(attr string, v int64) Guard {
 	return Guard{
 		cond: func(string) expression.ConditionBuilder { return expression.Name(attr).Equal(expression.Value(v)) },
-		failed: func(old map[string]types.AttributeValue) bool {
-			n, ok := number(old, attr)
-			return !ok || n != v
+		holds: func(_ string, old map[string]types.AttributeValue) bool {
+			c, ok := compareNumber(attribute(old, attr), v)
+			return ok && c == 0
 		},
 		policy: Rerun(),
 	}
 }
 
-// Equal holds when the item's attr equals v. Default policy: Rerun.
+// Equal holds when the item's attr equals v by DynamoDB's rules: the same
+// type (a Go slice is a list, not a set, unless v is a set's
+// types.AttributeValue) and the same value (numbers by value, sets in any
+// order, lists in order, maps member by member). Default policy: Rerun.
 func Equal(attr string, v any) Guard {
-	want, err := attributevalue.Marshal(v)
+	want, err := value(v)
 	return Guard{
 		cond: func(string) expression.ConditionBuilder { return expression.Name(attr).Equal(expression.Value(v)) },
-		failed: func(old map[string]types.AttributeValue) bool {
-			got, ok := old[attr]
-			return err != nil || !ok || !sameValue(got, want)
+		holds: func(_ string, old map[string]types.AttributeValue) bool {
+			return err == nil && sameValue(attribute(old, attr), want)
 		},
 		policy: Rerun(),
 	}
-}
-
-func number(item map[string]types.AttributeValue, attr string) (int64, bool) {
-	v, ok := item[attr].(*types.AttributeValueMemberN)
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(v.Value, 10, 64)
-	return n, err == nil
-}
-
-func sameValue(a, b types.AttributeValue) bool {
-	var x, y any
-	if attributevalue.Unmarshal(a, &x) != nil || attributevalue.Unmarshal(b, &y) != nil {
-		return false
-	}
-	return fmt.Sprint(x) == fmt.Sprint(y)
 }
 
 // Mutation renders the write as the commit's transaction item, built
@@ -338,15 +329,16 @@ func (w Write) Mutation() (mutation.Write, error) {
 		item.ConditionCheck = &types.ConditionCheck{TableName: table, Key: key, ConditionExpression: ex.Condition(),
 			ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(), ReturnValuesOnConditionCheckFailure: old}
 	}
-	return mutation.Write{Item: item, Judge: judgeOf(w.guards)}, nil
+	return mutation.Write{Item: item, Judge: judgeOf(w.guards, keyAttr)}, nil
 }
 
-// judgeOf is the judge of a write with guards: the first guard that fails
-// on the item as it was decides with its policy.
-func judgeOf(guards []Guard) mutation.Judge {
+// judgeOf is the judge of a write with guards on an item whose first key
+// attribute (by name) is keyAttr: the first guard that fails on the item
+// as it was decides with its policy.
+func judgeOf(guards []Guard, keyAttr string) mutation.Judge {
 	return func(old map[string]types.AttributeValue) (mutation.Verdict, bool) {
 		for _, g := range guards {
-			if g.failed(old) {
+			if !g.holds(keyAttr, old) {
 				return g.policy.verdict(), true
 			}
 		}

@@ -3,6 +3,7 @@ package mutation_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"strconv"
 	"strings"
 	"testing"
@@ -432,6 +433,83 @@ func TestCommitGuardFailures(t *testing.T) {
 			require.Equal(t, stateBefore, f.raw(dkey("CASE#1", "STATE")))
 			require.Equal(t, inboxBefore, f.raw((inbox.Store{}).Key("k-guard", msgType)))
 		})
+	}
+}
+
+// TestGuardsJudgedAsDynamoDBEvaluates: a write's judge and DynamoDB agree
+// on the item as it was. Each case seeds an item, asks the judge about it,
+// and commits the guarded write through DynamoDB Local: the commit applies
+// exactly when the judge finds no failing guard, and a cancelled commit's
+// verdict (the judge asked about the item DynamoDB returned) names the
+// guard DynamoDB failed. The judge before this test misread paths, typed
+// equality and numbers that are not int64: "was" marks the verdict it gave
+// such a commit.
+func TestGuardsJudgedAsDynamoDBEvaluates(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, false)
+	fail := func(code string) ddbworker.Policy { return ddbworker.Fail(code, "") }
+	str := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	num := func(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
+	doc := func(kv ...any) types.AttributeValue {
+		m := map[string]types.AttributeValue{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1].(types.AttributeValue)
+		}
+		return &types.AttributeValueMemberM{Value: m}
+	}
+	for i, tc := range []struct {
+		name   string
+		seed   types.AttributeValue // an M of the item's attributes besides its key; nil: no item
+		guards []ddbworker.Guard
+		want   string // the code of the guard DynamoDB fails; "": the commit applies
+	}{
+		{"no item: must exist", nil, []ddbworker.Guard{ddbworker.MustExist().Else(fail("GONE"))}, "GONE"},
+		{"no item: newer version holds", nil, []ddbworker.Guard{ddbworker.NewerVersion("v", 3).Else(fail("OLD"))}, ""},
+		{"nested member differs (was: rerun)", doc("meta", doc("owner", str("bob")), "meta.owner", str("ann")),
+			[]ddbworker.Guard{ddbworker.Equal("meta.owner", "ann").Else(fail("OWNER"))}, "OWNER"},
+		{"nested member holds, the next guard fails (was: OWNER)", doc("meta", doc("owner", str("ann")), "v", num("2")),
+			[]ddbworker.Guard{ddbworker.Equal("meta.owner", "ann").Else(fail("OWNER")), ddbworker.ExpectVersion("v", 1).Else(fail("VERSION"))}, "VERSION"},
+		{"list element", doc("tags", &types.AttributeValueMemberL{Value: []types.AttributeValue{str("x"), str("y")}}),
+			[]ddbworker.Guard{ddbworker.Equal("tags[1]", "y").Else(fail("TAG"))}, ""},
+		{"a number is not its string (was: rerun)", doc("n", str("1")), []ddbworker.Guard{ddbworker.Equal("n", 1).Else(fail("N"))}, "N"},
+		{"map member of another type (was: rerun)", doc("m", doc("k", str("1"))), []ddbworker.Guard{ddbworker.Equal("m", map[string]any{"k": 1}).Else(fail("M"))}, "M"},
+		{"map, numbers by value", doc("m", doc("k", num("1.0"))), []ddbworker.Guard{ddbworker.Equal("m", map[string]any{"k": 1}).Else(fail("M"))}, ""},
+		{"a list is not a set (was: rerun)", doc("tags", &types.AttributeValueMemberSS{Value: []string{"x", "y"}}),
+			[]ddbworker.Guard{ddbworker.Equal("tags", []string{"x", "y"}).Else(fail("TAGS"))}, "TAGS"},
+		{"sets in any order", doc("tags", &types.AttributeValueMemberSS{Value: []string{"x", "y"}}),
+			[]ddbworker.Guard{ddbworker.Equal("tags", &types.AttributeValueMemberSS{Value: []string{"y", "x"}}).Else(fail("TAGS"))}, ""},
+		{"newer version on a string (was: rerun)", doc("v", str("9")),
+			[]ddbworker.Guard{ddbworker.MustExist().Else(fail("GONE")), ddbworker.NewerVersion("v", 3).Else(fail("OLD"))}, "OLD"},
+		{"newer version on a higher fraction (was: rerun)", doc("v", num("3.5")),
+			[]ddbworker.Guard{ddbworker.MustExist().Else(fail("GONE")), ddbworker.NewerVersion("v", 3).Else(fail("OLD"))}, "OLD"},
+		{"newer version on a lower fraction", doc("v", num("2.5")), []ddbworker.Guard{ddbworker.NewerVersion("v", 3).Else(fail("OLD"))}, ""},
+		{"newer version beyond int64 (was: rerun)", doc("v", num("12345678901234567890")), []ddbworker.Guard{ddbworker.NewerVersion("v", 3).Else(fail("OLD"))}, "OLD"},
+		{"newer version on NULL (was: rerun)", doc("v", &types.AttributeValueMemberNULL{Value: true}), []ddbworker.Guard{ddbworker.NewerVersion("v", 3).Else(fail("OLD"))}, "OLD"},
+		{"newer version without the attribute, the next guard fails", doc("s", str("closed")),
+			[]ddbworker.Guard{ddbworker.NewerVersion("v", 3).Else(fail("OLD")), ddbworker.Equal("s", "open").Else(fail("CLOSED"))}, "CLOSED"},
+		{"expect version written 3.0", doc("v", num("3.0")), []ddbworker.Guard{ddbworker.ExpectVersion("v", 3).Else(fail("VERSION"))}, ""},
+	} {
+		pk := "JUDGE#" + strconv.Itoa(i)
+		var seeded map[string]types.AttributeValue
+		if tc.seed != nil {
+			seeded = tc.seed.(*types.AttributeValueMemberM).Value
+			maps.Copy(seeded, dkey(pk, "STATE"))
+			_, err := f.env.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(f.env.Table), Item: seeded})
+			require.NoError(t, err, tc.name)
+		}
+		w := f.render(ddbworker.Update(f.env.Table, goKey(pk, "STATE")).Set("touched", true).Guard(tc.guards...))
+		v, failed := w.Judge(seeded)
+		require.Equal(t, tc.want != "", failed, "%s: the judge on the seeded item", tc.name)
+		err := f.c.Commit(ctx, f.acquire("k-judge-"+strconv.Itoa(i)), []mutation.Write{w}, mutation.Completion{}, 0)
+		if tc.want == "" {
+			require.NoError(t, err, tc.name)
+			require.True(t, has(f.raw(dkey(pk, "STATE")), "touched"), tc.name)
+			continue
+		}
+		var ge *mutation.GuardError
+		require.ErrorAs(t, err, &ge, tc.name)
+		require.Equal(t, mutation.Verdict{Kind: mutation.Fail, Code: tc.want}, ge.Verdict, tc.name)
+		require.Equal(t, v, ge.Verdict, "%s: the judge on the seeded item and on the item DynamoDB returned", tc.name)
 	}
 }
 
