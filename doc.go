@@ -7,9 +7,13 @@
 //   - Build guarded writes without touching DynamoDB's attribute values:
 //     Update, Put, Delete and Check take plain Go keys and values (Key,
 //     Item), and each carries guards — MustExist, CreateOnly, NewerVersion,
-//     ExpectVersion — with the policy that applies when the guard fails:
-//     fail for good with a code, complete as superseded, or re-run the
-//     handler.
+//     ExpectVersion, Equal — with the policy that applies when the guard
+//     fails: fail for good with a code, complete as superseded, or re-run
+//     the handler. This is the one write API: Write.Mutation renders a
+//     write, through feature/dynamodb/expression, as the commit engine's
+//     mutation.Write — its transaction item and the judge of its guards,
+//     which reads the item as it was by DynamoDB's rules — and Raw hands
+//     over a write the builders do not cover.
 //   - Return typed failures (Retryable, Terminal).
 //
 // A handler never writes by itself: it returns its writes in a Result, and

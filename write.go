@@ -3,9 +3,10 @@ package ddbworker
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"strconv"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -49,8 +50,13 @@ const (
 	kindCheck
 )
 
-// Raw wraps a write built with package mutation (any expression, any
-// judge of its failed condition), for what the builders here do not cover.
+// Raw wraps a write the builders here do not cover (any expression
+// DynamoDB takes): a hand-built types.TransactWriteItem and, optionally,
+// the judge of its failed condition (mutation.Judge). Without a judge, a
+// failed condition re-runs the handler (Rerun). The worker commits it as
+// it is; the test kit (ddbworkertest) cannot evaluate its condition and
+// judges it by its policy only: by its judge, asked about the item the
+// test declares, or — with none — as if the condition held.
 func Raw(w mutation.Write) Write { return Write{raw: &w} }
 
 // Update changes the item at key (creating it unless a guard forbids it).
@@ -133,6 +139,10 @@ type Policy struct {
 	outcome string
 }
 
+func (p Policy) verdict() mutation.Verdict {
+	return mutation.Verdict{Kind: p.kind, Code: p.code, Message: p.message, Outcome: p.outcome}
+}
+
 // Fail ends the work for good: FAILED_TERMINAL with code and message, and
 // nothing of the commit applies.
 func Fail(code, message string) Policy {
@@ -152,9 +162,15 @@ func Rerun() Policy { return Policy{kind: mutation.Retry} }
 // Guard is a condition on the item as it is before the commit, with the
 // policy for when it fails. Build one with MustExist, CreateOnly,
 // NewerVersion, ExpectVersion or Equal, and change its policy with Else.
+// An attr names a top-level attribute or, as expression.Name reads it, a
+// path into one: "meta.owner", "lines[2]".
+//
+// A guard is judged as DynamoDB evaluates the condition it builds, on the
+// item as it was, so the commit's cancellation and the test kit
+// (ddbworkertest) name the guard DynamoDB failed.
 type Guard struct {
 	cond   func(keyAttr string) expression.ConditionBuilder
-	failed func(old map[string]types.AttributeValue) bool
+	holds  func(keyAttr string, old map[string]types.AttributeValue) bool
 	policy Policy
 }
 
@@ -164,12 +180,12 @@ func (g Guard) Else(p Policy) Guard {
 	return g
 }
 
-// MustExist holds when the item exists. Default policy: Fail with
-// ITEM_NOT_FOUND.
+// MustExist holds when the item exists (its first key attribute, by name,
+// is there). Default policy: Fail with ITEM_NOT_FOUND.
 func MustExist() Guard {
 	return Guard{
 		cond:   func(k string) expression.ConditionBuilder { return expression.AttributeExists(expression.Name(k)) },
-		failed: func(old map[string]types.AttributeValue) bool { return len(old) == 0 },
+		holds:  func(k string, old map[string]types.AttributeValue) bool { return attribute(old, k) != nil },
 		policy: Fail("ITEM_NOT_FOUND", "the item does not exist"),
 	}
 }
@@ -179,73 +195,60 @@ func MustExist() Guard {
 func CreateOnly() Guard {
 	return Guard{
 		cond:   func(k string) expression.ConditionBuilder { return expression.AttributeNotExists(expression.Name(k)) },
-		failed: func(old map[string]types.AttributeValue) bool { return len(old) > 0 },
+		holds:  func(k string, old map[string]types.AttributeValue) bool { return attribute(old, k) == nil },
 		policy: Supersede("ALREADY_EXISTS"),
 	}
 }
 
-// NewerVersion holds when the item's attr is absent or lower than v: state
-// never rolls back. Default policy: Supersede (an older version arrived
-// late).
+// NewerVersion holds when the item's attr is absent or a number lower than
+// v: state never rolls back. Default policy: Supersede (an older version
+// arrived late).
 func NewerVersion(attr string, v int64) Guard {
 	return Guard{
 		cond: func(string) expression.ConditionBuilder {
 			return expression.AttributeNotExists(expression.Name(attr)).Or(expression.Name(attr).LessThan(expression.Value(v)))
 		},
-		failed: func(old map[string]types.AttributeValue) bool {
-			n, ok := number(old, attr)
-			return ok && n >= v
+		holds: func(_ string, old map[string]types.AttributeValue) bool {
+			got := attribute(old, attr)
+			c, ok := compareNumber(got, v)
+			return got == nil || ok && c < 0
 		},
 		policy: Supersede(""),
 	}
 }
 
-// ExpectVersion holds when the item's attr equals v (optimistic
+// ExpectVersion holds when the item's attr is the number v (optimistic
 // concurrency: the version the handler read). Default policy: Rerun.
 func ExpectVersion(attr string, v int64) Guard {
 	return Guard{
 		cond: func(string) expression.ConditionBuilder { return expression.Name(attr).Equal(expression.Value(v)) },
-		failed: func(old map[string]types.AttributeValue) bool {
-			n, ok := number(old, attr)
-			return !ok || n != v
+		holds: func(_ string, old map[string]types.AttributeValue) bool {
+			c, ok := compareNumber(attribute(old, attr), v)
+			return ok && c == 0
 		},
 		policy: Rerun(),
 	}
 }
 
-// Equal holds when the item's attr equals v. Default policy: Rerun.
+// Equal holds when the item's attr equals v by DynamoDB's rules: the same
+// type (a Go slice is a list, not a set, unless v is a set's
+// types.AttributeValue) and the same value (numbers by value, sets in any
+// order, lists in order, maps member by member). Default policy: Rerun.
 func Equal(attr string, v any) Guard {
-	want, err := attributevalue.Marshal(v)
+	want, err := value(v)
 	return Guard{
 		cond: func(string) expression.ConditionBuilder { return expression.Name(attr).Equal(expression.Value(v)) },
-		failed: func(old map[string]types.AttributeValue) bool {
-			got, ok := old[attr]
-			return err != nil || !ok || !sameValue(got, want)
+		holds: func(_ string, old map[string]types.AttributeValue) bool {
+			return err == nil && sameValue(attribute(old, attr), want)
 		},
 		policy: Rerun(),
 	}
 }
 
-func number(item map[string]types.AttributeValue, attr string) (int64, bool) {
-	v, ok := item[attr].(*types.AttributeValueMemberN)
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(v.Value, 10, 64)
-	return n, err == nil
-}
-
-func sameValue(a, b types.AttributeValue) bool {
-	var x, y any
-	if attributevalue.Unmarshal(a, &x) != nil || attributevalue.Unmarshal(b, &y) != nil {
-		return false
-	}
-	return fmt.Sprint(x) == fmt.Sprint(y)
-}
-
-// Mutation renders the write as the commit's transaction item and the
-// judge of its failed condition (the worker calls it). The judge names the
-// first guard whose condition the item as it was fails.
+// Mutation renders the write as the commit's transaction item, built
+// through feature/dynamodb/expression, and the judge of its guards (the
+// worker calls it; so does the test kit). The judge names the first guard
+// that fails on the item as it was.
 func (w Write) Mutation() (mutation.Write, error) {
 	if w.raw != nil {
 		return *w.raw, nil
@@ -260,34 +263,23 @@ func (w Write) Mutation() (mutation.Write, error) {
 	if err != nil {
 		return mutation.Write{}, w.invalid(fmt.Errorf("key: %w", err))
 	}
-	keyAttr := slices.Sorted(func(yield func(string) bool) {
-		for k := range w.key {
-			if !yield(k) {
-				return
+	keyAttr := slices.Sorted(maps.Keys(w.key))[0]
+	b := expression.NewBuilder()
+	built := false // the builder has an expression: Build refuses an empty one
+	if len(w.guards) > 0 {
+		var cond expression.ConditionBuilder
+		for i, g := range w.guards {
+			if g.cond == nil {
+				return mutation.Write{}, w.invalid(fmt.Errorf("guard %d is the zero Guard", i))
+			}
+			if i == 0 {
+				cond = g.cond(keyAttr)
+			} else {
+				cond = cond.And(g.cond(keyAttr))
 			}
 		}
-	})[0]
-	var cond *expression.ConditionBuilder
-	for i, g := range w.guards {
-		if g.cond == nil {
-			return mutation.Write{}, w.invalid(fmt.Errorf("guard %d is the zero Guard", i))
-		}
-		c := g.cond(keyAttr)
-		if cond != nil {
-			c = cond.And(c)
-		}
-		cond = &c
+		b, built = b.WithCondition(cond), true
 	}
-	guards := w.guards
-	judge := func(old map[string]types.AttributeValue) mutation.Verdict {
-		for _, g := range guards {
-			if g.failed(old) {
-				return mutation.Verdict{Kind: g.policy.kind, Code: g.policy.code, Message: g.policy.message, Outcome: g.policy.outcome}
-			}
-		}
-		return mutation.Verdict{Kind: mutation.Retry} // the item changed between the commit and this judgement
-	}
-	var out mutation.Write
 	switch w.kind {
 	case kindUpdate:
 		if len(w.changes) == 0 {
@@ -297,30 +289,61 @@ func (w Write) Mutation() (mutation.Write, error) {
 		for _, c := range w.changes {
 			upd = c(upd)
 		}
-		out, err = mutation.Update(w.table, key, upd, cond, judge)
-	case kindPut:
-		item, merr := attributevalue.MarshalMap(map[string]any(w.item))
-		if merr != nil {
-			return mutation.Write{}, w.invalid(fmt.Errorf("item: %w", merr))
-		}
-		for k, v := range key {
-			item[k] = v
-		}
-		out, err = mutation.Put(w.table, item, cond, judge)
-	case kindDelete:
-		out, err = mutation.Delete(w.table, key, cond, judge)
+		b, built = b.WithUpdate(upd), true
+	case kindPut, kindDelete:
 	case kindCheck:
-		if cond == nil {
+		if len(w.guards) == 0 {
 			return mutation.Write{}, w.invalid(errors.New("a Check needs a guard"))
 		}
-		out, err = mutation.Check(w.table, key, *cond, judge)
 	default:
 		return mutation.Write{}, w.invalid(errors.New("the zero Write: build one with Update, Put, Delete or Check"))
 	}
-	if err != nil {
-		return mutation.Write{}, w.invalid(err)
+	var ex expression.Expression
+	if built {
+		if ex, err = b.Build(); err != nil {
+			return mutation.Write{}, w.invalid(fmt.Errorf("expression: %w", err))
+		}
 	}
-	return out, nil
+	var old types.ReturnValuesOnConditionCheckFailure
+	if len(w.guards) > 0 {
+		old = types.ReturnValuesOnConditionCheckFailureAllOld // the judge reads the item as it was
+	}
+	table := aws.String(w.table)
+	var item types.TransactWriteItem
+	switch w.kind {
+	case kindUpdate:
+		item.Update = &types.Update{TableName: table, Key: key, UpdateExpression: ex.Update(), ConditionExpression: ex.Condition(),
+			ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(), ReturnValuesOnConditionCheckFailure: old}
+	case kindPut:
+		attrs, err := attributevalue.MarshalMap(map[string]any(w.item))
+		if err != nil {
+			return mutation.Write{}, w.invalid(fmt.Errorf("item: %w", err))
+		}
+		maps.Copy(attrs, key)
+		item.Put = &types.Put{TableName: table, Item: attrs, ConditionExpression: ex.Condition(),
+			ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(), ReturnValuesOnConditionCheckFailure: old}
+	case kindDelete:
+		item.Delete = &types.Delete{TableName: table, Key: key, ConditionExpression: ex.Condition(),
+			ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(), ReturnValuesOnConditionCheckFailure: old}
+	case kindCheck:
+		item.ConditionCheck = &types.ConditionCheck{TableName: table, Key: key, ConditionExpression: ex.Condition(),
+			ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(), ReturnValuesOnConditionCheckFailure: old}
+	}
+	return mutation.Write{Item: item, Judge: judgeOf(w.guards, keyAttr)}, nil
+}
+
+// judgeOf is the judge of a write with guards on an item whose first key
+// attribute (by name) is keyAttr: the first guard that fails on the item
+// as it was decides with its policy.
+func judgeOf(guards []Guard, keyAttr string) mutation.Judge {
+	return func(old map[string]types.AttributeValue) (mutation.Verdict, bool) {
+		for _, g := range guards {
+			if !g.holds(keyAttr, old) {
+				return g.policy.verdict(), true
+			}
+		}
+		return mutation.Verdict{}, false
+	}
 }
 
 func (w Write) invalid(err error) error {

@@ -78,7 +78,9 @@ func TestWriteRenders(t *testing.T) {
 }
 
 // The judge reads the item as it was and names the first guard that fails
-// on it: its policy is the verdict.
+// on it: its policy is the verdict. When none fails, it says so (the
+// commit then re-runs: the item changed between the commit and the
+// judgement).
 func TestGuardVerdicts(t *testing.T) {
 	key := ddbworker.Key{"PK": "CASE#1", "SK": "CASE"}
 	stage := ddbworker.Update("t", key).Set("stage", "review").Set("v", 5).
@@ -98,12 +100,88 @@ func TestGuardVerdicts(t *testing.T) {
 			map[string]types.AttributeValue{"v": n("3")}, mutation.Verdict{Kind: mutation.Retry}},
 		{"equal with another policy", ddbworker.Delete("t", key).Guard(ddbworker.Equal("state", "open").Else(ddbworker.Fail("CLOSED", "closed already"))),
 			map[string]types.AttributeValue{"state": s("closed")}, mutation.Verdict{Kind: mutation.Fail, Code: "CLOSED", Message: "closed already"}},
-		{"nothing fails now: rerun", stage, map[string]types.AttributeValue{"PK": s("CASE#1"), "v": n("1")}, mutation.Verdict{Kind: mutation.Retry}},
+		{"nothing fails", stage, map[string]types.AttributeValue{"PK": s("CASE#1"), "v": n("1")}, mutation.Verdict{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := tc.w.Mutation()
 			require.NoError(t, err)
-			require.Equal(t, tc.want, m.Guard(tc.old))
+			v, failed := m.Judge(tc.old)
+			require.Equal(t, tc.want, v)
+			require.Equal(t, tc.want != mutation.Verdict{}, failed)
+		})
+	}
+}
+
+// Each guard fails exactly when DynamoDB finds its condition false on the
+// item as it was (mutation's TestGuardsJudgedAsDynamoDBEvaluates checks the
+// same cases against DynamoDB Local): paths into maps and lists, numbers by
+// value, no equality across types, sets in any order.
+func TestGuardsHoldAsDynamoDBEvaluates(t *testing.T) {
+	item := func(kv ...any) map[string]types.AttributeValue {
+		out := map[string]types.AttributeValue{"PK": s("CASE#1"), "SK": s("CASE")}
+		for i := 0; i < len(kv); i += 2 {
+			out[kv[i].(string)] = kv[i+1].(types.AttributeValue)
+		}
+		return out
+	}
+	m := func(kv ...any) types.AttributeValue {
+		return &types.AttributeValueMemberM{Value: item(kv...)}
+	}
+	l := func(vs ...types.AttributeValue) types.AttributeValue { return &types.AttributeValueMemberL{Value: vs} }
+	null := &types.AttributeValueMemberNULL{Value: true}
+	for _, tc := range []struct {
+		name  string
+		guard ddbworker.Guard
+		old   map[string]types.AttributeValue
+		holds bool
+	}{
+		{"must exist: no item", ddbworker.MustExist(), nil, false},
+		{"must exist: there", ddbworker.MustExist(), item(), true},
+		{"create only: no item", ddbworker.CreateOnly(), nil, true},
+		{"create only: there", ddbworker.CreateOnly(), item(), false},
+		{"newer version: no item", ddbworker.NewerVersion("v", 3), nil, true},
+		{"newer version: no attribute", ddbworker.NewerVersion("v", 3), item(), true},
+		{"newer version: lower", ddbworker.NewerVersion("v", 3), item("v", n("2")), true},
+		{"newer version: same", ddbworker.NewerVersion("v", 3), item("v", n("3")), false},
+		{"newer version: a lower fraction", ddbworker.NewerVersion("v", 3), item("v", n("2.5")), true},
+		{"newer version: a higher fraction", ddbworker.NewerVersion("v", 3), item("v", n("3.5")), false},
+		{"newer version: beyond int64", ddbworker.NewerVersion("v", 3), item("v", n("12345678901234567890")), false},
+		{"newer version: a string is never lower", ddbworker.NewerVersion("v", 3), item("v", s("1")), false},
+		{"newer version: NULL exists", ddbworker.NewerVersion("v", 3), item("v", null), false},
+		{"newer version: nested", ddbworker.NewerVersion("meta.v", 3), item("v", n("9"), "meta", m("v", n("2"))), true},
+		{"expect version: same", ddbworker.ExpectVersion("v", 3), item("v", n("3")), true},
+		{"expect version: same, written 3.0", ddbworker.ExpectVersion("v", 3), item("v", n("3.0")), true},
+		{"expect version: other", ddbworker.ExpectVersion("v", 3), item("v", n("4")), false},
+		{"expect version: a string", ddbworker.ExpectVersion("v", 3), item("v", s("3")), false},
+		{"expect version: absent", ddbworker.ExpectVersion("v", 3), item(), false},
+		{"equal: string", ddbworker.Equal("state", "open"), item("state", s("open")), true},
+		{"equal: a number is not its string", ddbworker.Equal("n", 1), item("n", s("1")), false},
+		{"equal: absent", ddbworker.Equal("state", "open"), item(), false},
+		{"equal: nested member", ddbworker.Equal("meta.owner", "ann"), item("meta", m("owner", s("ann"))), true},
+		{"equal: nested member differs", ddbworker.Equal("meta.owner", "ann"), item("meta", m("owner", s("bob")), "meta.owner", s("ann")), false},
+		{"equal: list element", ddbworker.Equal("tags[1]", "y"), item("tags", l(s("x"), s("y"))), true},
+		{"equal: list element out of range", ddbworker.Equal("tags[2]", "y"), item("tags", l(s("x"), s("y"))), false},
+		{"equal: list in order", ddbworker.Equal("tags", []string{"x", "y"}), item("tags", l(s("x"), s("y"))), true},
+		{"equal: list out of order", ddbworker.Equal("tags", []string{"x", "y"}), item("tags", l(s("y"), s("x"))), false},
+		{"equal: a list is not a set", ddbworker.Equal("tags", []string{"x", "y"}), item("tags", &types.AttributeValueMemberSS{Value: []string{"x", "y"}}), false},
+		{"equal: sets in any order", ddbworker.Equal("tags", &types.AttributeValueMemberSS{Value: []string{"y", "x"}}), item("tags", &types.AttributeValueMemberSS{Value: []string{"x", "y"}}), true},
+		{"equal: number sets by value", ddbworker.Equal("ns", &types.AttributeValueMemberNS{Value: []string{"1", "2"}}), item("ns", &types.AttributeValueMemberNS{Value: []string{"2.0", "1"}}), true},
+		{"equal: map, numbers by value", ddbworker.Equal("m", map[string]any{"k": 1}), item("m", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"k": n("1.0")}}), true},
+		{"equal: map member of another type", ddbworker.Equal("m", map[string]any{"k": 1}), item("m", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"k": s("1")}}), false},
+		{"equal: map with another member", ddbworker.Equal("m", map[string]any{"k": 1}), item("m", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"k": n("1"), "j": n("1")}}), false},
+		{"equal: nil is NULL", ddbworker.Equal("x", nil), item("x", null), true},
+		{"equal: bool", ddbworker.Equal("ok", true), item("ok", &types.AttributeValueMemberBOOL{Value: true}), true},
+		{"equal: binary", ddbworker.Equal("raw", []byte{1, 2}), item("raw", &types.AttributeValueMemberB{Value: []byte{1, 2}}), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := ddbworker.Update("t", ddbworker.Key{"PK": "CASE#1", "SK": "CASE"}).Set("touched", true).
+				Guard(tc.guard.Else(ddbworker.Fail("FAILED", ""))).Mutation()
+			require.NoError(t, err)
+			v, failed := m.Judge(tc.old)
+			require.Equal(t, !tc.holds, failed)
+			if failed {
+				require.Equal(t, mutation.Verdict{Kind: mutation.Fail, Code: "FAILED"}, v)
+			}
 		})
 	}
 }

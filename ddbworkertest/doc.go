@@ -10,48 +10,50 @@
 //	res.RequireApplied(t)
 //	inv := res.RequireWrite(t, "app", invoices.InvoiceKey("o-1"))
 //
-// It owns the unit-test kit for handler authors:
+// It owns the unit-test kit for handler authors, and no decision of its
+// own — each is the worker's:
 //
 //   - building a delivery: a valid envelope for a message type and payload
 //     with defaults and options (NewMessage), or an envelope or a raw body
 //     of the test's own (FromEnvelope, FromBody), each decoded by the
-//     worker's real envelope decoder, so a rejected envelope shows the code
-//     the worker records;
-//   - running it as the worker does (Worker.Work): the type looked up in a
-//     Registry (UNKNOWN_MESSAGE_TYPE when missing), the handler called with
-//     the Message it would see, a panic recovered as retryable
-//     HANDLER_PANIC, an error classified as the worker classifies it
-//     (HANDLER_ERROR, infrastructure trouble, the attempts policy that
-//     makes a failure of the last attempt terminal);
-//   - rendering the writes (Write): table, kind, key and item as plain Go
-//     values, the update and the condition with names and values resolved,
-//     and an invalid write as the terminal INVALID_HANDLER_RESULT the
-//     commit raises (two writes to one item as DynamoDB's
-//     INVALID_TRANSACTION);
+//     worker's real envelope decoder, so a rejected envelope ends terminal
+//     with the code the worker records (and UNKNOWN_MESSAGE_TYPE for a type
+//     the Registry does not know);
+//   - running the handler with the Message the worker would give it, a
+//     panic recovered as retryable HANDLER_PANIC;
+//   - rendering the writes (Write) through ddbworker.Write.Mutation, as the
+//     worker does: table, kind, key and item as plain Go values, the update
+//     and the condition with names and values resolved; a write that does
+//     not render, or that the commit's own check refuses
+//     (mutation.CheckWrites), is the terminal INVALID_HANDLER_RESULT the
+//     worker records, and two writes to one item DynamoDB's
+//     INVALID_TRANSACTION;
 //   - judging the commit against the items the test says are there before
-//     it (Existing; none by default): each write's condition is evaluated
-//     against its item, the first one that fails names the verdict through
-//     its guard's own judge (mutation.Write.Guard, called with the item or
-//     nil), and the Result says what the worker does — Applied, Superseded
-//     with an outcome, Terminal with a code, Rerun, or Retryable;
+//     it (Existing; none by default): each write's judge (mutation.Judge)
+//     is asked about the item at its table and key, in write order, and
+//     the first write one of whose guards fails stands for the cancelled
+//     transaction (a *mutation.GuardError with its verdict), exactly as the
+//     commit's cancellation names it. Every guard the builders make
+//     (MustExist, CreateOnly, NewerVersion, ExpectVersion, Equal, on
+//     top-level or nested attributes) is judged exactly as DynamoDB
+//     evaluates its condition; only a ddbworker.Raw write is judged by its
+//     policy alone: by its own judge, or — with none — taken to hold
+//     (Write.Eval is PolicyOnly);
+//   - settling the run as the worker's run and record stages do, with the
+//     same package (internal/judge): judge.Of turns the handler's error or
+//     the cancelled commit into Applied, Superseded (with an outcome),
+//     Rerun or a failure, and judge.Attempt puts a business failure through
+//     the attempts policy (the envelope's attemptPolicy, or
+//     DefaultMaxAttempts), which may make it Terminal; infrastructure
+//     trouble stays Retryable and counts no attempt;
 //   - assertions in require style (RequireApplied, RequireSuperseded,
 //     RequireRerun, RequireTerminal, RequireRetryable, RequireWrite).
 //
 // It is not DynamoDB. It runs no transaction, keeps no inbox, has no gate
 // and no lease: nothing is written anywhere, a Rerun is reported and not
 // run, duplicates and takeovers are not simulated, attemptPolicy.notBefore
-// does not defer, and the handler's own reads (if it reads) go wherever the
-// handler sends them. The condition evaluator decides the forms the front
-// door builds and a little more — attribute_exists, attribute_not_exists,
-// the comparisons = <> < <= > >= (orderings on numbers, strings and
-// binaries; equality on every type), AND, OR, NOT and parentheses, on
-// top-level and nested paths — with DynamoDB's rules for a missing
-// attribute (= and the orderings are false, <> is true) and for values of
-// different types. Any other form (begins_with, contains, size,
-// attribute_type, BETWEEN, IN, or an expression DynamoDB would refuse) is
-// judged by the guard's policy only, not by DynamoDB: the guard's judge is
-// asked about the item, and an answer other than Rerun counts as the
-// condition failing (Write.Eval is PolicyOnly). The protocol itself — the
-// gate, the fenced commit, the inbox, the DLQ — is tested against the real
-// emulators in this repository's `make test`.
+// does not defer, a payload by reference is not fetched, and the handler's
+// own reads (if it reads) go wherever the handler sends them. The protocol
+// itself — the gate, the fenced commit, the inbox, the DLQ — is tested
+// against the real emulators in this repository's `make test`.
 package ddbworkertest

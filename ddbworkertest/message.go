@@ -142,9 +142,12 @@ func OccurredAt(t time.Time) Option { return edit(func(e *envelope.Envelope) { e
 // the order given.
 func Edit(f func(e *envelope.Envelope)) Option { return edit(f) }
 
-// Attempt sets the business attempt the handler runs as (Message.Attempt;
-// default 1). The attempts policy judges a failure by it: a retryable
-// failure of the last attempt ends terminal MAX_ATTEMPTS_EXCEEDED.
+// Attempt sets the business attempt this delivery runs as
+// (Message.Attempt; default 1). The worker counts an attempt when it
+// records a business failure, so attempt n is the run after n-1 recorded
+// failures (infrastructure trouble counts none). The attempts policy
+// judges a failure by it: a retryable failure of the last attempt ends
+// terminal MAX_ATTEMPTS_EXCEEDED.
 func Attempt(n int) Option { return func(m *Message) { m.attempt = n } }
 
 // ReceiveCount sets SQS's ApproximateReceiveCount the handler sees

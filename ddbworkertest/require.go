@@ -81,7 +81,7 @@ func writesAt(w Write, key map[string]types.AttributeValue) bool {
 	switch it := w.Mutation.Item; {
 	case it.Put != nil:
 		for k, v := range key {
-			if x, ok := it.Put.Item[k]; !ok || !equal(x, v) {
+			if x, ok := it.Put.Item[k]; !ok || !sameKeyValue(x, v) {
 				return false
 			}
 		}

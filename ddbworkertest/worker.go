@@ -19,7 +19,7 @@ import (
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/failure"
-	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/judge"
 	"github.com/ddbworker/ddbworker/mutation"
 )
 
@@ -28,10 +28,12 @@ import (
 const DefaultMaxAttempts = failure.DefaultMaxAttempts
 
 // Worker runs a handler on a message the way the worker does — decode,
-// route, run (recovering a panic), render the writes, judge the commit —
-// in memory, in an ordinary unit test. Build one with New or NewRegistry;
-// Before says what the tables hold. A Worker is immutable and safe for
-// concurrent use (if its handler is).
+// route, run (recovering a panic), render the writes, judge the commit
+// with the writes' own judges, and settle the run with the worker's own
+// judgement (package internal/judge) — in memory, in an ordinary unit
+// test. Build one with New or NewRegistry; Before says what the tables
+// hold. A Worker is immutable and safe for concurrent use (if its handler
+// is).
 type Worker struct {
 	handler ddbworker.Handler
 	reg     *ddbworker.Registry
@@ -245,12 +247,14 @@ func (w *Worker) Work(ctx context.Context, msg Message) (*Result, error) {
 	r := &Result{FailedWrite: -1}
 	env, err := (*envelope.Decoder)(nil).Decode(body)
 	if err != nil {
+		// Refused before it is work, as the worker's admit refuses it: a
+		// rejection recorded terminal with the decoder's code.
 		code := failure.CodeHandlerError
 		var ee *envelope.Error
 		if errors.As(err, &ee) {
 			code = string(ee.Code)
 		}
-		r.fail(&failure.Error{Kind: failure.Terminal, Code: code, Message: err.Error(), Err: err}, msg.attempt)
+		r.reject(&failure.Error{Kind: failure.Terminal, Code: code, Message: err.Error(), Err: err})
 		return r, nil
 	}
 	r.Envelope = env
@@ -258,7 +262,7 @@ func (w *Worker) Work(ctx context.Context, msg Message) (*Result, error) {
 	if w.reg != nil {
 		rt, ok := w.reg.Lookup(env.MessageType)
 		if !ok {
-			r.fail(failure.NewTerminal(failure.CodeUnknownMessageType, fmt.Sprintf("no handler for message type %q", env.MessageType)), msg.attempt)
+			r.reject(failure.NewTerminal(failure.CodeUnknownMessageType, fmt.Sprintf("no handler for message type %q", env.MessageType)))
 			return r, nil
 		}
 		h = rt.Handler
@@ -266,19 +270,22 @@ func (w *Worker) Work(ctx context.Context, msg Message) (*Result, error) {
 	r.Message = &ddbworker.Message{Envelope: env, SQSMessageID: DefaultSQSMessageID, ReceiveCount: msg.receiveCount, Attempt: msg.attempt}
 	r.Returned, r.Panic, r.Err = run(ctx, h, r.Message)
 
-	var invalid error
+	writes := make([]mutation.Write, len(r.Returned.Writes))
+	var invalid error // the first write that does not render, as the worker's commit stage reports it
 	r.Writes = make([]Write, len(r.Returned.Writes))
 	for i, wr := range r.Returned.Writes {
 		r.Writes[i].Index = i
 		m, err := wr.Mutation()
-		if err == nil {
-			err = checkItem(i, m)
-		}
 		if err != nil {
 			r.Writes[i].Err = err
 			if invalid == nil {
 				invalid = fmt.Errorf("write %d: %w", i, err)
 			}
+			continue
+		}
+		writes[i] = m
+		if err := m.Check(); err != nil { // shown invalid; the commit's own check refuses it
+			r.Writes[i].Err = failure.Wrap(failure.Terminal, failure.CodeInvalidResult, err)
 			continue
 		}
 		render(&r.Writes[i], m)
@@ -290,21 +297,15 @@ func (w *Worker) Work(ctx context.Context, msg Message) (*Result, error) {
 		}
 	}
 
-	switch {
-	case r.Err != nil:
-		r.fail(failure.Classify(r.Err, failure.CodeHandlerError), msg.attempt)
-	case invalid != nil:
-		r.fail(failure.Classify(invalid, failure.CodeHandlerError), msg.attempt)
-	case len(r.Writes) > mutation.MaxWrites:
-		r.fail(failure.Wrap(failure.Terminal, failure.CodeInvalidResult,
-			fmt.Errorf("%w: %d domain writes, at most %d", mutation.ErrInvalidWrite, len(r.Writes), mutation.MaxWrites)), msg.attempt)
-	default:
-		if err := duplicates(r.Writes, keys); err != nil {
-			r.fail(failure.Wrap(failure.Terminal, failure.CodeInvalidTransaction, err), msg.attempt)
-			break
-		}
-		r.judge(items, keys, msg.attempt)
+	// What the worker's run stage sees: the handler's error, or its
+	// commit's. The run is the handler's first (Message.Run 0), which a
+	// Rerun guard re-runs under any worker that re-runs at all
+	// (worker.Config.MaxGuardRetries, default 3).
+	err = r.Err
+	if err == nil {
+		err = r.commit(writes, items, keys, invalid)
 	}
+	r.settle(judge.Of(err, r.Returned.Outcome, 0, 1), msg.attempt)
 	return r, nil
 }
 
@@ -320,41 +321,76 @@ func run(ctx context.Context, h ddbworker.Handler, m *ddbworker.Message) (res dd
 	return res, nil, err
 }
 
-// checkItem is the commit's check of a write built with ddbworker.Raw:
-// exactly one action.
-func checkItem(i int, m mutation.Write) error {
-	n := 0
-	for _, set := range []bool{m.Item.Put != nil, m.Item.Update != nil, m.Item.Delete != nil, m.Item.ConditionCheck != nil} {
-		if set {
-			n++
+// commit is what the worker's commit would return for the rendered writes
+// on the items before it: a write that does not render, the commit's own
+// check (mutation.CheckWrites), DynamoDB's refusal of two writes to one
+// item, or — the transaction cancelled by a domain guard — a
+// *mutation.GuardError for the first write one of whose guards fails on
+// its item, with that write's verdict; nil when the writes apply. Every
+// write's guards are evaluated (Write.Eval), in order, by the write's own
+// judge.
+func (r *Result) commit(writes []mutation.Write, items []stored, keys []map[string]types.AttributeValue, invalid error) error {
+	if invalid != nil {
+		return invalid
+	}
+	if err := mutation.CheckWrites(writes); err != nil {
+		return err
+	}
+	if err := duplicates(r.Writes, keys); err != nil {
+		return failure.Wrap(failure.Terminal, failure.CodeInvalidTransaction, err)
+	}
+	var cancelled *mutation.GuardError
+	for i, m := range writes {
+		w := &r.Writes[i]
+		old := lookup(items, w.Table, keys[i])
+		switch {
+		case !conditional(m.Item):
+			w.Eval = Unconditional
+		case m.Judge == nil:
+			w.Eval = PolicyOnly
+		default:
+			v, failed := m.Judge(old)
+			w.Eval = Holds
+			if failed {
+				w.Eval = Fails
+				if cancelled == nil {
+					cancelled = &mutation.GuardError{Index: i, Verdict: v, Old: old}
+				}
+			}
 		}
 	}
-	if n != 1 {
-		return failure.Wrap(failure.Terminal, failure.CodeInvalidResult,
-			fmt.Errorf("%w: write %d must set exactly one of Put, Update, Delete, ConditionCheck", mutation.ErrInvalidWrite, i))
+	if cancelled != nil {
+		return cancelled
 	}
 	return nil
 }
 
-// fail records f as the worker settles it: infrastructure trouble is
-// retried without counting the attempt; any other failure goes through the
-// attempts policy (the envelope's attemptPolicy, or DefaultMaxAttempts),
-// which may make a retryable failure terminal.
-func (r *Result) fail(f *failure.Error, attempt int) {
-	if !f.Infrastructure() {
-		p := failure.Policy{MaxAttempts: DefaultMaxAttempts}
-		if r.Envelope != nil && r.Envelope.AttemptPolicy != nil {
-			ap := r.Envelope.AttemptPolicy
-			if ap.MaxBusinessAttempts > 0 {
-				p.MaxAttempts = ap.MaxBusinessAttempts
-			}
-			p.TerminalAfterCodes = ap.TerminalAfterCodes
-			if ap.RetryableUntil != nil {
-				p.RetryableUntil = *ap.RetryableUntil
-			}
-		}
-		f = p.After(f, attempt, time.Now())
+// reject records f, a delivery refused before it is work, as the worker
+// records a rejection: terminal, with no attempt.
+func (r *Result) reject(f *failure.Error) {
+	r.Kind = Terminal
+	r.Failure = &Failure{Kind: Terminal, Code: f.Code, Message: f.Message, Err: f}
+}
+
+// settle is the worker's record stage for the run's judgement j (package
+// internal/judge, which the worker's run stage uses): applied, superseded,
+// rerun, or a failure — infrastructure trouble as it is (no attempt), a
+// business failure of attempt through the attempts policy (the envelope's
+// attemptPolicy, or DefaultMaxAttempts), which may make it terminal.
+func (r *Result) settle(j judge.Run, attempt int) {
+	r.FailedWrite = j.Guard
+	switch j.Kind {
+	case judge.Applied:
+		r.Kind, r.Outcome, r.ResultRef = Applied, j.Outcome, r.Returned.ResultRef
+		return
+	case judge.Superseded:
+		r.Kind, r.Outcome = Superseded, j.Outcome
+		return
+	case judge.Rerun:
+		r.Kind = Rerun
+		return
 	}
+	f := judge.Attempt(j.Failure, r.attempts(), attempt, time.Now())
 	r.Kind = Retryable
 	if f.IsTerminal() {
 		r.Kind = Terminal
@@ -362,74 +398,33 @@ func (r *Result) fail(f *failure.Error, attempt int) {
 	r.Failure = &Failure{Kind: r.Kind, Code: f.Code, Message: f.Message, Infrastructure: f.Infrastructure(), Err: f}
 }
 
-// judge decides the commit: the first write whose condition fails on the
-// item before it names the verdict through its guard's judge; if none
-// fails, the writes apply.
-func (r *Result) judge(items []stored, keys []map[string]types.AttributeValue, attempt int) {
-	var verdict mutation.Verdict
-	for i := range r.Writes {
-		w := &r.Writes[i]
-		old := lookup(items, w.Table, keys[i])
-		expr, names, values := condition(w.Mutation.Item)
-		if expr == "" {
-			w.Eval = Unconditional
-			continue
-		}
-		t := unknown
-		if c, err := parseCondition(expr, names); err == nil {
-			t = evaluate(c, old, values)
-		}
-		var failed bool
-		var v mutation.Verdict
-		switch t {
-		case yes:
-			w.Eval = Holds
-		case no:
-			w.Eval, failed, v = Fails, true, guardVerdict(w.Mutation, old)
-		default:
-			w.Eval = PolicyOnly
-			v = guardVerdict(w.Mutation, old)
-			failed = v.Kind != mutation.Retry
-		}
-		if failed && r.FailedWrite < 0 {
-			r.FailedWrite, verdict = i, v
+// attempts is the attempts policy of the work, as the worker reads it from
+// the envelope's attemptPolicy.
+func (r *Result) attempts() failure.Policy {
+	p := failure.Policy{MaxAttempts: DefaultMaxAttempts}
+	if ap := r.Envelope.AttemptPolicy; ap != nil {
+		p.MaxAttempts = cmp.Or(ap.MaxBusinessAttempts, p.MaxAttempts)
+		p.TerminalAfterCodes = ap.TerminalAfterCodes
+		if ap.RetryableUntil != nil {
+			p.RetryableUntil = *ap.RetryableUntil
 		}
 	}
-	if r.FailedWrite < 0 {
-		r.Kind, r.Outcome, r.ResultRef = Applied, cmp.Or(r.Returned.Outcome, inbox.OutcomeApplied), r.Returned.ResultRef
-		return
-	}
-	switch verdict.Kind {
-	case mutation.Supersede:
-		r.Kind, r.Outcome = Superseded, cmp.Or(verdict.Outcome, inbox.OutcomeSuperseded)
-	case mutation.Fail:
-		r.fail(failure.NewTerminal(verdict.Code, cmp.Or(verdict.Message, fmt.Sprintf("domain write %d failed its condition", r.FailedWrite))), attempt)
-	default:
-		r.Kind = Rerun
-	}
+	return p
 }
 
-// guardVerdict is the judge's verdict on the item as it was (nil: none); a
-// write without a judge re-runs, as in the commit.
-func guardVerdict(m mutation.Write, old map[string]types.AttributeValue) mutation.Verdict {
-	if m.Guard == nil {
-		return mutation.Verdict{Kind: mutation.Retry}
-	}
-	return m.Guard(old)
-}
-
-func condition(it types.TransactWriteItem) (string, map[string]string, map[string]types.AttributeValue) {
+// conditional reports whether a transaction item has a condition.
+func conditional(it types.TransactWriteItem) bool {
 	switch {
 	case it.Put != nil:
-		return aws.ToString(it.Put.ConditionExpression), it.Put.ExpressionAttributeNames, it.Put.ExpressionAttributeValues
+		return aws.ToString(it.Put.ConditionExpression) != ""
 	case it.Update != nil:
-		return aws.ToString(it.Update.ConditionExpression), it.Update.ExpressionAttributeNames, it.Update.ExpressionAttributeValues
+		return aws.ToString(it.Update.ConditionExpression) != ""
 	case it.Delete != nil:
-		return aws.ToString(it.Delete.ConditionExpression), it.Delete.ExpressionAttributeNames, it.Delete.ExpressionAttributeValues
+		return aws.ToString(it.Delete.ConditionExpression) != ""
 	case it.ConditionCheck != nil:
-		return aws.ToString(it.ConditionCheck.ConditionExpression), it.ConditionCheck.ExpressionAttributeNames, it.ConditionCheck.ExpressionAttributeValues
+		return aws.ToString(it.ConditionCheck.ConditionExpression) != ""
 	}
-	return "", nil, nil
+	return false
 }
 
 // store marshals the Existing items.
@@ -449,7 +444,7 @@ func (w *Worker) store() ([]stored, error) {
 			return nil, fmt.Errorf("%s: item: %w", where, err)
 		}
 		for k, v := range key {
-			if x, ok := item[k]; ok && !equal(x, v) {
+			if x, ok := item[k]; ok && !sameKeyValue(x, v) {
 				return nil, fmt.Errorf("%s: the item's %s is %s, its key's %s", where, k, literal(x), literal(v))
 			}
 			item[k] = v
@@ -555,7 +550,7 @@ func sameKey(a, b map[string]types.AttributeValue) bool {
 	}
 	for k, v := range a {
 		w, ok := b[k]
-		if !ok || !equal(v, w) {
+		if !ok || !sameKeyValue(v, w) {
 			return false
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
@@ -333,7 +334,7 @@ func TestInvalidWrites(t *testing.T) {
 		{"update without changes", []ddbworker.Write{ddbworker.Update("t", key).Set("a", 1), ddbworker.Update("t", key)}, failure.CodeInvalidResult, 1, "an Update needs at least one change"},
 		{"check without guard", []ddbworker.Write{ddbworker.Check("t", key)}, failure.CodeInvalidResult, 0, "a Check needs a guard"},
 		{"zero write", []ddbworker.Write{{}}, failure.CodeInvalidResult, 0, "a write needs a table and a key"},
-		{"raw write with no action", []ddbworker.Write{ddbworker.Raw(mutation.Write{})}, failure.CodeInvalidResult, 0, "must set exactly one of"},
+		{"raw write with no action", []ddbworker.Write{ddbworker.Raw(mutation.Write{})}, failure.CodeInvalidResult, 0, "write 0: mutation: invalid writes: it sets 0 of"},
 		{"too many writes", many, failure.CodeInvalidResult, -1, "100 domain writes, at most 99"},
 		{"two writes to one item", []ddbworker.Write{ddbworker.Update("t", key).Set("a", 1), ddbworker.Put("t", key, ddbworker.Item{"b": 2})},
 			failure.CodeInvalidTransaction, -1, "Transaction request cannot include multiple operations on one item (writes 0 and 1: t {PK: \"a\", SK: \"b\"})"},
@@ -359,35 +360,105 @@ func TestInvalidWrites(t *testing.T) {
 	}
 }
 
-// Conditions the kit does not evaluate are judged by the guard's policy
-// only.
-func TestPolicyOnly(t *testing.T) {
-	key := map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "CASE#c-1"}, "SK": &types.AttributeValueMemberS{Value: "CASE"}}
-	prefixed := func(g mutation.Guard) ddbworker.Write {
-		cond := expression.Name("stage").BeginsWith("rev")
-		w, err := mutation.Update("t", key, expression.Set(expression.Name("n"), expression.Value(1)), &cond, g)
-		require.NoError(t, err)
-		return ddbworker.Raw(w)
+// Every guard of the builders is evaluated exactly, by the write's own
+// judge — the one the commit asks when DynamoDB cancels the transaction —
+// on the item the test declares. The old kit parsed the condition back and
+// asked the judge only for a policy; where the two disagreed it reported
+// the wrong outcome (in parentheses: what it said).
+func TestGuardsJudgedExactly(t *testing.T) {
+	at := func(item ddbworker.Item) ddbworkertest.Existing {
+		return ddbworkertest.Existing{Table: "t", Key: caseKey, Item: item}
 	}
-	res := ddbworkertest.New(returning(prefixed(mutation.Terminal("NOT_IN_REVIEW", "")))).RequireWork(t, msg())
-	res.RequireTerminal(t, "NOT_IN_REVIEW")
+	update := func(guards ...ddbworker.Guard) ddbworker.Write {
+		return ddbworker.Update("t", caseKey).Set("stage", "review").Guard(guards...)
+	}
+	fail := func(code string) ddbworker.Policy { return ddbworker.Fail(code, "") }
+	for _, tc := range []struct {
+		name   string
+		write  ddbworker.Write
+		before ddbworker.Item
+		kind   ddbworkertest.Kind
+		want   string // the outcome (Superseded) or code (Terminal)
+	}{
+		{"equal on a map whose member has another type (rerun)", update(ddbworker.Equal("m", map[string]any{"k": 1}).Else(fail("M"))),
+			ddbworker.Item{"m": map[string]any{"k": "1"}}, ddbworkertest.Terminal, "M"},
+		{"equal on a map, numbers by value", update(ddbworker.Equal("m", map[string]any{"k": 1, "l": []any{"x"}}).Else(fail("M"))),
+			ddbworker.Item{"m": map[string]any{"k": 1.0, "l": []string{"x"}}}, ddbworkertest.Applied, "APPLIED"},
+		{"equal on a list out of order", update(ddbworker.Equal("tags", []string{"a", "b"}).Else(fail("TAGS"))),
+			ddbworker.Item{"tags": []string{"b", "a"}}, ddbworkertest.Terminal, "TAGS"},
+		{"equal: a number is not its string (rerun)", update(ddbworker.Equal("n", 1).Else(fail("N"))),
+			ddbworker.Item{"n": "1"}, ddbworkertest.Terminal, "N"},
+		{"newer version on a fraction, with must-exist (rerun)", update(ddbworker.MustExist(), ddbworker.NewerVersion("v", 3).Else(ddbworker.Supersede("OLD"))),
+			ddbworker.Item{"v": 3.5}, ddbworkertest.Superseded, "OLD"},
+		{"newer version on a string (rerun)", update(ddbworker.MustExist(), ddbworker.NewerVersion("v", 3).Else(ddbworker.Supersede("OLD"))),
+			ddbworker.Item{"v": "1"}, ddbworkertest.Superseded, "OLD"},
+		{"newer version on a missing attribute, another guard fails", update(ddbworker.NewerVersion("v", 3), ddbworker.Equal("state", "open").Else(fail("CLOSED"))),
+			ddbworker.Item{"state": "closed"}, ddbworkertest.Terminal, "CLOSED"},
+		{"a nested member holds, the next guard fails (OWNER)", update(ddbworker.Equal("meta.owner", "ann").Else(fail("OWNER")), ddbworker.ExpectVersion("v", 1).Else(fail("VERSION"))),
+			ddbworker.Item{"meta": map[string]any{"owner": "ann"}, "v": 2}, ddbworkertest.Terminal, "VERSION"},
+		{"a list element", update(ddbworker.Equal("lines[1].sku", "B-2").Else(fail("SKU"))),
+			ddbworker.Item{"lines": []any{map[string]any{"sku": "A-1"}, map[string]any{"sku": "B-2"}}}, ddbworkertest.Applied, "APPLIED"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := ddbworkertest.New(returning(tc.write)).Before(at(tc.before)).RequireWork(t, msg())
+			switch tc.kind {
+			case ddbworkertest.Applied:
+				res.RequireApplied(t)
+				require.Equal(t, ddbworkertest.Holds, res.Writes[0].Eval)
+				return
+			case ddbworkertest.Superseded:
+				require.Zero(t, res.RequireSuperseded(t, tc.want))
+			case ddbworkertest.Terminal:
+				res.RequireTerminal(t, tc.want)
+				require.Zero(t, res.FailedWrite)
+			}
+			require.Equal(t, ddbworkertest.Fails, res.Writes[0].Eval)
+		})
+	}
+}
+
+// A Raw write is judged by its policy only: by its judge, asked about the
+// item the test declares; with no judge, its condition is taken to hold
+// (the commit would re-run the handler if DynamoDB failed it).
+func TestRawWrites(t *testing.T) {
+	key := map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "CASE#c-1"}, "SK": &types.AttributeValueMemberS{Value: "CASE"}}
+	raw := func(cond *expression.ConditionBuilder, j mutation.Judge) ddbworker.Write {
+		b := expression.NewBuilder().WithUpdate(expression.Set(expression.Name("n"), expression.Value(1)))
+		if cond != nil {
+			b = b.WithCondition(*cond)
+		}
+		ex, err := b.Build()
+		require.NoError(t, err)
+		return ddbworker.Raw(mutation.Write{Item: types.TransactWriteItem{Update: &types.Update{
+			TableName: aws.String("t"), Key: key, UpdateExpression: ex.Update(), ConditionExpression: ex.Condition(),
+			ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(),
+		}}, Judge: j})
+	}
+	prefixed := expression.Name("stage").BeginsWith("rev")
+	inReview := func(old map[string]types.AttributeValue) (mutation.Verdict, bool) {
+		s, ok := old["stage"].(*types.AttributeValueMemberS)
+		return mutation.Verdict{Kind: mutation.Fail, Code: "NOT_IN_REVIEW"}, !ok || !strings.HasPrefix(s.Value, "rev")
+	}
+	inStage := func(stage string) ddbworkertest.Existing {
+		return ddbworkertest.Existing{Table: "t", Key: caseKey, Item: ddbworker.Item{"stage": stage}}
+	}
+
+	res := ddbworkertest.New(returning(raw(&prefixed, nil))).RequireWork(t, msg())
+	res.RequireApplied(t)
 	require.Equal(t, ddbworkertest.PolicyOnly, res.Writes[0].Eval)
 	require.Equal(t, `begins_with(stage, "rev")`, res.Writes[0].Condition)
+	require.Contains(t, res.String(), `IF begins_with(stage, "rev")  [judged by its policy only: no judge, taken to hold]`)
 
-	res = ddbworkertest.New(returning(prefixed(mutation.RetryConflict()))).RequireWork(t, msg())
-	res.RequireApplied(t)
-	require.Equal(t, ddbworkertest.PolicyOnly, res.Writes[0].Eval)
-
-	// A raw write the kit can evaluate is evaluated; its judge decides
-	// only once the condition fails.
-	cond := mutation.MustExist("PK")
-	w, err := mutation.Delete("t", key, &cond, mutation.IfMissing(mutation.Terminal("GONE", "gone"), mutation.Superseded("")))
-	require.NoError(t, err)
-	res = ddbworkertest.New(returning(ddbworker.Raw(w))).RequireWork(t, msg())
-	require.Equal(t, "gone", res.RequireTerminal(t, "GONE").Message)
-	res = ddbworkertest.New(returning(ddbworker.Raw(w))).Before(ddbworkertest.Existing{Table: "t", Key: caseKey}).RequireWork(t, msg())
+	res = ddbworkertest.New(returning(raw(&prefixed, inReview))).Before(inStage("intake")).RequireWork(t, msg())
+	res.RequireTerminal(t, "NOT_IN_REVIEW")
+	require.Equal(t, ddbworkertest.Fails, res.Writes[0].Eval)
+	res = ddbworkertest.New(returning(raw(&prefixed, inReview))).Before(inStage("review")).RequireWork(t, msg())
 	res.RequireApplied(t)
 	require.Equal(t, ddbworkertest.Holds, res.Writes[0].Eval)
+
+	res = ddbworkertest.New(returning(raw(nil, inReview))).RequireWork(t, msg())
+	res.RequireApplied(t)
+	require.Equal(t, ddbworkertest.Unconditional, res.Writes[0].Eval, "without a condition the judge is never asked")
 }
 
 func TestRendering(t *testing.T) {

@@ -1,8 +1,10 @@
 package ddbworkertest
 
 import (
+	"bytes"
 	"encoding/hex"
 	"maps"
+	"math/big"
 	"regexp"
 	"slices"
 	"strconv"
@@ -38,7 +40,7 @@ type Write struct {
 	// `attribute_exists(PK) AND (attribute_not_exists(v) OR v < 7)`; ""
 	// when the write is unguarded.
 	Condition string
-	// Eval is how the condition judged the item before the commit.
+	// Eval is what the write's judge made of the item before the commit.
 	Eval Eval
 	// Before is the item at the write's key before the commit, as the test
 	// declared it with Existing (plain Go values), or nil when there was
@@ -47,8 +49,8 @@ type Write struct {
 	// Err is an invalid write's failure: the terminal
 	// INVALID_HANDLER_RESULT the commit raises.
 	Err error
-	// Mutation is the transaction item and the guard's judge, as the
-	// worker gets them from ddbworker.Write.Mutation.
+	// Mutation is the transaction item and the judge of its guards, as
+	// the worker gets them from ddbworker.Write.Mutation.
 	Mutation mutation.Write
 }
 
@@ -62,15 +64,17 @@ const (
 	NotEvaluated Eval = iota
 	// Unconditional: the write has no condition.
 	Unconditional
-	// Holds: the condition holds on the item.
+	// Holds: the write's judge finds no failing guard on the item. For a
+	// builder's write that is exactly DynamoDB's evaluation of its
+	// condition; for a Raw write, its judge's word.
 	Holds
-	// Fails: the condition fails on the item; the guard's judge gives the
-	// verdict.
+	// Fails: one of the write's guards fails on the item; the first one's
+	// policy is the write's verdict.
 	Fails
-	// PolicyOnly: the condition has a form the kit does not evaluate (see
-	// the package documentation), so only the guard's judge decided: a
-	// judge that answers Rerun is taken to mean the condition holds, any
-	// other answer that it fails. DynamoDB may decide otherwise.
+	// PolicyOnly: a Raw write with a condition and no judge. The kit cannot
+	// evaluate the condition and takes it to hold; if DynamoDB failed it,
+	// the commit would re-run the handler (the policy of a write without a
+	// judge).
 	PolicyOnly
 )
 
@@ -85,7 +89,7 @@ func (e Eval) String() string {
 	case Fails:
 		return "fails"
 	case PolicyOnly:
-		return "judged by its policy only"
+		return "judged by its policy only: no judge, taken to hold"
 	}
 	return "Eval(" + strconv.Itoa(int(e)) + ")"
 }
@@ -139,11 +143,7 @@ func render(w *Write, m mutation.Write) {
 		names, values, condExpr = it.ConditionCheck.ExpressionAttributeNames, it.ConditionCheck.ExpressionAttributeValues, it.ConditionCheck.ConditionExpression
 	}
 	if expr := aws.ToString(condExpr); expr != "" {
-		if c, err := parseCondition(expr, names); err == nil {
-			w.Condition = renderCond(c, values)
-		} else {
-			w.Condition = substitute(expr, names, values)
-		}
+		w.Condition = substitute(tidy(expr), names, values)
 	}
 }
 
@@ -152,7 +152,7 @@ var placeholder = regexp.MustCompile(`[#:][A-Za-z0-9_]+`)
 // substitute resolves #names and :values in an expression's text and puts
 // its clauses (SET, ADD, REMOVE, DELETE) on one line.
 func substitute(expr string, names map[string]string, values map[string]types.AttributeValue) string {
-	out := placeholder.ReplaceAllStringFunc(expr, func(p string) string {
+	return placeholder.ReplaceAllStringFunc(strings.Join(strings.Fields(expr), " "), func(p string) string {
 		if p[0] == '#' {
 			if n, ok := names[p]; ok {
 				return attrName(n)
@@ -164,7 +164,158 @@ func substitute(expr string, names map[string]string, values map[string]types.At
 		}
 		return p
 	})
-	return strings.Join(strings.Fields(out), " ")
+}
+
+// tidy rewrites a condition expression as the expression builder writes
+// it — every operand of AND and OR in parentheses, a space before a
+// function's arguments — with only the parentheses DynamoDB's precedence
+// (NOT, then AND, then OR) needs:
+//
+//	(attribute_exists (#0)) AND ((attribute_not_exists (#1)) OR (#1 < :0))
+//	attribute_exists(#0) AND (attribute_not_exists(#1) OR #1 < :0)
+//
+// It changes only parentheses and spaces, for reading; an expression whose
+// parentheses do not balance is returned as it is.
+func tidy(expr string) string {
+	var toks []string
+	for _, f := range strings.Fields(expr) {
+		for f != "" {
+			i := strings.IndexAny(f, "(),")
+			switch {
+			case i < 0:
+				toks, f = append(toks, f), ""
+			case i > 0:
+				toks, f = append(toks, f[:i]), f[i:]
+			default:
+				toks, f = append(toks, f[:1]), f[1:]
+			}
+		}
+	}
+	seq, n, ok := parseGroup(toks)
+	if !ok || n != len(toks) {
+		return expr
+	}
+	return renderGroup(seq)
+}
+
+// A term of a condition: a word (a path, a placeholder, an operator, a
+// function name, a comma) or a parenthesized group of terms.
+type term struct {
+	word  string
+	group []term
+	paren bool
+}
+
+// parseGroup reads terms up to an unmatched ")" or the end; n is where it
+// stopped.
+func parseGroup(toks []string) (seq []term, n int, ok bool) {
+	for n < len(toks) {
+		switch toks[n] {
+		case ")":
+			return seq, n, true
+		case "(":
+			sub, m, ok := parseGroup(toks[n+1:])
+			if !ok || n+1+m >= len(toks) {
+				return nil, 0, false
+			}
+			seq, n = append(seq, term{group: sub, paren: true}), n+1+m+1
+		default:
+			seq, n = append(seq, term{word: toks[n]}), n+1
+		}
+	}
+	return seq, n, true
+}
+
+func renderGroup(seq []term) string {
+	word := func(i int) string {
+		if i < 0 || i >= len(seq) || seq[i].paren {
+			return ""
+		}
+		return strings.ToUpper(seq[i].word)
+	}
+	var parts []string
+	for i, t := range seq {
+		if !t.paren {
+			parts = append(parts, t.word)
+			continue
+		}
+		inner := renderGroup(t.group)
+		switch left, right, op := word(i-1), word(i+1), logicOf(t.group); {
+		case isWord(left) && !slices.Contains([]string{"AND", "OR", "NOT", "IN", "BETWEEN"}, left):
+			parts[len(parts)-1] += "(" + inner + ")" // a function's arguments
+			continue
+		case left == "IN", op == "AND" && left == "NOT", op == "OR" && (left == "NOT" || left == "AND" || right == "AND"):
+			inner = "(" + inner + ")"
+		}
+		parts = append(parts, inner)
+	}
+	return strings.ReplaceAll(strings.Join(parts, " "), " ,", ",")
+}
+
+// logicOf is the loosest logical operator at the top of a group: OR, else
+// AND (not BETWEEN's), else "".
+func logicOf(seq []term) string {
+	op, between := "", false
+	for _, t := range seq {
+		switch w := strings.ToUpper(t.word); {
+		case t.paren:
+		case w == "OR":
+			return "OR"
+		case w == "BETWEEN":
+			between = true
+		case w == "AND" && between:
+			between = false
+		case w == "AND":
+			op = "AND"
+		}
+	}
+	return op
+}
+
+func isWord(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c == '_' || c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// attrName writes an attribute name as it is, or quoted in backticks when
+// it is not a plain word.
+func attrName(n string) string {
+	for i := 0; i < len(n); i++ {
+		c := n[i]
+		if !(c == '_' || c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return "`" + n + "`"
+		}
+	}
+	if n == "" {
+		return "``"
+	}
+	return n
+}
+
+// sameKeyValue is DynamoDB's equality for key attributes (strings,
+// numbers by value, binaries); false for any other type.
+func sameKeyValue(a, b types.AttributeValue) bool {
+	switch a := a.(type) {
+	case *types.AttributeValueMemberS:
+		b, ok := b.(*types.AttributeValueMemberS)
+		return ok && a.Value == b.Value
+	case *types.AttributeValueMemberN:
+		b, ok := b.(*types.AttributeValueMemberN)
+		if !ok {
+			return false
+		}
+		x, okx := new(big.Rat).SetString(a.Value)
+		y, oky := new(big.Rat).SetString(b.Value)
+		return okx && oky && x.Cmp(y) == 0
+	case *types.AttributeValueMemberB:
+		b, ok := b.(*types.AttributeValueMemberB)
+		return ok && bytes.Equal(a.Value, b.Value)
+	}
+	return false
 }
 
 // Plain converts an attribute value to a plain Go value, as the kit shows

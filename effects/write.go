@@ -1,7 +1,9 @@
 package effects
 
 import (
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/inbox"
@@ -61,9 +63,17 @@ func (e *Effect) Write() ddbworker.Write {
 		cond = hash.And(expression.Name(tables.AttrStatus).Equal(expression.Value(string(StatusFailed)))).
 			And(expression.Name(tables.AttrFailureCode).Equal(expression.Value(e.FailureCode)))
 	}
-	w, err := mutation.Update(s.table, s.key(e.Key), upd, &cond, mutation.RetryConflict())
+	ex, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
 	if err != nil {
 		return ddbworker.Write{}
 	}
-	return ddbworker.Raw(w)
+	// A condition the builders do not cover (the pending completion's OR
+	// and IN): a Raw write without a judge, whose failed condition re-runs
+	// the handler.
+	return ddbworker.Raw(mutation.Write{Item: types.TransactWriteItem{Update: &types.Update{
+		TableName: aws.String(s.table), Key: s.key(e.Key),
+		UpdateExpression: ex.Update(), ConditionExpression: ex.Condition(),
+		ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}}})
 }

@@ -82,8 +82,11 @@ var (
 	ErrInvalidWrite = errors.New("mutation: invalid writes")
 )
 
-// GuardError: the domain write at Index failed its condition; Verdict is its
-// guard's judgement and Old the item as it was.
+// GuardError: the domain write at Index failed its condition; Old is the
+// item as it was and Verdict the write's judgement of it: the policy of
+// the first guard that fails on Old, or Retry when none does (the item
+// changed between the commit and the judgement) or the write has no
+// judge.
 type GuardError struct {
 	Index   int
 	Verdict Verdict
@@ -126,7 +129,7 @@ func RequestToken(l inbox.Lease, attempt int) string {
 // *inbox.LeaseLostError, *GuardError, a *failure.Error (retryable cancellations,
 // or terminal for invalid writes), or the SDK's error.
 func (c *Committer) Commit(ctx context.Context, l inbox.Lease, writes []Write, done Completion, attempt int) error {
-	if err := checkWrites(writes); err != nil {
+	if err := CheckWrites(writes); err != nil {
 		return err
 	}
 	flip, err := c.complete(l, c.cfg.Now(), done).TransactUpdate(c.cfg.Store.Table, c.cfg.Store.Key(l.Key, l.MessageType))
@@ -157,12 +160,10 @@ func (c *Committer) Commit(ctx context.Context, l inbox.Lease, writes []Write, d
 // *ExistsError with it, unless that record is this commit's own (an
 // ambiguous earlier attempt), which is success.
 func (c *Committer) CommitFused(ctx context.Context, rec *inbox.Record, writes []Write, done Completion, attempt int) error {
-	if err := checkWrites(writes); err != nil {
+	if err := CheckWrites(writes); err != nil {
 		return err
 	}
-	item := c.cfg.Store.Encode(c.cfg.Store.CompletedRecord(rec, c.cfg.Now(), done.Outcome, done.ResultRef))
-	cond := CreateOnly(c.cfg.Store.Layout.PartitionKey)
-	put, err := Put(c.cfg.Store.Table, item, &cond, nil)
+	cond, err := c.createOnly()
 	if err != nil {
 		return err
 	}
@@ -170,7 +171,12 @@ func (c *Committer) CommitFused(ctx context.Context, rec *inbox.Record, writes [
 	for _, w := range writes {
 		items = append(items, w.Item)
 	}
-	items = append(items, put.Item)
+	items = append(items, types.TransactWriteItem{Put: &types.Put{
+		TableName:           aws.String(c.cfg.Store.Table),
+		Item:                c.cfg.Store.Encode(c.cfg.Store.CompletedRecord(rec, c.cfg.Now(), done.Outcome, done.ResultRef)),
+		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}})
 	l := inbox.Lease{Key: rec.Key, MessageType: rec.MessageType, Token: rec.LeaseToken}
 	_, err = c.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 		TransactItems:      items,
@@ -189,24 +195,6 @@ func (c *Committer) CommitFused(ctx context.Context, rec *inbox.Record, writes [
 		}
 		return &ExistsError{Record: existing}
 	})
-}
-
-func checkWrites(writes []Write) error {
-	if len(writes) > MaxWrites {
-		return failure.Wrap(failure.Terminal, failure.CodeInvalidResult, fmt.Errorf("%w: %d domain writes, at most %d", ErrInvalidWrite, len(writes), MaxWrites))
-	}
-	for i, w := range writes {
-		n := 0
-		for _, set := range []bool{w.Item.Put != nil, w.Item.Update != nil, w.Item.Delete != nil, w.Item.ConditionCheck != nil} {
-			if set {
-				n++
-			}
-		}
-		if n != 1 {
-			return failure.Wrap(failure.Terminal, failure.CodeInvalidResult, fmt.Errorf("%w: write %d must set exactly one of Put, Update, Delete, ConditionCheck", ErrInvalidWrite, i))
-		}
-	}
-	return nil
 }
 
 // Cancellation reason codes of TransactionCanceledException.
@@ -232,8 +220,10 @@ func CancellationReason(err error, i int) (string, bool) {
 
 // mapCancellation maps the cancellation reasons of a commit, by index: the
 // inbox action (last) failing its condition wins (onInbox decides what it
-// means), then the first domain write whose condition failed (its guard),
-// then conflicts and throttling (retryable), then validation (terminal).
+// means), then the first domain write whose condition failed (a
+// *GuardError with its judge's verdict, or Retry when its judge finds no
+// failing guard), then conflicts and throttling (retryable), then
+// validation (terminal).
 func (c *Committer) mapCancellation(err error, writes []Write, onInbox func(old map[string]types.AttributeValue) error) error {
 	var tce *types.TransactionCanceledException
 	if !errors.As(err, &tce) {
@@ -348,9 +338,9 @@ func (c *Committer) SupersedeFresh(ctx context.Context, rec *inbox.Record, outco
 
 // create writes r, the first state of fresh's record, if no record exists.
 func (c *Committer) create(ctx context.Context, fresh, r *inbox.Record) error {
-	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(c.cfg.Store.Layout.PartitionKey))).Build()
+	cond, err := c.createOnly()
 	if err != nil {
-		return fmt.Errorf("mutation: build condition: %w", err)
+		return err
 	}
 	_, err = c.api.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(c.cfg.Store.Table), Item: c.cfg.Store.Encode(r),
@@ -465,9 +455,9 @@ func (c *Committer) Reject(ctx context.Context, r *Rejection) error {
 	for k, v := range s.RejectionKey(r.SQSMessageID) {
 		item[k] = v
 	}
-	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(s.Layout.PartitionKey))).Build()
+	cond, err := c.createOnly()
 	if err != nil {
-		return fmt.Errorf("mutation: build condition: %w", err)
+		return err
 	}
 	_, err = c.api.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(s.Table), Item: item,
@@ -478,6 +468,16 @@ func (c *Committer) Reject(ctx context.Context, r *Rejection) error {
 		return fmt.Errorf("mutation: record rejection of %s: %w", r.SQSMessageID, err)
 	}
 	return nil
+}
+
+// createOnly is the condition of a write that creates an inbox record:
+// none is there yet (its partition key attribute is absent).
+func (c *Committer) createOnly() (expression.Expression, error) {
+	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(c.cfg.Store.Layout.PartitionKey))).Build()
+	if err != nil {
+		return expression.Expression{}, fmt.Errorf("mutation: build condition: %w", err)
+	}
+	return cond, nil
 }
 
 // fencedUpdate sends a transition of the record l holds as one UpdateItem.

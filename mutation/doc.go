@@ -1,17 +1,27 @@
-// Package mutation owns the commit (DESIGN §4.4): a handler's domain writes
-// and the inbox flip PROCESSING → COMPLETED in one TransactWriteItems,
-// fenced by the lease token and made retry-safe by a ClientRequestToken
-// derived from (key, type, token, commit attempt); the fused commit that
-// writes the inbox record COMPLETED in the same transaction; the mapping of
-// cancellation reasons, by index, to lease lost, a domain guard's policy
-// (superseded, retry, terminal) or a retryable failure; the fenced
-// transitions that end a lease without domain writes (superseded, failed;
-// the transitions themselves are built in inbox);
-// and the builders and condition helpers handlers use for their writes
-// (must-exist and create-only on the caller's key attribute, newer-version,
-// expect-version), all through
-// feature/dynamodb/expression.
+// Package mutation is the commit engine (DESIGN §4.4). It owns:
 //
-// It does not decide whether a delivery may run (gate), renew leases
-// (stale), or touch SQS (worker).
+//   - the commit: a handler's rendered domain writes and the inbox flip
+//     PROCESSING → COMPLETED in one TransactWriteItems, fenced by the lease
+//     token and made retry-safe by a ClientRequestToken derived from (key,
+//     type, token, commit attempt), after the writes pass the commit's own
+//     check (CheckWrites: at most MaxWrites, one action each);
+//   - the fused commit, which writes the inbox record COMPLETED in that
+//     same transaction instead of flipping one;
+//   - the fenced settle writes that end a lease or a fused run without
+//     domain writes: Fail, Release, Supersede, End, Reject, and the fused
+//     run's first record (FailFresh, SupersedeFresh) — the transitions
+//     themselves are built in inbox;
+//   - the mapping of a cancelled transaction's reasons, by index, to lease
+//     lost, a domain guard's verdict (*GuardError: the failed write's
+//     Judge on the item as it was, or Retry when it finds no failing guard
+//     or the write has none), or a retryable or terminal failure.
+//
+// Write (a types.TransactWriteItem and its Judge), Verdict and VerdictKind
+// are the engine's representation of one rendered domain write; it has no
+// builders: handlers build their writes with package ddbworker (Update,
+// Put, Delete, Check and their guards), whose Write.Mutation renders them,
+// or hand one over with ddbworker.Raw.
+//
+// It does not decide whether a delivery may run (gate), what a run came to
+// (internal/judge), renew leases (stale), or touch SQS (worker).
 package mutation

@@ -6,20 +6,12 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/mutation"
-	"github.com/ddbworker/ddbworker/tables"
 )
-
-func caseKey(id string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		"PK": &types.AttributeValueMemberS{Value: "CASE#" + id},
-		"SK": &types.AttributeValueMemberS{Value: "STATE"},
-	}
-}
 
 // names prints an expression's attribute names in a stable order.
 func names(m map[string]string) string {
@@ -47,14 +39,15 @@ func kind(k mutation.VerdictKind) string {
 	return "?"
 }
 
-// A stage change that must never roll a case back: the write applies only
-// while the stored version is absent or older; a late, older message is
-// superseded instead of overwriting newer state.
-func ExampleNewerVersion() {
-	cond := mutation.NewerVersion("version", 7)
-	upd := expression.Set(expression.Name("stage"), expression.Value("ESCALATED")).
-		Set(expression.Name("version"), expression.Value(7))
-	w, err := mutation.Update("app", caseKey("c-1"), upd, &cond, mutation.Superseded(""))
+// A stage change that must never roll a case back, as the engine gets it
+// from the front door: the transaction item (the condition built through
+// the expression builder, the item as it was returned when it fails) and
+// the judge of its guards. A late, older message is superseded instead of
+// overwriting newer state.
+func ExampleWrite() {
+	w, err := ddbworker.Update("app", ddbworker.Key{"PK": "CASE#c-1", "SK": "STATE"}).
+		Set("stage", "ESCALATED").Set("version", 7).
+		Guard(ddbworker.NewerVersion("version", 7)).Mutation()
 	if err != nil {
 		panic(err)
 	}
@@ -62,58 +55,41 @@ func ExampleNewerVersion() {
 	fmt.Println(aws.ToString(u.ConditionExpression))
 	fmt.Println(names(u.ExpressionAttributeNames))
 	fmt.Println(u.ReturnValuesOnConditionCheckFailure)
-	v := w.Guard(map[string]types.AttributeValue{"version": &types.AttributeValueMemberN{Value: "9"}})
-	fmt.Println(kind(v.Kind), v.Outcome)
+	v, failed := w.Judge(map[string]types.AttributeValue{"version": &types.AttributeValueMemberN{Value: "9"}})
+	fmt.Println(failed, kind(v.Kind))
 	// Output:
 	// (attribute_not_exists (#0)) OR (#0 < :0)
 	// #0=version #1=stage
 	// ALL_OLD
-	// supersede SUPERSEDED
+	// true supersede
 }
 
-// A ledger entry is written once: create-only, and a second attempt to
-// write it is a terminal duplicate.
-func ExampleCreateOnly() {
-	item := map[string]types.AttributeValue{
-		"PK":     &types.AttributeValueMemberS{Value: "CASE#c-1"},
-		"SK":     &types.AttributeValueMemberS{Value: "LEDGER#0001"},
-		"amount": &types.AttributeValueMemberN{Value: "250"},
-	}
-	cond := mutation.CreateOnly(tables.DefaultLayout().PartitionKey)
-	w, err := mutation.Put("app", item, &cond, mutation.Terminal("DUPLICATE_ENTRY", "ledger entry exists"))
-	if err != nil {
-		panic(err)
-	}
-	p := w.Item.Put
-	fmt.Println(aws.ToString(p.ConditionExpression), names(p.ExpressionAttributeNames))
-	fmt.Println(p.ExpressionAttributeValues == nil)
-	v := w.Guard(item)
-	fmt.Println(kind(v.Kind), v.Code)
-	// Output:
-	// attribute_not_exists (#0) #0=PK
-	// true
-	// fail DUPLICATE_ENTRY
-}
-
-// One condition both requires the case and checks its version; IfMissing
-// tells the two failures apart from the item the failed condition returned.
-func ExampleIfMissing() {
-	cond := mutation.MustExist(tables.DefaultLayout().PartitionKey).And(mutation.ExpectVersion("version", 3))
-	guard := mutation.IfMissing(mutation.Terminal("CASE_NOT_FOUND", "no such case"), mutation.RetryConflict())
-	w, err := mutation.Check("app", caseKey("c-1"), cond, guard)
+// One condition both requires the case and checks its version; the judge
+// tells the two failures apart from the item the failed condition returned,
+// and says when no guard fails on it (the item changed since: the commit
+// re-runs the handler).
+func ExampleJudge() {
+	w, err := ddbworker.Check("app", ddbworker.Key{"PK": "CASE#c-1", "SK": "STATE"},
+		ddbworker.MustExist().Else(ddbworker.Fail("CASE_NOT_FOUND", "no such case")), ddbworker.ExpectVersion("version", 3)).Mutation()
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println(aws.ToString(w.Item.ConditionCheck.ConditionExpression))
-
-	missing := w.Guard(nil)
-	fmt.Println(kind(missing.Kind), missing.Code)
-	present := w.Guard(map[string]types.AttributeValue{"version": &types.AttributeValueMemberN{Value: "4"}})
-	fmt.Println(kind(present.Kind))
+	version := func(v string) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "CASE#c-1"}, "version": &types.AttributeValueMemberN{Value: v}}
+	}
+	for _, old := range []map[string]types.AttributeValue{nil, version("4"), version("3")} {
+		if v, failed := w.Judge(old); failed {
+			fmt.Println(strings.TrimSpace(kind(v.Kind) + " " + v.Code))
+		} else {
+			fmt.Println("no guard fails")
+		}
+	}
 	// Output:
 	// (attribute_exists (#0)) AND (#1 = :0)
 	// fail CASE_NOT_FOUND
 	// retry
+	// no guard fails
 }
 
 // The commit's ClientRequestToken: stable for one lease and handler run, so

@@ -3,6 +3,7 @@ package mutation_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,11 +13,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/gate"
 	"github.com/ddbworker/ddbworker/inbox"
@@ -142,29 +143,36 @@ func (f *fixture) get(pk, sk string) *domainItem {
 
 func has(item map[string]types.AttributeValue, name string) bool { _, ok := item[name]; return ok }
 
-func (f *fixture) must(w mutation.Write, err error) mutation.Write {
+// Domain writes, built with the front door's builders.
+
+func goKey(pk, sk string) ddbworker.Key {
+	return ddbworker.Key{tables.DefaultLayout().PartitionKey: pk, tables.DefaultLayout().SortKey: sk}
+}
+
+// render is w as the worker hands it to the committer.
+func (f *fixture) render(w ddbworker.Write) mutation.Write {
 	f.t.Helper()
+	m, err := w.Mutation()
 	require.NoError(f.t, err)
-	return w
+	return m
 }
 
-func ptr[T any](v T) *T { return &v }
-
-// Domain write builders.
-
-func (f *fixture) setStage(pk, stage string, version int64, cond *expression.ConditionBuilder, g mutation.Guard) mutation.Write {
-	upd := expression.Set(expression.Name("stage"), expression.Value(stage)).Set(expression.Name("version"), expression.Value(version))
-	return f.must(mutation.Update(f.env.Table, dkey(pk, "STATE"), upd, cond, g))
+func (f *fixture) setStage(pk, stage string, version int64, guards ...ddbworker.Guard) mutation.Write {
+	return f.render(ddbworker.Update(f.env.Table, goKey(pk, "STATE")).Set("stage", stage).Set("version", version).Guard(guards...))
 }
 
-func (f *fixture) ledger(pk string, n int, g mutation.Guard) mutation.Write {
-	item, err := attributevalue.MarshalMap(domainItem{PK: pk, SK: "LEDGER#" + strconv.Itoa(n), N: int64(n)})
-	require.NoError(f.t, err)
-	return f.must(mutation.Put(f.env.Table, item, ptr(mutation.CreateOnly(tables.DefaultLayout().PartitionKey)), g))
+// ledger is a create-only ledger entry; policy, if given, replaces
+// CreateOnly's (superseded ALREADY_EXISTS).
+func (f *fixture) ledger(pk string, n int, policy ...ddbworker.Policy) mutation.Write {
+	g := ddbworker.CreateOnly()
+	for _, p := range policy {
+		g = g.Else(p)
+	}
+	return f.render(ddbworker.Put(f.env.Table, goKey(pk, "LEDGER#"+strconv.Itoa(n)), ddbworker.Item{"n": n}).Guard(g))
 }
 
 func (f *fixture) count(pk string) mutation.Write {
-	return f.must(mutation.Update(f.env.Table, dkey(pk, "COUNTER"), expression.Add(expression.Name("n"), expression.Value(1)), nil, nil))
+	return f.render(ddbworker.Update(f.env.Table, goKey(pk, "COUNTER")).Add("n", 1))
 }
 
 func TestCommitAppliesWritesAndCompletes(t *testing.T) {
@@ -189,12 +197,11 @@ func TestCommitAppliesWritesAndCompletes(t *testing.T) {
 			now := f.clock.Now()
 
 			writes := []mutation.Write{
-				f.setStage("CASE#1", "ESCALATED", 2, ptr(mutation.NewerVersion("version", 2)), mutation.Superseded("")),
-				f.ledger("CASE#1", 1, mutation.Terminal("DUPLICATE_ENTRY", "")),
-				f.must(mutation.Check(f.env.Table, dkey("CUSTOMER#1", "PROFILE"), mutation.MustExist(tables.DefaultLayout().PartitionKey),
-					mutation.IfMissing(mutation.Terminal("CUSTOMER_NOT_FOUND", ""), mutation.RetryConflict()))),
-				f.must(mutation.Delete(f.env.Table, dkey("CASE#1", "DRAFT"), nil, nil)),
-				f.setStage("CASE#2", "OPEN", 1, ptr(mutation.NewerVersion("version", 1)), mutation.Superseded("")), // absent version passes
+				f.setStage("CASE#1", "ESCALATED", 2, ddbworker.NewerVersion("version", 2)),
+				f.ledger("CASE#1", 1, ddbworker.Fail("DUPLICATE_ENTRY", "")),
+				f.render(ddbworker.Check(f.env.Table, goKey("CUSTOMER#1", "PROFILE"), ddbworker.MustExist().Else(ddbworker.Fail("CUSTOMER_NOT_FOUND", "")))),
+				f.render(ddbworker.Delete(f.env.Table, goKey("CASE#1", "DRAFT"))),
+				f.setStage("CASE#2", "OPEN", 1, ddbworker.NewerVersion("version", 1)), // absent version passes
 			}
 			require.NoError(t, f.c.Commit(ctx, l, writes, tt.done, 0))
 			require.Equal(t, map[string]int{opTWI: 1}, f.inj.Calls(), "one transaction")
@@ -280,7 +287,7 @@ func TestCommitLeaseLost(t *testing.T) {
 			old := tt.setup(f)
 			rawBefore := f.raw((inbox.Store{}).Key("k-lost", msgType))
 
-			err := f.c.Commit(ctx, old, []mutation.Write{f.count("CASE#9"), f.ledger("CASE#9", 1, nil)}, mutation.Completion{}, 0)
+			err := f.c.Commit(ctx, old, []mutation.Write{f.count("CASE#9"), f.ledger("CASE#9", 1)}, mutation.Completion{}, 0)
 			require.ErrorIs(t, err, inbox.ErrLeaseLost)
 			var lost *inbox.LeaseLostError
 			require.ErrorAs(t, err, &lost)
@@ -302,7 +309,7 @@ func TestCommitLeaseLost(t *testing.T) {
 }
 
 func TestCommitGuardFailures(t *testing.T) {
-	caseNotFound := mutation.Terminal("CASE_NOT_FOUND", "case c-1 does not exist")
+	caseNotFound := ddbworker.MustExist().Else(ddbworker.Fail("CASE_NOT_FOUND", "case c-1 does not exist"))
 	tests := []struct {
 		name    string
 		seed    []domainItem
@@ -311,18 +318,17 @@ func TestCommitGuardFailures(t *testing.T) {
 		oldSet  bool
 	}{
 		{
-			name: "MustExist on a missing item: IfMissing's missing branch",
+			name: "MustExist on a missing item: its policy",
 			write: func(f *fixture) mutation.Write {
-				return f.setStage("CASE#1", "ESCALATED", 2, ptr(mutation.MustExist(tables.DefaultLayout().PartitionKey)), mutation.IfMissing(caseNotFound, mutation.RetryConflict()))
+				return f.setStage("CASE#1", "ESCALATED", 2, caseNotFound, ddbworker.ExpectVersion("version", 1))
 			},
 			verdict: mutation.Verdict{Kind: mutation.Fail, Code: "CASE_NOT_FOUND", Message: "case c-1 does not exist"},
 		},
 		{
-			name: "MustExist and ExpectVersion on a present item: IfMissing's present branch",
+			name: "MustExist and ExpectVersion on a present item: the version's guard decides",
 			seed: []domainItem{{PK: "CASE#1", SK: "STATE", Version: 5, Stage: "OPEN"}},
 			write: func(f *fixture) mutation.Write {
-				cond := mutation.MustExist(tables.DefaultLayout().PartitionKey).And(mutation.ExpectVersion("version", 3))
-				return f.setStage("CASE#1", "ESCALATED", 4, &cond, mutation.IfMissing(caseNotFound, mutation.RetryConflict()))
+				return f.setStage("CASE#1", "ESCALATED", 4, caseNotFound, ddbworker.ExpectVersion("version", 3))
 			},
 			verdict: mutation.Verdict{Kind: mutation.Retry}, oldSet: true,
 		},
@@ -330,7 +336,7 @@ func TestCommitGuardFailures(t *testing.T) {
 			name: "CreateOnly on an existing item",
 			seed: []domainItem{{PK: "CASE#1", SK: "LEDGER#1", N: 1}},
 			write: func(f *fixture) mutation.Write {
-				return f.ledger("CASE#1", 1, mutation.Terminal("DUPLICATE_ENTRY", ""))
+				return f.ledger("CASE#1", 1, ddbworker.Fail("DUPLICATE_ENTRY", ""))
 			},
 			verdict: mutation.Verdict{Kind: mutation.Fail, Code: "DUPLICATE_ENTRY"}, oldSet: true,
 		},
@@ -338,15 +344,15 @@ func TestCommitGuardFailures(t *testing.T) {
 			name: "NewerVersion with an older version: superseded",
 			seed: []domainItem{{PK: "CASE#1", SK: "STATE", Version: 5, Stage: "CLOSED"}},
 			write: func(f *fixture) mutation.Write {
-				return f.setStage("CASE#1", "ESCALATED", 3, ptr(mutation.NewerVersion("version", 3)), mutation.Superseded(""))
+				return f.setStage("CASE#1", "ESCALATED", 3, ddbworker.NewerVersion("version", 3))
 			},
-			verdict: mutation.Verdict{Kind: mutation.Supersede, Outcome: inbox.OutcomeSuperseded}, oldSet: true,
+			verdict: mutation.Verdict{Kind: mutation.Supersede}, oldSet: true, // the outcome defaults to SUPERSEDED when judged
 		},
 		{
 			name: "NewerVersion with the same version: superseded, state never rolls back",
 			seed: []domainItem{{PK: "CASE#1", SK: "STATE", Version: 5, Stage: "CLOSED"}},
 			write: func(f *fixture) mutation.Write {
-				return f.setStage("CASE#1", "ESCALATED", 5, ptr(mutation.NewerVersion("version", 5)), mutation.Superseded("STALE_VERSION"))
+				return f.setStage("CASE#1", "ESCALATED", 5, ddbworker.NewerVersion("version", 5).Else(ddbworker.Supersede("STALE_VERSION")))
 			},
 			verdict: mutation.Verdict{Kind: mutation.Supersede, Outcome: "STALE_VERSION"}, oldSet: true,
 		},
@@ -354,23 +360,36 @@ func TestCommitGuardFailures(t *testing.T) {
 			name: "ExpectVersion mismatch: retry",
 			seed: []domainItem{{PK: "CASE#1", SK: "STATE", Version: 5, Stage: "OPEN"}},
 			write: func(f *fixture) mutation.Write {
-				return f.setStage("CASE#1", "ESCALATED", 5, ptr(mutation.ExpectVersion("version", 4)), mutation.RetryConflict())
+				return f.setStage("CASE#1", "ESCALATED", 5, ddbworker.ExpectVersion("version", 4))
 			},
 			verdict: mutation.Verdict{Kind: mutation.Retry}, oldSet: true,
 		},
 		{
-			name: "nil guard means retry",
+			name: "a write without a judge: retry",
 			seed: []domainItem{{PK: "CASE#1", SK: "STATE", Version: 5, Stage: "OPEN"}},
 			write: func(f *fixture) mutation.Write {
-				return f.setStage("CASE#1", "ESCALATED", 5, ptr(mutation.ExpectVersion("version", 4)), nil)
+				w := f.setStage("CASE#1", "ESCALATED", 5, ddbworker.ExpectVersion("version", 4).Else(ddbworker.Fail("X", "")))
+				w.Judge = nil
+				return w
+			},
+			verdict: mutation.Verdict{Kind: mutation.Retry}, oldSet: true,
+		},
+		{
+			name: "a judge that finds no failing guard: retry (the item changed since)",
+			seed: []domainItem{{PK: "CASE#1", SK: "STATE", Version: 5, Stage: "OPEN"}},
+			write: func(f *fixture) mutation.Write {
+				w := f.setStage("CASE#1", "ESCALATED", 5, ddbworker.ExpectVersion("version", 4).Else(ddbworker.Fail("X", "")))
+				w.Judge = func(map[string]types.AttributeValue) (mutation.Verdict, bool) {
+					return mutation.Verdict{Kind: mutation.Fail, Code: "X"}, false
+				}
+				return w
 			},
 			verdict: mutation.Verdict{Kind: mutation.Retry}, oldSet: true,
 		},
 		{
 			name: "ConditionCheck on a missing item",
 			write: func(f *fixture) mutation.Write {
-				return f.must(mutation.Check(f.env.Table, dkey("CUSTOMER#1", "PROFILE"), mutation.MustExist(tables.DefaultLayout().PartitionKey),
-					mutation.IfMissing(mutation.Terminal("CUSTOMER_NOT_FOUND", ""), mutation.RetryConflict())))
+				return f.render(ddbworker.Check(f.env.Table, goKey("CUSTOMER#1", "PROFILE"), ddbworker.MustExist().Else(ddbworker.Fail("CUSTOMER_NOT_FOUND", ""))))
 			},
 			verdict: mutation.Verdict{Kind: mutation.Fail, Code: "CUSTOMER_NOT_FOUND"},
 		},
@@ -378,7 +397,7 @@ func TestCommitGuardFailures(t *testing.T) {
 			name: "guarded Delete",
 			seed: []domainItem{{PK: "CASE#1", SK: "STATE", Version: 5, Stage: "OPEN"}},
 			write: func(f *fixture) mutation.Write {
-				return f.must(mutation.Delete(f.env.Table, dkey("CASE#1", "STATE"), ptr(mutation.ExpectVersion("version", 6)), mutation.RetryConflict()))
+				return f.render(ddbworker.Delete(f.env.Table, goKey("CASE#1", "STATE")).Guard(ddbworker.ExpectVersion("version", 6)))
 			},
 			verdict: mutation.Verdict{Kind: mutation.Retry}, oldSet: true,
 		},
@@ -394,7 +413,7 @@ func TestCommitGuardFailures(t *testing.T) {
 			inboxBefore := f.raw((inbox.Store{}).Key("k-guard", msgType))
 			stateBefore := f.raw(dkey("CASE#1", "STATE"))
 
-			writes := []mutation.Write{f.ledger("CASE#2", 7, nil), tt.write(f), f.count("CASE#2")}
+			writes := []mutation.Write{f.ledger("CASE#2", 7), tt.write(f), f.count("CASE#2")}
 			err := f.c.Commit(ctx, l, writes, mutation.Completion{}, 0)
 			require.ErrorIs(t, err, mutation.ErrGuard)
 			var ge *mutation.GuardError
@@ -417,6 +436,83 @@ func TestCommitGuardFailures(t *testing.T) {
 	}
 }
 
+// TestGuardsJudgedAsDynamoDBEvaluates: a write's judge and DynamoDB agree
+// on the item as it was. Each case seeds an item, asks the judge about it,
+// and commits the guarded write through DynamoDB Local: the commit applies
+// exactly when the judge finds no failing guard, and a cancelled commit's
+// verdict (the judge asked about the item DynamoDB returned) names the
+// guard DynamoDB failed. The judge before this test misread paths, typed
+// equality and numbers that are not int64: "was" marks the verdict it gave
+// such a commit.
+func TestGuardsJudgedAsDynamoDBEvaluates(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, false)
+	fail := func(code string) ddbworker.Policy { return ddbworker.Fail(code, "") }
+	str := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	num := func(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
+	doc := func(kv ...any) types.AttributeValue {
+		m := map[string]types.AttributeValue{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1].(types.AttributeValue)
+		}
+		return &types.AttributeValueMemberM{Value: m}
+	}
+	for i, tc := range []struct {
+		name   string
+		seed   types.AttributeValue // an M of the item's attributes besides its key; nil: no item
+		guards []ddbworker.Guard
+		want   string // the code of the guard DynamoDB fails; "": the commit applies
+	}{
+		{"no item: must exist", nil, []ddbworker.Guard{ddbworker.MustExist().Else(fail("GONE"))}, "GONE"},
+		{"no item: newer version holds", nil, []ddbworker.Guard{ddbworker.NewerVersion("v", 3).Else(fail("OLD"))}, ""},
+		{"nested member differs (was: rerun)", doc("meta", doc("owner", str("bob")), "meta.owner", str("ann")),
+			[]ddbworker.Guard{ddbworker.Equal("meta.owner", "ann").Else(fail("OWNER"))}, "OWNER"},
+		{"nested member holds, the next guard fails (was: OWNER)", doc("meta", doc("owner", str("ann")), "v", num("2")),
+			[]ddbworker.Guard{ddbworker.Equal("meta.owner", "ann").Else(fail("OWNER")), ddbworker.ExpectVersion("v", 1).Else(fail("VERSION"))}, "VERSION"},
+		{"list element", doc("tags", &types.AttributeValueMemberL{Value: []types.AttributeValue{str("x"), str("y")}}),
+			[]ddbworker.Guard{ddbworker.Equal("tags[1]", "y").Else(fail("TAG"))}, ""},
+		{"a number is not its string (was: rerun)", doc("n", str("1")), []ddbworker.Guard{ddbworker.Equal("n", 1).Else(fail("N"))}, "N"},
+		{"map member of another type (was: rerun)", doc("m", doc("k", str("1"))), []ddbworker.Guard{ddbworker.Equal("m", map[string]any{"k": 1}).Else(fail("M"))}, "M"},
+		{"map, numbers by value", doc("m", doc("k", num("1.0"))), []ddbworker.Guard{ddbworker.Equal("m", map[string]any{"k": 1}).Else(fail("M"))}, ""},
+		{"a list is not a set (was: rerun)", doc("tags", &types.AttributeValueMemberSS{Value: []string{"x", "y"}}),
+			[]ddbworker.Guard{ddbworker.Equal("tags", []string{"x", "y"}).Else(fail("TAGS"))}, "TAGS"},
+		{"sets in any order", doc("tags", &types.AttributeValueMemberSS{Value: []string{"x", "y"}}),
+			[]ddbworker.Guard{ddbworker.Equal("tags", &types.AttributeValueMemberSS{Value: []string{"y", "x"}}).Else(fail("TAGS"))}, ""},
+		{"newer version on a string (was: rerun)", doc("v", str("9")),
+			[]ddbworker.Guard{ddbworker.MustExist().Else(fail("GONE")), ddbworker.NewerVersion("v", 3).Else(fail("OLD"))}, "OLD"},
+		{"newer version on a higher fraction (was: rerun)", doc("v", num("3.5")),
+			[]ddbworker.Guard{ddbworker.MustExist().Else(fail("GONE")), ddbworker.NewerVersion("v", 3).Else(fail("OLD"))}, "OLD"},
+		{"newer version on a lower fraction", doc("v", num("2.5")), []ddbworker.Guard{ddbworker.NewerVersion("v", 3).Else(fail("OLD"))}, ""},
+		{"newer version beyond int64 (was: rerun)", doc("v", num("12345678901234567890")), []ddbworker.Guard{ddbworker.NewerVersion("v", 3).Else(fail("OLD"))}, "OLD"},
+		{"newer version on NULL (was: rerun)", doc("v", &types.AttributeValueMemberNULL{Value: true}), []ddbworker.Guard{ddbworker.NewerVersion("v", 3).Else(fail("OLD"))}, "OLD"},
+		{"newer version without the attribute, the next guard fails", doc("s", str("closed")),
+			[]ddbworker.Guard{ddbworker.NewerVersion("v", 3).Else(fail("OLD")), ddbworker.Equal("s", "open").Else(fail("CLOSED"))}, "CLOSED"},
+		{"expect version written 3.0", doc("v", num("3.0")), []ddbworker.Guard{ddbworker.ExpectVersion("v", 3).Else(fail("VERSION"))}, ""},
+	} {
+		pk := "JUDGE#" + strconv.Itoa(i)
+		var seeded map[string]types.AttributeValue
+		if tc.seed != nil {
+			seeded = tc.seed.(*types.AttributeValueMemberM).Value
+			maps.Copy(seeded, dkey(pk, "STATE"))
+			_, err := f.env.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(f.env.Table), Item: seeded})
+			require.NoError(t, err, tc.name)
+		}
+		w := f.render(ddbworker.Update(f.env.Table, goKey(pk, "STATE")).Set("touched", true).Guard(tc.guards...))
+		v, failed := w.Judge(seeded)
+		require.Equal(t, tc.want != "", failed, "%s: the judge on the seeded item", tc.name)
+		err := f.c.Commit(ctx, f.acquire("k-judge-"+strconv.Itoa(i)), []mutation.Write{w}, mutation.Completion{}, 0)
+		if tc.want == "" {
+			require.NoError(t, err, tc.name)
+			require.True(t, has(f.raw(dkey(pk, "STATE")), "touched"), tc.name)
+			continue
+		}
+		var ge *mutation.GuardError
+		require.ErrorAs(t, err, &ge, tc.name)
+		require.Equal(t, mutation.Verdict{Kind: mutation.Fail, Code: tc.want}, ge.Verdict, tc.name)
+		require.Equal(t, v, ge.Verdict, "%s: the judge on the seeded item and on the item DynamoDB returned", tc.name)
+	}
+}
+
 // TestCommitLeaseLostWinsOverGuard: the inbox fence and a domain guard both
 // fail; the lease loss decides (the guard's verdict belongs to a holder that
 // no longer exists), and nothing applies.
@@ -426,7 +522,7 @@ func TestCommitLeaseLostWinsOverGuard(t *testing.T) {
 	old := f.acquire("k-both")
 	current := f.takeover("k-both")
 	before := f.raw((inbox.Store{}).Key("k-both", msgType))
-	w := f.setStage("CASE#1", "ESCALATED", 2, ptr(mutation.MustExist(tables.DefaultLayout().PartitionKey)), mutation.Superseded(""))
+	w := f.setStage("CASE#1", "ESCALATED", 2, ddbworker.MustExist().Else(ddbworker.Supersede("")))
 	err := f.c.Commit(ctx, old, []mutation.Write{w, f.count("CASE#2")}, mutation.Completion{}, 0)
 	require.NotErrorIs(t, err, mutation.ErrGuard)
 	var lost *inbox.LeaseLostError
@@ -443,7 +539,7 @@ func TestCommitTransactionConflict(t *testing.T) {
 	l := f.acquire("k-conflict")
 	before := f.raw((inbox.Store{}).Key("k-conflict", msgType))
 	f.inj.Add(faults.Rule{Operation: "TransactWriteItems", Kind: faults.KindConflict, Times: 1})
-	writes := []mutation.Write{f.count("CASE#1"), f.ledger("CASE#1", 1, nil)}
+	writes := []mutation.Write{f.count("CASE#1"), f.ledger("CASE#1", 1)}
 
 	err := f.c.Commit(ctx, l, writes, mutation.Completion{}, 0)
 	require.Equal(t, 1, f.inj.Fired()[faults.KindConflict])
@@ -593,8 +689,9 @@ func TestCommitValidationException(t *testing.T) {
 			return []mutation.Write{f.count("CASE#1"), f.count("CASE#1")}
 		}},
 		{"a domain write on the inbox record", func(f *fixture) []mutation.Write {
-			return []mutation.Write{f.must(mutation.Update(f.env.Table, (inbox.Store{}).Key("k-invalid", msgType),
-				expression.Set(expression.Name("note"), expression.Value("x")), nil, nil))}
+			var key ddbworker.Key
+			require.NoError(f.t, attributevalue.UnmarshalMap((inbox.Store{}).Key("k-invalid", msgType), &key))
+			return []mutation.Write{f.render(ddbworker.Update(f.env.Table, key).Set("note", "x"))}
 		}},
 	}
 	for _, tt := range tests {
@@ -620,9 +717,9 @@ func TestCommitInvalidWritesMakeNoCall(t *testing.T) {
 	l := f.acquire("k-invalid-result")
 	many := make([]mutation.Write, mutation.MaxWrites+1)
 	for i := range many {
-		many[i] = f.ledger("CASE#1", i, nil)
+		many[i] = f.ledger("CASE#1", i)
 	}
-	put := f.ledger("CASE#1", 1, nil)
+	put := f.ledger("CASE#1", 1)
 	twoActions := put
 	twoActions.Item.Delete = &types.Delete{TableName: aws.String(f.env.Table), Key: dkey("CASE#1", "X")}
 	tests := []struct {
@@ -631,8 +728,8 @@ func TestCommitInvalidWritesMakeNoCall(t *testing.T) {
 		want   string
 	}{
 		{"more than 99 writes", many, "100 domain writes, at most 99"},
-		{"a write without an action", []mutation.Write{put, {}}, "write 1 must set exactly one"},
-		{"a write with two actions", []mutation.Write{twoActions}, "write 0 must set exactly one"},
+		{"a write without an action", []mutation.Write{put, {}}, "write 1: mutation: invalid writes: it sets 0 of Put, Update, Delete and ConditionCheck, not exactly one"},
+		{"a write with two actions", []mutation.Write{twoActions}, "write 0: mutation: invalid writes: it sets 2 of"},
 	}
 	rec := inbox.NewRecord(&work("k-fused-invalid").Work, f.clock.Now())
 	rec.LeaseToken = "t"
@@ -662,7 +759,7 @@ func TestCommitMaxWrites(t *testing.T) {
 	l := f.acquire("k-99")
 	writes := make([]mutation.Write, mutation.MaxWrites)
 	for i := range writes {
-		writes[i] = f.ledger("CASE#1", i, nil)
+		writes[i] = f.ledger("CASE#1", i)
 	}
 	require.NoError(t, f.c.Commit(context.Background(), l, writes, mutation.Completion{}, 0))
 	require.NotNil(t, f.get("CASE#1", "LEDGER#98"))
@@ -756,7 +853,7 @@ func TestCommitFused(t *testing.T) {
 
 	t.Run("domain guard failure", func(t *testing.T) {
 		f := newFixture(t, false)
-		w := f.setStage("CASE#1", "ESCALATED", 2, ptr(mutation.MustExist(tables.DefaultLayout().PartitionKey)), mutation.Terminal("CASE_NOT_FOUND", ""))
+		w := f.setStage("CASE#1", "ESCALATED", 2, ddbworker.MustExist().Else(ddbworker.Fail("CASE_NOT_FOUND", "")))
 		err := f.c.CommitFused(context.Background(), newRec(f, "k-fused", "tok-1"), []mutation.Write{f.count("CASE#2"), w}, mutation.Completion{}, 0)
 		var ge *mutation.GuardError
 		require.ErrorAs(t, err, &ge)

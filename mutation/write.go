@@ -3,11 +3,9 @@ package mutation
 import (
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/failure"
 )
 
 // VerdictKind is what a failed domain guard means.
@@ -32,142 +30,62 @@ type Verdict struct {
 	Message string
 }
 
-// Guard judges a failed condition from the item as it was (nil when the
-// item did not exist).
-type Guard func(old map[string]types.AttributeValue) Verdict
+// Judge judges a write's guards on the item as it was before the commit
+// (old; nil when there was none): failed says whether one of them fails
+// on it, and v is then the policy of the first that does. It decides from
+// old alone, as DynamoDB evaluates the write's condition: the commit asks
+// it about the item a cancelled transaction returns, and the test kit
+// (ddbworkertest) about the items a test declares.
+type Judge func(old map[string]types.AttributeValue) (v Verdict, failed bool)
 
-// Superseded is a Guard that completes the work with outcome.
-func Superseded(outcome string) Guard {
-	if outcome == "" {
-		outcome = inbox.OutcomeSuperseded
-	}
-	return func(map[string]types.AttributeValue) Verdict { return Verdict{Kind: Supersede, Outcome: outcome} }
-}
-
-// RetryConflict is a Guard for optimistic concurrency: re-run the handler.
-func RetryConflict() Guard {
-	return func(map[string]types.AttributeValue) Verdict { return Verdict{Kind: Retry} }
-}
-
-// Terminal is a Guard that fails the work for good with code.
-func Terminal(code, message string) Guard {
-	return func(map[string]types.AttributeValue) Verdict {
-		return Verdict{Kind: Fail, Code: code, Message: message}
-	}
-}
-
-// IfMissing judges with missing when the item did not exist and with present
-// otherwise: one condition can both require an item and guard its version.
-func IfMissing(missing, present Guard) Guard {
-	return func(old map[string]types.AttributeValue) Verdict {
-		if len(old) == 0 {
-			return missing(old)
-		}
-		return present(old)
-	}
-}
-
-// Write is one domain write of a commit with the guard that judges its
-// condition. A nil guard means Retry.
+// Write is one domain write of a commit, rendered: its transaction item and
+// the judge of its guards. ddbworker.Write.Mutation renders one; a write
+// with no judge (a hand-built ddbworker.Raw write) is unjudged, and its
+// failed condition means Retry.
 type Write struct {
 	Item  types.TransactWriteItem
-	Guard Guard
+	Judge Judge
 }
 
+// verdict is what w's failed condition means given the item as it was:
+// its judge's verdict, or Retry when no guard fails on old (the item
+// changed between the commit and this judgement) or w has no judge.
 func (w Write) verdict(old map[string]types.AttributeValue) Verdict {
-	if w.Guard == nil {
-		return Verdict{Kind: Retry}
-	}
-	return w.Guard(old)
-}
-
-// MustExist is the condition that the item exists: its partition key
-// attribute keyAttr (e.g. the table layout's PartitionKey, or the
-// application table's own) is present.
-func MustExist(keyAttr string) expression.ConditionBuilder {
-	return expression.AttributeExists(expression.Name(keyAttr))
-}
-
-// CreateOnly is the condition that the item does not exist yet: its
-// partition key attribute keyAttr is absent.
-func CreateOnly(keyAttr string) expression.ConditionBuilder {
-	return expression.AttributeNotExists(expression.Name(keyAttr))
-}
-
-// NewerVersion is the condition that attr is absent or lower than v: a
-// version guard that never lets state roll back.
-func NewerVersion(attr string, v int64) expression.ConditionBuilder {
-	return expression.AttributeNotExists(expression.Name(attr)).Or(expression.Name(attr).LessThan(expression.Value(v)))
-}
-
-// ExpectVersion is the condition that attr equals v (optimistic concurrency).
-func ExpectVersion(attr string, v int64) expression.ConditionBuilder {
-	return expression.Name(attr).Equal(expression.Value(v))
-}
-
-func build(upd *expression.UpdateBuilder, cond *expression.ConditionBuilder) (expression.Expression, error) {
-	b := expression.NewBuilder()
-	if upd != nil {
-		b = b.WithUpdate(*upd)
-	}
-	if cond != nil {
-		b = b.WithCondition(*cond)
-	}
-	return b.Build()
-}
-
-// Put returns a guarded Put of item. cond may be nil (unconditional).
-func Put(table string, item map[string]types.AttributeValue, cond *expression.ConditionBuilder, g Guard) (Write, error) {
-	p := &types.Put{TableName: aws.String(table), Item: item}
-	if cond != nil {
-		ex, err := build(nil, cond)
-		if err != nil {
-			return Write{}, fmt.Errorf("mutation: put condition: %w", err)
+	if w.Judge != nil {
+		if v, failed := w.Judge(old); failed {
+			return v
 		}
-		p.ConditionExpression, p.ExpressionAttributeNames, p.ExpressionAttributeValues = ex.Condition(), ex.Names(), ex.Values()
-		p.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	}
-	return Write{Item: types.TransactWriteItem{Put: p}, Guard: g}, nil
+	return Verdict{Kind: Retry}
 }
 
-// Update returns a guarded Update of the item at key. cond may be nil.
-func Update(table string, key map[string]types.AttributeValue, upd expression.UpdateBuilder, cond *expression.ConditionBuilder, g Guard) (Write, error) {
-	ex, err := build(&upd, cond)
-	if err != nil {
-		return Write{}, fmt.Errorf("mutation: update expression: %w", err)
+// CheckWrites is the commit's check of its domain writes before any call:
+// at most MaxWrites, each setting exactly one of Put, Update, Delete and
+// ConditionCheck. A refusal is a terminal INVALID_HANDLER_RESULT
+// *failure.Error wrapping ErrInvalidWrite.
+func CheckWrites(writes []Write) error {
+	if len(writes) > MaxWrites {
+		return failure.Wrap(failure.Terminal, failure.CodeInvalidResult, fmt.Errorf("%w: %d domain writes, at most %d", ErrInvalidWrite, len(writes), MaxWrites))
 	}
-	u := &types.Update{TableName: aws.String(table), Key: key, UpdateExpression: ex.Update(),
-		ConditionExpression: ex.Condition(), ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values()}
-	if cond != nil {
-		u.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-	}
-	return Write{Item: types.TransactWriteItem{Update: u}, Guard: g}, nil
-}
-
-// Delete returns a guarded Delete of the item at key. cond may be nil.
-func Delete(table string, key map[string]types.AttributeValue, cond *expression.ConditionBuilder, g Guard) (Write, error) {
-	d := &types.Delete{TableName: aws.String(table), Key: key}
-	if cond != nil {
-		ex, err := build(nil, cond)
-		if err != nil {
-			return Write{}, fmt.Errorf("mutation: delete condition: %w", err)
+	for i, w := range writes {
+		if err := w.Check(); err != nil {
+			return failure.Wrap(failure.Terminal, failure.CodeInvalidResult, fmt.Errorf("write %d: %w", i, err))
 		}
-		d.ConditionExpression, d.ExpressionAttributeNames, d.ExpressionAttributeValues = ex.Condition(), ex.Names(), ex.Values()
-		d.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	}
-	return Write{Item: types.TransactWriteItem{Delete: d}, Guard: g}, nil
+	return nil
 }
 
-// Check returns a ConditionCheck on the item at key: the commit applies
-// only if cond holds, without writing that item.
-func Check(table string, key map[string]types.AttributeValue, cond expression.ConditionBuilder, g Guard) (Write, error) {
-	ex, err := build(nil, &cond)
-	if err != nil {
-		return Write{}, fmt.Errorf("mutation: check condition: %w", err)
+// Check is the commit's check of one write: it sets exactly one of Put,
+// Update, Delete and ConditionCheck. A refusal wraps ErrInvalidWrite.
+func (w Write) Check() error {
+	n := 0
+	for _, set := range []bool{w.Item.Put != nil, w.Item.Update != nil, w.Item.Delete != nil, w.Item.ConditionCheck != nil} {
+		if set {
+			n++
+		}
 	}
-	return Write{Item: types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
-		TableName: aws.String(table), Key: key, ConditionExpression: ex.Condition(),
-		ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}}, Guard: g}, nil
+	if n != 1 {
+		return fmt.Errorf("%w: it sets %d of Put, Update, Delete and ConditionCheck, not exactly one", ErrInvalidWrite, n)
+	}
+	return nil
 }

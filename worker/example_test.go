@@ -25,7 +25,8 @@ func ExampleRegistry() {
 		if len(m.Envelope.Payload) == 0 {
 			return ddbworker.Result{}, failure.NewTerminal("EMPTY_INVOICE", "nothing to approve")
 		}
-		return ddbworker.Result{ /* Writes: mutation.Update(...), … */ }, nil
+		return ddbworker.Apply(ddbworker.Update("app", ddbworker.Key{"PK": "INVOICE#" + m.Key(), "SK": "INVOICE"}).
+			Set("status", "APPROVED").Guard(ddbworker.MustExist())), nil
 	}))
 	err := reg.Register("InvoiceApproved", ddbworker.HandlerFunc(nil))
 	fmt.Println(reg.Types(), err != nil)
@@ -41,7 +42,8 @@ func ExampleJSON() {
 	}
 	h := ddbworker.JSON(func(ctx context.Context, m *ddbworker.Message, p approved) (ddbworker.Result, error) {
 		fmt.Println("approve", p.InvoiceID, p.Cents)
-		return ddbworker.Result{ /* Writes: mutation.Update(...), … */ }, nil
+		return ddbworker.Apply(ddbworker.Update("app", ddbworker.Key{"PK": "INVOICE#" + p.InvoiceID, "SK": "INVOICE"}).
+			Add("approvedCents", p.Cents)), nil
 	})
 	msg := func(payload string) *ddbworker.Message {
 		return &ddbworker.Message{Envelope: &envelope.Envelope{MessageType: "InvoiceApproved", Payload: []byte(payload)}}

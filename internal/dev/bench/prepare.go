@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/ddbworker/ddbworker"
@@ -57,13 +59,12 @@ func prepare(kind Kind, table string, env *envelope.Envelope) (*prepared, error)
 		if err := jsonUnmarshal(env.Payload, &p); err != nil {
 			return nil, err
 		}
-		w, err := mutation.Update(table, caseflow.CaseKey(p.CaseID), caseflow.NoteUpdate(p), nil, nil)
+		ex, err := expression.NewBuilder().WithUpdate(caseflow.NoteUpdate(p)).Build()
 		if err != nil {
 			return nil, err
 		}
-		u := w.Item.Update
-		return &prepared{update: &dynamodb.UpdateItemInput{TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,
-			ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues}}, nil
+		return &prepared{update: &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: caseflow.CaseKey(p.CaseID), UpdateExpression: ex.Update(),
+			ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values()}}, nil
 	case KindDefault, KindFused:
 	default:
 		return nil, fmt.Errorf("bench: unknown kind %q", kind)
