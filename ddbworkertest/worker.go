@@ -1,7 +1,6 @@
 package ddbworkertest
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -249,12 +248,7 @@ func (w *Worker) Work(ctx context.Context, msg Message) (*Result, error) {
 	if err != nil {
 		// Refused before it is work, as the worker's admit refuses it: a
 		// rejection recorded terminal with the decoder's code.
-		code := failure.CodeHandlerError
-		var ee *envelope.Error
-		if errors.As(err, &ee) {
-			code = string(ee.Code)
-		}
-		r.reject(&failure.Error{Kind: failure.Terminal, Code: code, Message: err.Error(), Err: err})
+		r.reject(judge.Undecodable(err))
 		return r, nil
 	}
 	r.Envelope = env
@@ -305,7 +299,7 @@ func (w *Worker) Work(ctx context.Context, msg Message) (*Result, error) {
 	if err == nil {
 		err = r.commit(writes, items, keys, invalid)
 	}
-	r.settle(judge.Of(err, r.Returned.Outcome, 0, 1), msg.attempt)
+	r.settle(judge.Of(err, r.Returned.Outcome, 0, judge.DefaultMaxReruns), msg.attempt)
 	return r, nil
 }
 
@@ -390,26 +384,12 @@ func (r *Result) settle(j judge.Run, attempt int) {
 		r.Kind = Rerun
 		return
 	}
-	f := judge.Attempt(j.Failure, r.attempts(), attempt, time.Now())
+	f := judge.Attempt(j.Failure, judge.Policy(r.Envelope, DefaultMaxAttempts), attempt, time.Now())
 	r.Kind = Retryable
 	if f.IsTerminal() {
 		r.Kind = Terminal
 	}
 	r.Failure = &Failure{Kind: r.Kind, Code: f.Code, Message: f.Message, Infrastructure: f.Infrastructure(), Err: f}
-}
-
-// attempts is the attempts policy of the work, as the worker reads it from
-// the envelope's attemptPolicy.
-func (r *Result) attempts() failure.Policy {
-	p := failure.Policy{MaxAttempts: DefaultMaxAttempts}
-	if ap := r.Envelope.AttemptPolicy; ap != nil {
-		p.MaxAttempts = cmp.Or(ap.MaxBusinessAttempts, p.MaxAttempts)
-		p.TerminalAfterCodes = ap.TerminalAfterCodes
-		if ap.RetryableUntil != nil {
-			p.RetryableUntil = *ap.RetryableUntil
-		}
-	}
-	return p
 }
 
 // conditional reports whether a transaction item has a condition.

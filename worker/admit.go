@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/gate"
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/judge"
 	"github.com/ddbworker/ddbworker/mutation"
 )
 
@@ -27,12 +27,8 @@ func (w *Worker) admit(ctx context.Context, d *delivery) (*work, verdict) {
 	}
 	env, err := decoder.Decode(body)
 	if err != nil {
-		code := failure.CodeHandlerError
-		var ee *envelope.Error
-		if errors.As(err, &ee) {
-			code = string(ee.Code)
-		}
-		return nil, rejected{rejection: mutation.Rejection{Code: code, Message: err.Error()}}
+		f := judge.Undecodable(err)
+		return nil, rejected{rejection: mutation.Rejection{Code: f.Code, Message: f.Message}}
 	}
 	known := &work{env: env}
 	rt, ok := w.routes[env.MessageType]
@@ -54,13 +50,7 @@ func (w *Worker) admit(ctx context.Context, d *delivery) (*work, verdict) {
 		Key: env.IdempotencyKey, MessageType: env.MessageType, RequestHash: env.RequestHash,
 		SchemaVersion: env.SchemaVersion, AggregateType: env.AggregateType, AggregateID: env.AggregateID,
 		CorrelationID: env.CorrelationID, CausationID: env.CausationID, Producer: env.Producer,
-	}, LeaseUntil: d.deadline, HashAs: env.HashLike}
-	if ap := env.AttemptPolicy; ap != nil {
-		req.Attempts = failure.Policy{MaxAttempts: ap.MaxBusinessAttempts, TerminalAfterCodes: ap.TerminalAfterCodes}
-		if ap.RetryableUntil != nil {
-			req.Attempts.RetryableUntil = *ap.RetryableUntil
-		}
-	}
+	}, LeaseUntil: d.deadline, HashAs: env.HashLike, Attempts: judge.Policy(env, w.cfg.MaxAttempts)}
 	return &work{env: env, route: rt, req: req}, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/judge"
 	"github.com/ddbworker/ddbworker/internal/slots"
 	"github.com/ddbworker/ddbworker/s3payload"
 	"github.com/ddbworker/ddbworker/stale"
@@ -44,7 +45,7 @@ const (
 	DefaultMessageTimeout    = 2 * time.Minute
 	DefaultMaxAttempts       = failure.DefaultMaxAttempts
 	DefaultMaxTakeovers      = 5
-	DefaultMaxGuardRetries   = 3
+	DefaultMaxGuardRetries   = judge.DefaultMaxReruns
 	DefaultTerminalPolicy    = PolicyDLQ
 	// DefaultDeleteFlushInterval is a standard queue's;
 	// DefaultFIFODeleteFlushInterval a FIFO queue's, where a pending

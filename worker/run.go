@@ -135,8 +135,6 @@ func (w *Worker) judge(d *delivery, wk *work, c *claimed, beat *heartbeat, err e
 	attempts := wk.req.Attempts
 	if c != nil {
 		attempts = c.attempts
-	} else if attempts.MaxAttempts <= 0 {
-		attempts.MaxAttempts = w.cfg.MaxAttempts
 	}
 	return failed{failure: f, lease: lease, attempts: attempts}
 }

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/mutation"
@@ -105,4 +106,34 @@ func Attempt(f *failure.Error, policy failure.Policy, attempt int, now time.Time
 		return f
 	}
 	return policy.After(f, attempt, now)
+}
+
+// DefaultMaxReruns is how often a Rerun guard re-runs the handler within
+// one attempt unless the worker is configured otherwise
+// (worker.Config.MaxGuardRetries).
+const DefaultMaxReruns = 3
+
+// Policy is the attempts policy of env's work: its attemptPolicy, with
+// maxAttempts when the envelope sets no maxBusinessAttempts.
+func Policy(env *envelope.Envelope, maxAttempts int) failure.Policy {
+	p := failure.Policy{MaxAttempts: maxAttempts}
+	if ap := env.AttemptPolicy; ap != nil {
+		p.MaxAttempts = cmp.Or(ap.MaxBusinessAttempts, maxAttempts)
+		p.TerminalAfterCodes = ap.TerminalAfterCodes
+		if ap.RetryableUntil != nil {
+			p.RetryableUntil = *ap.RetryableUntil
+		}
+	}
+	return p
+}
+
+// Undecodable is the terminal failure of a body the envelope decoder
+// refused: its *envelope.Error's code (HANDLER_ERROR for another error).
+func Undecodable(err error) *failure.Error {
+	code := failure.CodeHandlerError
+	var ee *envelope.Error
+	if errors.As(err, &ee) {
+		code = string(ee.Code)
+	}
+	return &failure.Error{Kind: failure.Terminal, Code: code, Message: err.Error(), Err: err}
 }
