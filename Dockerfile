@@ -26,8 +26,8 @@
 ARG VERSION="(devel)"
 ARG REVISION=""
 ARG SOURCE="https://github.com/ddbworker/ddbworker"
-# An SPDX expression; NOASSERTION until the repository carries a licence.
-ARG LICENSES="NOASSERTION"
+# An SPDX expression: the repository's licence (LICENSE).
+ARG LICENSES="Apache-2.0"
 
 # ---- build -------------------------------------------------------------------
 # The tag's Go minor must match go.mod's `go` line (the official images set

@@ -38,11 +38,22 @@ chaos: deps build ## Kill -9 and fault-injection run with an invariant check
 fuzz: ## Fuzz the envelope decoder for 60s
 	$(GO) test ./envelope -run '^$$' -fuzz FuzzDecode -fuzztime 60s
 
-lint: ## go vet, gofmt, go mod tidy -diff, and staticcheck when it installs
+lint: go-min ## go vet, gofmt, go mod tidy -diff, staticcheck when it installs, and a build with the oldest Go the go.mod names
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	@if $(GO) run $(STATICCHECK) -version >/dev/null 2>&1; then $(GO) run $(STATICCHECK) ./...; else echo "staticcheck did not install; skipped"; fi
+
+# The module's go line is the oldest Go release it builds with (a consumer's
+# go.mod is raised to it): go vet (the code and the tests) with exactly that
+# toolchain, which the go command fetches from the Go module proxy. Without
+# the proxy the check is skipped with a line that says so.
+GO_MIN := $(shell awk '/^go /{print $$2}' go.mod)
+.PHONY: go-min
+go-min: ## Build and vet with the oldest Go release the module's go line names
+	@if GOTOOLCHAIN=go$(GO_MIN) $(GO) version >/dev/null 2>&1; then \
+		echo "GOTOOLCHAIN=go$(GO_MIN) go vet ./..."; GOTOOLCHAIN=go$(GO_MIN) $(GO) vet ./...; \
+	else echo "go-min: the go$(GO_MIN) toolchain could not be fetched; skipped"; fi
 
 # The emulators' runtimes, found the way emulators.Start finds them: prints
 # what it found, or one line saying what to install and fails. (Built, not

@@ -566,6 +566,10 @@ func TestComposeDockerfile(t *testing.T) {
 		{"OCI labels, from build arguments", func(t *testing.T) {
 			labels := final.keyValues(t, "LABEL")
 			require.Equal(t, "ddbworker", labels["org.opencontainers.image.title"])
+			require.Equal(t, "Apache-2.0", df.args["LICENSES"], "the image says the repository's licence")
+			license, err := os.ReadFile(filepath.Join("..", "..", "LICENSE"))
+			require.NoError(t, err)
+			require.Contains(t, string(license), "Apache License\n                           Version 2.0, January 2004")
 			require.NotEmpty(t, labels["org.opencontainers.image.description"])
 			for _, tc := range []struct{ label, arg string }{{"source", "SOURCE"}, {"version", "VERSION"}, {"revision", "REVISION"}, {"licenses", "LICENSES"}} {
 				k := "org.opencontainers.image." + tc.label
