@@ -349,7 +349,7 @@ func inboxWriteJSON(w io.Writer, recs []*inbox.Record, next string) error {
 			Key: r.Key, MessageType: r.MessageType, Status: string(r.Status), Rejection: r.Rejection,
 			SQSMessageID: r.SQSMessageID, RequestHash: r.RequestHash, SchemaVersion: r.SchemaVersion,
 			AggregateType: r.AggregateType, AggregateID: r.AggregateID, CorrelationID: r.CorrelationID,
-			CausationID: r.CausationID, Producer: r.Producer, FirstSeenAt: r.FirstSeenAt, LastSeenAt: r.LastSeenAt,
+			CausationID: r.CausationID, Producer: r.Producer, FirstSeenAt: r.FirstSeenAt, LastSeenAt: r.LastActivity(),
 			StartedAt: r.StartedAt, CompletedAt: r.CompletedAt, FailedAt: r.FailedAt, Attempts: r.Attempts,
 			Deliveries: r.Deliveries, LeaseOwner: r.LeaseOwner, LeaseToken: r.LeaseToken,
 			LeaseExpiresAt: inbox.FormatTime(r.LeaseExpiry), FailureCode: r.FailureCode,
@@ -456,7 +456,7 @@ func inboxPrintDetail(w io.Writer, recs []*inbox.Record, now time.Time) {
 			field("aggregate", r.AggregateType+"/"+r.AggregateID)
 		}
 		field("firstSeenAt", r.FirstSeenAt)
-		field("lastSeenAt", r.LastSeenAt)
+		field("lastSeenAt", r.LastActivity())
 		field("startedAt", r.StartedAt)
 		field("completedAt", r.CompletedAt)
 		if r.FailedAt != "" {

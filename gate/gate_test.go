@@ -187,7 +187,14 @@ func TestAcquireFresh(t *testing.T) {
 			require.Equal(t, "corr-"+req.Key, rec.CorrelationID)
 			require.Equal(t, now.Add(7*24*time.Hour).Unix(), num(t, item, tables.DefaultLayout().TTL))
 			require.Equal(t, "AGG#Case#case-"+req.Key, str(t, item, tables.DefaultLayout().AggregatePK))
-			require.Equal(t, ts+"#"+msgType+"#"+req.Key, str(t, item, tables.DefaultLayout().AggregateSK))
+			require.Equal(t, ts, str(t, item, tables.DefaultLayout().AggregateSK))
+			for _, a := range []string{tables.AttrIdempotencyKey, tables.AttrMessageType, tables.AttrAggregateType, tables.AttrAggregateID,
+				tables.AttrStartedAt, tables.AttrLastSeenAt} {
+				require.False(t, has(item, a), "the fresh record stores each fact once: %s is in its keys or its firstSeenAt", a)
+			}
+			require.Equal(t, req.Key, rec.Key, "derived from PK")
+			require.Equal(t, "Case", rec.AggregateType, "derived from the aggregate index key")
+			require.Equal(t, "case-"+req.Key, rec.AggregateID)
 			if tt.indexProcessing {
 				require.Equal(t, inbox.AttentionPK(inbox.StatusProcessing, inbox.Shard(req.Key, 8)), str(t, item, tables.DefaultLayout().AttentionPK))
 				require.Equal(t, inbox.FormatTime(now.Add(lease)), str(t, item, tables.DefaultLayout().AttentionSK))
@@ -708,14 +715,18 @@ func TestAcquireTakeoverWithinTheLastMillisecond(t *testing.T) {
 }
 
 // TestFreshRecordStoresMessageType: DESIGN §2 lists messageType among the
-// inbox record's attributes.
+// inbox record's attributes; the record keeps it in its sort key
+// (WORKER#<type>) and reads it back from there, rather than storing it a
+// second time (each fact once: the record stays one write unit).
 func TestFreshRecordStoresMessageType(t *testing.T) {
 	f := newFixture(t)
 	req := request("k-type")
 	_, err := f.gate().Acquire(context.Background(), req)
 	require.NoError(t, err)
-	_, item := f.record(req.Key)
-	require.Equal(t, msgType, str(t, item, tables.AttrMessageType))
+	rec, item := f.record(req.Key)
+	require.Equal(t, msgType, rec.MessageType)
+	require.Equal(t, "WORKER#"+msgType, str(t, item, tables.DefaultLayout().SortKey))
+	require.False(t, has(item, tables.AttrMessageType), "not stored twice")
 }
 
 func TestNewValidation(t *testing.T) {

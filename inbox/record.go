@@ -132,10 +132,25 @@ func (r *Record) finish() (*Record, error) {
 	default:
 		return nil, fmt.Errorf("%w: key %q/%q", ErrDecode, r.PK, r.SK)
 	}
+	// What the record does not repeat (Store.Encode): the aggregate the
+	// index key holds, the start and the last activity its timestamps hold.
+	if r.AggregateType == "" && r.AggregateID == "" {
+		r.AggregateType, r.AggregateID, _ = aggregateOf(r.GSI1PK)
+	}
+	if r.StartedAt == "" {
+		r.StartedAt = r.FirstSeenAt
+	}
 	if r.LeaseExpiresAt > 0 {
 		r.LeaseExpiry = time.UnixMilli(r.LeaseExpiresAt)
 	}
 	return r, nil
+}
+
+// LastActivity is when anything last happened to r: the latest of its
+// timestamps (lastSeenAt is written only by the transitions that set no
+// timestamp of their own: a renewal, a release, a takeover).
+func (r *Record) LastActivity() string {
+	return max(r.LastSeenAt, r.FirstSeenAt, r.StartedAt, r.CompletedAt, r.FailedAt) // fixed-width UTC: sorts as time
 }
 
 // Released reports whether r is PROCESSING with its lease given back
@@ -171,10 +186,22 @@ func AggregatePK(aggregateType, aggregateID string) string {
 	return prefixAggregate + aggregateType + "#" + aggregateID
 }
 
-// AggregateSK is the aggregate index sort key: first-seen time, then type
-// and key, so one aggregate's history lists in arrival order.
-func AggregateSK(firstSeenAt, messageType, key string) string {
-	return firstSeenAt + "#" + messageType + "#" + key
+// AggregateSK is the aggregate index sort key: the first-seen time, so one
+// aggregate's history lists in arrival order. The index is KEYS_ONLY: each
+// entry carries the table's own key (the idempotency key and the message
+// type) beside it, so the sort key repeats neither. Records written before
+// 0.9 carry firstSeenAt#messageType#key, which sorts the same.
+func AggregateSK(firstSeenAt, messageType, key string) string { return firstSeenAt }
+
+// aggregateOf splits an aggregate index partition key into the aggregate's
+// type and id (an aggregate type holds no '#': envelope names are
+// [A-Za-z0-9._-]).
+func aggregateOf(pk string) (aggregateType, aggregateID string, ok bool) {
+	rest, found := strings.CutPrefix(pk, prefixAggregate)
+	if !found {
+		return "", "", false
+	}
+	return strings.Cut(rest, "#")
 }
 
 // DynamoDB's key size limits, in bytes of UTF-8.
@@ -187,12 +214,10 @@ const (
 // work item fits DynamoDB's limits when idempotency keys are at most
 // maxKeyBytes and message types, aggregate types and ids and SQS message
 // ids at most maxFieldBytes: the record's own key, the aggregate index's
-// keys (whose sort key holds both the type and the key) and a rejection's
-// key. A request whose key does not fit is refused by DynamoDB with a
+// partition key (its sort key is a timestamp) and a rejection's key. A request whose key does not fit is refused by DynamoDB with a
 // ValidationException that no retry heals.
 func CheckKeyLimits(maxKeyBytes, maxFieldBytes int) error {
 	var errs []error
-	ts := len(TimeLayout)
 	if n := len(prefixIdempotency) + maxKeyBytes; n > maxPartitionKeyBytes {
 		errs = append(errs, fmt.Errorf("inbox: idempotency keys of %d bytes make a partition key of %d bytes, DynamoDB allows %d", maxKeyBytes, n, maxPartitionKeyBytes))
 	}
@@ -201,10 +226,6 @@ func CheckKeyLimits(maxKeyBytes, maxFieldBytes int) error {
 	}
 	if n := len(prefixAggregate) + 1 + 2*maxFieldBytes; n > maxPartitionKeyBytes {
 		errs = append(errs, fmt.Errorf("inbox: aggregate types and ids of %d bytes make an aggregate index key of %d bytes, DynamoDB allows %d", maxFieldBytes, n, maxPartitionKeyBytes))
-	}
-	if n := ts + 2 + maxFieldBytes + maxKeyBytes; n > maxSortKeyBytes {
-		errs = append(errs, fmt.Errorf("inbox: idempotency keys of %d bytes and message types of %d bytes make an aggregate index sort key of %d bytes, DynamoDB allows %d",
-			maxKeyBytes, maxFieldBytes, n, maxSortKeyBytes))
 	}
 	return errors.Join(errs...)
 }

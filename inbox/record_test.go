@@ -1,6 +1,7 @@
 package inbox_test
 
 import (
+	"strings"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -91,7 +92,7 @@ func TestNewRecord(t *testing.T) {
 		PK: "IDEMP#k-1", SK: "WORKER#CaseOpened", MessageType: "CaseOpened", RequestHash: "h", SchemaVersion: 1,
 		AggregateType: "Case", AggregateID: "c-1", CorrelationID: "corr", CausationID: "cause", Producer: "intake",
 		FirstSeenAt: ts, LastSeenAt: ts, StartedAt: ts, Deliveries: 1,
-		GSI1PK: "AGG#Case#c-1", GSI1SK: ts + "#CaseOpened#k-1",
+		GSI1PK: "AGG#Case#c-1", GSI1SK: ts,
 	}, r)
 	item, err := (inbox.Store{}).Encode(r), error(nil)
 	require.NoError(t, err)
@@ -148,7 +149,8 @@ func TestKeys(t *testing.T) {
 	require.Equal(t, "WORKER#CaseOpened", inbox.SK("CaseOpened"))
 	require.Equal(t, map[string]types.AttributeValue{"PK": s("IDEMP#order-7"), "SK": s("WORKER#CaseOpened")}, (inbox.Store{}).Key("order-7", "CaseOpened"))
 	require.Equal(t, "AGG#Case#c-1", inbox.AggregatePK("Case", "c-1"))
-	require.Equal(t, "2026-03-01T12:00:00.000Z#CaseOpened#k-1", inbox.AggregateSK("2026-03-01T12:00:00.000Z", "CaseOpened", "k-1"))
+	require.Equal(t, "2026-03-01T12:00:00.000Z", inbox.AggregateSK("2026-03-01T12:00:00.000Z", "CaseOpened", "k-1"),
+		"the KEYS_ONLY index carries the type and the key beside the sort key")
 }
 
 func TestShard(t *testing.T) {
@@ -267,8 +269,63 @@ func TestItemMatchesTags(t *testing.T) {
 		require.NoError(t, err)
 		want, err := attributevalue.MarshalMap(r)
 		require.NoError(t, err)
+		if r.PK == inbox.PK(r.Key) {
+			delete(want, tables.AttrIdempotencyKey) // in PK
+		}
+		if r.SK == inbox.SK(r.MessageType) {
+			delete(want, tables.AttrMessageType) // in SK
+		}
 		require.Equal(t, want, got)
 	}
+}
+
+// An inbox record stays under DynamoDB's 1 KB write unit for idempotency
+// keys up to 256 bytes and message types up to 100, with the identity a
+// producer usually sends (UUIDs, a service name): each fact is stored
+// once. Before 0.9 the key was stored three times and the type three times
+// (PK, attributes, the aggregate index sort key): such a record cost 2 WCU
+// at the gate and 4 in the commit.
+func TestRecordFitsOneWriteUnit(t *testing.T) {
+	s, err := inbox.Store{Table: "t"}.WithDefaults()
+	require.NoError(t, err)
+	now := time.Date(2026, 12, 4, 2, 0, 0, 0, time.UTC)
+	w := &inbox.Work{Key: strings.Repeat("k", 256), MessageType: strings.Repeat("T", 100),
+		RequestHash: "v2:" + strings.Repeat("a", 64), SchemaVersion: 1, AggregateType: "Order", AggregateID: "0f3c2a9e-7b1d-4c5e-9a8f-2d6b4e1c3a57",
+		CorrelationID: "3e2a1b0c-9d8e-4f7a-8b6c-5d4e3f2a1b0c", CausationID: "7c6b5a4d-3e2f-4a1b-9c8d-7e6f5a4b3c2d", Producer: "orders-service"}
+	fresh := inbox.NewRecord(w, now)
+	fresh.Status, fresh.LeaseOwner, fresh.LeaseToken = inbox.StatusProcessing, "ip-10-0-12-34.eu-west-1.compute.internal/4242", strings.Repeat("f", 32)
+	fresh.LeaseExpiresAt, fresh.TTL = now.Add(30*time.Second).UnixMilli(), now.Add(7*24*time.Hour).Unix()
+	item := s.Encode(fresh)
+	require.Less(t, tables.ItemSize(item), 1024, "the gate's record: one write unit")
+
+	// As the commit leaves it: COMPLETED, the lease expiry and attention
+	// keys gone, completedAt, outcome and a long TTL added.
+	done := s.CompletedRecord(fresh, now.Add(time.Second), "", "")
+	require.Less(t, tables.ItemSize(s.Encode(done)), 1024, "the completed record: one write unit (two in a transaction)")
+
+	back, err := s.Decode(item)
+	require.NoError(t, err)
+	require.Equal(t, w.Key, back.Key)
+	require.Equal(t, w.MessageType, back.MessageType)
+	require.Equal(t, w.AggregateType, back.AggregateType)
+	require.Equal(t, w.AggregateID, back.AggregateID)
+	require.Equal(t, inbox.FormatTime(now), back.StartedAt)
+	require.Equal(t, inbox.FormatTime(now), back.LastActivity())
+
+	// Records written before 0.9 (every fact stored, a long aggregate sort
+	// key) read the same.
+	old := s.Encode(fresh)
+	old[tables.AttrIdempotencyKey] = &types.AttributeValueMemberS{Value: w.Key}
+	old[tables.AttrMessageType] = &types.AttributeValueMemberS{Value: w.MessageType}
+	old[tables.AttrAggregateType] = &types.AttributeValueMemberS{Value: w.AggregateType}
+	old[tables.AttrAggregateID] = &types.AttributeValueMemberS{Value: w.AggregateID}
+	old[tables.AttrStartedAt] = &types.AttributeValueMemberS{Value: inbox.FormatTime(now)}
+	old[tables.DefaultLayout().AggregateSK] = &types.AttributeValueMemberS{Value: inbox.FormatTime(now) + "#" + w.MessageType + "#" + w.Key}
+	oldRec, err := s.Decode(old)
+	require.NoError(t, err)
+	require.Equal(t, back.Key, oldRec.Key)
+	require.Equal(t, back.AggregateID, oldRec.AggregateID)
+	require.Greater(t, tables.ItemSize(old), 1024, "what such a record cost before: two write units")
 }
 
 func BenchmarkItem(b *testing.B) {

@@ -109,9 +109,13 @@ func (s Store) RejectionKey(sqsMessageID string) map[string]types.AttributeValue
 // Encode renders r as an item for PutItem.
 //
 // It is written out by hand, not by reflection: the gate and the fused
-// commit encode a record for every fresh message. It leaves out empty
-// attributes exactly as Decode expects, so Decode reads back what Encode
-// wrote.
+// commit encode a record for every fresh message. It stores each fact once
+// — a record of a 256-byte key and a 100-byte type stays under 1 KB, one
+// write unit — leaving out what the keys already hold (the idempotency key
+// and the message type, in the table's key; the aggregate, in the
+// aggregate index key) and what another timestamp says (startedAt and
+// lastSeenAt equal to firstSeenAt), and empty attributes, exactly as Decode
+// derives them back, so Decode reads back what Encode wrote.
 func (s Store) Encode(r *Record) map[string]types.AttributeValue {
 	item := make(map[string]types.AttributeValue, 24)
 	str := func(name, v string) {
@@ -128,19 +132,29 @@ func (s Store) Encode(r *Record) map[string]types.AttributeValue {
 	item[l.PartitionKey] = &types.AttributeValueMemberS{Value: r.PK}
 	item[l.SortKey] = &types.AttributeValueMemberS{Value: r.SK}
 	item[tables.AttrStatus] = &types.AttributeValueMemberS{Value: string(r.Status)}
-	str(tables.AttrIdempotencyKey, r.Key)
-	str(tables.AttrMessageType, r.MessageType)
+	if r.PK != PK(r.Key) {
+		str(tables.AttrIdempotencyKey, r.Key)
+	}
+	if r.SK != SK(r.MessageType) {
+		str(tables.AttrMessageType, r.MessageType)
+	}
 	str(tables.AttrRequestHash, r.RequestHash)
 	num(tables.AttrSchemaVersion, int64(r.SchemaVersion))
-	str(tables.AttrAggregateType, r.AggregateType)
-	str(tables.AttrAggregateID, r.AggregateID)
+	if r.GSI1PK == "" || r.GSI1PK != AggregatePK(r.AggregateType, r.AggregateID) {
+		str(tables.AttrAggregateType, r.AggregateType)
+		str(tables.AttrAggregateID, r.AggregateID)
+	}
 	str(tables.AttrCorrelationID, r.CorrelationID)
 	str(tables.AttrCausationID, r.CausationID)
 	str(tables.AttrProducer, r.Producer)
 	str(tables.AttrSQSMessageID, r.SQSMessageID)
 	str(tables.AttrFirstSeenAt, r.FirstSeenAt)
-	str(tables.AttrLastSeenAt, r.LastSeenAt)
-	str(tables.AttrStartedAt, r.StartedAt)
+	if r.LastSeenAt != r.FirstSeenAt {
+		str(tables.AttrLastSeenAt, r.LastSeenAt)
+	}
+	if r.StartedAt != r.FirstSeenAt {
+		str(tables.AttrStartedAt, r.StartedAt)
+	}
 	str(tables.AttrCompletedAt, r.CompletedAt)
 	str(tables.AttrFailedAt, r.FailedAt)
 	num(tables.AttrAttempts, int64(r.Attempts))

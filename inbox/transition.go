@@ -165,7 +165,7 @@ func (s Store) CompletedRecord(rec *Record, now time.Time, outcome, resultRef st
 func (s Store) FailedRecord(rec *Record, now time.Time, status Status, code, message string) *Record {
 	ts := FormatTime(now)
 	r := *rec
-	r.Status, r.FailureCode, r.FailureMessage, r.FailedAt, r.LastSeenAt = status, code, message, ts, ts
+	r.Status, r.FailureCode, r.FailureMessage, r.FailedAt = status, code, message, ts
 	r.Attempts = 1
 	r.TTL = s.ttl().For(status, now)
 	r.LeaseExpiresAt = 0
@@ -183,7 +183,6 @@ func (s Store) Complete(l Lease, now time.Time, outcome, resultRef string) Trans
 	ts := FormatTime(now)
 	upd := expression.Set(expression.Name(tables.AttrStatus), expression.Value(string(StatusCompleted))).
 		Set(expression.Name(tables.AttrCompletedAt), expression.Value(ts)).
-		Set(expression.Name(tables.AttrLastSeenAt), expression.Value(ts)).
 		Set(expression.Name(tables.AttrOutcome), expression.Value(outcome)).
 		Set(expression.Name(s.layout().TTL), expression.Value(s.ttl().For(StatusCompleted, now))).
 		Remove(expression.Name(tables.AttrLeaseExpiresAt)).
@@ -211,7 +210,6 @@ func (s Store) failed(key string, now time.Time, status Status, code, message st
 		Set(expression.Name(tables.AttrFailureCode), expression.Value(code)).
 		Set(expression.Name(tables.AttrFailureMessage), expression.Value(message)).
 		Set(expression.Name(tables.AttrFailedAt), expression.Value(ts)).
-		Set(expression.Name(tables.AttrLastSeenAt), expression.Value(ts)).
 		Set(expression.Name(s.layout().TTL), expression.Value(s.ttl().For(status, now))).
 		Set(expression.Name(s.layout().AttentionPK), expression.Value(AttentionPK(status, Shard(key, s.shards())))).
 		Set(expression.Name(s.layout().AttentionSK), expression.Value(ts)).

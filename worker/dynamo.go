@@ -14,6 +14,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/tables"
 )
 
 // Retries, and who owns them:
@@ -239,7 +240,7 @@ func capacityUnits(c *types.ConsumedCapacity) float64 {
 // charges them: 1 per started KB, plus 1 for the aggregate index entry
 // (KEYS_ONLY, written once at the gate).
 func putWCU(item map[string]types.AttributeValue) int {
-	return int(math.Ceil(float64(max(1, itemSize(item)))/1024)) + 1
+	return int(math.Ceil(float64(max(1, tables.ItemSize(item)))/1024)) + 1
 }
 
 // transactWCU estimates a transaction's write units: 2 per started KB of
@@ -250,63 +251,10 @@ func transactWCU(items []types.TransactWriteItem) int {
 	n := 0
 	for _, it := range items {
 		if it.Put != nil {
-			n += 2 * int(math.Ceil(float64(max(1, itemSize(it.Put.Item)))/1024))
+			n += 2 * int(math.Ceil(float64(max(1, tables.ItemSize(it.Put.Item)))/1024))
 			continue
 		}
 		n += 2
 	}
 	return n
-}
-
-// itemSize approximates DynamoDB's item size: attribute names plus values.
-func itemSize(item map[string]types.AttributeValue) int {
-	n := 0
-	for k, v := range item {
-		n += len(k) + valueSize(v)
-	}
-	return n
-}
-
-func valueSize(v types.AttributeValue) int {
-	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
-		return len(v.Value)
-	case *types.AttributeValueMemberN:
-		return (len(v.Value)+1)/2 + 1
-	case *types.AttributeValueMemberB:
-		return len(v.Value)
-	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
-		return 1
-	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, s := range v.Value {
-			n += len(s)
-		}
-		return n + 3
-	case *types.AttributeValueMemberNS:
-		n := 0
-		for _, s := range v.Value {
-			n += (len(s)+1)/2 + 1
-		}
-		return n + 3
-	case *types.AttributeValueMemberBS:
-		n := 0
-		for _, b := range v.Value {
-			n += len(b)
-		}
-		return n + 3
-	case *types.AttributeValueMemberL:
-		n := 3
-		for _, e := range v.Value {
-			n += 1 + valueSize(e)
-		}
-		return n
-	case *types.AttributeValueMemberM:
-		n := 3
-		for k, e := range v.Value {
-			n += 1 + len(k) + valueSize(e)
-		}
-		return n
-	}
-	return 0
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ddbworker/ddbworker/tables"
 )
 
 func TestClassifyCall(t *testing.T) {
@@ -60,5 +62,5 @@ func TestWriteUnitEstimates(t *testing.T) {
 	require.Equal(t, 4, putWCU(big), "3 started KB + index")
 	require.Equal(t, 2*3+2+2, transactWCU([]types.TransactWriteItem{{Put: &types.Put{Item: big}}, {Update: &types.Update{}}, {ConditionCheck: &types.ConditionCheck{}}}),
 		"2 per started KB of a Put, 2 per other action")
-	require.Greater(t, itemSize(map[string]types.AttributeValue{"m": &types.AttributeValueMemberM{Value: big}}), 2500)
+	require.Greater(t, tables.ItemSize(map[string]types.AttributeValue{"m": &types.AttributeValueMemberM{Value: big}}), 2500)
 }
