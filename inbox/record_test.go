@@ -1,11 +1,11 @@
 package inbox_test
 
 import (
-	"strings"
 	"fmt"
 	"math/rand/v2"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
