@@ -334,7 +334,7 @@ func TestOutOfOrderVersions(t *testing.T) {
 
 // flaky wraps the deadline handler: it fails retryably `fails` times for
 // keys accepted by which, then delegates.
-func flaky(h *harness, fails int, which func(key string) bool) *ddbworker.Registry {
+func flaky(h *harness, fails int, which func(key string) bool, opts ...ddbworker.RouteOption) *ddbworker.Registry {
 	inner := &caseflow.Handlers{Table: h.env.Table, TrackApplications: true}
 	var mu sync.Mutex
 	seen := map[string]int{}
@@ -351,7 +351,7 @@ func flaky(h *harness, fails int, which func(key string) bool) *ddbworker.Regist
 			}
 		}
 		return ddbworker.JSON(inner.Deadline).Handle(ctx, m)
-	})))
+	}), opts...))
 	return reg
 }
 

@@ -124,9 +124,15 @@ func (w *Worker) recordFailure(ctx context.Context, d *delivery, wk *work, v fai
 	case errors.As(err, &lost):
 		return w.outcomeOf(w.leaseLost(lost, attempt))
 	case errors.As(err, &exists):
-		// A fused run's record appeared meanwhile: the next delivery
-		// decides from it.
-		return later(OutcomeLeaseLost, time.Second, nil, attempt)
+		// A fused run found a record there (an earlier failure, or a
+		// duplicate's claim): the failure is recorded under a lease taken
+		// from it, or the record's own verdict applies.
+		c, cv := w.claim(ctx, d, wk, exists.Record)
+		if cv != nil {
+			return w.record(ctx, d, wk, cv)
+		}
+		v.lease, v.attempts = &c.lease, c.attempts
+		return w.recordFailure(ctx, d, wk, v)
 	case err != nil:
 		return w.unrecorded(d, err, v.lease)
 	case f.IsTerminal():
@@ -154,7 +160,14 @@ func (w *Worker) recordSupersede(ctx context.Context, d *delivery, wk *work, v s
 	case errors.As(err, &lost):
 		return w.outcomeOf(w.leaseLost(lost, attempt))
 	case errors.As(err, &exists):
-		return later(OutcomeLeaseLost, time.Second, nil, attempt)
+		// As for a failure: supersede under a lease taken from the
+		// record there, or apply the record's own verdict.
+		c, cv := w.claim(ctx, d, wk, exists.Record)
+		if cv != nil {
+			return w.record(ctx, d, wk, cv)
+		}
+		v.lease = &c.lease
+		return w.recordSupersede(ctx, d, wk, v)
 	}
 	return w.unrecorded(d, err, v.lease)
 }

@@ -288,3 +288,46 @@ func TestRegressDeployDuringOutageChargesNothing(t *testing.T) {
 	}
 	require.Zero(t, testenv.InspectQueue(t, h.env.Queues.DLQURL).Total(), "nothing dead-lettered")
 }
+
+// A fused route's handler failing on a redelivery found the record its
+// first failure wrote: the failure was not recorded and the message came
+// back as lease_lost every second, its attempts never counted, forever.
+// Now the failure is recorded under a lease taken from that record.
+func TestRegressFusedRepeatedFailureIsCounted(t *testing.T) {
+	t.Run("fails twice, then succeeds", func(t *testing.T) {
+		h := newHarness(t, testenv.Options{})
+		h.seedCases("c1")
+		h.start(h.testConfig(), worker.Deps{Handlers: flaky(h, 2, func(string) bool { return true }, ddbworker.Fused())})
+		h.send(mustEnv(t)(caseflow.NewDeadlineRequest("k-fused-flaky", "c1", "intake", effective)))
+		ev := h.waitEvents(1, 30*time.Second, final)[0]
+		require.Equal(t, worker.OutcomeApplied, ev.Outcome)
+		require.Equal(t, 3, ev.Attempt)
+		retries := h.waitEvents(2, time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeRetry })
+		require.Len(t, retries, 2)
+		for i, r := range retries {
+			require.Equal(t, i+1, r.Attempt)
+		}
+		rec := h.record("k-fused-flaky", caseflow.TypeDeadline)
+		require.Equal(t, inbox.StatusCompleted, rec.Status)
+		require.Equal(t, 2, rec.Attempts)
+		require.EqualValues(t, 1, h.applications("c1", caseflow.TypeDeadline, "k-fused-flaky"))
+		h.requireQueueEmpty()
+	})
+	t.Run("always fails: MAX_ATTEMPTS_EXCEEDED", func(t *testing.T) {
+		h := newHarness(t, testenv.Options{})
+		h.seedCases("c1")
+		h.start(h.testConfig(), worker.Deps{Handlers: flaky(h, -1, func(string) bool { return true }, ddbworker.Fused())})
+		env := mustEnv(t)(caseflow.NewDeadlineRequest("k-fused-doomed", "c1", "intake", effective))
+		env.AttemptPolicy = &envelope.AttemptPolicy{MaxBusinessAttempts: 2}
+		h.send(env)
+		ev := h.waitEvents(1, 30*time.Second, final)[0]
+		require.Equal(t, worker.OutcomeTerminal, ev.Outcome)
+		require.Equal(t, failure.CodeMaxAttempts, ev.Code)
+		require.Equal(t, 2, ev.Attempt)
+		rec := h.record("k-fused-doomed", caseflow.TypeDeadline)
+		require.Equal(t, inbox.StatusFailedTerminal, rec.Status)
+		require.Equal(t, 2, rec.Attempts)
+		require.Len(t, h.dlq(1), 1)
+		h.requireQueueEmpty()
+	})
+}
