@@ -10,6 +10,7 @@ import (
 
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/mutation"
 )
 
 // Message is what a handler sees of one delivery.
@@ -155,6 +156,9 @@ type Route struct {
 	// Fused commits the inbox record COMPLETED inside the handler's
 	// transaction (see Fused).
 	Fused bool
+	// SingleWrite commits the handler's one version-guarded write alone,
+	// fenced in the domain item (see SingleWrite).
+	SingleWrite bool
 }
 
 // RouteOption adjusts one registration.
@@ -166,6 +170,47 @@ type RouteOption func(*Route)
 // effects that finish well within the lease (there is no PROCESSING phase
 // and so no heartbeat). Failures fall back to the gated path.
 func Fused() RouteOption { return func(r *Route) { r.Fused = true } }
+
+// SingleWrite opts a message type into the single-write commit, for the
+// most common handler of a single-table application: its effect is one
+// item of its aggregate, guarded by the aggregate's version. The handler
+// returns exactly one Put or Update with one NewerVersion guard (the
+// message's aggregateVersion, or a per-aggregate sequence) and any other
+// guards; the worker commits it with one conditional UpdateItem or PutItem
+// that also records, in the item, which work set that version: the
+// idempotency key and request hash in FenceKeyAttr and FenceHashAttr (and
+// the version attribute itself, which the handler may set only to the
+// guard's version). A fresh message costs that one call and no inbox
+// record.
+//
+// The fence decides what a delivery of work whose version is no longer
+// below the item's means: the same key and hash applied already (a
+// duplicate: acked, no write); the same version set by other work is
+// terminal IDEMPOTENCY_HASH_MISMATCH with the alert; a newer version
+// supersedes it (acked, nothing written). Failures are recorded in the
+// inbox as on every route, and a redelivery (a receive count above one,
+// or a message the DLQ tooling redrove) takes the gated path: the gate's
+// lease and attempts, and the fenced write committed with the inbox flip.
+//
+// What it gives up, and so what it is not for: a result of another shape
+// is refused (terminal INVALID_HANDLER_RESULT, at its first message);
+// a new message for work whose earlier message failed terminally runs
+// again instead of failing the same way (the fresh path reads no inbox
+// record); and a late duplicate of work an even newer version followed is
+// reported superseded, not duplicate. For several writes, use Fused or the
+// default.
+func SingleWrite() RouteOption { return func(r *Route) { r.SingleWrite = true } }
+
+// The attributes the single-write commit keeps in the domain item: the
+// idempotency key and the request hash of the work that set its version.
+const (
+	FenceKeyAttr  = mutation.FenceKeyAttr
+	FenceHashAttr = mutation.FenceHashAttr
+)
+
+// ErrRouteOptions reports a registration whose options contradict each
+// other.
+var ErrRouteOptions = errors.New("ddbworker: route options conflict")
 
 // Registry maps message types to handlers. Register everything before
 // giving it to a worker, which copies it.
@@ -190,6 +235,9 @@ func (r *Registry) Register(messageType string, h Handler, opts ...RouteOption) 
 	rt := Route{Handler: h}
 	for _, o := range opts {
 		o(&rt)
+	}
+	if rt.Fused && rt.SingleWrite {
+		return fmt.Errorf("%w: %s is both Fused and SingleWrite", ErrRouteOptions, messageType)
 	}
 	r.routes[messageType] = rt
 	return nil

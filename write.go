@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -36,9 +37,17 @@ type Write struct {
 	table   string
 	key     Key
 	item    Item
-	changes []func(expression.UpdateBuilder) expression.UpdateBuilder
+	changes []change
 	guards  []Guard
 	err     error
+}
+
+// change is one change of an Update: the attribute it names (its top-level
+// name for a path), the value a Set sets it to, and the change itself.
+type change struct {
+	attr  string
+	set   any // Set's value; nil for the other changes
+	apply func(expression.UpdateBuilder) expression.UpdateBuilder
 }
 
 type writeKind int
@@ -88,40 +97,42 @@ func (w Write) with(f func(*Write)) Write {
 	return w
 }
 
-func (w Write) change(f func(u expression.UpdateBuilder) expression.UpdateBuilder) Write {
+func (w Write) change(c change) Write {
 	if w.kind != kindUpdate {
 		return w.with(func(w *Write) { w.err = errors.Join(w.err, errors.New("ddbworker: only an Update has changes")) })
 	}
-	return w.with(func(w *Write) { w.changes = append(w.changes, f) })
+	c.attr, _, _ = strings.Cut(c.attr, ".")
+	c.attr, _, _ = strings.Cut(c.attr, "[")
+	return w.with(func(w *Write) { w.changes = append(w.changes, c) })
 }
 
 // Set sets attr to v.
 func (w Write) Set(attr string, v any) Write {
-	return w.change(func(u expression.UpdateBuilder) expression.UpdateBuilder {
+	return w.change(change{attr: attr, set: v, apply: func(u expression.UpdateBuilder) expression.UpdateBuilder {
 		return u.Set(expression.Name(attr), expression.Value(v))
-	})
+	}})
 }
 
 // SetIfMissing sets attr to v only when the item has no attr yet.
 func (w Write) SetIfMissing(attr string, v any) Write {
-	return w.change(func(u expression.UpdateBuilder) expression.UpdateBuilder {
+	return w.change(change{attr: attr, apply: func(u expression.UpdateBuilder) expression.UpdateBuilder {
 		return u.Set(expression.Name(attr), expression.IfNotExists(expression.Name(attr), expression.Value(v)))
-	})
+	}})
 }
 
 // Add adds the number n to attr (a missing attr counts as 0), or the
 // elements of a set.
 func (w Write) Add(attr string, n any) Write {
-	return w.change(func(u expression.UpdateBuilder) expression.UpdateBuilder {
+	return w.change(change{attr: attr, apply: func(u expression.UpdateBuilder) expression.UpdateBuilder {
 		return u.Add(expression.Name(attr), expression.Value(n))
-	})
+	}})
 }
 
 // Remove deletes attr from the item.
 func (w Write) Remove(attr string) Write {
-	return w.change(func(u expression.UpdateBuilder) expression.UpdateBuilder {
+	return w.change(change{attr: attr, apply: func(u expression.UpdateBuilder) expression.UpdateBuilder {
 		return u.Remove(expression.Name(attr))
-	})
+	}})
 }
 
 // Guard adds guards: the write (and so the whole commit) applies only when
@@ -172,6 +183,14 @@ type Guard struct {
 	cond   func(keyAttr string) expression.ConditionBuilder
 	holds  func(keyAttr string, old map[string]types.AttributeValue) bool
 	policy Policy
+	// version is set on a NewerVersion guard: what a single-write route
+	// fences the write with.
+	version *versionGuard
+}
+
+type versionGuard struct {
+	attr string
+	v    int64
 }
 
 // Else returns the guard with another policy for when it fails.
@@ -213,7 +232,8 @@ func NewerVersion(attr string, v int64) Guard {
 			c, ok := compareNumber(got, v)
 			return got == nil || ok && c < 0
 		},
-		policy: Supersede(""),
+		policy:  Supersede(""),
+		version: &versionGuard{attr: attr, v: v},
 	}
 }
 
@@ -249,10 +269,22 @@ func Equal(attr string, v any) Guard {
 // through feature/dynamodb/expression, and the judge of its guards (the
 // worker calls it; so does the test kit). The judge names the first guard
 // that fails on the item as it was.
+//
+// A Put or Update with exactly one NewerVersion guard also carries what a
+// single-write route fences it with (mutation.Write.Fence).
 func (w Write) Mutation() (mutation.Write, error) {
 	if w.raw != nil {
 		return *w.raw, nil
 	}
+	m, err := w.render()
+	if err != nil {
+		return m, err
+	}
+	m.Fence = w.fence()
+	return m, nil
+}
+
+func (w Write) render() (mutation.Write, error) {
 	if w.err != nil {
 		return mutation.Write{}, w.invalid(w.err)
 	}
@@ -287,7 +319,7 @@ func (w Write) Mutation() (mutation.Write, error) {
 		}
 		var upd expression.UpdateBuilder
 		for _, c := range w.changes {
-			upd = c(upd)
+			upd = c.apply(upd)
 		}
 		b, built = b.WithUpdate(upd), true
 	case kindPut, kindDelete:
@@ -344,6 +376,100 @@ func judgeOf(guards []Guard, keyAttr string) mutation.Judge {
 		}
 		return mutation.Verdict{}, false
 	}
+}
+
+// fence is what a single-write route needs of w: set for a Put or an
+// Update with exactly one NewerVersion guard.
+func (w Write) fence() *mutation.Fence {
+	if w.kind != kindUpdate && w.kind != kindPut {
+		return nil
+	}
+	var vg *versionGuard
+	for _, g := range w.guards {
+		if g.version != nil {
+			if vg != nil {
+				return nil // two version guards: which one fences is not clear
+			}
+			vg = g.version
+		}
+	}
+	if vg == nil || strings.ContainsAny(vg.attr, ".[") {
+		return nil // the fence reads a top-level version attribute
+	}
+	return &mutation.Fence{Attr: vg.attr, Version: vg.v, Render: func(set map[string]string) (types.TransactWriteItem, error) {
+		s, err := w.stamped(vg, set)
+		if err != nil {
+			return types.TransactWriteItem{}, err
+		}
+		m, err := s.render()
+		return m.Item, err
+	}}
+}
+
+// stamped is w setting the string attributes of set and its version
+// attribute to the version guard's version: a handler may set that
+// attribute only to that version, and none of set's.
+func (w Write) stamped(vg *versionGuard, set map[string]string) (Write, error) {
+	versionSet := false
+	check := func(attr string, v any, isSet bool) error {
+		if _, ok := set[attr]; ok {
+			return fmt.Errorf("the write sets %s, which the fence owns", attr)
+		}
+		if attr != vg.attr {
+			return nil
+		}
+		if !isSet || !sameNumber(v, vg.v) {
+			return fmt.Errorf("the write changes its version attribute %s other than to the guard's version %d", attr, vg.v)
+		}
+		versionSet = true
+		return nil
+	}
+	switch w.kind {
+	case kindUpdate:
+		for _, c := range w.changes {
+			if err := check(c.attr, c.set, c.set != nil); err != nil {
+				return Write{}, err
+			}
+		}
+		out := w
+		if !versionSet {
+			out = out.Set(vg.attr, vg.v)
+		}
+		for _, name := range slices.Sorted(maps.Keys(set)) {
+			out = out.Set(name, set[name])
+		}
+		return out, nil
+	case kindPut:
+		for attr, v := range w.item {
+			if err := check(attr, v, true); err != nil {
+				return Write{}, err
+			}
+		}
+		item := maps.Clone(w.item)
+		if item == nil {
+			item = Item{}
+		}
+		if !versionSet {
+			item[vg.attr] = vg.v
+		}
+		for name, v := range set {
+			item[name] = v
+		}
+		out := w.with(func(*Write) {})
+		out.item = item
+		return out, nil
+	}
+	return Write{}, errors.New("only a Put or an Update is fenced")
+}
+
+// sameNumber reports whether v marshals to the number n.
+func sameNumber(v any, n int64) bool {
+	av, err := value(v)
+	if err != nil {
+		return false
+	}
+	c, ok := compareNumber(av, n)
+	return ok && c == 0
 }
 
 func (w Write) invalid(err error) error {

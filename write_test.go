@@ -3,6 +3,7 @@ package ddbworker_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -231,4 +232,140 @@ func TestJSONAndRegistry(t *testing.T) {
 	require.True(t, ok)
 	require.True(t, rt.Fused)
 	require.False(t, errors.Is(ddbworker.Retryable("X", "y"), failure.ErrTerminal))
+}
+
+// A single-write route fences a Put or an Update with one version guard:
+// the write also sets the fence and the version, and its judge reads the
+// fence before its own guards.
+func TestSingleWriteFence(t *testing.T) {
+	key := ddbworker.Key{"PK": "CASE#1", "SK": "CASE"}
+	stamp := mutation.Stamp{Key: "k1", Hash: "v2:aa"}
+	guarded := func(w ddbworker.Write) ddbworker.Write {
+		return w.Guard(ddbworker.MustExist(), ddbworker.NewerVersion("v", 3))
+	}
+	fenced := func(t *testing.T, w ddbworker.Write) mutation.Write {
+		t.Helper()
+		m, err := w.Mutation()
+		require.NoError(t, err)
+		f, err := mutation.Fenced([]mutation.Write{m}, stamp)
+		require.NoError(t, err)
+		return f
+	}
+	t.Run("an update sets the fence and the version", func(t *testing.T) {
+		f := fenced(t, guarded(ddbworker.Update("t", key).Set("stage", "review")))
+		require.Equal(t, "v", f.Fence.Attr)
+		require.EqualValues(t, 3, f.Fence.Version)
+		u := f.Item.Update
+		set := map[string]types.AttributeValue{}
+		for ph, name := range u.ExpressionAttributeNames {
+			for vph, v := range u.ExpressionAttributeValues {
+				if strings.Contains(aws.ToString(u.UpdateExpression), ph+" = "+vph) {
+					set[name] = v
+				}
+			}
+		}
+		require.Equal(t, map[string]types.AttributeValue{"stage": s("review"), "v": n("3"),
+			ddbworker.FenceKeyAttr: s("k1"), ddbworker.FenceHashAttr: s("v2:aa")}, set)
+	})
+	t.Run("a put carries them in its item", func(t *testing.T) {
+		f := fenced(t, guarded(ddbworker.Put("t", key, ddbworker.Item{"stage": "review"})))
+		require.Equal(t, map[string]types.AttributeValue{"PK": s("CASE#1"), "SK": s("CASE"), "stage": s("review"), "v": n("3"),
+			ddbworker.FenceKeyAttr: s("k1"), ddbworker.FenceHashAttr: s("v2:aa")}, f.Item.Put.Item)
+	})
+	t.Run("the handler may set the version to the guard's", func(t *testing.T) {
+		f := fenced(t, guarded(ddbworker.Update("t", key).Set("v", 3)))
+		u := f.Item.Update
+		require.Equal(t, 3, strings.Count(aws.ToString(u.UpdateExpression), "="), "the version and the fence: %s", aws.ToString(u.UpdateExpression))
+		names := 0
+		for _, name := range u.ExpressionAttributeNames {
+			if name == "v" {
+				names++
+			}
+		}
+		require.Equal(t, 1, names, "the version is set once")
+	})
+	for _, tc := range []struct {
+		name   string
+		writes []ddbworker.Write
+	}{
+		{"no write", nil},
+		{"two writes", []ddbworker.Write{guarded(ddbworker.Update("t", key).Set("a", 1)), guarded(ddbworker.Update("t", key).Set("b", 1))}},
+		{"no version guard", []ddbworker.Write{ddbworker.Update("t", key).Set("a", 1).Guard(ddbworker.MustExist())}},
+		{"two version guards", []ddbworker.Write{guarded(ddbworker.Update("t", key).Set("a", 1)).Guard(ddbworker.NewerVersion("w", 1))}},
+		{"a version guard on a path", []ddbworker.Write{ddbworker.Update("t", key).Set("a", 1).Guard(ddbworker.NewerVersion("meta.v", 1))}},
+		{"a delete", []ddbworker.Write{guarded(ddbworker.Delete("t", key))}},
+		{"a check", []ddbworker.Write{ddbworker.Check("t", key, ddbworker.NewerVersion("v", 3))}},
+		{"the version set to another value", []ddbworker.Write{guarded(ddbworker.Update("t", key).Set("v", 4))}},
+		{"the version added to", []ddbworker.Write{guarded(ddbworker.Update("t", key).Add("v", 1))}},
+		{"the fence set by the handler", []ddbworker.Write{guarded(ddbworker.Update("t", key).Set(ddbworker.FenceKeyAttr, "x"))}},
+		{"a put with another version", []ddbworker.Write{guarded(ddbworker.Put("t", key, ddbworker.Item{"v": 2}))}},
+	} {
+		t.Run("refused: "+tc.name, func(t *testing.T) {
+			ms := make([]mutation.Write, len(tc.writes))
+			for i, w := range tc.writes {
+				m, err := w.Mutation()
+				require.NoError(t, err)
+				ms[i] = m
+			}
+			_, err := mutation.Fenced(ms, stamp)
+			require.ErrorIs(t, err, mutation.ErrNotSingleWrite)
+			f, ok := failure.As(err)
+			require.True(t, ok)
+			require.Equal(t, failure.CodeInvalidResult, f.Code)
+			require.True(t, f.IsTerminal())
+		})
+	}
+
+	f := fenced(t, guarded(ddbworker.Update("t", key).Set("stage", "review")))
+	item := func(v string, fenceKey, fenceHash string) map[string]types.AttributeValue {
+		it := map[string]types.AttributeValue{"PK": s("CASE#1"), "SK": s("CASE"), "v": n(v)}
+		if fenceKey != "" {
+			it[ddbworker.FenceKeyAttr], it[ddbworker.FenceHashAttr] = s(fenceKey), s(fenceHash)
+		}
+		return it
+	}
+	for _, tc := range []struct {
+		name   string
+		old    map[string]types.AttributeValue
+		failed bool
+		want   mutation.Verdict
+	}{
+		{"no item: the write's own guard", nil, true, mutation.Verdict{Kind: mutation.Fail, Code: "ITEM_NOT_FOUND", Message: "the item does not exist"}},
+		{"an older version: the guards hold", item("2", "k0", "v2:00"), false, mutation.Verdict{}},
+		{"its own fence: duplicate", item("3", "k1", "v2:aa"), true, mutation.Verdict{Kind: mutation.Duplicate}},
+		{"its own fence under a newer version: duplicate", item("5", "k1", "v2:aa"), true, mutation.Verdict{Kind: mutation.Duplicate}},
+		{"another key at its version: mismatch", item("3", "k0", "v2:00"), true, mutation.Verdict{Kind: mutation.Fail, Code: failure.CodeHashMismatch,
+			Message: `v 3 of the item was set by the work of key "k0"`}},
+		{"its key, another hash: mismatch", item("3", "k1", "v2:bb"), true, mutation.Verdict{Kind: mutation.Fail, Code: failure.CodeHashMismatch,
+			Message: "v 3 of the item was set by this key's work with another request hash"}},
+		{"its version, no fence: mismatch", item("3", "", ""), true, mutation.Verdict{Kind: mutation.Fail, Code: failure.CodeHashMismatch,
+			Message: "v 3 of the item was set by work the item does not name"}},
+		{"a newer version: superseded", item("4", "k0", "v2:00"), true, mutation.Verdict{Kind: mutation.Supersede}},
+	} {
+		t.Run("judged: "+tc.name, func(t *testing.T) {
+			v, failed := f.Judge(tc.old)
+			require.Equal(t, tc.failed, failed)
+			require.Equal(t, tc.want, v)
+		})
+	}
+	t.Run("judged: a stored hash in another form is compared like with like", func(t *testing.T) {
+		m, err := guarded(ddbworker.Update("t", key).Set("a", 1)).Mutation()
+		require.NoError(t, err)
+		older := mutation.Stamp{Key: "k1", Hash: "v2:aa", SameWork: func(stored string) bool { return stored == "v2:aa" || stored == "aa" }}
+		w, err := mutation.Fenced([]mutation.Write{m}, older)
+		require.NoError(t, err)
+		v, failed := w.Judge(item("3", "k1", "aa"))
+		require.True(t, failed)
+		require.Equal(t, mutation.Duplicate, v.Kind)
+	})
+}
+
+func TestRegisterRefusesFusedSingleWrite(t *testing.T) {
+	reg := ddbworker.NewRegistry()
+	h := ddbworker.HandlerFunc(func(context.Context, *ddbworker.Message) (ddbworker.Result, error) { return ddbworker.Result{}, nil })
+	require.ErrorIs(t, reg.Register("T", h, ddbworker.Fused(), ddbworker.SingleWrite()), ddbworker.ErrRouteOptions)
+	require.NoError(t, reg.Register("T", h, ddbworker.SingleWrite()))
+	rt, ok := reg.Lookup("T")
+	require.True(t, ok)
+	require.True(t, rt.SingleWrite)
 }

@@ -31,6 +31,15 @@ func (r *Result) RequireSuperseded(t testing.TB, outcome string) int {
 	return r.FailedWrite
 }
 
+// RequireDuplicate requires a single-write route's fence to find the work
+// applied already.
+func (r *Result) RequireDuplicate(t testing.TB) {
+	t.Helper()
+	if r.Kind != Duplicate {
+		t.Fatalf("want duplicate, got %s", r)
+	}
+}
+
 // RequireRerun requires a guard to re-run the handler and returns the index
 // of that write.
 func (r *Result) RequireRerun(t testing.TB) int {

@@ -88,6 +88,10 @@ const (
 	// Terminal: the work ends FAILED_TERMINAL with Result.Failure and the
 	// terminal policy (DLQ by default) applies.
 	Terminal
+	// Duplicate: on a single-write route, the item's fence names this
+	// work: it applied already; nothing is written and the message is
+	// deleted.
+	Duplicate
 )
 
 func (k Kind) String() string {
@@ -102,6 +106,8 @@ func (k Kind) String() string {
 		return "retryable"
 	case Terminal:
 		return "terminal"
+	case Duplicate:
+		return "duplicate"
 	}
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -187,6 +193,8 @@ func (r *Result) String() string {
 		b.WriteString("superseded " + r.Outcome + guard)
 	case Rerun:
 		b.WriteString("rerun" + guard)
+	case Duplicate:
+		b.WriteString("duplicate" + guard)
 	case Retryable, Terminal:
 		b.WriteString(r.Failure.String() + guard)
 	default:
@@ -253,13 +261,14 @@ func (w *Worker) Work(ctx context.Context, msg Message) (*Result, error) {
 	}
 	r.Envelope = env
 	h := w.handler
+	single := false // a single-write route: its write is fenced
 	if w.reg != nil {
 		rt, ok := w.reg.Lookup(env.MessageType)
 		if !ok {
 			r.reject(failure.NewTerminal(failure.CodeUnknownMessageType, fmt.Sprintf("no handler for message type %q", env.MessageType)))
 			return r, nil
 		}
-		h = rt.Handler
+		h, single = rt.Handler, rt.SingleWrite
 	}
 	r.Message = &ddbworker.Message{Envelope: env, SQSMessageID: DefaultSQSMessageID, ReceiveCount: msg.receiveCount, Attempt: msg.attempt}
 	r.Returned, r.Panic, r.Err = run(ctx, h, r.Message)
@@ -283,6 +292,19 @@ func (w *Worker) Work(ctx context.Context, msg Message) (*Result, error) {
 			continue
 		}
 		render(&r.Writes[i], m)
+	}
+	if single && invalid == nil && len(writes) > 0 {
+		// As the worker's commit fences it: the one write also sets the
+		// fence, and the fence judges an item whose version is not below.
+		fenced, err := mutation.Fenced(writes, mutation.Stamp{Key: env.IdempotencyKey, Hash: env.RequestHash})
+		if err != nil {
+			invalid = err
+		} else {
+			writes = writes[:1]
+			writes[0] = fenced
+			r.Writes = r.Writes[:1]
+			render(&r.Writes[0], fenced)
+		}
 	}
 	keys := r.locate(items)
 	for i := range r.Writes {
@@ -379,6 +401,9 @@ func (r *Result) settle(j judge.Run, attempt int) {
 		return
 	case judge.Superseded:
 		r.Kind, r.Outcome = Superseded, j.Outcome
+		return
+	case judge.Duplicate:
+		r.Kind, r.Outcome = Duplicate, j.Outcome
 		return
 	case judge.Rerun:
 		r.Kind = Rerun

@@ -615,3 +615,30 @@ func TestConcurrentAndContext(t *testing.T) {
 		}
 	}
 }
+
+// A single-write route's write is fenced as the worker fences it: the kit
+// renders the fence and judges the declared item by it.
+func TestSingleWriteRoute(t *testing.T) {
+	write := ddbworker.Update("t", caseKey).Set("stage", "review").Guard(ddbworker.NewerVersion("v", 3))
+	kit := func(ws ...ddbworker.Write) *ddbworkertest.Worker {
+		reg := ddbworker.NewRegistry()
+		require.NoError(t, reg.Register("Tested", returning(ws...), ddbworker.SingleWrite()))
+		return ddbworkertest.NewRegistry(reg)
+	}
+	m := msg(ddbworkertest.Key("k-1"), ddbworkertest.AggregateVersion(3))
+	fresh := kit(write).RequireWork(t, m)
+	fresh.RequireApplied(t)
+	require.Len(t, fresh.Writes, 1)
+	require.Contains(t, fresh.Writes[0].String(), ddbworker.FenceKeyAttr, "the fence is part of the write: %s", fresh.Writes[0])
+
+	fence := ddbworker.Item{"v": 3, ddbworker.FenceKeyAttr: "k-1", ddbworker.FenceHashAttr: fresh.Envelope.RequestHash}
+	at := func(item ddbworker.Item) ddbworkertest.Existing {
+		return ddbworkertest.Existing{Table: "t", Key: caseKey, Item: item}
+	}
+	kit(write).Before(at(fence)).RequireWork(t, m).RequireDuplicate(t)
+	other := ddbworker.Item{"v": 3, ddbworker.FenceKeyAttr: "k-0", ddbworker.FenceHashAttr: "v2:00"}
+	kit(write).Before(at(other)).RequireWork(t, m).RequireTerminal(t, failure.CodeHashMismatch)
+	kit(write).Before(at(ddbworker.Item{"v": 4})).RequireWork(t, m).RequireSuperseded(t, "SUPERSEDED")
+	kit(write, write).RequireWork(t, m).RequireTerminal(t, failure.CodeInvalidResult)
+	kit(ddbworker.Update("t", caseKey).Set("stage", "review")).RequireWork(t, m).RequireTerminal(t, failure.CodeInvalidResult)
+}

@@ -7,6 +7,10 @@
 //     check (CheckWrites: at most MaxWrites, one action each);
 //   - the fused commit, which writes the inbox record COMPLETED in that
 //     same transaction instead of flipping one;
+//   - the single-write commit (fence.go): one version-guarded write
+//     stamped with the work's key and request hash (Fenced), applied alone
+//     with one conditional UpdateItem or PutItem (CommitSingle), the item
+//     as it was judging duplicate, mismatch or superseded;
 //   - the fenced settle writes that end a lease or a fused run without
 //     domain writes: Fail, Release, Supersede, End, Reject, and the fused
 //     run's first record (FailFresh, SupersedeFresh) — the transitions

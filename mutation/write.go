@@ -20,6 +20,10 @@ const (
 	Retry
 	// Fail: the work can never apply; terminal with Verdict.Code.
 	Fail
+	// Duplicate: the work applied already (a single-write route's fence
+	// in the item names it); nothing of the commit applies and the work
+	// completes as applied.
+	Duplicate
 )
 
 // Verdict is a guard's judgement on its failed condition.
@@ -45,6 +49,9 @@ type Judge func(old map[string]types.AttributeValue) (v Verdict, failed bool)
 type Write struct {
 	Item  types.TransactWriteItem
 	Judge Judge
+	// Fence is set for a Put or Update with one version guard: what a
+	// single-write route needs to fence it (see Fenced).
+	Fence *Fence
 }
 
 // verdict is what w's failed condition means given the item as it was:

@@ -37,9 +37,7 @@ func (w *Worker) claim(ctx context.Context, d *delivery, wk *work, existing *inb
 	case gate.Exhausted:
 		return nil, exhausted{failure: failure.NewTerminal(dec.Code, dec.Message), record: dec.Record}
 	case gate.HashMismatch:
-		r := reject(wk.env, dec.Code, dec.Message)
-		r.alert = true
-		return nil, r
+		return nil, reject(wk.env, dec.Code, dec.Message) // observe raises the alert for its code
 	}
 	return nil, troubled{failure: failure.NewRetryable(failure.CodeServiceUnavailable, "gate: unknown action "+dec.Action.String()), step: 1}
 }

@@ -41,7 +41,7 @@ func TestHandlerOverrunsMessageTimeout(t *testing.T) {
 	var atRetry *inbox.Record
 	var mu sync.Mutex
 	cfg := h.testConfig()
-	cfg.MessageTimeout = 400 * time.Millisecond
+	cfg.MessageTimeout = 1200 * time.Millisecond // the second run's claim and commit must fit, on a loaded machine too
 	h.start(cfg, worker.Deps{Handlers: reg, OnEvent: func(ev worker.Event) {
 		if ev.Outcome == worker.OutcomeRetry {
 			rec := h.record("k-overrun", caseflow.TypeDeadline)

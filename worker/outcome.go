@@ -72,6 +72,9 @@ type failed struct {
 type superseded struct {
 	outcome string
 	lease   *inbox.Lease
+	// duplicate: a single-write fence found the work applied already; the
+	// record completes (APPLIED) and the delivery is a duplicate.
+	duplicate bool
 }
 
 // exhausted: the gate found the limits used up (attempts, retry window,
@@ -83,11 +86,10 @@ type exhausted struct {
 
 // rejected: the message cannot be filed under an idempotency key (it does
 // not decode, its type has no handler, it is a replay or a deferral the
-// worker will not run) or its key holds other work (alert); record writes a
-// rejection record.
+// worker will not run) or its key holds other work (observe raises the
+// alert for IDEMPOTENCY_HASH_MISMATCH); record writes a rejection record.
 type rejected struct {
 	rejection mutation.Rejection
-	alert     bool
 }
 
 // terminalAgain: the work is FAILED_TERMINAL already; it is never re-run

@@ -150,7 +150,7 @@ func (w *Worker) decide(ctx context.Context, d *delivery, r *report) verdict {
 		return v
 	}
 	var existing *inbox.Record
-	if w.fused(wk) {
+	if w.fused(wk) || w.singleFresh(d, wk) {
 		v := w.run(workCtx, d, wk, nil, r)
 		ex, ok := v.(recordExists)
 		if !ok {
@@ -170,6 +170,23 @@ func (w *Worker) decide(ctx context.Context, d *delivery, r *report) verdict {
 // is inline (a payload by reference is fetched under the gate's lease, so
 // that a duplicate costs no S3 read).
 func (w *Worker) fused(wk *work) bool { return wk.route.Fused && wk.env.PayloadRef == nil }
+
+// singleFresh reports whether wk takes a single-write route's fresh path:
+// one fenced write and no inbox record. Only a delivery that cannot have
+// one does: its first receive, not a message the DLQ tooling redrove or
+// copied (those may have a failure recorded), with its payload inline.
+// Any other takes the gated path, whose commit writes the same fence.
+func (w *Worker) singleFresh(d *delivery, wk *work) bool {
+	if !wk.route.SingleWrite || wk.env.PayloadRef != nil || d.receives > 1 {
+		return false
+	}
+	for _, a := range []string{dlq.AttrRedrivenFrom, dlq.AttrFailureCode} {
+		if _, ok := d.m.MessageAttributes[a]; ok {
+			return false
+		}
+	}
+	return true
+}
 
 // workContext bounds the work of one delivery: MessageTimeout from now,
 // or, under Lambda, the invocation's deadline less the settle margin.

@@ -155,6 +155,8 @@ func (w *Worker) recordSupersede(ctx context.Context, d *delivery, wk *work, v s
 	var lost *inbox.LeaseLostError
 	var exists *mutation.ExistsError
 	switch {
+	case err == nil && v.duplicate:
+		return done(OutcomeDuplicate, attempt)
 	case err == nil:
 		return done(appliedOutcome(o), attempt)
 	case errors.As(err, &lost):

@@ -61,10 +61,11 @@ func TestRegressGateValidationIsTerminal(t *testing.T) {
 }
 
 // Envelope limits whose derived keys exceed DynamoDB's key limits are
-// refused by New: with MaxKeyBytes 900 (and the default MaxFieldBytes 256)
-// the aggregate index's sort key (first-seen time, type and key) could
-// reach 1,182 bytes, over DynamoDB's 1,024; every such message would fail
-// its gate with a ValidationException. The defaults are accepted.
+// refused by New: every such message would fail its gate with a
+// ValidationException. (It once caught MaxKeyBytes 900, whose aggregate
+// index sort key — first-seen time, type and key — reached 1,182 bytes;
+// that sort key is the first-seen time alone now, so idempotency keys are
+// bounded by the 2,048-byte partition key.) The defaults are accepted.
 func TestRegressNewRefusesOversizedKeyLimits(t *testing.T) {
 	reg := ddbworker.NewRegistry()
 	require.NoError(t, reg.Register(caseflow.TypeDeadline, ddbworker.HandlerFunc(func(context.Context, *ddbworker.Message) (ddbworker.Result, error) {
@@ -76,7 +77,7 @@ func TestRegressNewRefusesOversizedKeyLimits(t *testing.T) {
 	_, err := worker.New(deps, cfg)
 	require.NoError(t, err, "the default limits fit DynamoDB's keys")
 
-	for _, lim := range []envelope.Config{{MaxKeyBytes: 900}, {MaxFieldBytes: 1100}} {
+	for _, lim := range []envelope.Config{{MaxKeyBytes: 2100}, {MaxFieldBytes: 1100}} {
 		cfg.Envelope = lim
 		_, err = worker.New(deps, cfg)
 		require.Error(t, err, "%+v", lim)

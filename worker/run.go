@@ -90,12 +90,24 @@ func (w *Worker) commit(ctx context.Context, wk *work, c *claimed, beat *heartbe
 		writes[i] = m
 	}
 	done := mutation.Completion{Outcome: res.Outcome, ResultRef: res.ResultRef}
+	if wk.route.SingleWrite && len(writes) > 0 {
+		fenced, err := mutation.Fenced(writes, mutation.Stamp{Key: wk.env.IdempotencyKey, Hash: wk.env.RequestHash, SameWork: wk.req.SameWork})
+		if err != nil {
+			return 0, err
+		}
+		writes = []mutation.Write{fenced}
+	}
 	start := w.cfg.Now()
 	var err error
-	if c == nil {
-		err = w.committer.CommitFused(ctx, wk.fresh, writes, done, run)
-	} else {
+	switch {
+	case c != nil:
 		beat.hold(func() { err = w.committer.Commit(ctx, c.lease, writes, done, run) })
+	case wk.route.SingleWrite && len(writes) == 0:
+		// Nothing to write, nothing to fence: the work is done.
+	case wk.route.SingleWrite:
+		err = w.committer.CommitSingle(ctx, writes[0])
+	default:
+		err = w.committer.CommitFused(ctx, wk.fresh, writes, done, run)
 	}
 	return w.cfg.Now().Sub(start), err
 }
@@ -119,10 +131,25 @@ func (w *Worker) judge(d *delivery, wk *work, c *claimed, beat *heartbeat, err e
 	if errors.As(err, &exists) {
 		return recordExists{record: exists.Record}
 	}
-	if j.Kind == judge.Superseded {
+	switch {
+	case j.Kind == judge.Duplicate && lease == nil:
+		return completed{outcome: OutcomeDuplicate, attempt: attempt}
+	case j.Kind == judge.Duplicate:
+		return superseded{outcome: j.Outcome, lease: lease, duplicate: true}
+	case j.Kind == judge.Superseded && lease == nil && wk.route.SingleWrite:
+		// A single-write route's fresh path records nothing but failures:
+		// a redelivery is superseded again, as deterministically.
+		return completed{outcome: appliedOutcome(j.Outcome), attempt: attempt}
+	case j.Kind == judge.Superseded:
 		return superseded{outcome: j.Outcome, lease: lease}
 	}
 	f := j.Failure
+	if f.Code == failure.CodeHashMismatch && lease == nil {
+		// A single-write fence names other work at this version: the
+		// key's own record is not this work's to take; a rejection
+		// record holds the refusal.
+		return reject(wk.env, f.Code, f.Message)
+	}
 	switch {
 	case f.Code == payloadCodeAccessDenied:
 		// The deployment's to fix, not the work's: retried without an

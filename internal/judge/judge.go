@@ -39,6 +39,10 @@ const (
 	// trouble with the infrastructure (no business attempt counted) or a
 	// business failure (Attempt says how the policy takes it).
 	Failed
+	// Duplicate: a single-write route's fence shows the work applied
+	// already; nothing of the commit applies and the work completes as
+	// applied (Run.Outcome APPLIED).
+	Duplicate
 )
 
 func (k Kind) String() string {
@@ -51,6 +55,8 @@ func (k Kind) String() string {
 		return "rerun"
 	case Failed:
 		return "failed"
+	case Duplicate:
+		return "duplicate"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -86,6 +92,8 @@ func Of(err error, outcome string, run, maxReruns int) Run {
 	switch ge.Verdict.Kind {
 	case mutation.Supersede:
 		return Run{Kind: Superseded, Outcome: cmp.Or(ge.Verdict.Outcome, inbox.OutcomeSuperseded), Guard: ge.Index}
+	case mutation.Duplicate:
+		return Run{Kind: Duplicate, Outcome: inbox.OutcomeApplied, Guard: ge.Index}
 	case mutation.Fail:
 		return Run{Kind: Failed, Guard: ge.Index,
 			Failure: failure.NewTerminal(ge.Verdict.Code, cmp.Or(ge.Verdict.Message, fmt.Sprintf("domain write %d failed its condition", ge.Index)))}

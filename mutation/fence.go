@@ -1,0 +1,192 @@
+package mutation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbworker/ddbworker/failure"
+)
+
+// The attributes of the fence a single-write commit records in the domain
+// item, beside the version the write sets: which work set that version.
+const (
+	// FenceKeyAttr holds the idempotency key of the work that set the
+	// item's version.
+	FenceKeyAttr = "ddbworkerKey"
+	// FenceHashAttr holds that work's request hash (its stored form).
+	FenceHashAttr = "ddbworkerHash"
+)
+
+// Fence is what a write guarded by a version (ddbworker.NewerVersion:
+// "the item's Attr is absent or lower than Version") tells a single-write
+// commit: the version, and the write rendered again with more attributes
+// set. ddbworker.Write.Mutation fills it for a Put or Update with exactly
+// one such guard; it is nil otherwise.
+type Fence struct {
+	// Attr is the version attribute the guard reads.
+	Attr string
+	// Version is the version the write sets: the guard holds below it.
+	Version int64
+	// Render renders the write again so that it also sets the string
+	// attributes of set and sets Attr to Version (which the handler may have set to
+	// Version itself). It refuses a write that sets Attr otherwise or
+	// touches an attribute of set.
+	Render func(set map[string]string) (types.TransactWriteItem, error)
+}
+
+// Stamp is the work a single-write commit fences its write with.
+type Stamp struct {
+	// Key is the work's idempotency key.
+	Key string
+	// Hash is its request hash, as the inbox would store it.
+	Hash string
+	// SameWork reports whether a stored request hash is this work's
+	// (comparing like with like across hash versions). Nil: equality.
+	SameWork func(stored string) bool
+}
+
+func (s Stamp) same(stored string) bool {
+	if s.SameWork != nil {
+		return s.SameWork(stored)
+	}
+	return stored == s.Hash
+}
+
+// ErrNotSingleWrite is the refusal of a single-write route's result that
+// is not one version-guarded Put or Update.
+var ErrNotSingleWrite = errors.New("mutation: a single-write route's result must be one Put or Update guarded by ddbworker.NewerVersion")
+
+// Fenced renders the one write of a single-write route's result with its
+// fence: the write also sets FenceKeyAttr and FenceHashAttr to s, and its
+// version attribute to its version, and its judge reads the fence first —
+// on an item whose version is not below the write's (its version guard
+// failed):
+//
+//   - the fence names this work (key and hash): Duplicate, it applied
+//     already;
+//   - the version is the write's own, set by other work (another key, or
+//     this key with another hash): Fail with IDEMPOTENCY_HASH_MISMATCH;
+//   - a newer version: Supersede (an older version arrived late).
+//
+// Otherwise (the version guard held, another guard failed) the write's
+// own judge decides. A result of another shape — no write or more than
+// one, a Delete, a Check, a Raw write, a write without exactly one version
+// guard — is a terminal INVALID_HANDLER_RESULT wrapping ErrNotSingleWrite.
+func Fenced(writes []Write, s Stamp) (Write, error) {
+	refuse := func(why string) (Write, error) {
+		return Write{}, failure.Wrap(failure.Terminal, failure.CodeInvalidResult, fmt.Errorf("%w: %s", ErrNotSingleWrite, why))
+	}
+	switch {
+	case len(writes) != 1:
+		return refuse(fmt.Sprintf("it has %d writes", len(writes)))
+	case writes[0].Fence == nil:
+		return refuse("its write has no single version guard (or is a Delete, a Check or a Raw write)")
+	}
+	w := writes[0]
+	f := w.Fence
+	item, err := f.Render(map[string]string{FenceKeyAttr: s.Key, FenceHashAttr: s.Hash})
+	if err != nil {
+		return Write{}, failure.Wrap(failure.Terminal, failure.CodeInvalidResult, fmt.Errorf("%w: %w", ErrNotSingleWrite, err))
+	}
+	own := w.Judge
+	judge := func(old map[string]types.AttributeValue) (Verdict, bool) {
+		if v, decided := fenceVerdict(old, f, s); decided {
+			return v, true
+		}
+		if own != nil {
+			return own(old)
+		}
+		return Verdict{}, false
+	}
+	return Write{Item: item, Judge: judge, Fence: f}, nil
+}
+
+// fenceVerdict is the fence's judgement of old: decided is false while
+// the item's version is below f's (the version guard holds).
+func fenceVerdict(old map[string]types.AttributeValue, f *Fence, s Stamp) (Verdict, bool) {
+	n, ok := old[f.Attr].(*types.AttributeValueMemberN)
+	if !ok {
+		return Verdict{}, false
+	}
+	have, err := strconv.ParseInt(n.Value, 10, 64)
+	if err != nil || have < f.Version {
+		return Verdict{}, false
+	}
+	key, _ := old[FenceKeyAttr].(*types.AttributeValueMemberS)
+	hash, _ := old[FenceHashAttr].(*types.AttributeValueMemberS)
+	if key != nil && hash != nil && key.Value == s.Key && s.same(hash.Value) {
+		return Verdict{Kind: Duplicate}, true
+	}
+	if have == f.Version {
+		by := "work the item does not name"
+		if key != nil {
+			by = fmt.Sprintf("the work of key %q", key.Value)
+			if key.Value == s.Key {
+				by = "this key's work with another request hash"
+			}
+		}
+		return Verdict{Kind: Fail, Code: failure.CodeHashMismatch,
+			Message: fmt.Sprintf("%s %d of the item was set by %s", f.Attr, f.Version, by)}, true
+	}
+	return Verdict{Kind: Supersede}, true
+}
+
+// CommitSingle applies a fenced write (Fenced) with one conditional
+// UpdateItem or PutItem and no inbox record: the fence in the item is the
+// work's idempotency record. A retry of a call whose response was lost
+// finds its own fence (Duplicate). It returns nil, a *GuardError with the
+// write's verdict on the item as it was (the fence's, or its own
+// guards'), a terminal *failure.Error for a request DynamoDB refuses as
+// invalid, or the SDK's error.
+func (c *Committer) CommitSingle(ctx context.Context, w Write) error {
+	if w.Fence == nil {
+		return failure.Wrap(failure.Terminal, failure.CodeInvalidResult, ErrNotSingleWrite)
+	}
+	all := types.ReturnValuesOnConditionCheckFailureAllOld
+	var err error
+	switch it := w.Item; {
+	case it.Update != nil:
+		u := it.Update
+		_, err = c.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: u.TableName, Key: u.Key,
+			UpdateExpression: u.UpdateExpression, ConditionExpression: u.ConditionExpression,
+			ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
+			ReturnValuesOnConditionCheckFailure: all})
+	case it.Put != nil:
+		p := it.Put
+		_, err = c.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: p.TableName, Item: p.Item,
+			ConditionExpression: p.ConditionExpression, ExpressionAttributeNames: p.ExpressionAttributeNames,
+			ExpressionAttributeValues: p.ExpressionAttributeValues, ReturnValuesOnConditionCheckFailure: all})
+	default:
+		return failure.Wrap(failure.Terminal, failure.CodeInvalidResult, fmt.Errorf("%w: a %s", ErrNotSingleWrite, "write that is neither a Put nor an Update"))
+	}
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ccf):
+		return &GuardError{Index: 0, Verdict: w.verdict(ccf.Item), Old: ccf.Item}
+	case failure.IsValidation(err):
+		return failure.Wrap(failure.Terminal, failure.CodeInvalidTransaction, err)
+	}
+	return fmt.Errorf("mutation: single-write commit of %s: %w", aws.ToString(tableOf(w.Item)), err)
+}
+
+func tableOf(it types.TransactWriteItem) *string {
+	switch {
+	case it.Update != nil:
+		return it.Update.TableName
+	case it.Put != nil:
+		return it.Put.TableName
+	case it.Delete != nil:
+		return it.Delete.TableName
+	case it.ConditionCheck != nil:
+		return it.ConditionCheck.TableName
+	}
+	return nil
+}

@@ -1,0 +1,291 @@
+package worker_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ddbworker/ddbworker"
+	"github.com/ddbworker/ddbworker/dlq"
+	"github.com/ddbworker/ddbworker/envelope"
+	"github.com/ddbworker/ddbworker/example/caseflow"
+	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/dev/faults"
+	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/internal/hooks"
+	"github.com/ddbworker/ddbworker/worker"
+)
+
+// attrStageChanges counts the stage changes applied to a case item: with
+// one write per work item, a double apply shows here.
+const attrStageChanges = "stageChanges"
+
+// stageWrite is the single-write handler's write: one update of the case
+// item, guarded by the case's existence and the stage version.
+func stageWrite(table string, p caseflow.StageChanged, v int64) ddbworker.Write {
+	k := caseflow.CaseKey(p.CaseID)
+	key := ddbworker.Key{caseflow.AttrPK: k[caseflow.AttrPK].(*ddbtypes.AttributeValueMemberS).Value,
+		caseflow.AttrSK: k[caseflow.AttrSK].(*ddbtypes.AttributeValueMemberS).Value}
+	return ddbworker.Update(table, key).Set(caseflow.AttrStage, p.Stage).Add(attrStageChanges, 1).
+		Guard(ddbworker.MustExist().Else(ddbworker.Fail(caseflow.CodeCaseNotFound, "the case does not exist")),
+			ddbworker.NewerVersion(caseflow.AttrStageVersion, v))
+}
+
+// singleRoute registers CaseStageChanged on a single-write route whose
+// handler returns result (nil: stageWrite), failing retryably the first
+// fails runs.
+func singleRoute(h *harness, fails int, result func(p caseflow.StageChanged, v int64) ddbworker.Result) *ddbworker.Registry {
+	if result == nil {
+		result = func(p caseflow.StageChanged, v int64) ddbworker.Result {
+			return ddbworker.Apply(stageWrite(h.env.Table, p, v))
+		}
+	}
+	var mu sync.Mutex
+	runs := 0
+	reg := ddbworker.NewRegistry()
+	require.NoError(h.t, reg.Register(caseflow.TypeStageChanged, ddbworker.JSON(func(_ context.Context, m *ddbworker.Message, p caseflow.StageChanged) (ddbworker.Result, error) {
+		mu.Lock()
+		runs++
+		n := runs
+		mu.Unlock()
+		if n <= fails {
+			return ddbworker.Result{}, failure.NewRetryable("DOWNSTREAM_DOWN", "the stage service is unavailable")
+		}
+		v, _ := m.AggregateVersion()
+		return result(p, v), nil
+	}), ddbworker.SingleWrite()))
+	return reg
+}
+
+// singleConfig hides a received message for 10 s: a single-write fresh
+// path has no heartbeat, and on a loaded machine a 2 s visibility would
+// hand the message to a second delivery mid-run (still applied once, but
+// not the outcome a test expects first).
+func singleConfig(h *harness) worker.Config {
+	cfg := h.testConfig()
+	cfg.VisibilityTimeout = 10 * time.Second
+	return cfg
+}
+
+func stageChange(t *testing.T, key, stage string, v int64) *envelope.Envelope {
+	return mustEnv(t)(caseflow.NewStageChange(key, "c1", stage, v))
+}
+
+// The single-write route: one conditional UpdateItem per fresh message and
+// no inbox record; the fence in the item decides duplicates, mismatches
+// and late versions; failures are recorded in the inbox and a redelivery
+// commits through the gate.
+func TestSingleWrite(t *testing.T) {
+	t.Run("fresh: one UpdateItem, no inbox record, the fence in the item", func(t *testing.T) {
+		h := newHarness(t, testenv.Options{})
+		h.seedCases("c1")
+		h.inj.ResetCalls()
+		h.start(singleConfig(h), worker.Deps{Handlers: singleRoute(h, 0, nil)})
+		env := stageChange(t, "k-single", "review", 1)
+		h.send(env)
+		ev := h.waitEvents(1, 20*time.Second, final)[0]
+		require.Equal(t, worker.OutcomeApplied, ev.Outcome)
+		require.Equal(t, 1, ev.Attempt)
+		require.Equal(t, map[string]int{"DynamoDB.UpdateItem": 1}, ddbCalls(h.inj.Calls()))
+		require.Nil(t, h.record("k-single", caseflow.TypeStageChanged), "no inbox record on the success path")
+		c := h.item(caseflow.CaseKey("c1"))
+		require.Equal(t, "k-single", str(c, ddbworker.FenceKeyAttr))
+		require.Equal(t, env.RequestHash, str(c, ddbworker.FenceHashAttr))
+		require.EqualValues(t, 1, num(t, c, caseflow.AttrStageVersion), "the worker sets the version the guard fences")
+		require.Equal(t, "review", str(c, caseflow.AttrStage))
+		require.EqualValues(t, 1, num(t, c, attrStageChanges))
+		h.requireQueueEmpty()
+	})
+
+	t.Run("duplicate: one call, no write", func(t *testing.T) {
+		h := newHarness(t, testenv.Options{})
+		h.seedCases("c1")
+		h.start(singleConfig(h), worker.Deps{Handlers: singleRoute(h, 0, nil)})
+		env := stageChange(t, "k-dup", "review", 1)
+		h.send(env)
+		h.waitEvents(1, 20*time.Second, final)
+		before := h.item(caseflow.CaseKey("c1"))
+		h.inj.ResetCalls()
+		h.send(env) // a new SQS message for the same work
+		ev := h.waitEvents(2, 20*time.Second, final)[1]
+		require.Equal(t, worker.OutcomeDuplicate, ev.Outcome)
+		require.Equal(t, map[string]int{"DynamoDB.UpdateItem": 1}, ddbCalls(h.inj.Calls()), "a duplicate costs its one conditional write and no read")
+		require.Equal(t, before, h.item(caseflow.CaseKey("c1")), "nothing written")
+		require.Nil(t, h.record("k-dup", caseflow.TypeStageChanged))
+		h.requireQueueEmpty()
+	})
+
+	t.Run("the same version set by other work: IDEMPOTENCY_HASH_MISMATCH", func(t *testing.T) {
+		for _, tc := range []struct{ name, key, stage string }{
+			{"same key, other payload", "k-a", "appeal"},
+			{"other key", "k-b", "review"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				h := newHarness(t, testenv.Options{})
+				h.seedCases("c1")
+				h.start(singleConfig(h), worker.Deps{Handlers: singleRoute(h, 0, nil)})
+				h.send(stageChange(t, "k-a", "review", 1))
+				h.waitEvents(1, 20*time.Second, final)
+				before := h.item(caseflow.CaseKey("c1"))
+				other := stageChange(t, tc.key, tc.stage, 1)
+				h.send(other)
+				ev := h.waitEvents(2, 20*time.Second, final)[1]
+				require.Equal(t, worker.OutcomeTerminal, ev.Outcome)
+				require.Equal(t, failure.CodeHashMismatch, ev.Code)
+				require.Equal(t, before, h.item(caseflow.CaseKey("c1")), "no domain write")
+				rej, err := (inbox.Store{}).Decode(h.item((inbox.Store{}).RejectionKey(ev.SQSMessageID)))
+				require.NoError(t, err)
+				require.True(t, rej.Rejection)
+				require.Equal(t, failure.CodeHashMismatch, rej.FailureCode)
+				require.Contains(t, rej.FailureMessage, "set by")
+				require.Equal(t, other.RequestHash, rej.RequestHash)
+				require.Equal(t, failure.CodeHashMismatch, aws.ToString(h.dlq(1)[0].MessageAttributes[dlq.AttrFailureCode].StringValue))
+				h.requireQueueEmpty()
+			})
+		}
+	})
+
+	t.Run("an older version: superseded, nothing written", func(t *testing.T) {
+		h := newHarness(t, testenv.Options{})
+		h.seedCases("c1")
+		h.start(singleConfig(h), worker.Deps{Handlers: singleRoute(h, 0, nil)})
+		h.send(stageChange(t, "k-v2", "appeal", 2))
+		h.waitEvents(1, 20*time.Second, final)
+		before := h.item(caseflow.CaseKey("c1"))
+		h.send(stageChange(t, "k-v1", "review", 1))
+		ev := h.waitEvents(2, 20*time.Second, final)[1]
+		require.Equal(t, worker.OutcomeSuperseded, ev.Outcome)
+		require.Equal(t, before, h.item(caseflow.CaseKey("c1")))
+		require.Nil(t, h.record("k-v1", caseflow.TypeStageChanged))
+		h.requireQueueEmpty()
+	})
+
+	t.Run("a lost response: applied once", func(t *testing.T) {
+		h := newHarness(t, testenv.Options{})
+		h.seedCases("c1")
+		h.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "UpdateItem", Kind: faults.KindLostResponse, Times: 1})
+		h.start(singleConfig(h), worker.Deps{Handlers: singleRoute(h, 0, nil)})
+		h.send(stageChange(t, "k-lost", "review", 1))
+		ev := h.waitEvents(1, 30*time.Second, final)[0]
+		require.Equal(t, 1, h.inj.Fired()[faults.KindLostResponse], "the fault fired")
+		require.Equal(t, worker.OutcomeDuplicate, ev.Outcome, "the retry finds its own fence")
+		require.EqualValues(t, 1, num(t, h.item(caseflow.CaseKey("c1")), attrStageChanges))
+		h.requireQueueEmpty()
+	})
+
+	t.Run("concurrent duplicates: applied once", func(t *testing.T) {
+		h := newHarness(t, testenv.Options{})
+		h.seedCases("c1")
+		h.start(singleConfig(h), worker.Deps{Handlers: singleRoute(h, 0, nil)})
+		env := stageChange(t, "k-conc", "review", 1)
+		h.send(env, env, env, env, env)
+		evs := h.waitEvents(5, 30*time.Second, final)
+		outcomes := map[string]int{}
+		for _, ev := range evs {
+			outcomes[ev.Outcome]++
+		}
+		require.Equal(t, map[string]int{worker.OutcomeApplied: 1, worker.OutcomeDuplicate: 4}, outcomes)
+		require.EqualValues(t, 1, num(t, h.item(caseflow.CaseKey("c1")), attrStageChanges))
+		h.requireQueueEmpty()
+	})
+
+	t.Run("a failure is recorded; the redelivery commits through the gate", func(t *testing.T) {
+		h := newHarness(t, testenv.Options{})
+		h.seedCases("c1")
+		h.start(singleConfig(h), worker.Deps{Handlers: singleRoute(h, 1, nil)})
+		env := stageChange(t, "k-retry", "review", 1)
+		h.send(env)
+		ev := h.waitEvents(1, 30*time.Second, final)[0]
+		require.Equal(t, worker.OutcomeApplied, ev.Outcome)
+		require.Equal(t, 2, ev.Attempt)
+		rec := h.record("k-retry", caseflow.TypeStageChanged)
+		require.NotNil(t, rec)
+		require.Equal(t, inbox.StatusCompleted, rec.Status, "the recorded failure is completed with the fenced write")
+		require.Equal(t, 1, rec.Attempts)
+		c := h.item(caseflow.CaseKey("c1"))
+		require.Equal(t, "k-retry", str(c, ddbworker.FenceKeyAttr))
+		require.EqualValues(t, 1, num(t, c, attrStageChanges))
+		h.requireQueueEmpty()
+	})
+
+	t.Run("a crash after the write: the redelivery is a duplicate, recorded", func(t *testing.T) {
+		h := newHarness(t, testenv.Options{})
+		h.seedCases("c1")
+		fp, hit := crashAt(hooks.AfterCommit, nil)
+		h.start(h.testConfig(), worker.Deps{Handlers: singleRoute(h, 0, nil)}, hooks.Hooks{Failpoint: fp})
+		h.send(stageChange(t, "k-crash", "review", 1))
+		<-hit
+		ev := h.waitEvents(1, 30*time.Second, final)[0]
+		require.Equal(t, worker.OutcomeDuplicate, ev.Outcome)
+		require.Len(t, h.allEvents(), 1, "the crashed delivery reported nothing")
+		rec := h.record("k-crash", caseflow.TypeStageChanged)
+		require.NotNil(t, rec, "the redelivery took the gated path")
+		require.Equal(t, inbox.StatusCompleted, rec.Status)
+		require.Equal(t, inbox.OutcomeApplied, rec.Outcome, "the work applied, by the crashed delivery")
+		require.EqualValues(t, 1, num(t, h.item(caseflow.CaseKey("c1")), attrStageChanges))
+		h.requireQueueEmpty()
+	})
+
+	t.Run("results it refuses: INVALID_HANDLER_RESULT", func(t *testing.T) {
+		for _, tc := range []struct {
+			name   string
+			result func(h *harness, p caseflow.StageChanged, v int64) ddbworker.Result
+		}{
+			{"two writes", func(h *harness, p caseflow.StageChanged, v int64) ddbworker.Result {
+				w := stageWrite(h.env.Table, p, v)
+				return ddbworker.Apply(w, ddbworker.Put(h.env.Table, ddbworker.Key{caseflow.AttrPK: "x", caseflow.AttrSK: "y"}, nil))
+			}},
+			{"no version guard", func(h *harness, p caseflow.StageChanged, v int64) ddbworker.Result {
+				return ddbworker.Apply(ddbworker.Update(h.env.Table, ddbworker.Key{caseflow.AttrPK: "x", caseflow.AttrSK: "y"}).Set("a", 1))
+			}},
+			{"the version set to another value", func(h *harness, p caseflow.StageChanged, v int64) ddbworker.Result {
+				return ddbworker.Apply(stageWrite(h.env.Table, p, v).Set(caseflow.AttrStageVersion, v+1))
+			}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				h := newHarness(t, testenv.Options{})
+				h.seedCases("c1")
+				before := h.item(caseflow.CaseKey("c1"))
+				h.start(singleConfig(h), worker.Deps{Handlers: singleRoute(h, 0, func(p caseflow.StageChanged, v int64) ddbworker.Result { return tc.result(h, p, v) })})
+				h.send(stageChange(t, "k-refused", "review", 1))
+				ev := h.waitEvents(1, 20*time.Second, final)[0]
+				require.Equal(t, worker.OutcomeTerminal, ev.Outcome)
+				require.Equal(t, failure.CodeInvalidResult, ev.Code)
+				require.Equal(t, before, h.item(caseflow.CaseKey("c1")))
+				rec := h.record("k-refused", caseflow.TypeStageChanged)
+				require.Equal(t, inbox.StatusFailedTerminal, rec.Status)
+				require.Equal(t, failure.CodeInvalidResult, rec.FailureCode)
+				require.Contains(t, rec.FailureMessage, "single-write")
+			})
+		}
+	})
+
+	t.Run("the handler may set the version itself", func(t *testing.T) {
+		h := newHarness(t, testenv.Options{})
+		h.seedCases("c1")
+		h.start(singleConfig(h), worker.Deps{Handlers: singleRoute(h, 0, func(p caseflow.StageChanged, v int64) ddbworker.Result {
+			return ddbworker.Apply(stageWrite(h.env.Table, p, v).Set(caseflow.AttrStageVersion, v))
+		})})
+		h.send(stageChange(t, "k-own-version", "review", 3))
+		ev := h.waitEvents(1, 20*time.Second, final)[0]
+		require.Equal(t, worker.OutcomeApplied, ev.Outcome)
+		require.EqualValues(t, 3, num(t, h.item(caseflow.CaseKey("c1")), caseflow.AttrStageVersion))
+	})
+}
+
+// ddbCalls keeps the DynamoDB calls of an injector's tally.
+func ddbCalls(calls map[string]int) map[string]int {
+	out := map[string]int{}
+	for op, n := range calls {
+		if len(op) > 9 && op[:9] == "DynamoDB." {
+			out[op] = n
+		}
+	}
+	return out
+}
