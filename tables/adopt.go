@@ -288,8 +288,16 @@ func (p *AdoptPlan) planIndexes(t *types.TableDescription, cfg AdoptConfig) {
 				}
 			}
 		}
+		blocked := false
+		for _, k := range []layoutName{ix.pk, ix.sk} {
+			if a, ok := nonString[k.name]; ok {
+				blocked = true
+				p.block("attribute "+k.name, fmt.Sprintf("the table defines it as type %s (a key of the table or of one of its indexes), and the index %s's keys are strings", a.typ, ix.name), k.field, "")
+			}
+		}
 		got, exists := have[ix.name]
 		switch {
+		case blocked:
 		case exists && !sameKeys(got.KeySchema, ix.keySchema()):
 			p.block("index "+ix.name, fmt.Sprintf("an index of that name exists with the key %s, and the layout's needs (%s, %s); an index's key cannot change",
 				describeKeys(got.KeySchema), ix.pk.name, ix.sk.name), ix.field, "")
@@ -305,27 +313,22 @@ func (p *AdoptPlan) planIndexes(t *types.TableDescription, cfg AdoptConfig) {
 			}
 			p.Kept = append(p.Kept, Kept{Target: "index " + ix.name, Detail: detail})
 		default:
-			blocked := false
-			for _, k := range []layoutName{ix.pk, ix.sk} {
-				if a, ok := nonString[k.name]; ok {
-					blocked = true
-					p.block("attribute "+k.name, fmt.Sprintf("the table defines it as type %s (a key of the table or of one of its indexes), and the index %s's keys are strings", a.typ, ix.name), k.field, "")
-				}
-			}
-			if blocked {
-				continue
-			}
 			creates++
-			p.Changes = append(p.Changes, p.createIndex(t, ix, cfg))
+			p.Changes = append(p.Changes, createIndex(t, ix, cfg))
 		}
 	}
 	if n := len(t.GlobalSecondaryIndexes); n+creates > cfg.MaxIndexes {
-		p.block("indexes", fmt.Sprintf("the table has %d global secondary indexes and the inbox needs %d more, over the quota of %d per table (DynamoDB's default; ask AWS for more, or keep the inbox records in a table of their own)",
-			n, creates, cfg.MaxIndexes), "", "")
+		quota := "the quota"
+		if cfg.MaxIndexes == DefaultMaxIndexes {
+			quota = "DynamoDB's default quota"
+		}
+		p.block("indexes", fmt.Sprintf("the table has %d global secondary indexes and the inbox needs %d more, over %s of %d per table (ask AWS for more, or keep the inbox records in a table of their own)",
+			n, creates, quota, cfg.MaxIndexes), "", "")
 	}
 }
 
-func (p *AdoptPlan) createIndex(t *types.TableDescription, ix layoutIndex, cfg AdoptConfig) Change {
+// createIndex is the change that creates index ix on table t.
+func createIndex(t *types.TableDescription, ix layoutIndex, cfg AdoptConfig) Change {
 	create := &types.CreateGlobalSecondaryIndexAction{IndexName: aws.String(ix.name), KeySchema: ix.keySchema(),
 		Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly}}
 	capacity := "on-demand, as the table"
