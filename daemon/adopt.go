@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/tables"
 )
 
@@ -135,14 +136,16 @@ func runAdopt(ctx context.Context, g *globals, f *adoptFlags, out, errOut io.Wri
 	doc := newAdoptDoc(plan, f.dryRun)
 	// The settings item lives under the table's key: it can be read only
 	// when the key fits.
-	var settings *merged
+	var record *inbox.Store // the settings to record, when they must be
 	if plan.KeyFits {
 		m, err := g.mergeStore(ctx, ddb, false)
 		if err != nil {
 			return err
 		}
-		settings = &m
 		doc.addSettings(m)
+		if settingsNeeded(m) {
+			record = &m.store
+		}
 	}
 	progress := out
 	if f.output == "json" {
@@ -173,8 +176,8 @@ func runAdopt(ctx context.Context, g *globals, f *adoptFlags, out, errOut io.Wri
 	if err != nil {
 		return err
 	}
-	if settings != nil && settingsNeeded(*settings) {
-		if err := g.recordStore(ctx, ddb, settings.store, true); err != nil {
+	if record != nil {
+		if err := g.recordStore(ctx, ddb, *record, true); err != nil {
 			return err
 		}
 		fmt.Fprintf(progress, "  [%d/%d] %s %s — done\n", steps, steps, kindRecordSettings, settingsTarget)
