@@ -2,8 +2,10 @@
 // binary is daemon.Main(daemon.App{…}) with its handlers. It owns what
 // ships in such a binary: run (the worker, with its startup checks, signals
 // and drain, exit codes, Prometheus metrics and /healthz /readyz), tables
-// create (recording the inbox store's settings in the table), queues
-// create, inbox, dlq, sweep, relay, effects and envelope; the DDBWORKER_*
+// create and tables adopt (the plan of tables.Plan printed for people or as
+// JSON, applied with progress lines, blockers named by their flags; both
+// record the inbox store's settings in the table), queues create, inbox,
+// dlq, sweep, relay, effects and envelope; the DDBWORKER_*
 // environment binding of every flag; and the merging of explicit inbox
 // flags with the settings the table records (inbox.ReadRecorded).
 //

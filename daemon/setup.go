@@ -1,11 +1,13 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/tables"
 	"github.com/ddbworker/ddbworker/worker"
 )
@@ -24,22 +26,25 @@ func newTablesCmd(g *globals) *cobra.Command {
 			}
 			ddb, _ := g.clients(cfg, nil, nil)
 			if err := tables.Ensure(cmd.Context(), ddb, tables.Config{Name: g.table, Layout: g.layout, WaitTimeout: wait}); err != nil {
+				if errors.Is(err, tables.ErrIncompatible) {
+					return fmt.Errorf("%w. `%s tables adopt --dry-run` shows what adding the indexes and TTL to this table takes, or what forbids it", err, g.app.name())
+				}
 				return err
 			}
 			// Settings given explicitly are recorded; the others keep what
 			// the table records (re-running with defaults changes nothing).
-			store, changed, err := g.mergeStore(cmd.Context(), ddb, false)
+			m, err := g.mergeStore(cmd.Context(), ddb, false)
 			if err != nil {
 				return err
 			}
+			store := m.store
 			if err := g.recordStore(cmd.Context(), ddb, store, true); err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "table %s is ACTIVE with indexes %s, %s and TTL on %q\n", g.table, store.Layout.AggregateIndex, store.Layout.AttentionIndex, store.Layout.TTL)
-			fmt.Fprintf(out, "inbox settings recorded in the table: --attention-shards %d --index-processing=%t --completed-ttl %s --failed-ttl %s --processing-ttl %s\n",
-				store.AttentionShards, store.IndexProcessing, store.TTL.Completed, store.TTL.Failed, store.TTL.Processing)
-			for _, c := range changed {
+			fmt.Fprintf(out, "inbox settings recorded in the table: %s\n", settingsFlags(store))
+			for _, c := range m.changed {
 				fmt.Fprintf(out, "changed: %s — restart every worker so that all of them use the new settings\n", c)
 			}
 			if stream {
@@ -54,8 +59,15 @@ func newTablesCmd(g *globals) *cobra.Command {
 	}
 	create.Flags().DurationVar(&wait, "wait", 5*time.Minute, "how long to wait for the table to become ACTIVE")
 	create.Flags().BoolVar(&stream, "stream", false, "also turn the table's DynamoDB Stream on (NEW_IMAGE), for `relay` (the outbox)")
-	cmd.AddCommand(create)
+	cmd.AddCommand(create, newAdoptCmd(g))
 	return cmd
+}
+
+// settingsFlags shows the store's recorded settings as the flags that set
+// them.
+func settingsFlags(s inbox.Store) string {
+	return fmt.Sprintf("--attention-shards %d --index-processing=%t --completed-ttl %s --failed-ttl %s --processing-ttl %s",
+		s.AttentionShards, s.IndexProcessing, s.TTL.Completed, s.TTL.Failed, s.TTL.Processing)
 }
 
 func newQueuesCmd(g *globals) *cobra.Command {

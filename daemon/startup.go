@@ -89,7 +89,7 @@ func checkOnce(ctx context.Context, ddb startupAPI, q queueAPI, s inbox.Store, q
 		var inc *tables.IncompatibleError
 		switch code := failure.APICode(err); {
 		case errors.As(err, &inc):
-			return &startupError{fmt.Sprintf("%v. Point --table (DDBWORKER_TABLE) at an inbox table, or name this table's attributes and indexes with --pk-attribute, --sk-attribute, --aggregate-index, --aggregate-pk-attribute, --aggregate-sk-attribute, --attention-index, --attention-pk-attribute, --attention-sk-attribute and --ttl-attribute (DDBWORKER_PK_ATTRIBUTE, …); `%s tables create` makes a table that fits", err, app)}
+			return &startupError{fmt.Sprintf("%v. Point --table (DDBWORKER_TABLE) at an inbox table, or name this table's attributes and indexes with --pk-attribute, --sk-attribute, --aggregate-index, --aggregate-pk-attribute, --aggregate-sk-attribute, --attention-index, --attention-pk-attribute, --attention-sk-attribute and --ttl-attribute (DDBWORKER_PK_ATTRIBUTE, …); `%s tables create` makes a table that fits, `%[2]s tables adopt --dry-run` shows what an existing one lacks", err, app)}
 		case code == "ResourceNotFoundException":
 			return &startupError{fmt.Sprintf("table %q does not exist: create it with `%s tables create`, or set --table (DDBWORKER_TABLE)", s.Table, app)}
 		case permanentCode(code):

@@ -69,18 +69,29 @@ func explicitFlag(cmd *cobra.Command, name string) bool {
 // table records in place of those not given explicitly; a setting given
 // explicitly that differs from the record is an error naming the flag.
 func (g *globals) resolveStore(ctx context.Context, api inbox.SettingsAPI) (inbox.Store, error) {
-	s, _, err := g.mergeStore(ctx, api, true)
-	return s, err
+	m, err := g.mergeStore(ctx, api, true)
+	return m.store, err
+}
+
+// merged is the store the flags and the table's record make together.
+type merged struct {
+	store inbox.Store
+	// changed says, for a person, each setting given explicitly that
+	// differs from the record, or replaces an unusable one.
+	changed []string
+	// recorded reports that the table records settings, and complete
+	// that it records a usable value of every one.
+	recorded, complete bool
 }
 
 // mergeStore combines the flags and the table's record: a setting given
 // explicitly wins (strict: differing from the record is an error), any
 // other comes from the record. It also reports the settings an explicit
 // flag changed against the record.
-func (g *globals) mergeStore(ctx context.Context, api inbox.SettingsAPI, strict bool) (inbox.Store, []string, error) {
+func (g *globals) mergeStore(ctx context.Context, api inbox.SettingsAPI, strict bool) (merged, error) {
 	s, err := g.store()
 	if err != nil {
-		return s, nil, err
+		return merged{store: s}, err
 	}
 	rec, ok, err := inbox.ReadRecorded(ctx, api, s)
 	var unusable *inbox.RecordedError
@@ -89,17 +100,17 @@ func (g *globals) mergeStore(ctx context.Context, api inbox.SettingsAPI, strict 
 		// `tables create` records the flags' settings in place of a record
 		// it cannot use.
 		if s, err = s.WithDefaults(); err != nil {
-			return s, nil, err
+			return merged{store: s}, err
 		}
 		replaced := fmt.Sprintf("%v; the flags' value recorded in its place", unusable)
 		if f, ok := flagOf(unusable.Setting); ok {
 			replaced = fmt.Sprintf("%v; --%s %v recorded in its place", unusable, f.flag, f.value(s))
 		}
-		return s, []string{replaced}, nil
+		return merged{store: s, changed: []string{replaced}, recorded: true}, nil
 	case errors.As(err, &unusable):
-		return s, nil, fmt.Errorf("%w: record valid settings with `%s tables create` (only while no worker runs)", err, g.app.name())
+		return merged{store: s}, fmt.Errorf("%w: record valid settings with `%s tables create` (only while no worker runs)", err, g.app.name())
 	case err != nil || !ok:
-		return s, nil, err
+		return merged{store: s}, err
 	}
 	var problems []string
 	for _, f := range storeFlags() {
@@ -115,11 +126,11 @@ func (g *globals) mergeStore(ctx context.Context, api inbox.SettingsAPI, strict 
 		}
 	}
 	if strict && len(problems) > 0 {
-		return s, nil, fmt.Errorf("the inbox settings differ from the ones recorded in the table, which every worker and operator command must share: %s. Leave the flags unset to use the recorded ones, or record new ones with `%s tables create` (only while no worker runs)",
+		return merged{store: s}, fmt.Errorf("the inbox settings differ from the ones recorded in the table, which every worker and operator command must share: %s. Leave the flags unset to use the recorded ones, or record new ones with `%s tables create` (only while no worker runs)",
 			strings.Join(problems, "; "), g.app.name())
 	}
 	s, err = s.WithDefaults()
-	return s, problems, err
+	return merged{store: s, changed: problems, recorded: true, complete: len(rec.Settings) == len(inbox.Settings())}, err
 }
 
 // recordStore writes the store's settings into the table: always

@@ -177,30 +177,65 @@ func (c *Config) validate() error {
 	return errors.Join(errs...)
 }
 
+// layoutName is one attribute or index name of a layout and the Layout
+// field that holds it.
+type layoutName struct{ field, name string }
+
+// keyAttributes are the layout's string key attributes: the table's and
+// both indexes'.
+func (l Layout) keyAttributes() []layoutName {
+	return []layoutName{{"PartitionKey", l.PartitionKey}, {"SortKey", l.SortKey},
+		{"AggregatePK", l.AggregatePK}, {"AggregateSK", l.AggregateSK},
+		{"AttentionPK", l.AttentionPK}, {"AttentionSK", l.AttentionSK}}
+}
+
+// layoutIndex is one of the layout's two indexes: its name and its
+// partition and sort key, each with the Layout field that holds it.
+type layoutIndex struct {
+	layoutName
+	pk, sk layoutName
+}
+
+// indexes are the layout's indexes: the aggregate index, then the
+// attention index.
+func (l Layout) indexes() []layoutIndex {
+	return []layoutIndex{
+		{layoutName{"AggregateIndex", l.AggregateIndex}, layoutName{"AggregatePK", l.AggregatePK}, layoutName{"AggregateSK", l.AggregateSK}},
+		{layoutName{"AttentionIndex", l.AttentionIndex}, layoutName{"AttentionPK", l.AttentionPK}, layoutName{"AttentionSK", l.AttentionSK}},
+	}
+}
+
+func stringAttribute(n string) types.AttributeDefinition {
+	return types.AttributeDefinition{AttributeName: aws.String(n), AttributeType: types.ScalarAttributeTypeS}
+}
+
+func compositeKey(pk, sk string) []types.KeySchemaElement {
+	return []types.KeySchemaElement{
+		{AttributeName: aws.String(pk), KeyType: types.KeyTypeHash},
+		{AttributeName: aws.String(sk), KeyType: types.KeyTypeRange},
+	}
+}
+
+// keySchema is the index's key schema.
+func (ix layoutIndex) keySchema() []types.KeySchemaElement {
+	return compositeKey(ix.pk.name, ix.sk.name)
+}
+
 // Definition returns the CreateTable input of an inbox table named name
 // with layout l (on-demand billing; both indexes KEYS_ONLY).
 func Definition(name string, l Layout) *dynamodb.CreateTableInput {
-	str := func(n string) types.AttributeDefinition {
-		return types.AttributeDefinition{AttributeName: aws.String(n), AttributeType: types.ScalarAttributeTypeS}
+	in := &dynamodb.CreateTableInput{
+		TableName:            aws.String(name),
+		BillingMode:          types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{stringAttribute(l.PartitionKey), stringAttribute(l.SortKey)},
+		KeySchema:            compositeKey(l.PartitionKey, l.SortKey),
 	}
-	keys := func(pk, sk string) []types.KeySchemaElement {
-		return []types.KeySchemaElement{
-			{AttributeName: aws.String(pk), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(sk), KeyType: types.KeyTypeRange},
-		}
+	for _, ix := range l.indexes() {
+		in.AttributeDefinitions = append(in.AttributeDefinitions, stringAttribute(ix.pk.name), stringAttribute(ix.sk.name))
+		in.GlobalSecondaryIndexes = append(in.GlobalSecondaryIndexes, types.GlobalSecondaryIndex{IndexName: aws.String(ix.name),
+			KeySchema: ix.keySchema(), Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly}})
 	}
-	keysOnly := &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly}
-	return &dynamodb.CreateTableInput{
-		TableName:   aws.String(name),
-		BillingMode: types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{str(l.PartitionKey), str(l.SortKey), str(l.AggregatePK), str(l.AggregateSK),
-			str(l.AttentionPK), str(l.AttentionSK)},
-		KeySchema: keys(l.PartitionKey, l.SortKey),
-		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{
-			{IndexName: aws.String(l.AggregateIndex), KeySchema: keys(l.AggregatePK, l.AggregateSK), Projection: keysOnly},
-			{IndexName: aws.String(l.AttentionIndex), KeySchema: keys(l.AttentionPK, l.AttentionSK), Projection: keysOnly},
-		},
-	}
+	return in
 }
 
 // Ensure makes the table exist with cfg.Layout and TTL on its TTL attribute.
@@ -241,7 +276,13 @@ func Ensure(ctx context.Context, api API, cfg Config) error {
 	return ensureTTL(ctx, api, cfg.Name, cfg.Layout.TTL)
 }
 
-func ensureTTL(ctx context.Context, api API, name, attr string) error {
+// ttlAPI is what turning TTL on needs of DynamoDB.
+type ttlAPI interface {
+	DescribeTimeToLive(ctx context.Context, params *dynamodb.DescribeTimeToLiveInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTimeToLiveOutput, error)
+	UpdateTimeToLive(ctx context.Context, params *dynamodb.UpdateTimeToLiveInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
+}
+
+func ensureTTL(ctx context.Context, api ttlAPI, name, attr string) error {
 	ttl, err := api.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(name)})
 	if err != nil {
 		return fmt.Errorf("tables: describe TTL of %s: %w", name, err)
@@ -267,8 +308,9 @@ func ensureTTL(ctx context.Context, api API, name, attr string) error {
 }
 
 // Verify checks that the existing table fits l: its key, both indexes
-// (with their keys, projecting at least the keys) and TTL enabled on l's
-// attribute. It returns an *IncompatibleError naming each difference, or
+// (with their keys, projecting at least the keys — any projection does),
+// the layout's key attributes strings wherever the table defines them, and
+// TTL enabled on l's attribute. It returns an *IncompatibleError naming each difference, or
 // the SDK's error (a missing table: *types.ResourceNotFoundException).
 func Verify(ctx context.Context, api API, name string, l Layout) error {
 	l, err := l.WithDefaults()
@@ -328,10 +370,43 @@ func checkLayout(name string, l Layout, t *types.TableDescription) error {
 				aws.ToString(g.KeySchema[0].AttributeName), aws.ToString(g.KeySchema[1].AttributeName)))
 		}
 	}
+	for _, a := range nonStringKeys(l, t.AttributeDefinitions) {
+		problems = append(problems, fmt.Sprintf("attribute %s is of type %s, but the inbox's keys are strings", a.name, a.typ))
+	}
 	if len(problems) > 0 {
 		return &IncompatibleError{Table: name, Problem: strings.Join(problems, "; ")}
 	}
 	return nil
+}
+
+// typedName is a layout key attribute the table defines with another type
+// than a string.
+type typedName struct {
+	layoutName
+	typ types.ScalarAttributeType
+}
+
+// nonStringKeys are the layout's key attributes that the table defines
+// (as a key of itself or of one of its indexes) with a type other than a
+// string: the inbox records could not be written under them.
+func nonStringKeys(l Layout, defs []types.AttributeDefinition) []typedName {
+	typ := attributeTypes(defs)
+	var out []typedName
+	for _, a := range l.keyAttributes() {
+		if tp, ok := typ[a.name]; ok && tp != types.ScalarAttributeTypeS {
+			out = append(out, typedName{a, tp})
+		}
+	}
+	return out
+}
+
+// attributeTypes are the types of the table's defined attributes, by name.
+func attributeTypes(defs []types.AttributeDefinition) map[string]types.ScalarAttributeType {
+	typ := map[string]types.ScalarAttributeType{}
+	for _, d := range defs {
+		typ[aws.ToString(d.AttributeName)] = d.AttributeType
+	}
+	return typ
 }
 
 func describeKeys(ks []types.KeySchemaElement) string {

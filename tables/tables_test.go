@@ -74,3 +74,28 @@ func TestConfigValidation(t *testing.T) {
 	require.ErrorContains(t, err, "Name is required")
 	require.ErrorContains(t, err, "WaitTimeout must not be negative")
 }
+
+// The layout's key attributes must be strings wherever the table defines
+// them: an index whose sort key is a number is a difference Verify names.
+func TestVerifyWantsStringKeys(t *testing.T) {
+	ctx := context.Background()
+	ddb := dynamodb.NewFromConfig(testenv.AWSConfig(t))
+	name := testenv.Unique("typed")
+	in := tables.Definition(name, tables.DefaultLayout())
+	for i, d := range in.AttributeDefinitions {
+		if aws.ToString(d.AttributeName) == "GSI2SK" {
+			in.AttributeDefinitions[i].AttributeType = types.ScalarAttributeTypeN
+		}
+	}
+	_, err := ddb.CreateTable(ctx, in)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)}) })
+	_, err = ddb.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{TableName: aws.String(name),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String("ttl"), Enabled: aws.Bool(true)}})
+	require.NoError(t, err)
+
+	err = tables.Verify(ctx, ddb, name, tables.Layout{})
+	var inc *tables.IncompatibleError
+	require.ErrorAs(t, err, &inc)
+	require.Equal(t, "attribute GSI2SK is of type N, but the inbox's keys are strings", inc.Problem)
+}

@@ -8,7 +8,9 @@
 // address.
 //
 // Protocol tests get everything that talks to the emulators from here — New,
-// AWSConfig, Endpoints, InspectQueue — and so skip, with one line that says
+// NewAppTable (an application's table that predates ddbworker, with its own
+// keys, indexes, TTL and items), AWSConfig, Endpoints, InspectQueue — and so
+// skip, with one line that says
 // what to install, when the emulators' runtimes are missing (plain `go test`
 // on a machine without Java 17 and Node.js 22, or before `make deps`): the
 // pure-logic tests of the same package still run. With

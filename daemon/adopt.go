@@ -1,0 +1,353 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/spf13/cobra"
+
+	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/tables"
+)
+
+type adoptFlags struct {
+	wait          time.Duration
+	stream        bool
+	dryRun        bool
+	output        string
+	readCapacity  int64
+	writeCapacity int64
+	maxIndexes    int
+}
+
+func newAdoptCmd(g *globals) *cobra.Command {
+	f := &adoptFlags{}
+	cmd := &cobra.Command{
+		Use:   "adopt",
+		Short: "Add what the inbox needs to an existing table (its indexes, TTL, the settings item), leaving its items and the rest alone",
+		Long: `adopt makes an existing table — one that holds an application's items, its
+own indexes, maybe a TTL attribute of its own — fit the inbox layout the flags
+name, without reading or writing any of its items. It prints the plan first:
+each change in order, what it leaves alone, warnings, and what blocks it; then
+applies it, unless --dry-run:
+
+  - the layout's two indexes, KEYS_ONLY, each created with its own UpdateTable
+    (DynamoDB creates one at a time) and waited for until its backfill ends
+    (at most --wait each; the backfill goes on after that, and adopting again
+    waits for it);
+  - TTL on --ttl-attribute, unless TTL is on already: then --ttl-attribute
+    must name the table's own TTL attribute (one per table, and DynamoDB
+    forbids changing it while enabled);
+  - the stream (NEW_IMAGE) with --stream;
+  - the inbox settings item (DDBWORKER#CONFIG / INBOX), as tables create
+    records it.
+
+What cannot change is refused before anything is done, naming the flag that
+fits: the table's key (--pk-attribute, --sk-attribute), an index of the
+layout's name with other keys (--aggregate-index, --attention-index), a
+layout attribute the table types other than a string, a TTL on another
+attribute (--ttl-attribute), or more indexes than the table's quota
+(--max-indexes). Adopting an adopted table changes nothing.
+
+The layout is not recorded in the table: give every command (run, sweep,
+inbox, relay, the Lambda function) the same layout flags or DDBWORKER_*
+variables.`,
+		Example: `  ddbworker tables adopt --table orders --pk-attribute pk --sk-attribute sk --ttl-attribute expiresAt --dry-run
+  ddbworker tables adopt --table orders --pk-attribute pk --sk-attribute sk --ttl-attribute expiresAt --wait 3h`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runAdopt(cmd.Context(), g, f, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	fl := cmd.Flags()
+	fl.DurationVar(&f.wait, "wait", time.Hour, "how long to wait for each index's backfill (and for the table to take each update)")
+	fl.BoolVar(&f.stream, "stream", false, "also turn the table's DynamoDB Stream on (NEW_IMAGE), for `relay` (the outbox)")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan only; change nothing")
+	fl.StringVarP(&f.output, "output", "o", "table", "output: table or json (progress then goes to stderr)")
+	fl.Int64Var(&f.readCapacity, "index-read-capacity", 0, "provisioned tables: each new index's RCU (0: the table's)")
+	fl.Int64Var(&f.writeCapacity, "index-write-capacity", 0, "provisioned tables: each new index's WCU (0: the table's)")
+	fl.IntVar(&f.maxIndexes, "max-indexes", tables.DefaultMaxIndexes, "the table's quota of global secondary indexes (DynamoDB's default: 20)")
+	return cmd
+}
+
+// kindRecordSettings is the plan's last step, the daemon's own: recording
+// the inbox settings in the table.
+const kindRecordSettings = "record-settings"
+
+// adoptDoc is the plan as printed: for people, or as JSON.
+type adoptDoc struct {
+	Table    string            `json:"table"`
+	DryRun   bool              `json:"dryRun"`
+	Layout   map[string]string `json:"layout"` // flag → value
+	Changes  []adoptChangeDoc  `json:"changes"`
+	Kept     []adoptKeptDoc    `json:"kept"`
+	Warnings []string          `json:"warnings"`
+	Blockers []adoptBlockerDoc `json:"blockers"`
+}
+
+type adoptChangeDoc struct {
+	Step   int    `json:"step"`
+	Kind   string `json:"kind"`
+	Target string `json:"target"`
+	Detail string `json:"detail"`
+}
+
+type adoptKeptDoc struct {
+	Target string `json:"target"`
+	Detail string `json:"detail"`
+}
+
+type adoptBlockerDoc struct {
+	Subject string `json:"subject"`
+	Reason  string `json:"reason"`
+	Flag    string `json:"flag,omitempty"`    // the flag that would fix it (without its dashes)
+	Suggest string `json:"suggest,omitempty"` // the value that fits, when the table decides it
+}
+
+func runAdopt(ctx context.Context, g *globals, f *adoptFlags, out, errOut io.Writer) error {
+	if err := checkOutput(f.output); err != nil {
+		return err
+	}
+	s, err := g.store()
+	if err != nil {
+		return err
+	}
+	awsCfg, err := g.awsConfig(ctx)
+	if err != nil {
+		return err
+	}
+	ddb, _ := g.clients(awsCfg, nil, nil)
+	plan, err := tables.Plan(ctx, ddb, tables.AdoptConfig{Name: s.Table, Layout: s.Layout, Stream: f.stream,
+		IndexReadCapacity: f.readCapacity, IndexWriteCapacity: f.writeCapacity, MaxIndexes: f.maxIndexes})
+	if failure.APICode(err) == "ResourceNotFoundException" {
+		return fmt.Errorf("table %q does not exist: `%s tables create` makes it, or set --table (DDBWORKER_TABLE)", s.Table, g.app.name())
+	}
+	if err != nil {
+		return err
+	}
+	doc := newAdoptDoc(plan, f.dryRun)
+	// The settings item lives under the table's key: it can be read only
+	// when the key fits.
+	var record *inbox.Store // the settings to record, when they must be
+	if plan.KeyFits {
+		m, err := g.mergeStore(ctx, ddb, false)
+		if err != nil {
+			return err
+		}
+		doc.addSettings(m)
+		if settingsNeeded(m) {
+			record = &m.store
+		}
+	}
+	progress := out
+	if f.output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(doc); err != nil {
+			return err
+		}
+		progress = errOut
+	} else {
+		doc.print(out)
+	}
+	if len(plan.Blockers) > 0 {
+		errs := make([]error, len(plan.Blockers))
+		for i, b := range plan.Blockers {
+			errs[i] = &adoptRefusal{AdoptError: b, hint: fixText(layoutFlag(b.Field), b.Suggest)}
+		}
+		return fmt.Errorf("table %s cannot be adopted; nothing was changed:\n%w", s.Table, errors.Join(errs...))
+	}
+	if f.dryRun || len(doc.Changes) == 0 {
+		return nil
+	}
+	steps := len(doc.Changes) // the plan's, and the settings item
+	err = tables.Adopt(ctx, ddb, plan, tables.AdoptOptions{Wait: f.wait, Progress: func(p tables.Progress) { printProgress(progress, p, steps) }})
+	if errors.Is(err, tables.ErrNotActive) {
+		return fmt.Errorf("%w (--wait %s): run `%s tables adopt` again with the same flags to wait for it and finish", err, f.wait, g.app.name())
+	}
+	if err != nil {
+		return err
+	}
+	if record != nil {
+		if err := g.recordStore(ctx, ddb, *record, true); err != nil {
+			return err
+		}
+		fmt.Fprintf(progress, "  [%d/%d] %s %s — done\n", steps, steps, kindRecordSettings, settingsTarget)
+	}
+	fmt.Fprintf(progress, "table %s adopted: indexes %s and %s, TTL on %q\n", s.Table, s.Layout.AggregateIndex, s.Layout.AttentionIndex, s.Layout.TTL)
+	if given := layoutGiven(s.Layout); given != "" {
+		fmt.Fprintf(progress, "every command on this table needs the same layout (it is not recorded in the table): %s, or their DDBWORKER_* variables\n", given)
+	}
+	return nil
+}
+
+// adoptRefusal is a blocker with the flag that would fix it.
+type adoptRefusal struct {
+	*tables.AdoptError
+	hint string
+}
+
+func (e *adoptRefusal) Error() string { return e.Subject + ": " + e.Reason + e.hint }
+func (e *adoptRefusal) Unwrap() error { return e.AdoptError }
+
+// fixText names the flag that fixes a blocker, and its value when the
+// table decides it.
+func fixText(flag, suggest string) string {
+	switch {
+	case flag == "":
+		return ""
+	case suggest != "":
+		return fmt.Sprintf(": pass --%s %s (%s)", flag, suggest, envName(flag))
+	}
+	return fmt.Sprintf(": choose another name with --%s (%s)", flag, envName(flag))
+}
+
+const settingsTarget = "DDBWORKER#CONFIG/INBOX"
+
+// settingsNeeded reports whether the settings item must be written: the
+// table records none, not all of them, or other values than the flags
+// give explicitly.
+func settingsNeeded(m merged) bool { return !m.complete || len(m.changed) > 0 }
+
+func newAdoptDoc(plan tables.AdoptPlan, dryRun bool) *adoptDoc {
+	doc := &adoptDoc{Table: plan.Table, DryRun: dryRun, Layout: map[string]string{},
+		Changes: []adoptChangeDoc{}, Kept: []adoptKeptDoc{}, Warnings: append([]string{}, plan.Warnings...), Blockers: []adoptBlockerDoc{}}
+	for _, lf := range layoutFlags(plan.Layout) {
+		doc.Layout[lf.flag] = lf.value
+	}
+	for i, c := range plan.Changes {
+		doc.Changes = append(doc.Changes, adoptChangeDoc{Step: i + 1, Kind: string(c.Kind), Target: c.Target, Detail: c.Detail})
+	}
+	for _, k := range plan.Kept {
+		doc.Kept = append(doc.Kept, adoptKeptDoc{Target: k.Target, Detail: k.Detail})
+	}
+	for _, b := range plan.Blockers {
+		doc.Blockers = append(doc.Blockers, adoptBlockerDoc{Subject: b.Subject, Reason: b.Reason, Flag: layoutFlag(b.Field), Suggest: b.Suggest})
+	}
+	return doc
+}
+
+// addSettings adds the settings item: a change when it must be written,
+// else kept.
+func (d *adoptDoc) addSettings(m merged) {
+	if !settingsNeeded(m) {
+		d.Kept = append(d.Kept, adoptKeptDoc{Target: "inbox settings", Detail: settingsFlags(m.store) + ": recorded in the table"})
+		return
+	}
+	why := "none recorded yet"
+	switch {
+	case len(m.changed) > 0:
+		why = "changed: " + strings.Join(m.changed, "; ") + " — restart every worker so that all of them use the new settings"
+	case m.recorded:
+		why = "the table's record lacks some of them"
+	}
+	d.Changes = append(d.Changes, adoptChangeDoc{Step: len(d.Changes) + 1, Kind: kindRecordSettings, Target: settingsTarget,
+		Detail: fmt.Sprintf("PutItem %s (%s)", settingsFlags(m.store), why)})
+}
+
+func (d *adoptDoc) print(w io.Writer) {
+	mode := "plan"
+	if d.DryRun {
+		mode = "plan (dry run: nothing is changed)"
+	}
+	fmt.Fprintf(w, "tables adopt %s for table %s, layout %s\n\n", mode, d.Table, layoutText(d.Layout))
+	if len(d.Changes) == 0 && len(d.Blockers) == 0 {
+		fmt.Fprintf(w, "nothing to change: the table fits the layout\n\n")
+	} else if len(d.Changes) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "STEP\tCHANGE\tTARGET\tDETAIL")
+		for _, c := range d.Changes {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", c.Step, c.Kind, c.Target, c.Detail)
+		}
+		_ = tw.Flush()
+		fmt.Fprintln(w)
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "LEFT ALONE\tDETAIL")
+	for _, k := range d.Kept {
+		fmt.Fprintf(tw, "%s\t%s\n", k.Target, k.Detail)
+	}
+	_ = tw.Flush()
+	for _, warn := range d.Warnings {
+		fmt.Fprintf(w, "\nwarning: %s\n", warn)
+	}
+	for _, b := range d.Blockers {
+		fmt.Fprintf(w, "\nBLOCKED %s: %s%s\n", b.Subject, b.Reason, fixText(b.Flag, b.Suggest))
+	}
+	fmt.Fprintln(w)
+}
+
+// printProgress prints one line of an applying change.
+func printProgress(w io.Writer, p tables.Progress, steps int) {
+	line := fmt.Sprintf("  [%d/%d] %s %s: ", p.Step, steps, p.Change.Kind, p.Change.Target)
+	switch ix := p.Index; {
+	case ix != nil && aws.ToString(ix.IndexName) != p.Change.Target:
+		line += fmt.Sprintf("waiting for index %s (%s) to finish first", aws.ToString(ix.IndexName), ix.IndexStatus)
+	case ix != nil:
+		line += string(ix.IndexStatus)
+		if aws.ToBool(ix.Backfilling) {
+			line += ", backfilling"
+		}
+		if ix.ItemCount != nil || ix.IndexSizeBytes != nil {
+			line += fmt.Sprintf(", %d items, %d bytes", aws.ToInt64(ix.ItemCount), aws.ToInt64(ix.IndexSizeBytes))
+		}
+	case p.TableStatus != "":
+		line += "table " + string(p.TableStatus)
+	}
+	if p.Done {
+		line = strings.TrimSuffix(strings.TrimSuffix(line, ": "), ", ")
+		fmt.Fprintf(w, "%s — done in %s\n", line, p.Elapsed.Round(time.Second))
+		return
+	}
+	fmt.Fprintf(w, "%s, %s elapsed\n", line, p.Elapsed.Round(time.Second))
+}
+
+// layoutFlag is a layout field's flag (without its dashes), "" for none.
+func layoutFlag(field string) string {
+	for _, lf := range layoutFlags(tables.Layout{}) {
+		if lf.field == field {
+			return lf.flag
+		}
+	}
+	return ""
+}
+
+// layoutFlags are the layout's flags, each with the Layout field it sets
+// and its value in l.
+func layoutFlags(l tables.Layout) []struct{ field, flag, value string } {
+	return []struct{ field, flag, value string }{
+		{"PartitionKey", "pk-attribute", l.PartitionKey}, {"SortKey", "sk-attribute", l.SortKey},
+		{"AggregateIndex", "aggregate-index", l.AggregateIndex}, {"AggregatePK", "aggregate-pk-attribute", l.AggregatePK},
+		{"AggregateSK", "aggregate-sk-attribute", l.AggregateSK},
+		{"AttentionIndex", "attention-index", l.AttentionIndex}, {"AttentionPK", "attention-pk-attribute", l.AttentionPK},
+		{"AttentionSK", "attention-sk-attribute", l.AttentionSK},
+		{"TTL", "ttl-attribute", l.TTL},
+	}
+}
+
+// layoutGiven shows the layout's flags whose values are not the defaults.
+func layoutGiven(l tables.Layout) string {
+	d := layoutFlags(tables.DefaultLayout())
+	var given []string
+	for i, lf := range layoutFlags(l) {
+		if lf.value != d[i].value {
+			given = append(given, "--"+lf.flag+" "+lf.value)
+		}
+	}
+	return strings.Join(given, " ")
+}
+
+// layoutText shows a layout compactly: key, indexes and TTL.
+func layoutText(l map[string]string) string {
+	return fmt.Sprintf("key (%s, %s), aggregate index %s (%s, %s), attention index %s (%s, %s), TTL %s",
+		l["pk-attribute"], l["sk-attribute"], l["aggregate-index"], l["aggregate-pk-attribute"], l["aggregate-sk-attribute"],
+		l["attention-index"], l["attention-pk-attribute"], l["attention-sk-attribute"], l["ttl-attribute"])
+}
