@@ -23,6 +23,8 @@ require (
 	golang.org/x/time v0.16.0
 )
 
+require github.com/jmespath/go-jmespath v0.4.0
+
 require (
 	github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream v1.7.27 // indirect
 	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.9 // indirect
