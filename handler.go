@@ -148,13 +148,18 @@ func JSON[T any](fn func(ctx context.Context, msg *Message, payload T) (Result, 
 	})
 }
 
-// Route is one registration: the handler of a message type and how it
-// commits.
+// Route is one registration: the handler of a message type, how it
+// commits, and how it reads bodies that are not envelopes.
 type Route struct {
 	Handler Handler
 	// Fused commits the inbox record COMPLETED inside the handler's
 	// transaction (see Fused).
 	Fused bool
+	// Adapter, when set, reads the route's bodies that are not ddbworker's
+	// envelope (see Adapt); the route takes envelopes of its type too.
+	Adapter *envelope.Adapter
+
+	err error // an option's, reported by Register
 }
 
 // RouteOption adjusts one registration.
@@ -170,7 +175,8 @@ func Fused() RouteOption { return func(r *Route) { r.Fused = true } }
 // Registry maps message types to handlers. Register everything before
 // giving it to a worker, which copies it.
 type Registry struct {
-	routes map[string]Route
+	routes   map[string]Route
+	adapters *envelope.Adapters // the adapted routes, in registration order
 }
 
 // NewRegistry returns an empty registry.
@@ -179,7 +185,10 @@ func NewRegistry() *Registry { return &Registry{routes: map[string]Route{}} }
 // ErrDuplicateRoute reports a second registration of one message type.
 var ErrDuplicateRoute = errors.New("ddbworker: message type registered twice")
 
-// Register routes messageType to h.
+// Register routes messageType to h. An adapted route (Adapt) must have a
+// valid message type (1..128 characters of [A-Za-z0-9._-]), and is
+// refused when an adapted route registered before it would take every
+// body it could: the earlier route is asked first (see BodyAdapter).
 func (r *Registry) Register(messageType string, h Handler, opts ...RouteOption) error {
 	if messageType == "" || h == nil {
 		return errors.New("ddbworker: Register needs a message type and a handler")
@@ -191,9 +200,24 @@ func (r *Registry) Register(messageType string, h Handler, opts ...RouteOption) 
 	for _, o := range opts {
 		o(&rt)
 	}
+	if rt.err != nil {
+		return fmt.Errorf("ddbworker: Register(%q): %w", messageType, rt.err)
+	}
+	if rt.Adapter != nil {
+		as, err := r.adapters.With(messageType, rt.Adapter)
+		if err != nil {
+			return fmt.Errorf("ddbworker: Register(%q): %w", messageType, err)
+		}
+		r.adapters = as
+	}
 	r.routes[messageType] = rt
 	return nil
 }
+
+// Adapters lists the adapted routes' adapters in registration order: what
+// an engine (the worker, ddbworkertest) reads bodies with
+// (envelope.Decoder.Read). Nil when no route is adapted.
+func (r *Registry) Adapters() *envelope.Adapters { return r.adapters }
 
 // Types lists the registered message types, sorted.
 func (r *Registry) Types() []string {

@@ -14,9 +14,12 @@
 //
 //   - building a delivery: a valid envelope for a message type and payload
 //     with defaults and options (NewMessage), or an envelope or a raw body
-//     of the test's own (FromEnvelope, FromBody), each decoded by the
-//     worker's real envelope decoder, so a rejected envelope shows the code
-//     the worker records;
+//     of the test's own (FromEnvelope, FromBody, with the delivery's
+//     message attributes: Attribute), each decoded by the worker's real
+//     envelope decoder — a raw body read, as the worker reads it, by the
+//     registry's body adapters (an SNS notification, an EventBridge event,
+//     a service's own JSON: ddbworker.Adapt) — so a rejected body shows the
+//     code the worker records;
 //   - running it as the worker does (Worker.Work): the type looked up in a
 //     Registry (UNKNOWN_MESSAGE_TYPE when missing), the handler called with
 //     the Message it would see, a panic recovered as retryable
