@@ -7,6 +7,7 @@ import (
 
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/envelope"
+	"github.com/ddbworker/ddbworker/failure"
 )
 
 func TestRegisterAdaptRefuses(t *testing.T) {
@@ -63,4 +64,9 @@ func TestRegisterAdapted(t *testing.T) {
 	require.Equal(t, "SNS(JSON)", rt.Adapter.String())
 	plain, _ := reg.Lookup("plain")
 	require.Nil(t, plain.Adapter)
+}
+
+// The code of an adapted body no route takes is the worker's own.
+func TestUnknownMessageTypeCode(t *testing.T) {
+	require.Equal(t, failure.CodeUnknownMessageType, string(envelope.CodeUnknownMessageType))
 }

@@ -15,7 +15,8 @@ import (
 // Message is what a handler sees of one delivery.
 type Message struct {
 	// Envelope is the decoded, validated envelope: its fields below are
-	// also reachable as methods.
+	// also reachable as methods. For a body an adapted route read (Adapt)
+	// it is the envelope its adapter made of it.
 	Envelope *envelope.Envelope
 	// SQSMessageID is the SQS message id of this delivery (not the work's
 	// identity: that is the idempotency key).
@@ -60,7 +61,8 @@ func (m *Message) AggregateVersion() (int64, bool) {
 func (m *Message) OccurredAt() time.Time { return m.Envelope.OccurredAt }
 
 // Payload is the payload as the producer sent it (JSON handlers decode its
-// canonical form: see JSON).
+// canonical form: see JSON); for an adapted body, what its adapter yields
+// as payload, written compact with members sorted.
 func (m *Message) Payload() json.RawMessage { return m.Envelope.Payload }
 
 // Result is a handler's answer: the writes to commit with the inbox flip,
