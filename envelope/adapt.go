@@ -339,16 +339,6 @@ func (as *Adapters) Types() []string {
 	return out
 }
 
-// Adapter is the adapter of messageType, or nil.
-func (as *Adapters) Adapter(messageType string) *Adapter {
-	for i := range as.Len() {
-		if as.list[i].messageType == messageType {
-			return as.list[i].a
-		}
-	}
-	return nil
-}
-
 // covers reports why a, the adapter of messageType, takes every body that
 // l, of lType, could take ("" when it may not): l would never be asked.
 func (a *Adapter) covers(messageType string, l *Adapter, lType string) string {
@@ -661,6 +651,9 @@ func (a *Adapter) build(d *Decoder, src *source, messageType string) (*Envelope,
 	case !src.sentAt.IsZero():
 		e.OccurredAt, ds.occurredAt.present = src.sentAt.UTC(), true
 	}
+	// An expression that fails on the body yields nothing: the field is
+	// missing, reported in the envelope's order with why (fails).
+	fails := map[string]*Error{}
 	for _, f := range [...]struct {
 		x   *expr
 		id  int
@@ -670,12 +663,16 @@ func (a *Adapter) build(d *Decoder, src *source, messageType string) (*Envelope,
 		{a.aggType, fAggregateType, &e.AggregateType},
 		{a.aggID, fAggregateID, &e.AggregateID},
 	} {
-		if *f.dst, err = a.text(f.x, fieldNames[f.id], src.doc); err != nil {
+		*f.dst, err = a.text(f.x, fieldNames[f.id], src.doc)
+		switch {
+		case err != nil && err.Code == CodeMissingField:
+			fails[fieldNames[f.id]] = err
+		case err != nil:
 			return nil, a.mark(err)
 		}
 	}
 	if a.aggVersion != nil {
-		if e.AggregateVersion, err = a.integer(a.aggVersion, fieldNames[fAggregateVersion], src.doc); err != nil {
+		if e.AggregateVersion, err = a.integer(a.aggVersion, fieldNames[fAggregateVersion], src.doc); err != nil && err.Code != CodeMissingField {
 			return nil, a.mark(err)
 		}
 	}
@@ -683,7 +680,7 @@ func (a *Adapter) build(d *Decoder, src *source, messageType string) (*Envelope,
 	if a.payload != nil {
 		v, perr := a.payload.eval(src.doc)
 		if perr != nil {
-			return nil, a.mark(failed(a.payload, fieldNames[fPayload], perr))
+			fails[fieldNames[fPayload]] = failed(a.payload, fieldNames[fPayload], perr)
 		}
 		payload = v
 	}
@@ -695,6 +692,9 @@ func (a *Adapter) build(d *Decoder, src *source, messageType string) (*Envelope,
 		e.Payload = b
 	}
 	if err := validate(e, &d.cfg, &ds); err != nil {
+		if f := fails[err.Field]; f != nil && err.Code == CodeMissingField {
+			err = f
+		}
 		return nil, a.attribute(err, src)
 	}
 	h, canonical, err := requestHashV2(e, true)

@@ -3,6 +3,7 @@ package envelope_test
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ddbworker/ddbworker/envelope"
 )
@@ -68,7 +69,10 @@ func ExampleDecoder_Read() {
 	fmt.Println(e.MessageType, e.IdempotencyKey, e.MessageID, e.Producer)
 	fmt.Println(string(e.Payload))
 
-	_, err = (*envelope.Decoder)(nil).Read(envelope.Input{Body: []byte(`{"eventType":"OrderPlaced","amountCents":1999}`)}, as)
+	// Delivered raw, without an orderId: the transport's message id and
+	// send time stand in for the notification's, never for the key.
+	_, err = (*envelope.Decoder)(nil).Read(envelope.Input{Body: []byte(`{"eventType":"OrderPlaced","amountCents":1999}`),
+		MessageID: "5fea7756-0ea4-451a-a703-a558b933e274", SentAt: time.Date(2026, 3, 29, 5, 12, 17, 0, time.UTC)}, as)
 	fmt.Println(err)
 	// Output:
 	// OrderPlaced order:o-1042:placed 63a3f6b6-d533-4a47-aef9-fcf5cf758c76 arn:aws:sns:eu-west-1:123456789012:orders
