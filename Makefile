@@ -35,8 +35,9 @@ bench: deps build ## Benchmark: naive vs default vs fused against their ceilings
 chaos: deps build ## Kill -9 and fault-injection run with an invariant check
 	$(DEVBIN) chaos
 
-fuzz: ## Fuzz the envelope decoder for 60s
+fuzz: ## Fuzz the envelope decoder and the adapted-body reader for 60s each
 	$(GO) test ./envelope -run '^$$' -fuzz FuzzDecode -fuzztime 60s
+	$(GO) test ./envelope -run '^$$' -fuzz FuzzRead -fuzztime 60s
 
 lint: go-min ## go vet, gofmt, go mod tidy -diff, staticcheck when it installs, and a build with the oldest Go the go.mod names
 	$(GO) vet ./...

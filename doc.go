@@ -15,6 +15,13 @@
 //     which reads the item as it was by DynamoDB's rules — and Raw hands
 //     over a write the builders do not cover.
 //   - Return typed failures (Retryable, Terminal).
+//   - Read messages a team already sends, per route (Adapt with a
+//     BodyAdapter: SNS, EventBridge, JSONBody): an SNS notification, an
+//     EventBridge event or a service's own JSON becomes the envelope the
+//     handler sees, its idempotency key, type and aggregate taken by
+//     JMESPath expressions; the Registry keeps the adapted routes in
+//     registration order, the order in which a body is offered to them,
+//     and refuses one an earlier route would always take first.
 //
 // A handler never writes by itself: it returns its writes in a Result, and
 // the worker commits them together with the inbox record's PROCESSING →

@@ -16,7 +16,8 @@ import (
 // Message is what a handler sees of one delivery.
 type Message struct {
 	// Envelope is the decoded, validated envelope: its fields below are
-	// also reachable as methods.
+	// also reachable as methods. For a body an adapted route read (Adapt)
+	// it is the envelope its adapter made of it.
 	Envelope *envelope.Envelope
 	// SQSMessageID is the SQS message id of this delivery (not the work's
 	// identity: that is the idempotency key).
@@ -61,7 +62,8 @@ func (m *Message) AggregateVersion() (int64, bool) {
 func (m *Message) OccurredAt() time.Time { return m.Envelope.OccurredAt }
 
 // Payload is the payload as the producer sent it (JSON handlers decode its
-// canonical form: see JSON).
+// canonical form: see JSON); for an adapted body, what its adapter yields
+// as payload, written compact with members sorted.
 func (m *Message) Payload() json.RawMessage { return m.Envelope.Payload }
 
 // Result is a handler's answer: the writes to commit with the inbox flip,
@@ -149,8 +151,8 @@ func JSON[T any](fn func(ctx context.Context, msg *Message, payload T) (Result, 
 	})
 }
 
-// Route is one registration: the handler of a message type and how it
-// commits.
+// Route is one registration: the handler of a message type, how it
+// commits, and how it reads bodies that are not envelopes.
 type Route struct {
 	Handler Handler
 	// Fused commits the inbox record COMPLETED inside the handler's
@@ -159,6 +161,11 @@ type Route struct {
 	// SingleWrite commits the handler's one version-guarded write alone,
 	// fenced in the domain item (see SingleWrite).
 	SingleWrite bool
+	// Adapter, when set, reads the route's bodies that are not ddbworker's
+	// envelope (see Adapt); the route takes envelopes of its type too.
+	Adapter *envelope.Adapter
+
+	err error // an option's, reported by Register
 }
 
 // RouteOption adjusts one registration.
@@ -215,7 +222,8 @@ var ErrRouteOptions = errors.New("ddbworker: route options conflict")
 // Registry maps message types to handlers. Register everything before
 // giving it to a worker, which copies it.
 type Registry struct {
-	routes map[string]Route
+	routes   map[string]Route
+	adapters *envelope.Adapters // the adapted routes, in registration order
 }
 
 // NewRegistry returns an empty registry.
@@ -224,7 +232,10 @@ func NewRegistry() *Registry { return &Registry{routes: map[string]Route{}} }
 // ErrDuplicateRoute reports a second registration of one message type.
 var ErrDuplicateRoute = errors.New("ddbworker: message type registered twice")
 
-// Register routes messageType to h.
+// Register routes messageType to h. An adapted route (Adapt) must have a
+// valid message type (1..128 characters of [A-Za-z0-9._-]), and is
+// refused when an adapted route registered before it would take every
+// body it could: the earlier route is asked first (see BodyAdapter).
 func (r *Registry) Register(messageType string, h Handler, opts ...RouteOption) error {
 	if messageType == "" || h == nil {
 		return errors.New("ddbworker: Register needs a message type and a handler")
@@ -236,12 +247,27 @@ func (r *Registry) Register(messageType string, h Handler, opts ...RouteOption) 
 	for _, o := range opts {
 		o(&rt)
 	}
+	if rt.err != nil {
+		return fmt.Errorf("ddbworker: Register(%q): %w", messageType, rt.err)
+	}
 	if rt.Fused && rt.SingleWrite {
 		return fmt.Errorf("%w: %s is both Fused and SingleWrite", ErrRouteOptions, messageType)
+	}
+	if rt.Adapter != nil {
+		as, err := r.adapters.With(messageType, rt.Adapter)
+		if err != nil {
+			return fmt.Errorf("ddbworker: Register(%q): %w", messageType, err)
+		}
+		r.adapters = as
 	}
 	r.routes[messageType] = rt
 	return nil
 }
+
+// Adapters lists the adapted routes' adapters in registration order: what
+// an engine (the worker, ddbworkertest) reads bodies with
+// (envelope.Decoder.Read). Nil when no route is adapted.
+func (r *Registry) Adapters() *envelope.Adapters { return r.adapters }
 
 // Types lists the registered message types, sorted.
 func (r *Registry) Types() []string {

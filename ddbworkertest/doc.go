@@ -15,19 +15,23 @@
 //
 //   - building a delivery: a valid envelope for a message type and payload
 //     with defaults and options (NewMessage), or an envelope or a raw body
-//     of the test's own (FromEnvelope, FromBody), each decoded by the
-//     worker's real envelope decoder, so a rejected envelope ends terminal
-//     with the code the worker records (and UNKNOWN_MESSAGE_TYPE for a type
-//     the Registry does not know);
-//   - running the handler with the Message the worker would give it, a
-//     panic recovered as retryable HANDLER_PANIC;
-//   - rendering the writes (Write) through ddbworker.Write.Mutation, as the
-//     worker does: table, kind, key and item as plain Go values, the update
-//     and the condition with names and values resolved; a write that does
-//     not render, or that the commit's own check refuses
-//     (mutation.CheckWrites), is the terminal INVALID_HANDLER_RESULT the
-//     worker records, and two writes to one item DynamoDB's
-//     INVALID_TRANSACTION;
+//     of the test's own (FromEnvelope, FromBody, with the delivery's
+//     message attributes: Attribute), each decoded by the worker's real
+//     envelope decoder — a raw body read, as the worker reads it, by the
+//     registry's body adapters (an SNS notification, an EventBridge event,
+//     a service's own JSON: ddbworker.Adapt) — so a rejected body shows the
+//     code the worker records;
+//   - running it as the worker does (Worker.Work): the type looked up in a
+//     Registry (UNKNOWN_MESSAGE_TYPE when missing), the handler called with
+//     the Message it would see, a panic recovered as retryable
+//     HANDLER_PANIC, an error classified as the worker classifies it
+//     (HANDLER_ERROR, infrastructure trouble, the attempts policy that
+//     makes a failure of the last attempt terminal);
+//   - rendering the writes (Write): table, kind, key and item as plain Go
+//     values, the update and the condition with names and values resolved,
+//     and an invalid write as the terminal INVALID_HANDLER_RESULT the
+//     commit raises (two writes to one item as DynamoDB's
+//     INVALID_TRANSACTION);
 //   - judging the commit against the items the test says are there before
 //     it (Existing; none by default): each write's judge (mutation.Judge)
 //     is asked about the item at its table and key, in write order, and

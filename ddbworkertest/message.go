@@ -27,8 +27,10 @@ var DefaultOccurredAt = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Message is one delivery for Worker.Work: an envelope the kit built
 // (NewMessage), an envelope the test built (FromEnvelope), or a raw SQS body
-// (FromBody). Work sends each through the worker's real envelope decoder, so
-// an envelope the worker would reject is rejected here with the same code.
+// (FromBody). Work sends each through the worker's real envelope decoder —
+// and a raw body through the registry's body adapters as the worker does
+// (an SNS notification, an EventBridge event, a service's own JSON) — so a
+// body the worker would reject is rejected here with the same code.
 type Message struct {
 	env          *envelope.Envelope // nil for a raw body
 	body         []byte
@@ -36,11 +38,12 @@ type Message struct {
 	edits        []func(*envelope.Envelope)
 	attempt      int
 	receiveCount int
+	attributes   map[string]string
 }
 
 // Option adjusts a Message: its envelope's fields (Key, Aggregate,
 // AggregateVersion, AttemptPolicy, OccurredAt, Edit; not for FromBody) or
-// the delivery (Attempt, ReceiveCount).
+// the delivery (Attempt, ReceiveCount, Attribute).
 type Option func(*Message)
 
 // NewMessage builds a valid envelope of messageType carrying payload:
@@ -88,8 +91,13 @@ func FromEnvelope(env *envelope.Envelope, opts ...Option) Message {
 }
 
 // FromBody delivers body as the SQS message body, as it is: the way to test
-// what the worker does with a body that is not a valid envelope. Only the
-// delivery's options (Attempt, ReceiveCount) apply to it.
+// what the worker does with a body that is not a valid envelope, and with a
+// body an adapted route reads (ddbworker.Adapt: an SNS notification as the
+// queue receives it, an EventBridge event, a service's own JSON). The
+// delivery's SQS MessageId is DefaultSQSMessageID and its SentTimestamp
+// DefaultOccurredAt (the messageId and occurredAt of a body that names
+// none). Only the delivery's options (Attempt, ReceiveCount, Attribute)
+// apply to it.
 func FromBody(body []byte, opts ...Option) Message {
 	return newMessage(Message{body: bytes.Clone(body)}, opts)
 }
@@ -153,6 +161,17 @@ func Attempt(n int) Option { return func(m *Message) { m.attempt = n } }
 // ReceiveCount sets SQS's ApproximateReceiveCount the handler sees
 // (Message.ReceiveCount; default 1).
 func ReceiveCount(n int) Option { return func(m *Message) { m.receiveCount = n } }
+
+// Attribute sets an SQS message attribute of the delivery (a String): what
+// a JSONBody's TypeAttribute reads of a body on SQS or delivered raw by SNS.
+func Attribute(name, value string) Option {
+	return func(m *Message) {
+		if m.attributes == nil {
+			m.attributes = map[string]string{}
+		}
+		m.attributes[name] = value
+	}
+}
 
 // encode returns the message's SQS body.
 func (m Message) encode() ([]byte, error) {

@@ -44,7 +44,8 @@ func New(h ddbworker.Handler) *Worker { return &Worker{handler: h} }
 
 // NewRegistry returns a Worker that looks each message's type up in reg, as
 // the worker does: a type reg does not know ends terminal
-// UNKNOWN_MESSAGE_TYPE.
+// UNKNOWN_MESSAGE_TYPE. A raw body (FromBody) is read by reg's body
+// adapters as the worker reads it (see ddbworker.Adapt).
 func NewRegistry(reg *ddbworker.Registry) *Worker { return &Worker{reg: reg} }
 
 // Existing is an item in a table before the commit.
@@ -160,8 +161,9 @@ type Result struct {
 	FailedWrite int
 	// Writes are the handler's writes, rendered, in order.
 	Writes []Write
-	// Envelope is the envelope as the decoder returned it; nil when the
-	// body did not decode.
+	// Envelope is the envelope as the decoder (or, for a body an adapted
+	// route reads, its adapter) returned it; nil when the body did not
+	// decode.
 	Envelope *envelope.Envelope
 	// Message is what the handler saw; nil when it did not run (the
 	// envelope was rejected, or no handler is registered for its type).
@@ -252,7 +254,12 @@ func (w *Worker) Work(ctx context.Context, msg Message) (*Result, error) {
 		return nil, err
 	}
 	r := &Result{FailedWrite: -1}
-	env, err := (*envelope.Decoder)(nil).Decode(body)
+	var adapters *envelope.Adapters
+	if w.reg != nil {
+		adapters = w.reg.Adapters()
+	}
+	env, err := (*envelope.Decoder)(nil).Read(envelope.Input{Body: body, Attributes: msg.attributes,
+		MessageID: DefaultSQSMessageID, SentAt: DefaultOccurredAt}, adapters)
 	if err != nil {
 		// Refused before it is work, as the worker's admit refuses it: a
 		// rejection recorded terminal with the decoder's code.

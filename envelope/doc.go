@@ -22,17 +22,31 @@
 //     not fetching them, which the worker does;
 //   - the envelope's JSON Schema (Schema, envelope.schema.json), kept in
 //     lockstep with Decode by a test over the fixtures in testdata/schema;
-//   - the classification of rejected envelopes (Error, Code, ErrInvalid).
+//   - the classification of rejected envelopes (Error, Code, ErrInvalid);
+//   - adapted bodies (adapt.go, tree.go): messages that are not envelopes —
+//     an SNS notification (wrapped, or as raw delivery hands it over), an
+//     EventBridge event, a service's own JSON — read into the same
+//     *Envelope by an Adapter whose JMESPath expressions say where each
+//     field comes from (AdapterSpec, NewAdapter); the ordered list of
+//     adapted message types (Adapters) and the rule by which
+//     Decoder.Read picks the reading of a body (an envelope first, then
+//     the adapters in order); and holding an adapted body to the
+//     decoder's rules, limits, codes and request hash.
 //
-// It does not own, and knows nothing about: idempotency records and how the
-// request hash is compared against them, DynamoDB, SQS (receiving,
-// deleting, visibility, dead-lettering), or failure policy (what to do with
-// a rejected message, retry decisions; AttemptPolicy is only decoded and
-// validated here). Callers decide what a Code means operationally.
+// It does not own, and knows nothing about: which handler a message type
+// has (the root package's Registry ties a route to its Adapter),
+// verifying SNS signatures (a queue's subscription is trusted by its
+// access policy), idempotency records and how the request hash is
+// compared against them, DynamoDB, SQS (receiving, deleting, visibility,
+// dead-lettering), or failure policy (what to do with a rejected message,
+// retry decisions; AttemptPolicy is only decoded and validated here).
+// Callers decide what a Code means operationally.
 //
 // Decoding is strict about the envelope's own fields and lenient about the
 // future: unknown top-level fields are ignored, while schemaVersion is
 // checked before anything else so that a message from a newer schema is
-// reported as CodeUnknownSchemaVersion rather than as a field error. All
-// functions are safe for concurrent use and never panic on any input.
+// reported as CodeUnknownSchemaVersion rather than as a field error. An
+// adapted body is parsed whole: a member name repeated anywhere in it is
+// refused. All functions are safe for concurrent use and never panic on
+// any input (FuzzDecode, FuzzRead).
 package envelope

@@ -3,6 +3,7 @@ package envelope
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
 	"time"
 )
 
@@ -135,32 +136,57 @@ const (
 	CodeUnknownSchemaVersion Code = "UNKNOWN_SCHEMA_VERSION"
 	// CodeKeyTooLong: idempotencyKey is longer than Config.MaxKeyBytes bytes.
 	CodeKeyTooLong Code = "KEY_TOO_LONG"
+	// CodeUnknownMessageType: Decoder.Read recognised an adapted body (an
+	// SNS notification, an EventBridge event, a JSON body whose type an
+	// expression names) but no adapted message type takes it. The worker
+	// reports an envelope of an unregistered type with the same code.
+	CodeUnknownMessageType Code = "UNKNOWN_MESSAGE_TYPE"
 )
 
 // ErrInvalid is matched by every *Error: errors.Is(err, ErrInvalid) reports
 // whether err is an envelope rejection.
 var ErrInvalid = errors.New("envelope: invalid")
 
-// Error is the only error type returned by Decode, Encode and RequestHash.
+// Error is the only error type returned by Decode, Read, Encode and
+// RequestHash.
 type Error struct {
 	// Code classifies the problem.
 	Code Code
 	// Field is the JSON name of the offending field ("attemptPolicy.notBefore"
-	// for nested ones), or "" when the whole body is at fault.
+	// for nested ones), or "" when the whole body is at fault. For a body an
+	// adapter read (Decoder.Read) it names the envelope field the adapter
+	// could not fill ("idempotencyKey"), or the member of the body at fault
+	// ("Message" of an SNS notification, "detail.items" for a repeated
+	// member name).
 	Field string
+	// Adapter names the adapter that read the body ("JSON", "SNS(JSON)",
+	// "EventBridge", "SNS(EventBridge)"), or "" for an envelope.
+	Adapter string
+	// Expression is the adapter's JMESPath expression that yielded Field,
+	// when one did.
+	Expression string
 	// Reason is human-readable text. It never contains payload content or
-	// field values.
+	// field values, except the type of an adapted body that no message
+	// type takes (CodeUnknownMessageType).
 	Reason string
 	// Err is the underlying error (a *json.SyntaxError for malformed JSON,
 	// a time parse error, ...) or nil.
 	Err error
 }
 
-// Error formats e as "envelope: CODE field: reason[: underlying error]".
+// Error formats e as "envelope: CODE field: reason[: underlying error]",
+// with the adapter and its expression after the field for an adapted body:
+// "envelope: MISSING_FIELD idempotencyKey (JSON expression \"orderId\"): …".
 func (e *Error) Error() string {
 	s := "envelope: " + string(e.Code)
 	if e.Field != "" {
 		s += " " + e.Field
+	}
+	switch {
+	case e.Adapter != "" && e.Expression != "":
+		s += " (" + e.Adapter + " expression " + strconv.Quote(e.Expression) + ")"
+	case e.Adapter != "":
+		s += " (" + e.Adapter + ")"
 	}
 	if e.Reason != "" {
 		s += ": " + e.Reason

@@ -91,3 +91,69 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRead: Decoder.Read with adapters holds Decode's contract for every
+// body: a *Error, or an envelope that is one (it hashes as it says, encodes
+// and decodes back to the same work).
+func FuzzRead(f *testing.F) {
+	for _, name := range []string{"sns-notification.json", "sns-republished.json", "sns-raw.json", "eventbridge-event.json", "own.json"} {
+		f.Add(testdata(f, name))
+	}
+	for _, s := range []string{
+		`{"eventType":"OrderPlaced","orderId":1e400,"version":7.0}`,
+		`{"eventType":"OrderPlaced","orderId":"o","orderId":"p"}`,
+		`{"Type":"Notification","TopicArn":"t","MessageId":"m","Timestamp":"2026-03-29T05:12:16Z","Message":"{\"eventType\":\"OrderPlaced\",\"orderId\":12345678901234567890}"}`,
+		`{"Type":"SubscriptionConfirmation","TopicArn":"t"}`,
+		`{"detail-type":"Order Placed","source":"com.example.orders","detail":{"orderId":"o","version":-1}}`,
+		`{"id":"x","kind":["a"]}`,
+		`[]`, `{}`, `{`, "\xff",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Add(validFields().body())
+	d, err := envelope.NewDecoder(envelope.Config{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	as := adapters(f, "OrderPlaced", sns(orders), "OrderPlacedEvent", sns(placedEvents),
+		"thing", envelope.AdapterSpec{Kind: envelope.KindJSON, Key: "id", AggregateType: "kind", AggregateID: "to_string(id)", Payload: "{id: id, v: v}"})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		e, err := d.Read(envelope.Input{Body: body, MessageID: "m", SentAt: sentAt, Attributes: map[string]string{"eventType": "OrderPlaced"}}, as)
+		if err != nil {
+			if e != nil {
+				t.Fatalf("non-nil envelope with error %v", err)
+			}
+			var ee *envelope.Error
+			if !errors.As(err, &ee) {
+				t.Fatalf("error %T is not *envelope.Error: %v", err, err)
+			}
+			if ee.Code == "" || ee.Reason == "" || !errors.Is(err, envelope.ErrInvalid) {
+				t.Fatalf("bad error: %#v", ee)
+			}
+			_ = err.Error()
+			return
+		}
+		if !json.Valid(body) {
+			t.Fatalf("accepted a body that encoding/json rejects")
+		}
+		if !hex64.MatchString(e.RequestHash) {
+			t.Fatalf("bad RequestHash %q", e.RequestHash)
+		}
+		if h, err := envelope.RequestHash(e); err != nil || h != e.RequestHash {
+			t.Fatalf("RequestHash(e) = %q, %v; Read set %q", h, err, e.RequestHash)
+		}
+		enc, err := envelope.Encode(e)
+		if err != nil {
+			t.Fatalf("Encode of a read envelope failed: %v", err)
+		}
+		e2, err := d.Decode(enc)
+		if err != nil || e2.RequestHash != e.RequestHash {
+			t.Fatalf("Decode(Encode(e)) = %v, %v\nbody:    %q\nencoded: %q", e2, err, body, enc)
+		}
+		if p1, err := e.CanonicalPayload(); err != nil {
+			t.Fatalf("CanonicalPayload: %v", err)
+		} else if p2, _ := e2.CanonicalPayload(); string(p1) != string(p2) {
+			t.Fatalf("canonical payloads differ: %s / %s", p1, p2)
+		}
+	})
+}

@@ -3,7 +3,10 @@ package worker
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/failure"
@@ -15,17 +18,19 @@ import (
 
 // admit decides whether a delivery is work this worker runs now: its body
 // (fetched from S3 for an SQS Extended Client message) decodes into an
-// envelope, a handler is registered for its type, it is not a replay
-// older than the inbox remembers, and its attemptPolicy.notBefore has
-// passed. It writes nothing: a delivery it refuses becomes a rejection
-// that record writes (the work it returns then holds only what the
-// envelope says, for the log line and the DLQ copy).
+// envelope — or an adapted route's adapter reads it into one (an SNS
+// notification, an EventBridge event, a service's own JSON: see
+// envelope.Decoder.Read) —, a handler is registered for its type, it is
+// not a replay older than the inbox remembers, and its
+// attemptPolicy.notBefore has passed. It writes nothing: a delivery it
+// refuses becomes a rejection that record writes (the work it returns then
+// holds only what the envelope says, for the log line and the DLQ copy).
 func (w *Worker) admit(ctx context.Context, d *delivery) (*work, verdict) {
 	body, decoder, v := w.messageBody(ctx, d)
 	if v != nil {
 		return nil, v
 	}
-	env, err := decoder.Decode(body)
+	env, err := decoder.Read(w.input(d, body), w.adapters)
 	if err != nil {
 		f := judge.Undecodable(err)
 		return nil, rejected{rejection: mutation.Rejection{Code: f.Code, Message: f.Message}}
@@ -52,6 +57,27 @@ func (w *Worker) admit(ctx context.Context, d *delivery) (*work, verdict) {
 		CorrelationID: env.CorrelationID, CausationID: env.CausationID, Producer: env.Producer,
 	}, LeaseUntil: d.deadline, HashAs: env.HashLike, Attempts: judge.Policy(env, w.cfg.MaxAttempts)}
 	return &work{env: env, route: rt, req: req}, nil
+}
+
+// input is the body to read and, when a route is adapted, what the
+// delivery says of it: the SQS message id and send time (the messageId and
+// occurredAt of a body that names none) and its String and Number
+// attributes (an adapter's TypeAttribute).
+func (w *Worker) input(d *delivery, body []byte) envelope.Input {
+	in := envelope.Input{Body: body}
+	if w.adapters.Len() == 0 {
+		return in
+	}
+	in.MessageID, in.SentAt = d.id, d.sentAt
+	for name, v := range d.m.MessageAttributes {
+		if dt := aws.ToString(v.DataType); v.StringValue != nil && (strings.HasPrefix(dt, "String") || strings.HasPrefix(dt, "Number")) {
+			if in.Attributes == nil {
+				in.Attributes = make(map[string]string, len(d.m.MessageAttributes))
+			}
+			in.Attributes[name] = *v.StringValue
+		}
+	}
+	return in
 }
 
 // reject is the rejection of env's work with code and message.

@@ -5,8 +5,11 @@
 // from one place and returning a value:
 //
 //	facts    the delivery, read once at receipt       pipeline.go
-//	admit    decode, route, replay window, deferral,  admit.go, payload.go
-//	         an SQS Extended Client body; no writes
+//	admit    decode, or read with an adapted          admit.go, payload.go
+//	         route's adapter (SNS, EventBridge, a
+//	         service's own JSON); route, replay
+//	         window, deferral, an SQS Extended
+//	         Client body; no writes
 //	claim    the gate; a fused route claims by its     claim.go
 //	         commit instead
 //	run      the handler and its commit, heartbeat,   run.go (judged by

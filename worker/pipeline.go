@@ -21,8 +21,9 @@ import (
 // once and returns a value; see outcome.go for the values):
 //
 //	facts    the delivery, read once at receipt          newDelivery   pipeline.go
-//	admit    decode, route, replay window, deferral,     admit         admit.go
-//	         an Extended Client body; writes nothing
+//	admit    decode or adapt, route, replay window,      admit         admit.go
+//	         deferral, an Extended Client body; writes
+//	         nothing
 //	claim    the gate (fused: the commit claims)         claim         claim.go
 //	run      handler and commit, heartbeat, re-runs      run           run.go
 //	record   the only writer of failures to the inbox    record        record.go

@@ -76,6 +76,7 @@ type Worker struct {
 	cfg       Config
 	deps      Deps
 	routes    map[string]ddbworker.Route
+	adapters  *envelope.Adapters // the adapted routes', in registration order
 	decoder   *envelope.Decoder
 	db        *dbCalls
 	gate      *gate.Gate
@@ -162,6 +163,7 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 	for _, t := range deps.Handlers.Types() {
 		w.routes[t], _ = deps.Handlers.Lookup(t)
 	}
+	w.adapters = deps.Handlers.Adapters()
 	w.labels = newLabels(w.routes)
 	w.log = deps.Logger
 	if w.log == nil {

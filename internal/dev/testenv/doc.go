@@ -9,10 +9,11 @@
 //
 // Protocol tests get everything that talks to the emulators from here — New,
 // NewAppTable (an application's table that predates ddbworker, with its own
-// keys, indexes, TTL and items), AWSConfig, Endpoints, InspectQueue — and so
-// skip, with one line that says
-// what to install, when the emulators' runtimes are missing (plain `go test`
-// on a machine without Java 17 and Node.js 22, or before `make deps`): the
+// keys, indexes, TTL and items), AWSConfig, Endpoints, InspectQueue, S3 and
+// buckets, SNS and topics a queue is subscribed to (fauxqs's SNS, with raw
+// message delivery on or off) — and so skip, with one line that says what
+// to install, when the emulators' runtimes are missing (plain `go test` on
+// a machine without Java 17 and Node.js 22, or before `make deps`): the
 // pure-logic tests of the same package still run. With
 // DDBWORKER_REQUIRE_EMULATORS=1 a missing emulator is a failure, never a
 // skip; emulators that are installed but fail to start are always one.
