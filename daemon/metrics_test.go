@@ -147,7 +147,7 @@ func TestMetricNames(t *testing.T) {
 	}
 }
 
-// The shipped dashboard and alert rules name only metrics the
+// The shipped dashboard, alert rules and ScaledObject name only metrics the
 // daemon's commands register (deploy/): a renamed metric fails here, not
 // on an operator's empty panel or silent alert.
 func TestShippedAssetsNameRegisteredMetrics(t *testing.T) {
@@ -200,6 +200,12 @@ func TestShippedAssetsNameRegisteredMetrics(t *testing.T) {
 		for _, r := range g.Rules {
 			exprs = append(exprs, r.Expr)
 		}
+	}
+	// The ScaledObject's Prometheus triggers.
+	raw, err = os.ReadFile("../deploy/keda/scaledobject.yaml")
+	require.NoError(t, err)
+	for _, m := range regexp.MustCompile(`(?m)^\s+query: (.+)$`).FindAllStringSubmatch(string(raw), -1) {
+		exprs = append(exprs, m[1])
 	}
 	require.Greater(t, len(exprs), 30)
 
