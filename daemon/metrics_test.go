@@ -57,12 +57,23 @@ func exported(t *testing.T, r *recorder) map[string]bool {
 		}
 	}
 	for _, c := range r.collectors {
+		// A vector's type is its Go type (it may have no series yet); any
+		// other collector's, its series'.
 		typ := dto.MetricType_UNTYPED
-		switch c.(type) {
-		case prometheus.Histogram, *prometheus.HistogramVec:
+		switch c := c.(type) {
+		case *prometheus.HistogramVec:
 			typ = dto.MetricType_HISTOGRAM
-		case prometheus.Summary, *prometheus.SummaryVec:
+		case *prometheus.SummaryVec:
 			typ = dto.MetricType_SUMMARY
+		case prometheus.Metric:
+			var m dto.Metric
+			require.NoError(t, c.Write(&m))
+			switch {
+			case m.Histogram != nil:
+				typ = dto.MetricType_HISTOGRAM
+			case m.Summary != nil:
+				typ = dto.MetricType_SUMMARY
+			}
 		}
 		ch := make(chan *prometheus.Desc, 64)
 		go func() { c.Describe(ch); close(ch) }()
