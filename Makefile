@@ -61,7 +61,7 @@ go-min: ## Build and vet with the oldest Go release the module's go line names
 # `go run`, which adds an "exit status 1" line.)
 EMU_CHECK   := $(GO) build -o bin/emulators-check ./$(EMU_DIR)/check && bin/emulators-check
 
-deps: java python $(EMU_STAMP) $(PRODUCERS_TS_STAMP) rie ## Install the emulators (npm ci), the producer examples' packages, the Lambda Runtime Interface Emulator, and Java and boto3 if missing; check Node.js >= 22.5 and Java 17+
+deps: java python promtool $(EMU_STAMP) $(PRODUCERS_TS_STAMP) rie ## Install the emulators (npm ci), the producer examples' packages, the Lambda Runtime Interface Emulator, and Java, boto3 and promtool if missing; check Node.js >= 22.5 and Java 17+
 	$(GO) mod download
 	@$(EMU_CHECK)
 
@@ -94,6 +94,22 @@ python: ## Install boto3 for the Python producer example when missing (apt on De
 			$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq python3-boto3; \
 		else \
 			echo "python: no python3 with boto3 found: install Python 3 and boto3 (pip install boto3) to run the Python producer example"; \
+		fi; \
+	fi
+
+# promtool for the shipped alert rules' tests (deploy/prometheus, run by
+# deploy's Go test): apt's prometheus package, which carries it, when it is
+# missing on Debian/Ubuntu; elsewhere a line saying what to install (the
+# test skips without it, or fails under make test).
+.PHONY: promtool
+promtool: ## Install promtool for the alert rules' tests when missing (apt's prometheus on Debian/Ubuntu; elsewhere says what to install)
+	@if ! command -v promtool >/dev/null 2>&1; then \
+		if [ -f /etc/debian_version ] && command -v apt-get >/dev/null 2>&1; then \
+			SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+			echo "no promtool found: installing prometheus (it carries promtool)" && \
+			$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; \
+		else \
+			echo "promtool: not found: install Prometheus (https://prometheus.io/download/, or brew install prometheus) to test the alert rules"; \
 		fi; \
 	fi
 

@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
 	"github.com/ddbworker/ddbworker/internal/daemonext"
@@ -118,16 +116,10 @@ func runRelay(ctx context.Context, g *globals, f *relayFlags, log *slog.Logger, 
 	ddb, q := g.clients(cfg, opts.DynamoDB, opts.SQS)
 	streams := dynamodbstreams.NewFromConfig(cfg)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics, err := relay.NewMetrics(reg)
+	metrics, err := registerRelay(reg, g.app)
 	if err != nil {
 		return err
 	}
-	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "ddbworker", Name: "build_info",
-		Help: "1, labelled with the service's name and version, the VCS revision and the Go version it was built with."},
-		[]string{"service", "version", "revision", "goversion"})
-	build.WithLabelValues(g.app.name(), g.app.version(), g.app.revision(), runtime.Version()).Set(1)
-	reg.MustRegister(build)
 	r, err := relay.New(relay.Deps{DynamoDB: ddb, Streams: streams, SQS: q, Logger: log, Metrics: metrics}, f.config(g))
 	if err != nil {
 		return relayFlagErrors(err)

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -19,7 +18,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
@@ -164,8 +162,7 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 	// emulator's endpoint).
 	s3c := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = f.s3PathStyle })
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics, err := worker.NewMetrics(reg)
+	metrics, err := registerRun(reg, g.app)
 	if err != nil {
 		return err
 	}
@@ -184,12 +181,6 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 	if _, err := worker.New(worker.Deps{DynamoDB: ddb, SQS: q, S3: s3c, Handlers: handlers}, f.workerConfig(store)); err != nil {
 		return flagErrors(err)
 	}
-	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "ddbworker", Name: "build_info",
-		Help: "1, labelled with the service's name and version, the VCS revision and the Go version it was built with."},
-		[]string{"service", "version", "revision", "goversion"})
-	build.WithLabelValues(g.app.name(), g.app.version(), g.app.revision(), runtime.Version()).Set(1)
-	reg.MustRegister(build)
-
 	var running atomic.Pointer[worker.Worker]
 	if f.metricsAddr != "" {
 		stopOps, err := serveOps(f.metricsAddr, reg, func() bool { w := running.Load(); return w != nil && w.Ready() }, log)
@@ -258,8 +249,7 @@ func serveOps(addr string, reg *prometheus.Registry, ready func() bool, log *slo
 
 // watchDepth exports the queue's backlog and the DLQ's depth.
 func watchDepth(ctx context.Context, q *sqs.Client, queueURL, dlqURL string, every time.Duration, reg prometheus.Registerer, log *slog.Logger) {
-	depth := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "ddbworker", Name: "queue_messages",
-		Help: "Approximate messages per queue (work, dlq) and state (visible, in_flight, delayed)."}, []string{"queue", "state"})
+	depth := newQueueDepth()
 	if err := reg.Register(depth); err != nil {
 		log.Warn("queue depth metric not registered", "error", err.Error())
 		return

@@ -31,7 +31,8 @@
 // AWS configuration (config.LoadDefaultConfig: AWS_REGION, the execution
 // role's credentials, the SDK's AWS_ENDPOINT_URL_DYNAMODB and
 // AWS_ENDPOINT_URL_SQS), JSON logs on stdout (log/slog, with the
-// invocation's awsRequestId), building the workers once per execution
+// invocation's awsRequestId), the metrics as CloudWatch EMF lines on
+// stdout (see Metrics), building the workers once per execution
 // environment — so the adaptive concurrency limit and the database health
 // gate outlive invocations — failing the init on a configuration problem,
 // and the Lambda runtime loop (github.com/aws/aws-lambda-go/lambda). It does
@@ -64,6 +65,7 @@
 //	DDBWORKER_FAILED_TTL            inbox record lifetime (840h)
 //	DDBWORKER_PROCESSING_TTL        inbox record lifetime (168h)
 //	DDBWORKER_LOG_LEVEL             debug, info (default), warn or error
+//	DDBWORKER_METRICS_NAMESPACE     CloudWatch namespace of the EMF metrics (ddbworker)
 //
 // and the inbox layout, for a table of the service's own: DDBWORKER_PK_ATTRIBUTE
 // (PK), DDBWORKER_SK_ATTRIBUTE (SK), DDBWORKER_AGGREGATE_INDEX (GSI1),
@@ -93,4 +95,29 @@
 // not set. The configuration is validated at init either way. Two URLs name
 // the same queue when their paths' ACCOUNT/NAME agree, so
 // DDBWORKER_QUEUE_URL may use any endpoint's host.
+//
+// # Metrics
+//
+// A function serves no /metrics. Each queue's workers count into the
+// daemon's collectors (worker.NewMetrics) on a registry of their own, and
+// after every invocation what changed is written to stdout as CloudWatch
+// Embedded Metric Format documents, one JSON line each, which Lambda's log
+// ingestion turns into CloudWatch metrics in DDBWORKER_METRICS_NAMESPACE —
+// no API call, no permission beyond writing logs. The names and label
+// values are the Prometheus ones (one source of truth, package
+// internal/emf): ddbworker_messages_total by message_type and outcome,
+// ddbworker_processing_seconds by message_type, ddbworker_transaction_seconds,
+// ddbworker_hash_mismatches_total, ddbworker_database_healthy and
+// ddbworker_database_capacity, each with the dimensions function_name
+// (AWS_LAMBDA_FUNCTION_NAME) and queue_name. A counter is written as its
+// increase, a histogram as its new observations (an array of values, at
+// the buckets' resolution), a gauge as its value; an invocation in which
+// nothing changed writes nothing. An example line:
+//
+//	{"_aws":{"Timestamp":1796352000000,"CloudWatchMetrics":[{"Namespace":"ddbworker","Dimensions":[["function_name","queue_name","message_type","outcome"]],
+//	"Metrics":[{"Name":"ddbworker_messages_total","Unit":"Count","StorageResolution":60}]}]},"function_name":"invoices","queue_name":"orders",
+//	"message_type":"OrderInvoiceRequested","outcome":"applied","ddbworker_messages_total":3}
+//
+// (one line; wrapped here). example/invoices/template.yaml alarms on
+// ddbworker_hash_mismatches_total.
 package lambda

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/emf"
 	"github.com/ddbworker/ddbworker/s3payload"
 	"github.com/ddbworker/ddbworker/tables"
 	"github.com/ddbworker/ddbworker/worker"
@@ -43,6 +44,7 @@ const (
 	envFailedTTL         = "DDBWORKER_FAILED_TTL"
 	envProcessingTTL     = "DDBWORKER_PROCESSING_TTL"
 	envLogLevel          = "DDBWORKER_LOG_LEVEL"
+	envMetricsNamespace  = "DDBWORKER_METRICS_NAMESPACE"
 )
 
 // layoutVars are the inbox layout's variables (the daemon's
@@ -74,7 +76,7 @@ var notUnderLambda = map[string]string{
 	"DDBWORKER_MESSAGE_TIMEOUT":    "each record must finish 2s before the invocation's deadline",
 	"DDBWORKER_DRAIN_TIMEOUT":      "an invocation ends when its records are settled",
 	"DDBWORKER_STARTUP_TIMEOUT":    "a configuration problem fails the function's init",
-	"DDBWORKER_METRICS_ADDR":       "a function serves no /metrics; read the JSON log lines",
+	"DDBWORKER_METRICS_ADDR":       "a function serves no /metrics: it writes its metrics as CloudWatch EMF log lines (DDBWORKER_METRICS_NAMESPACE)",
 	"DDBWORKER_DEPTH_INTERVAL":     "use the queue's CloudWatch metrics",
 }
 
@@ -98,6 +100,9 @@ type settings struct {
 	given func(inbox.Setting) bool
 	// minOutageCover is DDBWORKER_MIN_OUTAGE_COVER.
 	minOutageCover time.Duration
+	// metricsNamespace is DDBWORKER_METRICS_NAMESPACE: the CloudWatch
+	// namespace of the function's EMF metrics.
+	metricsNamespace string
 }
 
 // settingVars are the variables of the recorded store settings.
@@ -288,6 +293,11 @@ func readSettings(lookup func(string) (string, bool)) (settings, error) {
 		_, explicit[setting] = r.get(name)
 	}
 	s.given = func(setting inbox.Setting) bool { return explicit[setting] }
+
+	s.metricsNamespace = r.str(envMetricsNamespace, DefaultMetricsNamespace)
+	if err := emf.CheckNamespace(s.metricsNamespace); err != nil {
+		r.fail(envMetricsNamespace, s.metricsNamespace, "%s", strings.TrimPrefix(err.Error(), "emf: "))
+	}
 
 	level := r.str(envLogLevel, "info")
 	if err := s.logLevel.UnmarshalText([]byte(level)); err != nil {

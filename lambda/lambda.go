@@ -134,6 +134,11 @@ func New(ctx context.Context, register func(reg *ddbworker.Registry, env Env) er
 	if _, err := h.newWorker(validate); err != nil {
 		return nil, fmt.Errorf("lambda: the DDBWORKER_* configuration or the handlers: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
+	// From here on every queue's workers count into the queue's metrics,
+	// written as EMF lines after each invocation (metrics.go).
+	if h.metrics, err = newInvocationMetrics(os.Stdout, s.metricsNamespace, lookupOr(lookupEnv, "AWS_LAMBDA_FUNCTION_NAME"), log); err != nil {
+		return nil, fmt.Errorf("lambda: %s: %w", envMetricsNamespace, err)
+	}
 	// Then the table, with the settings it records. A cold start in a
 	// database outage must not fail the init (every invocation would fail
 	// and count a receive): the check is left to the invocations, which
@@ -158,7 +163,7 @@ func New(ctx context.Context, register func(reg *ddbworker.Registry, env Env) er
 	s.store = h.cfg.Store
 	log.Info("ready", "table", s.store.Table, "queueUrl", queue, "dlqUrl", cfg.DLQURL, "terminalPolicy", string(cfg.TerminalPolicy),
 		"concurrency", cfg.Concurrency, "types", reg.Types())
-	return h.handle, nil
+	return h.metrics.wrap(h.handle), nil
 }
 
 // handler is the function's handler: one worker per queue, for the life of
@@ -177,6 +182,9 @@ type handler struct {
 	owner string
 	given func(inbox.Setting) bool
 	ddb   *dynamodb.Client
+	// metrics are the queues' worker metrics, written as EMF after each
+	// invocation (nil while New validates the configuration).
+	metrics *invocationMetrics
 
 	mu sync.Mutex
 	// checked: the table's recorded settings are in cfg.Store and the
@@ -294,7 +302,14 @@ func storeOf(ctx context.Context, ddb *dynamodb.Client, s inbox.Store, given fun
 func (h *handler) newWorker(queueURL string) (*worker.Worker, error) {
 	cfg := h.cfg
 	cfg.QueueURL = queueURL
-	return worker.New(h.deps, cfg)
+	deps := h.deps
+	if h.metrics != nil {
+		var err error
+		if deps.Metrics, err = h.metrics.forQueue(queueURL); err != nil {
+			return nil, err
+		}
+	}
+	return worker.New(deps, cfg)
 }
 
 // handle runs an invocation: the records of each queue (an event source

@@ -41,7 +41,9 @@
 // (fifo.go), the DynamoDB call policy — one retry owner, timeouts, the
 // write budget (dynamo.go), the Lambda adapter's per-invocation host
 // (lambda.go: HandleSQSEvent, the outage hiding and OutageCover), metrics
-// with bounded labels, and queue creation (queues.go).
+// with bounded labels, the database capacity gauge — how many messages the
+// database can take from this worker now, the scaling signal
+// (capacity.go) — and queue creation (queues.go).
 //
 // It does not own the inbox record or its transitions (inbox), the
 // decision table (gate), the commit and the fenced settle writes

@@ -120,6 +120,9 @@ type dbCalls struct {
 	observe func(op string, r dbResult, latency time.Duration, err error)
 	// paced is told how long a write waited for the budget.
 	paced func(time.Duration)
+	// spent is told the write units a call cost under a budget: what
+	// DynamoDB reported, or the estimate charged when that was larger.
+	spent func(units float64)
 }
 
 func newDBCalls(api DynamoDBAPI, timeout time.Duration, attempts int, maxWCU float64, now func() time.Time,
@@ -151,10 +154,15 @@ func call[In, Out any](c *dbCalls, ctx context.Context, op string, in In, wcu in
 	start := c.now()
 	out, err := do(callCtx, in, append(optFns, c.opt)...)
 	latency := c.now().Sub(start)
+	charged := wcu
 	if err == nil && c.budget != nil && consumed != nil {
 		if used := int(math.Ceil(consumed(out))); used > wcu {
 			c.budget.ReserveN(c.now(), min(used-wcu, c.budget.Burst())) // the next writes wait it off
+			charged = used
 		}
+	}
+	if c.budget != nil && c.spent != nil && charged > 0 {
+		c.spent(float64(charged))
 	}
 	r := classifyCall(ctx, err)
 	if r == dbOK && cleanup(ctx) {

@@ -194,6 +194,7 @@ func (h *dbHealth) record(now time.Time, r dbResult, err error) {
 	h.mu.Unlock()
 	calls, failures := h.detector.Counts(now)
 	h.w.metrics.DatabaseHealthy.Set(0)
+	h.w.updateCapacity()
 	h.w.metrics.HealthTransitions.WithLabelValues("unhealthy").Inc()
 	h.w.log.Warn("database unhealthy: receiving paused; held messages parked; probing",
 		"calls", calls, "failures", failures, "window", h.detector.Config().Window.String(), "lastError", truncateRunes(h.lastErr, 512))
@@ -293,6 +294,7 @@ func (h *dbHealth) recover() {
 	close(h.resumed)
 	h.mu.Unlock()
 	h.w.metrics.DatabaseHealthy.Set(1)
+	h.w.updateCapacity()
 	h.w.metrics.HealthTransitions.WithLabelValues("healthy").Inc()
 	h.w.log.Info("database healthy: receiving resumed, concurrency ramping up from 1",
 		"pausedFor", paused.Round(time.Millisecond).String(), "parked", h.w.parked.len(), "concurrencyLimit", limit)

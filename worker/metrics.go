@@ -91,6 +91,13 @@ type Metrics struct {
 	Probes *prometheus.CounterVec
 	// Parked is how many messages are held until the database is healthy.
 	Parked prometheus.Gauge
+	// DatabaseCapacity is how many messages the worker can have in flight
+	// now without harming the database: 0 while the health gate holds,
+	// otherwise the adaptive concurrency limit, at most what the write
+	// budget (MaxWCU) sustains (capacity.go). The scaling signal: a fleet
+	// grows on its queue's backlog only while the database takes it
+	// (docs/scaling.md).
+	DatabaseCapacity prometheus.Gauge
 	// DynamoDBCalls counts the worker's DynamoDB calls by operation and
 	// result (ok, condition_failed, refused, conflict, throttled,
 	// unavailable, timeout, cancelled).
@@ -140,6 +147,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Health probes of an unhealthy database by result (ok, failed)."}, []string{"result"}),
 		Parked: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "parked_messages",
 			Help: "Messages held (hidden, visibility renewed) until the database is healthy again."}),
+		DatabaseCapacity: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "database_capacity",
+			Help: "Messages this worker can have in flight now without harming the database: 0 while the health gate holds, otherwise the adaptive concurrency limit, at most MaxWCU x (seconds per message) / (write units per message)."}),
 		DynamoDBCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "dynamodb_calls_total",
 			Help: "The worker's DynamoDB calls by operation and result."}, []string{"operation", "result"}),
 		BudgetWait: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "write_budget_wait_seconds_total",
@@ -155,7 +164,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	var errs []error
 	for _, c := range []prometheus.Collector{m.Received, m.Outcomes, m.Failures, m.HashMismatches, m.Processing, m.Commit,
 		m.InFlight, m.Concurrency, m.Throttles, m.Conflicts, m.Extensions, m.Deletes, m.DLQSent, m.MessageAge, m.ReceiveErrors,
-		m.DatabaseHealthy, m.HealthTransitions, m.Probes, m.Parked, m.DynamoDBCalls, m.BudgetWait, m.PayloadFetches, m.PayloadAccessDenied} {
+		m.DatabaseHealthy, m.HealthTransitions, m.Probes, m.Parked, m.DatabaseCapacity, m.DynamoDBCalls, m.BudgetWait, m.PayloadFetches, m.PayloadAccessDenied} {
 		errs = append(errs, reg.Register(c))
 	}
 	return m, errors.Join(errs...)

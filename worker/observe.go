@@ -13,6 +13,7 @@ import (
 // metrics and the event (observe).
 func (w *Worker) handle(ctx context.Context, d *delivery, h host) settled {
 	start := w.cfg.Now()
+	defer w.working()() // ddbworker_database_capacity (capacity.go)
 	w.metrics.InFlight.Inc()
 	defer w.metrics.InFlight.Dec()
 	if !d.sentAt.IsZero() {

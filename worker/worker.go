@@ -92,6 +92,7 @@ type Worker struct {
 	limiter   *adaptive.Limiter
 	pool      *slots.Pool
 	health    *dbHealth
+	capacity  *capacitySums // the write budget's term of ddbworker_database_capacity
 	parked    parkingLot
 	queueOnce sync.Once
 	fail      func(string)
@@ -124,7 +125,7 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	w := &Worker{cfg: cfg, deps: deps, fifo: strings.HasSuffix(cfg.QueueURL, ".fifo")}
+	w := &Worker{cfg: cfg, deps: deps, fifo: strings.HasSuffix(cfg.QueueURL, ".fifo"), capacity: &capacitySums{maxWCU: cfg.MaxWCU}}
 	if w.policy, err = (stale.Policy{Lease: cfg.VisibilityTimeout, Skew: cfg.ClockSkew}).WithDefaults(); err != nil { // stale.Zero == Zero
 		errs = append(errs, err)
 	}
@@ -144,6 +145,7 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 	}
 	if deps.DynamoDB != nil && cfg.Store.Table != "" {
 		w.db = newDBCalls(deps.DynamoDB, cfg.CallTimeout, cfg.CallAttempts, cfg.MaxWCU, cfg.Now, w.observeCall)
+		w.db.spent = func(units float64) { w.capacity.add(cfg.Now(), 0, 0, units) }
 		if w.gate, err = gate.New(w.db, gate.Config{Store: cfg.Store, Owner: cfg.Owner, Policy: w.policy,
 			MaxAttempts: cfg.MaxAttempts, MaxTakeovers: cfg.MaxTakeovers, Now: cfg.Now}); err != nil {
 			errs = append(errs, err)
@@ -175,8 +177,9 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 	}
 	w.metrics.Concurrency.Set(float64(cfg.Concurrency))
 	w.metrics.DatabaseHealthy.Set(1)
-	w.db.paced = func(d time.Duration) { w.metrics.BudgetWait.Add(d.Seconds()) }
+	w.db.paced = func(d time.Duration) { w.metrics.BudgetWait.Add(d.Seconds()); w.capacity.add(cfg.Now(), 0, d, 0) }
 	w.pool = slots.New(cfg.Concurrency)
+	w.updateCapacity()
 	w.fail = func(string) {}
 	return w, nil
 }
@@ -203,8 +206,9 @@ func (w *Worker) observeCall(op string, r dbResult, latency time.Duration, err e
 	}
 }
 
-// setLimit moves the pool's limit and its gauge.
+// setLimit moves the pool's limit and its gauge, and the capacity gauge.
 func (w *Worker) setLimit(n int) {
+	defer w.updateCapacity()
 	if w.fixed {
 		return
 	}

@@ -9,12 +9,17 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ddbworker/ddbworker/example/invoices"
+	"github.com/ddbworker/ddbworker/internal/dev/testenv"
 	"github.com/ddbworker/ddbworker/lambda"
+	"github.com/ddbworker/ddbworker/worker"
 )
+
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // The main stays a registration: at most 10 lines, package clause and
 // imports included.
@@ -33,8 +38,9 @@ func TestMainIsShort(t *testing.T) {
 // template means, the event source mapping reports batch item failures,
 // the queue's visibility timeout is at least six times the function's
 // timeout, the execution role grants exactly the calls the function makes
-// on exactly its table and queues, and the function's environment is a
-// configuration the adapter accepts.
+// on exactly its table, queues and log group (and X-Ray's, which has no
+// resources), and the function's environment is a configuration the
+// adapter accepts.
 func TestTemplate(t *testing.T) {
 	tpl := loadTemplate(t, "../template.yaml")
 	require.Equal(t, "AWS::Serverless-2016-10-31", tpl["Transform"])
@@ -48,7 +54,10 @@ func TestTemplate(t *testing.T) {
 		"AWS::SQS::Queue": {"VisibilityTimeout", "MessageRetentionPeriod", "SqsManagedSseEnabled", "RedrivePolicy"},
 		"AWS::IAM::Role":  {"AssumeRolePolicyDocument", "ManagedPolicyArns", "Policies"},
 		"AWS::Serverless::Function": {"CodeUri", "Handler", "Runtime", "Architectures", "MemorySize", "Timeout", "Role",
-			"Environment", "Events"},
+			"Environment", "Events", "Tracing", "LoggingConfig"},
+		"AWS::Logs::LogGroup": {"LogGroupName", "RetentionInDays"},
+		"AWS::CloudWatch::Alarm": {"AlarmDescription", "Namespace", "MetricName", "Dimensions", "Statistic", "Period", "EvaluationPeriods",
+			"DatapointsToAlarm", "Threshold", "ComparisonOperator", "TreatMissingData", "AlarmActions"},
 	}
 	resources := tpl.m("Resources")
 	for name := range resources {
@@ -111,9 +120,11 @@ func TestTemplate(t *testing.T) {
 	require.Equal(t, []string{"GSI1", "GSI2"}, indexes)
 	require.Equal(t, map[string]any{"AttributeName": "ttl", "Enabled": true}, table["TimeToLiveSpecification"])
 
-	// Least privilege: action → resources, and nothing on "*".
+	// Least privilege: action → resources, and nothing on "*" but X-Ray's
+	// two actions (X-Ray has no resource-level permissions); no managed
+	// policy (AWSLambdaBasicExecutionRole would grant logs on every group).
 	role := resources.m("FunctionRole").m("Properties")
-	require.Equal(t, []any{map[string]any{"Fn::Sub": "arn:${AWS::Partition}:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"}}, role["ManagedPolicyArns"])
+	require.NotContains(t, role, "ManagedPolicyArns")
 	grants := map[string][]string{}
 	for _, p := range role["Policies"].([]any) {
 		for _, st := range tmap(p.(map[string]any)).m("PolicyDocument")["Statement"].([]any) {
@@ -134,15 +145,39 @@ func TestTemplate(t *testing.T) {
 		"sqs:GetQueueAttributes":      {"WorkQueue", "DeadLetterQueue"},
 		"sqs:ChangeMessageVisibility": {"WorkQueue"},
 		"sqs:SendMessage":             {"WorkQueue", "DeadLetterQueue"},
+		"logs:CreateLogStream":        {"FunctionLogGroup"},
+		"logs:PutLogEvents":           {"FunctionLogGroup"},
+		"xray:PutTraceSegments":       {"*"},
+		"xray:PutTelemetryRecords":    {"*"},
 	}, grants)
 
-	// The adapter accepts the function's environment (references stand for
-	// what CloudFormation puts there).
+	// Tracing (X-Ray) and the log group, kept LogRetentionInDays.
+	require.Equal(t, "Active", props.s("Tracing"))
+	require.Equal(t, map[string]any{"LogGroup": map[string]any{"Ref": "FunctionLogGroup"}}, props["LoggingConfig"])
+	logs := resources.m("FunctionLogGroup")
+	require.Equal(t, "AWS::Logs::LogGroup", logs.s("Type"))
+	require.Equal(t, map[string]any{"Ref": "LogRetentionInDays"}, logs.m("Properties")["RetentionInDays"])
+	params := tpl.m("Parameters")
+	retention := params.m("LogRetentionInDays")
+	require.Contains(t, retention["AllowedValues"], retention["Default"])
+	require.Contains(t, retention["AllowedValues"], 3653, "CloudWatch Logs' retention periods")
+
 	vars := props.m("Environment").m("Variables")
+	require.Equal(t, map[string]any{"Ref": "MetricsNamespace"}, vars["DDBWORKER_METRICS_NAMESPACE"], "the namespace the alarms read")
+}
+
+// The adapter accepts the function's environment (references stand for
+// what CloudFormation puts there; the table is a real one on the
+// emulators, which the cold start reads).
+func TestTemplateEnvironment(t *testing.T) {
+	tpl := loadTemplate(t, "../template.yaml")
+	table := testenv.New(t, testenv.Options{NoQueue: true}).Table
+	vars := tpl.m("Resources").m("InvoiceFunction").m("Properties").m("Environment").m("Variables")
 	refs := map[string]string{
-		"Table":           "invoices",
-		"WorkQueue":       "https://sqs.eu-west-1.amazonaws.com/123456789012/invoices",
-		"DeadLetterQueue": "https://sqs.eu-west-1.amazonaws.com/123456789012/invoices-dlq",
+		"MetricsNamespace": tpl.m("Parameters").m("MetricsNamespace").s("Default"),
+		"Table":            table,
+		"WorkQueue":        "https://sqs.eu-west-1.amazonaws.com/123456789012/invoices",
+		"DeadLetterQueue":  "https://sqs.eu-west-1.amazonaws.com/123456789012/invoices-dlq",
 	}
 	env := map[string]string{}
 	for k, v := range vars {
@@ -158,12 +193,81 @@ func TestTemplate(t *testing.T) {
 		}
 		require.NotEmpty(t, env[k], "%s: %v", k, v)
 	}
-	require.Equal(t, "invoices", env["DDBWORKER_TABLE"])
-	t.Setenv("AWS_REGION", "eu-west-1")
+	require.Equal(t, table, env["DDBWORKER_TABLE"])
 	_, err := lambda.New(context.Background(), func(reg *lambda.Registry, e lambda.Env) error {
 		return (&invoices.Handler{Table: e.Store.Table}).Register(reg)
 	}, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	require.NoError(t, err, "the template's configuration")
+}
+
+// The alarms: on the DLQ's depth, the work queue's oldest message against
+// the SLO parameter, the function's errors, and the function's own EMF
+// metric of hash mismatches — under the namespace, name and dimensions the
+// adapter writes it with. Each alarms on any (> 0) but the age, and
+// notifies the optional topic.
+func TestTemplateAlarms(t *testing.T) {
+	tpl := loadTemplate(t, "../template.yaml")
+	resources := tpl.m("Resources")
+	alarms := map[string]tmap{}
+	for name := range resources {
+		if r := resources.m(name); r.s("Type") == "AWS::CloudWatch::Alarm" {
+			alarms[name] = r.m("Properties")
+		}
+	}
+	dims := func(a tmap) map[string]any {
+		out := map[string]any{}
+		for _, d := range a["Dimensions"].([]any) {
+			out[tmap(d.(map[string]any)).s("Name")] = d.(map[string]any)["Value"]
+		}
+		return out
+	}
+	want := map[string]struct {
+		namespace any
+		metric    string
+		dims      map[string]any
+		threshold any
+	}{
+		"DeadLetterQueueNotEmpty": {"AWS/SQS", "ApproximateNumberOfMessagesVisible",
+			map[string]any{"QueueName": map[string]any{"Fn::GetAtt": "DeadLetterQueue.QueueName"}}, 0},
+		"OldestMessageAge": {"AWS/SQS", "ApproximateAgeOfOldestMessage",
+			map[string]any{"QueueName": map[string]any{"Fn::GetAtt": "WorkQueue.QueueName"}}, map[string]any{"Ref": "OldestMessageAgeSLOSeconds"}},
+		"FunctionErrors": {"AWS/Lambda", "Errors", map[string]any{"FunctionName": map[string]any{"Ref": "InvoiceFunction"}}, 0},
+		"HashMismatch": {map[string]any{"Ref": "MetricsNamespace"}, "ddbworker_hash_mismatches_total", map[string]any{
+			lambda.DimensionFunctionName: map[string]any{"Ref": "InvoiceFunction"},
+			lambda.DimensionQueueName:    map[string]any{"Fn::GetAtt": "WorkQueue.QueueName"}}, 0},
+	}
+	require.Len(t, alarms, len(want))
+	for name, w := range want {
+		a, ok := alarms[name]
+		require.True(t, ok, "alarm %s", name)
+		require.Equal(t, w.namespace, a["Namespace"], name)
+		require.Equal(t, w.metric, a.s("MetricName"), name)
+		require.Equal(t, w.dims, dims(a), name)
+		require.Equal(t, w.threshold, a["Threshold"], name)
+		require.Equal(t, "GreaterThanThreshold", a.s("ComparisonOperator"), name)
+		require.Equal(t, "notBreaching", a.s("TreatMissingData"), "%s: no data is no trouble", name)
+		require.Equal(t, map[string]any{"Fn::If": []any{"NotifyTopic", []any{map[string]any{"Ref": "AlarmTopicArn"}}, map[string]any{"Ref": "AWS::NoValue"}}},
+			a["AlarmActions"], name)
+		require.Positive(t, a.i(t, "Period"), name)
+	}
+	require.Equal(t, "Maximum", alarms["DeadLetterQueueNotEmpty"].s("Statistic"), "any message at any moment of the minute")
+	require.Equal(t, "Sum", alarms["HashMismatch"].s("Statistic"), "EMF writes the increase: any in the minute")
+	slo := tpl.m("Parameters").m("OldestMessageAgeSLOSeconds")
+	require.Equal(t, "Number", slo.s("Type"))
+	require.Positive(t, slo.i(t, "Default"))
+
+	// The hash-mismatch metric is one the worker registers and the adapter
+	// writes (its EMF metrics are the worker's Prometheus ones).
+	reg := prometheus.NewRegistry()
+	_, err := worker.NewMetrics(reg)
+	require.NoError(t, err)
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	var names []string
+	for _, mf := range mfs {
+		names = append(names, mf.GetName())
+	}
+	require.Contains(t, names, want["HashMismatch"].metric)
 }
 
 // cfn-lint, when it is installed, validates the template against
@@ -211,9 +315,13 @@ func actions(v any) []string {
 
 // resourceName names the template resource an IAM Resource stands for:
 // !GetAtt X.Arn is X; the table's !If (created, or an existing one by
-// name) is Table. Anything else — "*" above all — fails.
+// name) is Table; "*" is "*" (TestTemplate allows it for X-Ray alone).
+// Anything else fails.
 func resourceName(t *testing.T, v any) string {
 	t.Helper()
+	if v == "*" {
+		return "*"
+	}
 	m, ok := v.(map[string]any)
 	require.True(t, ok, "an IAM Resource must name a resource of this template: %v", v)
 	if att, ok := m["Fn::GetAtt"].(string); ok && strings.HasSuffix(att, ".Arn") {

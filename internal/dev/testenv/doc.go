@@ -17,4 +17,6 @@
 // pure-logic tests of the same package still run. With
 // DDBWORKER_REQUIRE_EMULATORS=1 a missing emulator is a failure, never a
 // skip; emulators that are installed but fail to start are always one.
+// The tools other tests need — a Python with boto3 (Python), Prometheus's
+// promtool (Promtool) — follow the same rule.
 package testenv
