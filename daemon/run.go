@@ -198,7 +198,7 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 		}
 		defer stopOps()
 	}
-	if err := checkDependencies(ctx, ddb, q, store, f.queueURL, f.dlqURL, worker.TerminalPolicy(f.terminalPolicy), f.visibility,
+	if err := checkDependencies(ctx, ddb, q, store, f.queueURL, f.dlqURL, worker.TerminalPolicy(f.terminalPolicy),
 		f.startupTimeout, g.app.name(), log); err != nil {
 		return err
 	}
@@ -218,11 +218,28 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 		go watchDepth(ctx, q, f.queueURL, f.dlqURL, f.depthInterval, reg, log)
 	}
 	running.Store(w)
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go logShutdown(ctx, stopped, f.drainTimeout, log)
 	log.Info("worker started", "table", g.table, "queueUrl", f.queueURL, "concurrency", f.concurrency,
 		"visibilityTimeout", f.visibility.String(), "terminalPolicy", f.terminalPolicy, "types", handlers.Types(), "version", g.app.version())
 	err = w.Run(ctx)
-	log.Info("worker stopped", "error", fmt.Sprint(err))
+	if err != nil {
+		log.Error("worker stopped", "error", err.Error())
+	} else {
+		log.Info("worker stopped")
+	}
 	return err
+}
+
+// logShutdown says when the shutdown signal arrives (SIGTERM, SIGINT: the
+// context's cause names it), not only when the drain has ended.
+func logShutdown(ctx context.Context, stopped <-chan struct{}, drain time.Duration, log *slog.Logger) {
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		log.Info("shutting down: receiving stopped, in-flight work draining", "cause", context.Cause(ctx).Error(), "drainTimeout", drain.String())
+	}
 }
 
 // serveOps serves /metrics, /healthz (the process answers) and /readyz

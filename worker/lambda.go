@@ -75,7 +75,9 @@ func (w *Worker) HandleSQSEvent(ctx context.Context, ev events.SQSEvent) (events
 	}
 	h := lambdaHost{w: w}
 	if !w.lambdaHealthy(ctx) {
-		w.log.Warn("database unhealthy: the batch is parked and reported without touching the table", "records", len(ds))
+		// The health gate said so (once) when the database turned
+		// unhealthy; each invocation's parking is a debug line.
+		w.log.DebugContext(ctx, "database unhealthy: the batch is parked and reported without touching the table", "records", len(ds))
 		return w.park(ctx, ds), nil
 	}
 	slotCtx, cancel := context.WithDeadline(ctx, until.Add(-minRecordTime))
@@ -273,4 +275,15 @@ func QueueURLFromARN(arn string) string {
 		host += ".cn"
 	}
 	return "https://" + host + "/" + parts[4] + "/" + parts[5]
+}
+
+// QueueName is the name of the queue a queue URL (or ARN) names: its last
+// segment ("orders" for https://sqs.eu-west-1.amazonaws.com/123/orders).
+// The log line's queue field and the spans' messaging.destination.name.
+func QueueName(queueURL string) string {
+	queueURL = strings.TrimRight(queueURL, "/")
+	if i := strings.LastIndexAny(queueURL, "/:"); i >= 0 {
+		return queueURL[i+1:]
+	}
+	return queueURL
 }

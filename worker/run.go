@@ -207,7 +207,7 @@ func orDefault(s, def string) string {
 func (w *Worker) callHandler(ctx context.Context, h ddbworker.Handler, msg *ddbworker.Message) (res ddbworker.Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			w.log.Error("handler panicked", "messageType", msg.Envelope.MessageType, "idempotencyKey", msg.Envelope.IdempotencyKey,
+			w.log.ErrorContext(ctx, "handler panicked", "messageType", msg.Envelope.MessageType, "idempotencyKey", msg.Envelope.IdempotencyKey,
 				"panic", truncateRunes(fmt.Sprint(r), maxLoggedMessage), "stack", string(debug.Stack()))
 			err = failure.NewRetryable(failure.CodeHandlerPanic, fmt.Sprintf("handler panicked: %v", r))
 		}
@@ -273,7 +273,7 @@ func (w *Worker) startHeartbeat(ctx context.Context, d *delivery, l inbox.Lease,
 				if hbCtx.Err() != nil {
 					return
 				}
-				w.log.Warn("lease renewal failed; retrying", "idempotencyKey", l.Key, "error", truncateRunes(err.Error(), maxLoggedMessage))
+				w.log.WarnContext(hbCtx, "lease renewal failed; retrying", "idempotencyKey", l.Key, "error", truncateRunes(err.Error(), maxLoggedMessage))
 				t.Reset(w.policy.Lease / 8)
 				continue
 			}
