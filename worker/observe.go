@@ -8,10 +8,12 @@ import (
 	"github.com/ddbworker/ddbworker/failure"
 )
 
-// handle runs one delivery's pipeline inside its observer: the in-flight
-// gauge and the message's age before, and after it the one log line, the
-// metrics and the event (observe).
+// handle runs one delivery's pipeline inside its observer: its consumer
+// span (tracing on), the in-flight gauge and the message's age before, and
+// after it the one log line — written inside the span — the metrics and
+// the event (observe).
 func (w *Worker) handle(ctx context.Context, d *delivery, h host) settled {
+	ctx, span := w.consume(ctx, d)
 	start := w.cfg.Now()
 	w.metrics.InFlight.Inc()
 	defer w.metrics.InFlight.Dec()
@@ -20,6 +22,7 @@ func (w *Worker) handle(ctx context.Context, d *delivery, h host) settled {
 	}
 	r := w.process(ctx, d, h)
 	w.observe(ctx, d, r, w.cfg.Now().Sub(start))
+	w.consumed(span, r)
 	return r.applied.settled
 }
 
@@ -27,9 +30,11 @@ func (w *Worker) handle(ctx context.Context, d *delivery, h host) settled {
 // after a failure, or held behind a parked one; a message received as the
 // worker shuts down — with o, and observes it.
 func (w *Worker) skip(ctx context.Context, d *delivery, o outcome, h host) settled {
+	ctx, span := w.consume(ctx, d)
 	r := report{outcome: o}
 	r.applied = w.apply(ctx, d, nil, o, h)
 	w.observe(ctx, d, r, 0)
+	w.consumed(span, r)
 	return r.applied.settled
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/ddbworker/ddbworker/internal/hooks"
 	"github.com/ddbworker/ddbworker/internal/judge"
 	"github.com/ddbworker/ddbworker/mutation"
+	"github.com/ddbworker/ddbworker/tracing"
 )
 
 // run runs the handler and commits its writes — under the lease c, renewed
@@ -90,6 +91,7 @@ func (w *Worker) commit(ctx context.Context, wk *work, c *claimed, beat *heartbe
 		writes[i] = m
 	}
 	done := mutation.Completion{Outcome: res.Outcome, ResultRef: res.ResultRef}
+	ctx, span := w.stage(ctx, tracing.SpanCommit)
 	start := w.cfg.Now()
 	var err error
 	if c == nil {
@@ -97,7 +99,9 @@ func (w *Worker) commit(ctx context.Context, wk *work, c *claimed, beat *heartbe
 	} else {
 		beat.hold(func() { err = w.committer.Commit(ctx, c.lease, writes, done, run) })
 	}
-	return w.cfg.Now().Sub(start), err
+	took := w.cfg.Now().Sub(start)
+	span.end(w, err)
+	return took, err
 }
 
 // judge turns the end of a run into its verdict: the lease lost (or our

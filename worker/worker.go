@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/envelope"
@@ -69,6 +70,11 @@ type Deps struct {
 	Metrics *Metrics
 	// OnEvent is called after each delivery's disposition. Optional.
 	OnEvent func(Event)
+	// TracerProvider traces every delivery (see package tracing for the
+	// spans and their attributes). Optional: nil means no tracing, and no
+	// tracing work at all — no span, no attribute, no allocation. Log with
+	// a tracing.LogHandler for the trace and span ids in the log lines.
+	TracerProvider trace.TracerProvider
 }
 
 // Worker consumes one queue.
@@ -88,6 +94,7 @@ type Worker struct {
 	log       *slog.Logger
 	metrics   *Metrics
 	labels    *labels
+	tracer    *tracer // nil: no tracing
 	queueName string // the last segment of Config.QueueURL: the log line's queue and the spans' destination
 	limiter   *adaptive.Limiter
 	pool      *slots.Pool
@@ -159,9 +166,14 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	w.owner = w.gate.Owner()
+	w.tracer = newTracer(deps.TracerProvider, cfg.QueueURL)
 	w.routes = make(map[string]ddbworker.Route)
 	for _, t := range deps.Handlers.Types() {
-		w.routes[t], _ = deps.Handlers.Lookup(t)
+		rt, _ := deps.Handlers.Lookup(t) // its handler wrapped in the registry's and the route's middleware
+		if w.tracer != nil {
+			rt.Handler = w.traceHandler(rt.Handler)
+		}
+		w.routes[t] = rt
 	}
 	w.labels = newLabels(w.routes)
 	w.queueName = QueueName(cfg.QueueURL)
