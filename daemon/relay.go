@@ -115,6 +115,15 @@ func runRelay(ctx context.Context, g *globals, f *relayFlags, log *slog.Logger, 
 	if err != nil {
 		return err
 	}
+	traces, log, err := g.traceExport(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := traces.Shutdown(traceShutdownTimeout); err != nil {
+			log.Warn("tracing: the last spans were not exported", "error", err.Error())
+		}
+	}()
 	ddb, q := g.clients(cfg, opts.DynamoDB, opts.SQS)
 	streams := dynamodbstreams.NewFromConfig(cfg)
 	reg := prometheus.NewRegistry()
@@ -128,7 +137,11 @@ func runRelay(ctx context.Context, g *globals, f *relayFlags, log *slog.Logger, 
 		[]string{"service", "version", "revision", "goversion"})
 	build.WithLabelValues(g.app.name(), g.app.version(), g.app.revision(), runtime.Version()).Set(1)
 	reg.MustRegister(build)
-	r, err := relay.New(relay.Deps{DynamoDB: ddb, Streams: streams, SQS: q, Logger: log, Metrics: metrics}, f.config(g))
+	deps := relay.Deps{DynamoDB: ddb, Streams: streams, SQS: q, Logger: log, Metrics: metrics}
+	if traces.On() {
+		deps.TracerProvider = traces.Provider
+	}
+	r, err := relay.New(deps, f.config(g))
 	if err != nil {
 		return relayFlagErrors(err)
 	}

@@ -158,6 +158,15 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 	if err != nil {
 		return err
 	}
+	traces, log, err := g.traceExport(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := traces.Shutdown(traceShutdownTimeout); err != nil {
+			log.Warn("tracing: the last spans were not exported", "error", err.Error())
+		}
+	}()
 	cfg.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(poolFor(f.concurrency))
 	ddb, q := g.clients(cfg, opts.DynamoDB, opts.SQS)
 	// Payloads by reference are read from S3 (AWS_ENDPOINT_URL_S3 names an
@@ -177,7 +186,11 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 		return errors.New("daemon: App.Register is required: the service registers its handlers there")
 	}
 	handlers := ddbworker.NewRegistry()
-	if err := g.app.Register(handlers, Env{Store: store, AWS: cfg, DynamoDB: ddb, Logger: log, Registerer: reg}); err != nil {
+	env := Env{Store: store, AWS: cfg, DynamoDB: ddb, Logger: log, Registerer: reg}
+	if traces.On() {
+		env.TracerProvider = traces.Provider
+	}
+	if err := g.app.Register(handlers, env); err != nil {
 		return fmt.Errorf("registering the handlers: %w", err)
 	}
 	// The worker's configuration is checked before anything is called.
@@ -210,7 +223,11 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 	if err := g.recordStore(ctx, ddb, store, false); err != nil {
 		return err
 	}
-	w, err := worker.New(worker.Deps{DynamoDB: ddb, SQS: q, S3: s3c, Handlers: handlers, Logger: log, Metrics: metrics}, f.workerConfig(store))
+	deps := worker.Deps{DynamoDB: ddb, SQS: q, S3: s3c, Handlers: handlers, Logger: log, Metrics: metrics}
+	if traces.On() {
+		deps.TracerProvider = traces.Provider // nil interface when off: no tracing work at all
+	}
+	w, err := worker.New(deps, f.workerConfig(store))
 	if err != nil {
 		return flagErrors(err)
 	}
