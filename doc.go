@@ -15,6 +15,10 @@
 //     which reads the item as it was by DynamoDB's rules — and Raw hands
 //     over a write the builders do not cover.
 //   - Return typed failures (Retryable, Terminal).
+//   - Wrap handlers with cross-cutting code (Middleware): once for every
+//     route (Registry.Use) or for one (With); the worker runs the chain
+//     inside the message's consumer span, with the handler's context and
+//     message, and so does the test kit.
 //
 // A handler never writes by itself: it returns its writes in a Result, and
 // the worker commits them together with the inbox record's PROCESSING →

@@ -20,7 +20,10 @@
 //     with the code the worker records (and UNKNOWN_MESSAGE_TYPE for a type
 //     the Registry does not know);
 //   - running the handler with the Message the worker would give it, a
-//     panic recovered as retryable HANDLER_PANIC;
+//     panic recovered as retryable HANDLER_PANIC — through the Registry's
+//     middleware and the route's (ddbworker.Middleware), as the worker
+//     runs it, because NewRegistry looks the route up in the Registry
+//     (New(handler) runs that handler alone);
 //   - rendering the writes (Write) through ddbworker.Write.Mutation, as the
 //     worker does: table, kind, key and item as plain Go values, the update
 //     and the condition with names and values resolved; a write that does
