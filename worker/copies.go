@@ -138,9 +138,7 @@ func fitAttributes(body string, ours, trace, producer map[string]types.MessageAt
 			names = append(names, k)
 		}
 	}
-	for _, k := range slices.Sorted(maps.Keys(producer)) {
-		names = append(names, k)
-	}
+	names = append(names, slices.Sorted(maps.Keys(producer))...)
 	value := func(k string) types.MessageAttributeValue {
 		if v, ok := trace[k]; ok {
 			return v

@@ -95,7 +95,7 @@ type Worker struct {
 	metrics   *Metrics
 	labels    *labels
 	tracer    *tracer // nil: no tracing
-	queueName string // the last segment of Config.QueueURL: the log line's queue and the spans' destination
+	queueName string  // the last segment of Config.QueueURL: the log line's queue and the spans' destination
 	limiter   *adaptive.Limiter
 	pool      *slots.Pool
 	health    *dbHealth
