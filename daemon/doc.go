@@ -1,7 +1,8 @@
 // Package daemon is ddbworker's command line as a library: a team's
 // binary is daemon.Main(daemon.App{…}) with its handlers. It owns what
 // ships in such a binary: run (the worker, with its startup checks, signals
-// and drain, exit codes, Prometheus metrics and /healthz /readyz), tables
+// and drain, exit codes, Prometheus metrics and /healthz /readyz, trace
+// export from the OTEL_* variables — run's and relay's), tables
 // create (recording the inbox store's settings in the table), queues
 // create, inbox, dlq, sweep, relay, effects and envelope; the DDBWORKER_*
 // environment binding of every flag; and the merging of explicit inbox

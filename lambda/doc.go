@@ -31,7 +31,10 @@
 // AWS configuration (config.LoadDefaultConfig: AWS_REGION, the execution
 // role's credentials, the SDK's AWS_ENDPOINT_URL_DYNAMODB and
 // AWS_ENDPOINT_URL_SQS), JSON logs on stdout (log/slog, with the
-// invocation's awsRequestId), building the workers once per execution
+// invocation's awsRequestId, and inside a span its traceId and spanId),
+// trace export from the OTEL_* variables (OTLP/HTTP, off unless an
+// endpoint is set; the invocation's span parents the worker's, and the
+// spans are flushed before each invocation answers), building the workers once per execution
 // environment — so the adaptive concurrency limit and the database health
 // gate outlive invocations — failing the init on a configuration problem,
 // and the Lambda runtime loop (github.com/aws/aws-lambda-go/lambda). It does
