@@ -115,15 +115,11 @@ func runRelay(ctx context.Context, g *globals, f *relayFlags, log *slog.Logger, 
 	if err != nil {
 		return err
 	}
-	traces, log, err := g.traceExport(ctx, log)
+	traces, log, stopTraces, err := g.traceExport(ctx, log)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := traces.Shutdown(traceShutdownTimeout); err != nil {
-			log.Warn("tracing: the last spans were not exported", "error", err.Error())
-		}
-	}()
+	defer stopTraces()
 	ddb, q := g.clients(cfg, opts.DynamoDB, opts.SQS)
 	streams := dynamodbstreams.NewFromConfig(cfg)
 	reg := prometheus.NewRegistry()

@@ -158,15 +158,11 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 	if err != nil {
 		return err
 	}
-	traces, log, err := g.traceExport(ctx, log)
+	traces, log, stopTraces, err := g.traceExport(ctx, log)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := traces.Shutdown(traceShutdownTimeout); err != nil {
-			log.Warn("tracing: the last spans were not exported", "error", err.Error())
-		}
-	}()
+	defer stopTraces()
 	cfg.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(poolFor(f.concurrency))
 	ddb, q := g.clients(cfg, opts.DynamoDB, opts.SQS)
 	// Payloads by reference are read from S3 (AWS_ENDPOINT_URL_S3 names an

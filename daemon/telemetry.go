@@ -14,20 +14,24 @@ import (
 // OTEL_* variables (internal/telemetry: OTLP/HTTP, off unless
 // OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is
 // set) and, when it is on, returns log wrapped so that every line written
-// inside a span carries its trace and span ids. The caller shuts the
-// export down when it returns (flushing what is buffered).
-func (g *globals) traceExport(ctx context.Context, log *slog.Logger) (telemetry.Tracing, *slog.Logger, error) {
-	t, err := telemetry.FromEnv(ctx, os.LookupEnv, g.app.name(), g.app.version())
+// inside a span carries its trace and span ids; stop flushes what is
+// buffered and ends the export (the caller defers it).
+func (g *globals) traceExport(ctx context.Context, log *slog.Logger) (t telemetry.Tracing, _ *slog.Logger, stop func(), err error) {
+	t, err = telemetry.FromEnv(ctx, os.LookupEnv, g.app.name(), g.app.version())
 	if err != nil {
-		return t, log, err
+		return t, log, func() {}, err
 	}
 	if !t.On() {
 		log.Debug("tracing off", "why", t.Why)
-		return t, log, nil
+		return t, log, func() {}, nil
 	}
 	log = slog.New(tracing.LogHandler(log.Handler()))
 	log.Info("tracing on: spans exported over OTLP/HTTP", "endpoint", t.Endpoint)
-	return t, log, nil
+	return t, log, func() {
+		if err := t.Shutdown(traceShutdownTimeout); err != nil {
+			log.Warn("tracing: the last spans were not exported", "error", err.Error())
+		}
+	}, nil
 }
 
 // traceShutdownTimeout bounds the last flush of spans at exit.
