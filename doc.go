@@ -22,6 +22,10 @@
 //     JMESPath expressions; the Registry keeps the adapted routes in
 //     registration order, the order in which a body is offered to them,
 //     and refuses one an earlier route would always take first.
+//   - Wrap handlers with cross-cutting code (Middleware): once for every
+//     route (Registry.Use) or for one (With); the worker runs the chain
+//     inside the message's consumer span, with the handler's context and
+//     message, and so does the test kit.
 //
 // A handler never writes by itself: it returns its writes in a Result, and
 // the worker commits them together with the inbox record's PROCESSING →

@@ -154,6 +154,8 @@ func JSON[T any](fn func(ctx context.Context, msg *Message, payload T) (Result, 
 // Route is one registration: the handler of a message type, how it
 // commits, and how it reads bodies that are not envelopes.
 type Route struct {
+	// Handler is the route's handler. Lookup returns it wrapped in the
+	// registry's middleware and the route's (see Middleware).
 	Handler Handler
 	// Fused commits the inbox record COMPLETED inside the handler's
 	// transaction (see Fused).
@@ -164,8 +166,52 @@ type Route struct {
 	// Adapter, when set, reads the route's bodies that are not ddbworker's
 	// envelope (see Adapt); the route takes envelopes of its type too.
 	Adapter *envelope.Adapter
+	// Middleware wraps this route's handler (With), inside the
+	// registry's (Use).
+	Middleware []Middleware
 
 	err error // an option's, reported by Register
+}
+
+// Middleware wraps a handler with cross-cutting code — a tenant on the
+// context, a timer, an authorisation check, a log line — that runs around
+// every handler it is registered for, with the handler's context and
+// message. It returns the handler that runs in its place; that handler
+// calls next.Handle (or does not, and returns its own Result or failure:
+// a Terminal or Retryable error means what it means from a handler).
+//
+// Registered once for every route (Registry.Use) or for one (With).
+// Order: the registry's middleware in the order Use added them, the first
+// outermost, then the route's in the order With lists them, then the
+// handler. So Use(a, b) and With(c) run a → b → c → handler and unwind
+// c → b → a.
+//
+// The worker runs the chain inside the delivery: after the gate claimed
+// the work, under its lease and the per-message deadline, and — with
+// tracing on — inside the message's consumer span and its handler span
+// (trace.SpanFromContext(ctx) is the handler span; attributes set there
+// land on it, and a log record written with ctx carries its trace and span
+// ids). It runs again on every handler run (a guard's Rerun runs the chain
+// again, msg.Run counting). Middleware must not write on its own: the
+// handler's writes commit in the Result, with the inbox flip. The test kit
+// (ddbworkertest) runs the same chain, because it looks routes up in the
+// Registry too.
+type Middleware func(next Handler) Handler
+
+// With adds middleware to one registration, inside the registry's (see
+// Middleware for the order).
+func With(mw ...Middleware) RouteOption {
+	return func(r *Route) { r.Middleware = append(r.Middleware, mw...) }
+}
+
+// Chain wraps h in mw, the first outermost.
+func Chain(h Handler, mw ...Middleware) Handler {
+	for i := len(mw) - 1; i >= 0; i-- {
+		if mw[i] != nil {
+			h = mw[i](h)
+		}
+	}
+	return h
 }
 
 // RouteOption adjusts one registration.
@@ -224,7 +270,13 @@ var ErrRouteOptions = errors.New("ddbworker: route options conflict")
 type Registry struct {
 	routes   map[string]Route
 	adapters *envelope.Adapters // the adapted routes, in registration order
+	use      []Middleware
 }
+
+// Use adds middleware that wraps every route's handler — those registered
+// before and after it — outside each route's own (see Middleware for the
+// order).
+func (r *Registry) Use(mw ...Middleware) { r.use = append(r.use, mw...) }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry { return &Registry{routes: map[string]Route{}} }
@@ -279,10 +331,17 @@ func (r *Registry) Types() []string {
 	return out
 }
 
-// Lookup returns the route of messageType.
+// Lookup returns the route of messageType, its Handler wrapped in the
+// registry's middleware and then the route's: the handler that runs.
 func (r *Registry) Lookup(messageType string) (Route, bool) {
 	rt, ok := r.routes[messageType]
-	return rt, ok
+	if !ok {
+		return rt, false
+	}
+	if len(r.use) > 0 || len(rt.Middleware) > 0 {
+		rt.Handler = Chain(Chain(rt.Handler, rt.Middleware...), r.use...)
+	}
+	return rt, true
 }
 
 // Codes the worker assigns that a handler may want to compare against or

@@ -152,7 +152,7 @@ func TestTablesAdopt(t *testing.T) {
 
 	store, err := inbox.Store{Table: app.Name, Layout: tables.Layout{PartitionKey: "pk", SortKey: "sk", TTL: "expiresAt"}}.WithDefaults()
 	require.NoError(t, err)
-	require.NoError(t, checkDependencies(ctx, ddb, env.SQS, store, env.Queues.URL, env.Queues.DLQURL, worker.PolicyDLQ, 5*time.Second, time.Minute, "svc",
+	require.NoError(t, checkDependencies(ctx, ddb, env.SQS, store, env.Queues.URL, env.Queues.DLQURL, worker.PolicyDLQ, time.Minute, "svc",
 		slog.New(slog.DiscardHandler)), "run's startup check accepts the adopted table")
 
 	// A worker on it: two orders shipped, each sent twice.

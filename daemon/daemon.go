@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/inbox"
@@ -74,6 +75,9 @@ type Env struct {
 	// Registerer is the registry the daemon serves on /metrics: register
 	// the service's own metrics there (e.g. effects.Config.Registerer).
 	Registerer prometheus.Registerer
+	// TracerProvider is the daemon's trace export (the OTEL_* variables),
+	// for the service's own spans; nil when tracing is off.
+	TracerProvider trace.TracerProvider
 }
 
 // Main runs the command line of app — `run` (the worker), `tables create`,

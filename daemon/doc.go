@@ -1,11 +1,12 @@
 // Package daemon is ddbworker's command line as a library: a team's
 // binary is daemon.Main(daemon.App{…}) with its handlers. It owns what
 // ships in such a binary: run (the worker, with its startup checks, signals
-// and drain, exit codes, Prometheus metrics and /healthz /readyz), tables
-// create and tables adopt (the plan of tables.Plan printed for people or as
-// JSON, applied with progress lines, blockers named by their flags; both
-// record the inbox store's settings in the table), queues create, inbox,
-// dlq, sweep, relay, effects and envelope; the DDBWORKER_*
+// and drain, exit codes, Prometheus metrics and /healthz /readyz, trace
+// export from the OTEL_* variables — run's and relay's), tables create and
+// tables adopt (the plan of tables.Plan printed for people or as JSON,
+// applied with progress lines, blockers named by their flags; both record
+// the inbox store's settings in the table), queues create, inbox, dlq,
+// sweep, relay, effects and envelope; the DDBWORKER_*
 // environment binding of every flag; and the merging of explicit inbox
 // flags with the settings the table records (inbox.ReadRecorded).
 //

@@ -113,6 +113,11 @@ func runRelay(ctx context.Context, g *globals, f *relayFlags, log *slog.Logger, 
 	if err != nil {
 		return err
 	}
+	traces, log, stopTraces, err := g.traceExport(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer stopTraces()
 	ddb, q := g.clients(cfg, opts.DynamoDB, opts.SQS)
 	streams := dynamodbstreams.NewFromConfig(cfg)
 	reg := prometheus.NewRegistry()
@@ -120,7 +125,11 @@ func runRelay(ctx context.Context, g *globals, f *relayFlags, log *slog.Logger, 
 	if err != nil {
 		return err
 	}
-	r, err := relay.New(relay.Deps{DynamoDB: ddb, Streams: streams, SQS: q, Logger: log, Metrics: metrics}, f.config(g))
+	deps := relay.Deps{DynamoDB: ddb, Streams: streams, SQS: q, Logger: log, Metrics: metrics}
+	if traces.On() {
+		deps.TracerProvider = traces.Provider
+	}
+	r, err := relay.New(deps, f.config(g))
 	if err != nil {
 		return relayFlagErrors(err)
 	}

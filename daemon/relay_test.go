@@ -48,7 +48,7 @@ func TestRelayCommand(t *testing.T) {
 	w, err := outbox.New(outbox.Config{Table: c.env.Table})
 	require.NoError(t, err)
 	write := func(id string) {
-		put, err := w.Put(outbox.Event{Envelope: &envelope.Envelope{MessageID: id, SchemaVersion: envelope.SchemaV1, MessageType: "Noted",
+		put, err := w.Put(context.Background(), outbox.Event{Envelope: &envelope.Envelope{MessageID: id, SchemaVersion: envelope.SchemaV1, MessageType: "Noted",
 			Producer: "test", OccurredAt: time.Now(), IdempotencyKey: "k-" + id, AggregateType: "Note", AggregateID: "n-1", Payload: []byte(`{}`)}})
 		require.NoError(t, err)
 		_, err = c.env.DynamoDB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{put}})

@@ -156,6 +156,11 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 	if err != nil {
 		return err
 	}
+	traces, log, stopTraces, err := g.traceExport(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer stopTraces()
 	cfg.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(poolFor(f.concurrency))
 	ddb, q := g.clients(cfg, opts.DynamoDB, opts.SQS)
 	// Payloads by reference are read from S3 (AWS_ENDPOINT_URL_S3 names an
@@ -174,7 +179,11 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 		return errors.New("daemon: App.Register is required: the service registers its handlers there")
 	}
 	handlers := ddbworker.NewRegistry()
-	if err := g.app.Register(handlers, Env{Store: store, AWS: cfg, DynamoDB: ddb, Logger: log, Registerer: reg}); err != nil {
+	env := Env{Store: store, AWS: cfg, DynamoDB: ddb, Logger: log, Registerer: reg}
+	if traces.On() {
+		env.TracerProvider = traces.Provider
+	}
+	if err := g.app.Register(handlers, env); err != nil {
 		return fmt.Errorf("registering the handlers: %w", err)
 	}
 	// The worker's configuration is checked before anything is called.
@@ -189,7 +198,7 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 		}
 		defer stopOps()
 	}
-	if err := checkDependencies(ctx, ddb, q, store, f.queueURL, f.dlqURL, worker.TerminalPolicy(f.terminalPolicy), f.visibility,
+	if err := checkDependencies(ctx, ddb, q, store, f.queueURL, f.dlqURL, worker.TerminalPolicy(f.terminalPolicy),
 		f.startupTimeout, g.app.name(), log); err != nil {
 		return err
 	}
@@ -201,7 +210,11 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 	if err := g.recordStore(ctx, ddb, store, false); err != nil {
 		return err
 	}
-	w, err := worker.New(worker.Deps{DynamoDB: ddb, SQS: q, S3: s3c, Handlers: handlers, Logger: log, Metrics: metrics}, f.workerConfig(store))
+	deps := worker.Deps{DynamoDB: ddb, SQS: q, S3: s3c, Handlers: handlers, Logger: log, Metrics: metrics}
+	if traces.On() {
+		deps.TracerProvider = traces.Provider // nil interface when off: no tracing work at all
+	}
+	w, err := worker.New(deps, f.workerConfig(store))
 	if err != nil {
 		return flagErrors(err)
 	}
@@ -209,11 +222,28 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 		go watchDepth(ctx, q, f.queueURL, f.dlqURL, f.depthInterval, reg, log)
 	}
 	running.Store(w)
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go logShutdown(ctx, stopped, f.drainTimeout, log)
 	log.Info("worker started", "table", g.table, "queueUrl", f.queueURL, "concurrency", f.concurrency,
 		"visibilityTimeout", f.visibility.String(), "terminalPolicy", f.terminalPolicy, "types", handlers.Types(), "version", g.app.version())
 	err = w.Run(ctx)
-	log.Info("worker stopped", "error", fmt.Sprint(err))
+	if err != nil {
+		log.Error("worker stopped", "error", err.Error())
+	} else {
+		log.Info("worker stopped")
+	}
 	return err
+}
+
+// logShutdown says when the shutdown signal arrives (SIGTERM, SIGINT: the
+// context's cause names it), not only when the drain has ended.
+func logShutdown(ctx context.Context, stopped <-chan struct{}, drain time.Duration, log *slog.Logger) {
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		log.Info("shutting down: receiving stopped, in-flight work draining", "cause", context.Cause(ctx).Error(), "drainTimeout", drain.String())
+	}
 }
 
 // serveOps serves /metrics, /healthz (the process answers) and /readyz

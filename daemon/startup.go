@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -54,7 +53,7 @@ type queueAPI interface {
 // (0: forever), and failing at once — naming the flag or variable to fix —
 // on what will not.
 func checkDependencies(ctx context.Context, ddb startupAPI, q queueAPI, s inbox.Store, queueURL, dlqURL string, policy worker.TerminalPolicy,
-	visibility, timeout time.Duration, app string, log *slog.Logger) error {
+	timeout time.Duration, app string, log *slog.Logger) error {
 	if queueURL == "" {
 		return &startupError{"--queue-url (DDBWORKER_QUEUE_URL) is required: the work queue (`" + app + " queues create` prints it)"}
 	}
@@ -68,7 +67,7 @@ func checkDependencies(ctx context.Context, ddb startupAPI, q queueAPI, s inbox.
 	}
 	delay := 500 * time.Millisecond
 	for {
-		err := checkOnce(ctx, ddb, q, s, queueURL, dlqURL, policy, visibility, app, log)
+		err := checkOnce(ctx, ddb, q, s, queueURL, dlqURL, policy, app)
 		var se *startupError
 		if err == nil || errors.As(err, &se) {
 			return err
@@ -84,7 +83,7 @@ func checkDependencies(ctx context.Context, ddb startupAPI, q queueAPI, s inbox.
 }
 
 func checkOnce(ctx context.Context, ddb startupAPI, q queueAPI, s inbox.Store, queueURL, dlqURL string, policy worker.TerminalPolicy,
-	visibility time.Duration, app string, log *slog.Logger) error {
+	app string) error {
 	if err := tables.Verify(ctx, ddb, s.Table, s.Layout); err != nil {
 		var inc *tables.IncompatibleError
 		switch code := failure.APICode(err); {
@@ -97,17 +96,20 @@ func checkOnce(ctx context.Context, ddb startupAPI, q queueAPI, s inbox.Store, q
 		}
 		return err
 	}
-	if err := checkQueue(ctx, q, queueURL, "--queue-url (DDBWORKER_QUEUE_URL)", visibility, log); err != nil {
+	if err := checkQueue(ctx, q, queueURL, "--queue-url (DDBWORKER_QUEUE_URL)"); err != nil {
 		return err
 	}
 	if policy == worker.PolicyDLQ {
-		return checkQueue(ctx, q, dlqURL, "--dlq-url (DDBWORKER_DLQ_URL)", 0, log)
+		return checkQueue(ctx, q, dlqURL, "--dlq-url (DDBWORKER_DLQ_URL)")
 	}
 	return nil
 }
 
-func checkQueue(ctx context.Context, q queueAPI, url, flag string, visibility time.Duration, log *slog.Logger) error {
-	out, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
+// checkQueue checks that the queue answers. (A visibility timeout other
+// than the worker's is the worker's warning, said once when it starts: here
+// it would be said again on every retry of the startup checks.)
+func checkQueue(ctx context.Context, q queueAPI, url, flag string) error {
+	_, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
 		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameVisibilityTimeout}})
 	if err != nil {
 		switch code := failure.APICode(err); {
@@ -117,12 +119,6 @@ func checkQueue(ctx context.Context, q queueAPI, url, flag string, visibility ti
 			return &startupError{fmt.Sprintf("%s %s: %s (%v)", flag, url, code, err)}
 		}
 		return err
-	}
-	if visibility > 0 {
-		if s, err := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameVisibilityTimeout)]); err == nil && time.Duration(s)*time.Second != visibility {
-			log.Warn("the queue's visibility timeout differs from --visibility-timeout (DDBWORKER_VISIBILITY_TIMEOUT); the worker sets its own on each receive, but the queue's applies to other consumers and to redriven messages",
-				"queueUrl", url, "queueVisibilityTimeout", (time.Duration(s) * time.Second).String(), "visibilityTimeout", visibility.String())
-		}
 	}
 	return nil
 }

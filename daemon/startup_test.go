@@ -73,7 +73,7 @@ func TestStartupChecks(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs bytes.Buffer
 			start := time.Now()
-			err := checkDependencies(ctx, env.DynamoDB, env.SQS, tc.store, tc.queue, tc.dlq, tc.policy, 2*time.Second, time.Minute, "svc",
+			err := checkDependencies(ctx, env.DynamoDB, env.SQS, tc.store, tc.queue, tc.dlq, tc.policy, time.Minute, "svc",
 				slog.New(slog.NewJSONHandler(&logs, nil)))
 			if len(tc.want) == 0 {
 				require.NoError(t, err)
@@ -88,12 +88,6 @@ func TestStartupChecks(t *testing.T) {
 			require.NotContains(t, err.Error(), "\n", "one line")
 		})
 	}
-	t.Run("a visibility timeout other than the queue's is a warning", func(t *testing.T) {
-		var logs bytes.Buffer
-		require.NoError(t, checkDependencies(ctx, env.DynamoDB, env.SQS, store(env.Table, tables.Layout{}), env.Queues.URL, env.Queues.DLQURL,
-			worker.PolicyDLQ, 45*time.Second, time.Minute, "svc", slog.New(slog.NewJSONHandler(&logs, nil))))
-		require.Contains(t, logs.String(), "differs from --visibility-timeout")
-	})
 }
 
 // The inbox settings are recorded in the table by `tables create` and read

@@ -23,7 +23,8 @@
 //     code the worker records;
 //   - running it as the worker does (Worker.Work): the type looked up in a
 //     Registry (UNKNOWN_MESSAGE_TYPE when missing), the handler called with
-//     the Message it would see, a panic recovered as retryable
+//     the Message it would see — through the Registry's middleware and the
+//     route's (ddbworker.Middleware), as the worker runs it — a panic recovered as retryable
 //     HANDLER_PANIC, an error classified as the worker classifies it
 //     (HANDLER_ERROR, infrastructure trouble, the attempts policy that
 //     makes a failure of the last attempt terminal);

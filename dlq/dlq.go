@@ -195,6 +195,10 @@ type Message struct {
 	Body string `json:"body"`
 	// Attributes are every message attribute, the ddbworker.* ones included.
 	Attributes map[string]types.MessageAttributeValue `json:"-"`
+	// AWSTraceHeader is the AWSTraceHeader system attribute ("": none): the
+	// X-Ray trace header of the message's producer, which a redrive keeps
+	// as traceparent when the message carries no traceparent of its own.
+	AWSTraceHeader string `json:"-"`
 
 	receipt string
 }
@@ -239,6 +243,7 @@ func parse(m types.Message) Message {
 		FailureCode: attr(AttrFailureCode), FailureMessage: attr(AttrFailureMessage),
 		SourceMessageID: attr(AttrSourceMessageID), MessageType: attr(AttrMessageType), IdempotencyKey: attr(AttrIdempotencyKey),
 		GroupID: sys(types.MessageSystemAttributeNameMessageGroupId), receipt: aws.ToString(m.ReceiptHandle),
+		AWSTraceHeader: sys(types.MessageSystemAttributeNameAWSTraceHeader),
 	}
 	if out.Attributes == nil {
 		out.Attributes = map[string]types.MessageAttributeValue{}

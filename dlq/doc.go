@@ -21,7 +21,8 @@
 //
 // Redrive sends a message's original body and its producer's attributes
 // (the ddbworker.* ones stripped, AttrFirstSentAt and AttrRedrivenFrom
-// added) to the work queue and deletes it from the DLQ only after the send
+// added; its trace context kept, an AWSTraceHeader as traceparent, so the
+// redriven delivery's span links to the original producer) to the work queue and deletes it from the DLQ only after the send
 // succeeded. A copy keeps within SQS's limits (10 attributes, 1 MiB with the
 // body): an attribute that does not fit is left off (AttrRedrivenFrom
 // first, then the producer's; Moved.DroppedAttributes names them), and

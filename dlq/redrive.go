@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ddbworker/ddbworker/internal/sqsbatch"
+	"github.com/ddbworker/ddbworker/tracing"
 )
 
 // Filter selects messages by exact failure code and message type; an empty
@@ -400,8 +402,12 @@ func (q *Queue) outgoing(m *Message) outgoing {
 // copyAttributes are the attributes of m's copy to the work queue: when
 // its work was first sent (AttrFirstSentAt: the worker and later redrives
 // judge its age by it, not by the copy's new SentTimestamp), its producer's
-// attributes, and where it came from (AttrRedrivenFrom). They are taken in
-// that order of precedence, the producer's by name, each while the copy
+// trace context (traceparent and tracestate, or its AWSTraceHeader as
+// traceparent: the redriven delivery's span links to the original
+// producer), its producer's other attributes, and where it came from
+// (AttrRedrivenFrom). They are taken in that order of precedence — the
+// trace context worth less than ddbworker's own, more than a producer's
+// arbitrary attribute — the producer's by name, each while the copy
 // stays within SQS's limits: sqsbatch.MaxAttributes attributes, and
 // sqsbatch.MaxMessageBytes with the body (SQS refuses a larger copy, and a
 // call holding it, as a whole). dropped names the others, in the same
@@ -417,12 +423,14 @@ func copyAttributes(m *Message) (attrs map[string]types.MessageAttributeValue, d
 			StringValue: aws.String(strconv.FormatInt(m.FirstSentAt.UnixMilli(), 10))}})
 	}
 	producer := m.ProducerAttributes()
-	names := make([]string, 0, len(producer))
-	for k := range producer {
-		names = append(names, k)
+	trace := tracing.Carry(tracing.Extract(producer, map[string]string{tracing.SystemAttrAWSTraceHeader: m.AWSTraceHeader}))
+	for _, k := range []string{tracing.AttrTraceparent, tracing.AttrTracestate} {
+		if v, ok := trace[k]; ok {
+			want = append(want, attr{k, v})
+		}
+		delete(producer, k) // as extracted: a malformed one is not copied
 	}
-	slices.Sort(names)
-	for _, k := range names {
+	for _, k := range slices.Sorted(maps.Keys(producer)) {
 		want = append(want, attr{k, producer[k]})
 	}
 	want = append(want, attr{AttrRedrivenFrom, types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(m.ID)}})

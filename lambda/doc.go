@@ -31,8 +31,11 @@
 // AWS configuration (config.LoadDefaultConfig: AWS_REGION, the execution
 // role's credentials, the SDK's AWS_ENDPOINT_URL_DYNAMODB and
 // AWS_ENDPOINT_URL_SQS), JSON logs on stdout (log/slog, with the
-// invocation's awsRequestId), the metrics as CloudWatch EMF lines on
-// stdout (see Metrics), building the workers once per execution
+// invocation's awsRequestId, and inside a span its traceId and spanId),
+// the metrics as CloudWatch EMF lines on stdout (see Metrics), trace export
+// from the OTEL_* variables (OTLP/HTTP, off unless an endpoint is set; the
+// invocation's span parents the worker's, and the spans are flushed before
+// each invocation answers), building the workers once per execution
 // environment — so the adaptive concurrency limit and the database health
 // gate outlive invocations — failing the init on a configuration problem,
 // and the Lambda runtime loop (github.com/aws/aws-lambda-go/lambda). It does

@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/failure"
@@ -52,6 +53,9 @@ type Env struct {
 	// LookupEnv reads the environment the configuration came from, for the
 	// service's own settings.
 	LookupEnv func(key string) (string, bool)
+	// TracerProvider is the function's trace export (the OTEL_* variables),
+	// for the service's own spans; nil when tracing is off.
+	TracerProvider trace.TracerProvider
 }
 
 // Main runs a Lambda function that handles SQS events with the handlers
@@ -109,6 +113,10 @@ func New(ctx context.Context, register func(reg *ddbworker.Registry, env Env) er
 	if awsCfg.Region == "" {
 		return nil, errors.New("lambda: AWS_REGION is not set (Lambda sets it; set it when running elsewhere)")
 	}
+	iv, log, err := startTracing(ctx, lookupEnv, log)
+	if err != nil {
+		return nil, fmt.Errorf("lambda: %w", err)
+	}
 	conns := s.worker.Concurrency + 4 // a DynamoDB and an SQS call per record in flight
 	awsCfg.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
 		t.MaxIdleConns, t.MaxIdleConnsPerHost = 2*conns, conns
@@ -117,7 +125,11 @@ func New(ctx context.Context, register func(reg *ddbworker.Registry, env Env) er
 	s3c := s3.NewFromConfig(awsCfg) // payloads by reference (payloadRef, SQS Extended Client)
 
 	reg := ddbworker.NewRegistry()
-	if err := register(reg, Env{Store: s.store, AWS: awsCfg, DynamoDB: ddb, Logger: log, LookupEnv: lookupEnv}); err != nil {
+	env := Env{Store: s.store, AWS: awsCfg, DynamoDB: ddb, Logger: log, LookupEnv: lookupEnv}
+	if iv.traces.On() {
+		env.TracerProvider = iv.traces.Provider
+	}
+	if err := register(reg, env); err != nil {
 		return nil, fmt.Errorf("lambda: registering the handlers: %w", err)
 	}
 	cfg := s.worker
@@ -125,7 +137,10 @@ func New(ctx context.Context, register func(reg *ddbworker.Registry, env Env) er
 		cfg.Owner = fn + "/" + stream // leaseOwner names the log stream of the environment that holds the lease
 	}
 	h := &handler{cfg: cfg, deps: worker.Deps{DynamoDB: ddb, SQS: q, S3: s3c, Handlers: reg, Logger: log}, queueURL: s.queueURL,
-		log: log, workers: map[string]*worker.Worker{}, minCover: s.minOutageCover, ddb: ddb}
+		log: log, workers: map[string]*worker.Worker{}, minCover: s.minOutageCover, ddb: ddb, invocations: iv}
+	if iv.traces.On() {
+		h.deps.TracerProvider = iv.traces.Provider
+	}
 	validate := s.queueURL
 	if validate == "" {
 		validate = "https://sqs." + awsCfg.Region + ".amazonaws.com/000000000000/validate"
@@ -177,6 +192,8 @@ type handler struct {
 	// minCover is the shortest database outage the queue's redrive policy
 	// must let the function survive without a warning.
 	minCover time.Duration
+	// invocations traces each invocation (its zero value: off).
+	invocations invocations
 	// owner records the settings (the function's name); given reports the
 	// store settings the environment sets explicitly.
 	owner string
@@ -312,9 +329,18 @@ func (h *handler) newWorker(queueURL string) (*worker.Worker, error) {
 	return worker.New(deps, cfg)
 }
 
-// handle runs an invocation: the records of each queue (an event source
-// mapping's batch holds one queue's) by that queue's worker.
+// handle runs an invocation inside its span (tracing on), which is
+// flushed before it answers.
 func (h *handler) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	ctx, span := h.invocations.start(ctx)
+	resp, err := h.records(ctx, ev)
+	h.invocations.end(ctx, span, len(resp.BatchItemFailures), h.log)
+	return resp, err
+}
+
+// records runs an invocation's records: those of each queue (an event
+// source mapping's batch holds one queue's) by that queue's worker.
+func (h *handler) records(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
 	var arns []string
 	byARN := map[string][]events.SQSMessage{}

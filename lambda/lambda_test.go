@@ -3,6 +3,7 @@ package lambda_test
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,10 +83,15 @@ func TestRIEExactlyOnce(t *testing.T) {
 	require.Equal(t, inbox.StatusCompleted, again.Status)
 	require.Equal(t, rec.CompletedAt, again.CompletedAt)
 	require.Zero(t, again.Attempts)
-	require.Len(t, f.logs(map[string]string{"sqsMessageId": dupID, "outcome": worker.OutcomeDuplicate}), 1, "the duplicate's log line")
+	require.Len(t, f.logs(map[string]string{"sqsMessageId": dupID, "result": worker.OutcomeDuplicate}), 1, "the duplicate's log line")
 
 	require.Zero(t, testenv.InspectQueue(t, w.env.Queues.URL).Total(), "every message settled")
-	lines := f.logs(map[string]string{"msg": "message"})
+	var lines []map[string]any
+	for _, l := range f.logs(nil) {
+		if msg, _ := l["msg"].(string); strings.HasPrefix(msg, worker.LogEventPrefix) {
+			lines = append(lines, l)
+		}
+	}
 	require.Len(t, lines, 5, "one log line per record")
 	for _, l := range lines {
 		require.NotEmpty(t, l["awsRequestId"], "the invocation's request id: %v", l)
@@ -198,7 +204,7 @@ func TestRIEHealthGate(t *testing.T) {
 		require.Equal(t, inbox.StatusCompleted, rec.Status)
 		require.Zero(t, rec.Attempts, "throttling cost no business attempt")
 	}
-	require.NotEmpty(t, f.logs(map[string]string{"outcome": worker.OutcomeParked}), "parked records are logged")
+	require.NotEmpty(t, f.logs(map[string]string{"result": worker.OutcomeParked}), "parked records are logged")
 	require.Zero(t, testenv.InspectQueue(t, w.env.Queues.URL).Total())
 }
 

@@ -76,10 +76,25 @@ func NewRelay(ctx context.Context, lookupEnv func(string) (string, bool)) (func(
 	if err != nil {
 		return nil, fmt.Errorf("lambda: loading the AWS configuration: %w", err)
 	}
-	rl, err := relay.New(relay.Deps{DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqs.NewFromConfig(awsCfg), Logger: log}, cfg)
+	iv, log, err := startTracing(ctx, lookupEnv, log)
+	if err != nil {
+		return nil, fmt.Errorf("lambda: %w", err)
+	}
+	deps := relay.Deps{DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqs.NewFromConfig(awsCfg), Logger: log}
+	if iv.traces.On() {
+		deps.TracerProvider = iv.traces.Provider // send <queue> spans linked to the records' producers
+	}
+	rl, err := relay.New(deps, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("lambda: the DDBWORKER_* configuration: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	log.Info("relay ready", "table", cfg.Table, "queueUrl", cfg.QueueURL)
-	return rl.HandleStreamEvent, nil
+	if !iv.traces.On() {
+		return rl.HandleStreamEvent, nil
+	}
+	return func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+		resp, err := rl.HandleStreamEvent(ctx, ev)
+		iv.flush(ctx, log)
+		return resp, err
+	}, nil
 }

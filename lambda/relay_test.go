@@ -40,7 +40,7 @@ func TestNewRelayPublishes(t *testing.T) {
 	require.NoError(t, err)
 	ev := &envelope.Envelope{MessageID: "m-1", SchemaVersion: envelope.SchemaV1, MessageType: "Noted", Producer: "test",
 		OccurredAt: time.Now(), IdempotencyKey: "k-1", AggregateType: "Note", AggregateID: "n-1", Payload: []byte(`{}`)}
-	put, err := w.Put(outbox.Event{Envelope: ev})
+	put, err := w.Put(context.Background(), outbox.Event{Envelope: ev})
 	require.NoError(t, err)
 	_, err = env.DynamoDB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{put}})
 	require.NoError(t, err)

@@ -99,7 +99,7 @@ func TestRIEOutageLongerThanTheRedriveBudget(t *testing.T) {
 		require.Zero(t, rec.Attempts, "%s: the outage cost no business attempt", o)
 		require.Equal(t, "INV-k-"+o, w.item("ORDER#"+o, "INVOICE")[invoices.AttrInvoiceNumber], "%s invoiced once, under its key", o)
 	}
-	require.NotEmpty(t, f.logs(map[string]string{"outcome": worker.OutcomeParked}), "records were parked")
+	require.NotEmpty(t, f.logs(map[string]string{"result": worker.OutcomeParked}), "records were parked")
 }
 
 // poll is one receive of the event source mapping: up to n messages,

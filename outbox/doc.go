@@ -11,7 +11,8 @@
 //	SK  = EVENT#<sequence>#<eventId>
 //	status = PENDING (a relay sets PUBLISHED, publishedAt and the TTL)
 //	eventId, aggregateType, aggregateId, messageType, body (the encoded
-//	envelope), destination (optional queue URL), createdAt
+//	envelope), destination (optional queue URL), createdAt,
+//	traceparent and tracestate (the producer's trace context, optional)
 //	GSI2PK = OUTBOX#PENDING#<shard>, GSI2SK = createdAt  (removed on publish)
 //
 // One aggregate's records share a partition key, so a stream delivers them

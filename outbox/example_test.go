@@ -24,7 +24,7 @@ func ExampleWriter_Put() {
 		panic(err)
 	}
 	version := int64(7)
-	put, err := w.Put(outbox.Event{Envelope: &envelope.Envelope{
+	put, err := w.Put(context.Background(), outbox.Event{Envelope: &envelope.Envelope{
 		MessageID: "9b1f6c1e-4c1d-4c53-a3a4-5f0e6f1d2a10", SchemaVersion: envelope.SchemaV1,
 		MessageType: "OrderShipped", Producer: "orders", OccurredAt: time.Now(),
 		IdempotencyKey: "order-o-42-shipped", AggregateType: "Order", AggregateID: "o-42", AggregateVersion: &version,

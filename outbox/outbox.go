@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -12,9 +13,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/tables"
+	"github.com/ddbworker/ddbworker/tracing"
 )
 
 // Record statuses.
@@ -166,8 +169,10 @@ func PendingPK(pk string, shards int) string {
 	return fmt.Sprintf("%s%02d", PendingPrefix, shard)
 }
 
-// Record returns the outbox record of ev: what Put writes.
-func (w *Writer) Record(ev Event) (Record, error) {
+// Record returns the outbox record of ev: what Put writes. The trace
+// context of ctx's span, if any, is the record's (Traceparent,
+// Tracestate).
+func (w *Writer) Record(ctx context.Context, ev Event) (Record, error) {
 	if ev.Envelope == nil {
 		return Record{}, &InvalidError{Field: "Envelope", Reason: "required"}
 	}
@@ -187,18 +192,26 @@ func (w *Writer) Record(ev Event) (Record, error) {
 	}
 	e := ev.Envelope
 	pk, sk := Keys(e.AggregateType, e.AggregateID, seq, e.MessageID)
-	return Record{PK: pk, SK: sk, EventID: e.MessageID, AggregateType: e.AggregateType, AggregateID: e.AggregateID,
+	rec := Record{PK: pk, SK: sk, EventID: e.MessageID, AggregateType: e.AggregateType, AggregateID: e.AggregateID,
 		MessageType: e.MessageType, Body: string(body), Destination: ev.Destination, Status: StatusPending,
-		CreatedAt: w.cfg.Now().UTC().Truncate(time.Millisecond)}, nil
+		CreatedAt: w.cfg.Now().UTC().Truncate(time.Millisecond)}
+	if tc := tracing.Carry(trace.SpanContextFromContext(ctx)); tc != nil {
+		rec.Traceparent = aws.ToString(tc[tracing.AttrTraceparent].StringValue)
+		rec.Tracestate = aws.ToString(tc[tracing.AttrTracestate].StringValue)
+	}
+	return rec, nil
 }
 
 // Put returns the TransactWriteItem that writes ev's PENDING outbox record,
 // to add to the transaction that changes the producer's state. Its
 // condition, attribute_not_exists on the partition key, cancels the
 // transaction when the same event (aggregate, sequence, event id) was
-// written before.
-func (w *Writer) Put(ev Event) (types.TransactWriteItem, error) {
-	rec, err := w.Record(ev)
+// written before. The record keeps the trace context of ctx's span — the
+// producer's, inside its transaction — and the relay sends it with the
+// message: the consumer's span links to the producer's across the
+// transaction and the relay.
+func (w *Writer) Put(ctx context.Context, ev Event) (types.TransactWriteItem, error) {
+	rec, err := w.Record(ctx, ev)
 	if err != nil {
 		return types.TransactWriteItem{}, err
 	}
@@ -223,6 +236,12 @@ func (w *Writer) Put(ev Event) (types.TransactWriteItem, error) {
 	}
 	if rec.Destination != "" {
 		item[tables.AttrOutboxDestination] = str(rec.Destination)
+	}
+	if rec.Traceparent != "" {
+		item[tables.AttrOutboxTraceparent] = str(rec.Traceparent)
+		if rec.Tracestate != "" {
+			item[tables.AttrOutboxTracestate] = str(rec.Tracestate)
+		}
 	}
 	if w.cfg.PendingTTL > 0 {
 		item[l.TTL] = &types.AttributeValueMemberN{Value: strconv.FormatInt(rec.CreatedAt.Add(w.cfg.PendingTTL).Unix(), 10)}
@@ -263,6 +282,9 @@ type Record struct {
 	Destination string
 	Status      string
 	CreatedAt   time.Time
+	// Traceparent and Tracestate are the W3C trace context of the span
+	// that wrote the record ("": none).
+	Traceparent, Tracestate string
 }
 
 // IsKey reports whether pk is an outbox record's partition key. The
@@ -286,7 +308,8 @@ func Decode(item map[string]types.AttributeValue, l tables.Layout) (Record, erro
 	r := Record{PK: get(l.PartitionKey), SK: get(l.SortKey), EventID: get(tables.AttrOutboxEventID),
 		AggregateType: get(tables.AttrAggregateType), AggregateID: get(tables.AttrAggregateID),
 		MessageType: get(tables.AttrMessageType), Body: get(tables.AttrOutboxBody),
-		Destination: get(tables.AttrOutboxDestination), Status: get(tables.AttrStatus)}
+		Destination: get(tables.AttrOutboxDestination), Status: get(tables.AttrStatus),
+		Traceparent: get(tables.AttrOutboxTraceparent), Tracestate: get(tables.AttrOutboxTracestate)}
 	if !IsKey(r.PK) || !strings.HasPrefix(r.SK, SKPrefix) {
 		return Record{}, fmt.Errorf("%w: key %q/%q", ErrDecode, r.PK, r.SK)
 	}

@@ -58,7 +58,7 @@ func TestRecord(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rec, err := w.Record(tt.ev)
+			rec, err := w.Record(context.Background(), tt.ev)
 			if tt.invalid != "" {
 				var inv *outbox.InvalidError
 				require.ErrorAs(t, err, &inv)
@@ -100,7 +100,7 @@ func TestPutCommitsWithTheProducersTransaction(t *testing.T) {
 	w, err := outbox.New(outbox.Config{Table: env.Table})
 	require.NoError(t, err)
 	ship := func(orderID string, version int64, msgID string) error {
-		put, err := w.Put(outbox.Event{Envelope: newEnvelope(msgID, orderID, ptr(version))})
+		put, err := w.Put(context.Background(), outbox.Event{Envelope: newEnvelope(msgID, orderID, ptr(version))})
 		require.NoError(t, err)
 		// The producer's own change: ship the order if it is at version-1.
 		upd := expression.Set(expression.Name("version"), expression.Value(version)).Set(expression.Name("state"), expression.Value("SHIPPED"))
@@ -189,7 +189,7 @@ func TestPendingTTL(t *testing.T) {
 	} {
 		w, err := outbox.New(outbox.Config{Table: "t", PendingTTL: tt.ttl, Now: func() time.Time { return now }})
 		require.NoError(t, err)
-		put, err := w.Put(outbox.Event{Envelope: newEnvelope("m1", "o-1", nil)})
+		put, err := w.Put(context.Background(), outbox.Event{Envelope: newEnvelope("m1", "o-1", nil)})
 		require.NoError(t, err)
 		require.Equal(t, tt.want, put.Put.Item["ttl"])
 	}
@@ -205,7 +205,7 @@ func TestDecodeReadsAnAggregateTypeNamedPending(t *testing.T) {
 	require.NoError(t, err)
 	e := newEnvelope("m1", "o-1", nil)
 	e.AggregateType = "PENDING"
-	put, err := w.Put(outbox.Event{Envelope: e})
+	put, err := w.Put(context.Background(), outbox.Event{Envelope: e})
 	require.NoError(t, err)
 	r, err := outbox.Decode(put.Put.Item, tables.DefaultLayout())
 	require.NoError(t, err)
@@ -222,11 +222,11 @@ func TestPutRefusesABodySQSWouldRefuse(t *testing.T) {
 	for _, c := range []string{"\uffff", "\ufffe"} {
 		e := newEnvelope("m1", "o-1", nil)
 		e.Payload = []byte(`{"note":"` + c + `"}`)
-		_, err = w.Put(outbox.Event{Envelope: e})
+		_, err = w.Put(context.Background(), outbox.Event{Envelope: e})
 		require.ErrorIs(t, err, outbox.ErrInvalid, "%U", []rune(c)[0])
 	}
 	e := newEnvelope("m1", "o-1", nil)
 	e.Payload = []byte(`{"note":"\uffff ok: escaped, é, 😀"}`)
-	_, err = w.Put(outbox.Event{Envelope: e})
+	_, err = w.Put(context.Background(), outbox.Event{Envelope: e})
 	require.NoError(t, err)
 }

@@ -8,6 +8,9 @@
 // retrying entries SQS failed on its side and returning every other
 // failure per message as a typed *EntryError. Payloads above
 // Config.OffloadAbove go to an Offloader (S3) and travel as a payloadRef.
+// Every message carries the trace context of the ctx it was sent with as
+// traceparent and tracestate message attributes (tracing.Inject): the
+// worker's consumer span links to it.
 //
 // It does not own: the envelope format, its validation or the request hash
 // (package envelope), storing payloads in S3 (an Offloader implementation),

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/internal/sqsbatch"
+	"github.com/ddbworker/ddbworker/tracing"
 )
 
 // API is what the producer needs of SQS.
@@ -130,7 +131,10 @@ type Message struct {
 	// OccurredAt is when the work was decided. Default: Config.Now().
 	OccurredAt time.Time
 	// Attributes are SQS message attributes sent with the message (not
-	// part of the envelope). Names must not start with "ddbworker.".
+	// part of the envelope). Names must not start with "ddbworker.". The
+	// context of Send's span is added as traceparent and tracestate
+	// (package tracing) while the attributes leave room within SQS's 10;
+	// a traceparent of the message's own is kept.
 	Attributes map[string]types.MessageAttributeValue
 	// Delay postpones delivery (standard queues only; at most 15 minutes).
 	Delay time.Duration
@@ -455,6 +459,10 @@ func (p *Producer) prepare(ctx context.Context, i int, e *envelope.Envelope, att
 			return nil, offloaded, ee
 		}
 	}
+	// The sender's trace context (ctx's span) travels as traceparent and
+	// tracestate, unless the message carries its own traceparent or its
+	// attributes leave no room (tracing.Inject).
+	attrs = tracing.Inject(ctx, attrs)
 	size := sqsbatch.MessageSize(string(body), attrs)
 	if limit := p.cfg.MaxMessageBytes - p.cfg.DLQHeadroom; size > limit {
 		ee.Kind, ee.Err = ErrTooLarge, fmt.Errorf("%d bytes with attributes, limit %d (MaxMessageBytes %d less DLQHeadroom %d)",

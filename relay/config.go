@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ddbworker/ddbworker/outbox"
 	"github.com/ddbworker/ddbworker/tables"
@@ -52,6 +53,10 @@ type Deps struct {
 	Logger *slog.Logger
 	// Metrics collectors. Default: NewMetrics(nil).
 	Metrics *Metrics
+	// TracerProvider traces each SendMessageBatch as a send <queue> span
+	// linked to the records' producers. Optional: nil, no spans. The
+	// records' own trace context travels with their messages either way.
+	TracerProvider trace.TracerProvider
 }
 
 // The defaults of Config, applied by withDefaults; the daemon's flags and

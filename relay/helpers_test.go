@@ -198,7 +198,7 @@ func (w *world) write(aggregate string, from, to int) []string {
 	w.t.Helper()
 	var ids []string
 	for n := from; n <= to; n++ {
-		put, err := w.outbox.Put(outbox.Event{Envelope: event(aggregate, n)})
+		put, err := w.outbox.Put(context.Background(), outbox.Event{Envelope: event(aggregate, n)})
 		require.NoError(w.t, err)
 		_, err = w.env.DynamoDB.TransactWriteItems(context.Background(), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{put}})
 		require.NoError(w.t, err)

@@ -19,12 +19,18 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ddbworker/ddbworker/dlq"
+	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/internal/hooks"
 	"github.com/ddbworker/ddbworker/internal/sqsbatch"
 	"github.com/ddbworker/ddbworker/outbox"
 	"github.com/ddbworker/ddbworker/tables"
+	"github.com/ddbworker/ddbworker/tracing"
 )
 
 // Sentinel errors.
@@ -57,10 +63,11 @@ func (e *PublishError) Unwrap() []error { return []error{ErrPublish, e.Err} }
 // table's PENDING index (Sweep), or from stream events a Lambda function
 // receives (Handler). It is safe for concurrent use.
 type Relay struct {
-	deps Deps
-	cfg  Config
-	log  *slog.Logger
-	m    *Metrics
+	deps   Deps
+	cfg    Config
+	log    *slog.Logger
+	m      *Metrics
+	tracer trace.Tracer // nil: no spans
 }
 
 // New validates deps and cfg.
@@ -85,6 +92,9 @@ func New(deps Deps, cfg Config) (*Relay, error) {
 	}
 	if r.m == nil {
 		r.m, _ = NewMetrics(nil)
+	}
+	if deps.TracerProvider != nil {
+		r.tracer = deps.TracerProvider.Tracer(tracing.InstrumentationName, trace.WithSchemaURL(tracing.SchemaURL))
 	}
 	return r, nil
 }
@@ -189,7 +199,11 @@ func (r *Relay) Publish(ctx context.Context, recs []outbox.Record) []error {
 			// whole, every time it is sent.
 			size := func(g *group) int {
 				rec := recs[g.idx[g.next]]
-				return sqsbatch.MessageSize(rec.Body, attributes(rec))
+				n := sqsbatch.MessageSize(rec.Body, attributes(rec))
+				if r.tracer != nil && rec.Traceparent == "" {
+					n += injectedBytes // the send span's context, injected in send
+				}
+				return n
 			}
 			for _, batch := range sqsbatch.Split(heads[q], size, sqsbatch.Limits{Bytes: batchPayloadMax}) {
 				sent, entryErrs := r.send(ctx, q, recs, func(yield func(int) bool) {
@@ -248,6 +262,10 @@ func (r *Relay) Publish(ctx context.Context, recs []outbox.Record) []error {
 	}
 }
 
+// injectedBytes is what a traceparent attribute adds to a message
+// (sqsbatch.AttributeSize: name, data type, 55 characters).
+const injectedBytes = len(tracing.AttrTraceparent) + len("String") + 55
+
 // batchPayloadMax bounds the payload of one SendMessageBatch call (bodies
 // and attributes): SQS's limit (BatchRequestTooLong) was 256 KiB and is
 // 1 MiB since 2025; the lower one holds everywhere. A larger record goes
@@ -259,10 +277,18 @@ const batchPayloadMax = sqsbatch.PortableBatchBytes
 func (r *Relay) send(ctx context.Context, queue string, recs []outbox.Record, idx func(func(int) bool)) (int, []error) {
 	var entries []sqstypes.SendMessageBatchRequestEntry
 	fifo := strings.HasSuffix(queue, ".fifo")
+	ctx, span := r.sendSpan(ctx, queue, recs, idx)
+	defer endSpan(span)
 	for i := range idx {
 		rec := recs[i]
+		attrs := attributes(rec)
+		if rec.Traceparent == "" {
+			// No producer's context stored: the send's own (if any) is the
+			// message's creation context.
+			attrs = tracing.Inject(ctx, attrs)
+		}
 		e := sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(len(entries))), MessageBody: aws.String(rec.Body),
-			MessageAttributes: attributes(rec)}
+			MessageAttributes: attrs}
 		if fifo {
 			e.MessageGroupId = aws.String(GroupID(rec.AggregateID))
 			e.MessageDeduplicationId = aws.String(DeduplicationID(rec.EventID))
@@ -272,6 +298,10 @@ func (r *Relay) send(ctx context.Context, queue string, recs []outbox.Record, id
 	errs := make([]error, len(entries))
 	out, err := r.deps.SQS.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(queue), Entries: entries})
 	if err != nil {
+		if span != nil {
+			span.SetAttributes(semconv.ErrorTypeKey.String(sendErrorType(err)))
+			span.SetStatus(codes.Error, sendErrorType(err))
+		}
 		for i := range errs {
 			errs[i] = err
 		}
@@ -300,7 +330,8 @@ func (r *Relay) send(ctx context.Context, queue string, recs []outbox.Record, id
 	return sent, errs
 }
 
-// attributes are the message attributes of rec's message:
+// attributes are the message attributes of rec's message: its producer's
+// trace context (traceparent, tracestate, when the record keeps one) and
 // dlq.AttrFirstSentAt (Number, epoch milliseconds, the form the worker
 // reads), the record's createdAt. Every copy — a re-send after a crash
 // between send and mark, a sweep's, the Lambda handler's — carries the
@@ -311,13 +342,72 @@ func (r *Relay) send(ctx context.Context, queue string, recs []outbox.Record, id
 // the work was committed, never after its first send. An outbox record
 // carries no attributes of its own, so this one is the message's only
 // attribute, well within SQS's 10. A record without a readable createdAt
-// (not written by package outbox) gets none.
+// (not written by package outbox) gets none. At most three attributes,
+// well within SQS's 10.
 func attributes(rec outbox.Record) map[string]sqstypes.MessageAttributeValue {
-	if rec.CreatedAt.IsZero() {
+	attrs := map[string]sqstypes.MessageAttributeValue{}
+	if !rec.CreatedAt.IsZero() {
+		attrs[dlq.AttrFirstSentAt] = sqstypes.MessageAttributeValue{DataType: aws.String("Number"),
+			StringValue: aws.String(strconv.FormatInt(rec.CreatedAt.UnixMilli(), 10))}
+	}
+	if rec.Traceparent != "" {
+		attrs[tracing.AttrTraceparent] = strAttr(rec.Traceparent)
+		if rec.Tracestate != "" {
+			attrs[tracing.AttrTracestate] = strAttr(rec.Tracestate)
+		}
+	}
+	if len(attrs) == 0 {
 		return nil
 	}
-	return map[string]sqstypes.MessageAttributeValue{dlq.AttrFirstSentAt: {DataType: aws.String("Number"),
-		StringValue: aws.String(strconv.FormatInt(rec.CreatedAt.UnixMilli(), 10))}}
+	return attrs
+}
+
+func strAttr(s string) sqstypes.MessageAttributeValue {
+	return sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(s)}
+}
+
+// sendSpan starts the span of one SendMessageBatch — send <queue>, linked
+// to each record's stored creation context — when tracing is on. Its kind
+// is producer when it is the creation context of a record that kept none,
+// client otherwise (the conventions' rule).
+func (r *Relay) sendSpan(ctx context.Context, queue string, recs []outbox.Record, idx func(func(int) bool)) (context.Context, trace.Span) {
+	if r.tracer == nil {
+		return ctx, nil
+	}
+	var links []trace.Link
+	n, kind := 0, trace.SpanKindClient
+	for i := range idx {
+		n++
+		rec := recs[i]
+		sc := tracing.Extract(attributes(rec), nil)
+		if !sc.IsValid() {
+			kind = trace.SpanKindProducer
+			continue
+		}
+		links = append(links, trace.Link{SpanContext: sc})
+	}
+	name := tracing.QueueName(queue)
+	attrs := []attribute.KeyValue{semconv.MessagingSystemAWSSQS, semconv.MessagingDestinationName(name),
+		semconv.MessagingOperationTypeSend, semconv.MessagingOperationName("send"), semconv.AWSSQSQueueURL(queue)}
+	if n > 1 {
+		attrs = append(attrs, semconv.MessagingBatchMessageCount(n))
+	}
+	return r.tracer.Start(ctx, tracing.SpanSend(name), trace.WithSpanKind(kind), trace.WithLinks(links...), trace.WithAttributes(attrs...))
+}
+
+// sendErrorType is a failed call's error.type: the AWS error code, or
+// _OTHER.
+func sendErrorType(err error) string {
+	if code := failure.APICode(err); code != "" {
+		return code
+	}
+	return semconv.ErrorTypeOther.Value.AsString()
+}
+
+func endSpan(s trace.Span) {
+	if s != nil {
+		s.End()
+	}
 }
 
 // DeduplicationID is the FIFO deduplication id of an event: the event id

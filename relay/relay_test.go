@@ -551,7 +551,7 @@ func TestPublishSplitsBatchesByPayloadSize(t *testing.T) {
 	for n := 1; n <= 10; n++ {
 		e := event("big", n)
 		e.Payload = []byte(`{"pad":"` + big + `"}`)
-		put, err := w.outbox.Put(outbox.Event{Envelope: e})
+		put, err := w.outbox.Put(context.Background(), outbox.Event{Envelope: e})
 		require.NoError(t, err)
 		_, err = w.env.DynamoDB.TransactWriteItems(context.Background(), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{put}})
 		require.NoError(t, err)

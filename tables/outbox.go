@@ -20,6 +20,12 @@ const (
 	// AttrOutboxSendCount counts the relays' marks (1 normally; a record
 	// never gets a second mark: the mark is fenced on PENDING).
 	AttrOutboxSendCount = "sends"
+	// AttrOutboxTraceparent and AttrOutboxTracestate hold the W3C trace
+	// context of the producer's span when it wrote the record; the relay
+	// sends them as the message's traceparent and tracestate attributes,
+	// so a trace crosses the producer's transaction.
+	AttrOutboxTraceparent = "traceparent"
+	AttrOutboxTracestate  = "tracestate"
 )
 
 // Relay shard lease attribute names (fixed; see package relay). A lease

@@ -36,7 +36,7 @@ func (w *Worker) apply(ctx context.Context, d *delivery, wk *work, o outcome, h 
 		return applied{settled: settledParked, visibility: h.park(ctx, d)}
 	case resend:
 		if err := w.resend(ctx, d, a.delay); err != nil {
-			w.log.Warn("could not re-send a deferred message; it comes back after a backoff", "sqsMessageId", d.id, "error", err.Error())
+			w.log.WarnContext(ctx, "could not re-send a deferred message; it comes back after a backoff", "sqsMessageId", d.id, "error", err.Error())
 			vis := w.cfg.Backoff.delay(infraStep(d))
 			w.changeVisibility(ctx, d.m, vis)
 			return applied{settled: settledKept, visibility: vis}
@@ -46,7 +46,7 @@ func (w *Worker) apply(ctx context.Context, d *delivery, wk *work, o outcome, h 
 	case endTerminal:
 		return w.endTerminal(ctx, d, wk, o, h)
 	}
-	w.log.Error("unknown action; the message is kept", "sqsMessageId", d.id)
+	w.log.ErrorContext(ctx, "unknown action; the message is kept", "sqsMessageId", d.id)
 	return applied{settled: settledKept}
 }
 
@@ -76,7 +76,7 @@ func (w *Worker) endTerminal(ctx context.Context, d *delivery, wk *work, o outco
 	}
 	// Not in the DLQ yet: kept; the next delivery finds the record
 	// FAILED_TERMINAL and tries the DLQ again.
-	w.log.Error("DLQ send failed; message kept", "sqsMessageId", d.id, "error", truncateRunes(err.Error(), maxLoggedMessage))
+	w.log.ErrorContext(ctx, "DLQ send failed; message kept", "sqsMessageId", d.id, "error", truncateRunes(err.Error(), maxLoggedMessage))
 	vis = w.cappedHide(vis, d.receivedAt)
 	w.changeVisibility(ctx, d.m, vis)
 	return applied{settled: settledKept, policy: policy, visibility: vis}

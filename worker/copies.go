@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/sqsbatch"
+	"github.com/ddbworker/ddbworker/tracing"
 )
 
 // maxMessageBytes is SQS's largest message size: body plus attributes
@@ -30,22 +32,38 @@ func strAttr(s string) types.MessageAttributeValue {
 	return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(s)}
 }
 
-// carriedAttributes are the attributes a copy of m keeps: the producer's
-// (not ddbworker.*) and AttrFirstSentAt, set to m's origin.
-func carriedAttributes(d *delivery) map[string]types.MessageAttributeValue {
-	attrs := map[string]types.MessageAttributeValue{}
+// carried are the attributes a copy of d's message keeps beside
+// ddbworker's own: its creation context (traceAttributes: traceparent and
+// tracestate, or its AWSTraceHeader as traceparent) and the producer's
+// other attributes (not ddbworker.*). A copy takes them in that order of
+// precedence, after ddbworker's (fitAttributes): the trace context is
+// worth less than the failure code a DLQ reader needs, and more than a
+// producer's arbitrary attribute.
+func carried(d *delivery) (trace, producer map[string]types.MessageAttributeValue) {
+	trace = traceAttributes(d)
+	producer = map[string]types.MessageAttributeValue{}
 	for k, v := range d.m.MessageAttributes {
-		if !strings.HasPrefix(k, dlq.AttrPrefix) {
-			attrs[k] = v
+		// The message's own traceparent and tracestate are in trace (as
+		// extracted: a malformed one is dropped).
+		if k != tracing.AttrTraceparent && k != tracing.AttrTracestate && !strings.HasPrefix(k, dlq.AttrPrefix) {
+			producer[k] = v
 		}
 	}
-	if !d.origin.IsZero() {
-		attrs[dlq.AttrFirstSentAt] = types.MessageAttributeValue{DataType: aws.String("Number"), StringValue: aws.String(strconv.FormatInt(d.origin.UnixMilli(), 10))}
-	}
-	return attrs
+	return trace, producer
 }
 
-// sendToDLQ copies the message to the DLQ with the failure as attributes.
+// origin is the attributes that say when d's work was first sent
+// (AttrFirstSentAt, d's origin), none when that is unknown.
+func origin(d *delivery) map[string]types.MessageAttributeValue {
+	if d.origin.IsZero() {
+		return map[string]types.MessageAttributeValue{}
+	}
+	return map[string]types.MessageAttributeValue{dlq.AttrFirstSentAt: {DataType: aws.String("Number"),
+		StringValue: aws.String(strconv.FormatInt(d.origin.UnixMilli(), 10))}}
+}
+
+// sendToDLQ copies the message to the DLQ with the failure as attributes,
+// keeping its creation context and its producer's attributes (carried).
 // When body and attributes exceed the DLQ's MaximumMessageSize (read when
 // Run starts) it drops, in this order, the producer's attributes, then the
 // failure message; if even the failure code does not fit, or the DLQ
@@ -62,13 +80,10 @@ func (w *Worker) sendToDLQ(ctx context.Context, d *delivery, wk *work, f *failur
 		ours[dlq.AttrIdempotencyKey] = strAttr(wk.env.IdempotencyKey)
 		ours[dlq.AttrMessageType] = strAttr(wk.env.MessageType)
 	}
-	carried := carriedAttributes(d)
-	if v, ok := carried[dlq.AttrFirstSentAt]; ok {
-		ours[dlq.AttrFirstSentAt] = v
-		delete(carried, dlq.AttrFirstSentAt)
-	}
+	maps.Copy(ours, origin(d))
+	trace, producer := carried(d)
 	limit := w.queue.dlqMaxBytes
-	attrs := fitAttributes(body, ours, carried, limit)
+	attrs := fitAttributes(body, ours, trace, producer, limit)
 	if attrs == nil {
 		return fmt.Errorf("%w: body %d bytes, the DLQ takes %d", errTooLargeForDLQ, len(body), limit)
 	}
@@ -105,47 +120,74 @@ func tooLarge(err error) bool {
 	return errors.As(err, &re) && re.HTTPStatusCode() == 413
 }
 
-// fitAttributes chooses the DLQ copy's attributes: ours, then the
-// producer's (sorted by name) within SQS's limit of 10, as long as body and
-// attributes fit in a message; without room it sheds the producer's
-// attributes, then every attribute of ours but the failure code and the
-// source message id. It returns nil when even those do not fit.
-func fitAttributes(body string, ours, producer map[string]types.MessageAttributeValue, limit int) map[string]types.MessageAttributeValue {
-	attrs := make(map[string]types.MessageAttributeValue, 10)
-	for k, v := range ours {
-		attrs[k] = v
+// fitAttributes chooses a copy's attributes: ours (ddbworker's), then the
+// trace context (traceparent, then tracestate), then the producer's
+// (sorted by name), each within SQS's limit of sqsbatch.MaxAttributes and
+// while body and attributes fit in limit bytes; without room it sheds the
+// producer's attributes and the trace context, then every attribute of
+// ours but the failure code, the source message id, the first-sent time,
+// the type and the key — and keeps traceparent after those if it fits. It
+// returns nil when not even ours[dlq.AttrFailureCode] (when ours has one)
+// fits.
+func fitAttributes(body string, ours, trace, producer map[string]types.MessageAttributeValue, limit int) map[string]types.MessageAttributeValue {
+	attrs := make(map[string]types.MessageAttributeValue, sqsbatch.MaxAttributes)
+	maps.Copy(attrs, ours)
+	names := make([]string, 0, len(trace)+len(producer))
+	for _, k := range []string{tracing.AttrTraceparent, tracing.AttrTracestate} {
+		if _, ok := trace[k]; ok {
+			names = append(names, k)
+		}
 	}
-	names := make([]string, 0, len(producer))
-	for k := range producer {
-		names = append(names, k)
+	names = append(names, slices.Sorted(maps.Keys(producer))...)
+	value := func(k string) types.MessageAttributeValue {
+		if v, ok := trace[k]; ok {
+			return v
+		}
+		return producer[k]
 	}
-	slices.Sort(names)
 	for _, k := range names {
-		if len(attrs) >= sqsbatch.MaxAttributes || sqsbatch.MessageSize(body, attrs)+sqsbatch.AttributeSize(k, producer[k]) > limit {
+		if len(attrs) >= sqsbatch.MaxAttributes || sqsbatch.MessageSize(body, attrs)+sqsbatch.AttributeSize(k, value(k)) > limit {
 			continue
 		}
-		attrs[k] = producer[k]
+		attrs[k] = value(k)
 	}
 	if sqsbatch.MessageSize(body, attrs) <= limit {
 		return attrs
 	}
 	minimal := map[string]types.MessageAttributeValue{}
-	for _, k := range []string{dlq.AttrFailureCode, dlq.AttrSourceMessageID, dlq.AttrFirstSentAt, dlq.AttrMessageType, dlq.AttrIdempotencyKey} {
-		if v, ok := ours[k]; ok && sqsbatch.MessageSize(body, minimal)+sqsbatch.AttributeSize(k, v) <= limit {
+	keep := func(k string, v types.MessageAttributeValue) {
+		if sqsbatch.MessageSize(body, minimal)+sqsbatch.AttributeSize(k, v) <= limit {
 			minimal[k] = v
 		}
 	}
+	for _, k := range []string{dlq.AttrFailureCode, dlq.AttrSourceMessageID, dlq.AttrFirstSentAt, dlq.AttrMessageType, dlq.AttrIdempotencyKey} {
+		if v, ok := ours[k]; ok {
+			keep(k, v)
+		}
+	}
+	if v, ok := trace[tracing.AttrTraceparent]; ok {
+		keep(tracing.AttrTraceparent, v)
+	}
 	if _, ok := minimal[dlq.AttrFailureCode]; !ok {
-		return nil
+		if _, needed := ours[dlq.AttrFailureCode]; needed {
+			return nil
+		}
 	}
 	return minimal
 }
 
 // resend sends a copy of a deferred message to the work queue, delayed by
-// delay, keeping its producer attributes and its origin.
+// delay, keeping its origin, its creation context and its producer
+// attributes, in that order of precedence within SQS's limits
+// (fitAttributes).
 func (w *Worker) resend(ctx context.Context, d *delivery, delay time.Duration) error {
+	trace, producer := carried(d)
+	attrs := fitAttributes(aws.ToString(d.m.Body), origin(d), trace, producer, maxMessageBytes)
+	if len(attrs) == 0 {
+		attrs = nil
+	}
 	in := &sqs.SendMessageInput{QueueUrl: aws.String(w.cfg.QueueURL), MessageBody: d.m.Body,
-		MessageAttributes: carriedAttributes(d), DelaySeconds: visibilitySeconds(min(delay, maxSendDelay))}
+		MessageAttributes: attrs, DelaySeconds: visibilitySeconds(min(delay, maxSendDelay))}
 	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqsCallTimeout)
 	defer cancel()
 	if _, err := w.deps.SQS.SendMessage(callCtx, in); err != nil {

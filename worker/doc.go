@@ -21,7 +21,9 @@
 //	         message: ack, hide, park, re-send, the
 //	         terminal policy (DLQ copy)
 //	observe  the log line, metrics, alerts and event,  observe.go
-//	         as one wrapper
+//	         as one wrapper; with a TracerProvider the  trace.go
+//	         delivery's consumer span, and a span per
+//	         stage through one helper
 //
 // What flows between them is closed sets of values (outcome.go): a verdict
 // from the deciding stages, an outcome from record.

@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/ddbworker/ddbworker/tracing"
 )
 
 // maxBatchingWindow is the longest an event source mapping holds records
@@ -66,6 +68,9 @@ func (w *Worker) HandleSQSEvent(ctx context.Context, ev events.SQSEvent) (events
 		ds[i] = newDelivery(sqsMessage(rec), now.Add(-maxBatchingWindow))
 		ds[i].until, ds[i].deadline = until, deadline
 	}
+	// Tracing on: the batch's span parents the records' consumer spans.
+	ctx, span := w.batch(ctx, ds)
+	defer endSpan(span)
 	var mu sync.Mutex
 	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
 	report := func(d *delivery) {
@@ -75,7 +80,9 @@ func (w *Worker) HandleSQSEvent(ctx context.Context, ev events.SQSEvent) (events
 	}
 	h := lambdaHost{w: w}
 	if !w.lambdaHealthy(ctx) {
-		w.log.Warn("database unhealthy: the batch is parked and reported without touching the table", "records", len(ds))
+		// The health gate said so (once) when the database turned
+		// unhealthy; each invocation's parking is a debug line.
+		w.log.DebugContext(ctx, "database unhealthy: the batch is parked and reported without touching the table", "records", len(ds))
 		return w.park(ctx, ds), nil
 	}
 	slotCtx, cancel := context.WithDeadline(ctx, until.Add(-minRecordTime))
@@ -126,6 +133,8 @@ func (w *Worker) ParkSQSEvent(ctx context.Context, ev events.SQSEvent) events.SQ
 	for i, rec := range ev.Records {
 		ds[i] = newDelivery(sqsMessage(rec), now.Add(-maxBatchingWindow))
 	}
+	ctx, span := w.batch(ctx, ds)
+	defer endSpan(span)
 	return w.park(ctx, ds)
 }
 
@@ -274,3 +283,8 @@ func QueueURLFromARN(arn string) string {
 	}
 	return "https://" + host + "/" + parts[4] + "/" + parts[5]
 }
+
+// QueueName is the name of the queue a queue URL (or ARN) names
+// (tracing.QueueName): the log line's queue field and the spans'
+// messaging.destination.name.
+func QueueName(queueURL string) string { return tracing.QueueName(queueURL) }

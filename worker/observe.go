@@ -8,10 +8,12 @@ import (
 	"github.com/ddbworker/ddbworker/failure"
 )
 
-// handle runs one delivery's pipeline inside its observer: the in-flight
-// gauge and the message's age before, and after it the one log line, the
-// metrics and the event (observe).
+// handle runs one delivery's pipeline inside its observer: its consumer
+// span (tracing on), the in-flight gauge and the message's age before, and
+// after it the one log line — written inside the span — the metrics and
+// the event (observe).
 func (w *Worker) handle(ctx context.Context, d *delivery, h host) settled {
+	ctx, span := w.consume(ctx, d)
 	start := w.cfg.Now()
 	defer w.working()() // ddbworker_database_capacity (capacity.go)
 	w.metrics.InFlight.Inc()
@@ -21,6 +23,7 @@ func (w *Worker) handle(ctx context.Context, d *delivery, h host) settled {
 	}
 	r := w.process(ctx, d, h)
 	w.observe(ctx, d, r, w.cfg.Now().Sub(start))
+	w.consumed(span, r)
 	return r.applied.settled
 }
 
@@ -28,23 +31,25 @@ func (w *Worker) handle(ctx context.Context, d *delivery, h host) settled {
 // after a failure, or held behind a parked one; a message received as the
 // worker shuts down — with o, and observes it.
 func (w *Worker) skip(ctx context.Context, d *delivery, o outcome, h host) settled {
+	ctx, span := w.consume(ctx, d)
 	r := report{outcome: o}
 	r.applied = w.apply(ctx, d, nil, o, h)
 	w.observe(ctx, d, r, 0)
+	w.consumed(span, r)
 	return r.applied.settled
 }
 
 // observe is the one place a delivery is logged, counted and reported:
-// one JSON log line, its metrics, the alerts its failure calls for, and
-// the event for Deps.OnEvent.
+// one JSON log line (LogEvent names it by outcome), its metrics, the alerts
+// its failure calls for, and the event for Deps.OnEvent.
 func (w *Worker) observe(ctx context.Context, d *delivery, r report, took time.Duration) {
 	o, a := r.outcome, r.applied
 	ev := Event{SQSMessageID: d.id, Outcome: o.result, Final: a.settled == settledFinal, Attempt: o.attempt,
 		Policy: a.policy, Duration: took, Infrastructure: o.infra, Visibility: time.Duration(visibilitySeconds(a.visibility)) * time.Second}
-	attrs := []slog.Attr{
-		slog.String("sqsMessageId", d.id), slog.String("outcome", o.result),
-		slog.Int("receiveCount", d.receives), slog.Int64("durationMs", took.Milliseconds()),
-	}
+	attrs := make([]slog.Attr, 0, 24)
+	attrs = append(attrs, slog.String("queue", w.queueName), slog.String("sqsMessageId", d.id), slog.String("result", o.result),
+		slog.Int("receiveCount", d.receives), slog.Int64("processingMs", took.Milliseconds()),
+		slog.Int64("dbTransactionMs", r.commit.Milliseconds()))
 	if wk := r.work; wk != nil {
 		env := wk.env
 		ev.IdempotencyKey, ev.MessageType = env.IdempotencyKey, env.MessageType
@@ -76,7 +81,7 @@ func (w *Worker) observe(ctx context.Context, d *delivery, r report, took time.D
 	if a.dlqSent {
 		w.metrics.DLQSent.Inc()
 	}
-	w.log.LogAttrs(ctx, level, "message", attrs...)
+	w.log.LogAttrs(ctx, level, LogEvent(o.result), attrs...)
 	w.metrics.Outcomes.WithLabelValues(typeLabel, outcomeLabel(ev.Outcome)).Inc()
 	if took > 0 {
 		w.metrics.Processing.WithLabelValues(typeLabel).Observe(took.Seconds())
@@ -84,6 +89,51 @@ func (w *Worker) observe(ctx context.Context, d *delivery, r report, took time.D
 	if w.deps.OnEvent != nil {
 		w.deps.OnEvent(ev)
 	}
+}
+
+// The delivery log line's message (msg) is its event: one stable name per
+// outcome, all starting with LogEventPrefix, so a log query selects one
+// outcome by name and every delivery by the prefix. The line's result
+// field holds the outcome itself (a handler's own outcome, such as
+// already_recorded, is logged as completed with that result).
+const (
+	LogEventPrefix     = "worker_message_"
+	LogEventCompleted  = LogEventPrefix + "completed" // applied, or a handler's own outcome: its writes committed
+	LogEventDuplicate  = LogEventPrefix + "duplicate"
+	LogEventSuperseded = LogEventPrefix + "superseded"
+	LogEventInFlight   = LogEventPrefix + "in_flight"
+	LogEventRetry      = LogEventPrefix + "retry"
+	LogEventTerminal   = LogEventPrefix + "terminal"
+	LogEventDeferred   = LogEventPrefix + "deferred"
+	LogEventLeaseLost  = LogEventPrefix + "lease_lost"
+	LogEventReleased   = LogEventPrefix + "released"
+	LogEventParked     = LogEventPrefix + "parked"
+)
+
+// LogEvent is the log line's event of a delivery whose outcome is result
+// (an Outcome* label, or a handler's own outcome).
+func LogEvent(result string) string {
+	switch result {
+	case OutcomeDuplicate:
+		return LogEventDuplicate
+	case OutcomeSuperseded:
+		return LogEventSuperseded
+	case OutcomeInFlight:
+		return LogEventInFlight
+	case OutcomeRetry:
+		return LogEventRetry
+	case OutcomeTerminal:
+		return LogEventTerminal
+	case OutcomeDeferred:
+		return LogEventDeferred
+	case OutcomeLeaseLost:
+		return LogEventLeaseLost
+	case OutcomeReleased:
+		return LogEventReleased
+	case OutcomeParked:
+		return LogEventParked
+	}
+	return LogEventCompleted
 }
 
 // alert counts and logs the failures an operator must act on: a hash

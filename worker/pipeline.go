@@ -15,6 +15,7 @@ import (
 	"github.com/ddbworker/ddbworker/gate"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/hooks"
+	"github.com/ddbworker/ddbworker/tracing"
 )
 
 // One message's pipeline, top to bottom (each stage is called from here
@@ -129,8 +130,12 @@ func (w *Worker) process(ctx context.Context, d *delivery, h host) report {
 	v := w.decide(ctx, d, &r)
 	settleCtx, cancel := w.settling(ctx, d)
 	defer cancel()
-	r.outcome = w.record(settleCtx, d, r.work, v)
+	recordCtx, span := w.stage(settleCtx, tracing.SpanRecord)
+	r.outcome = w.record(recordCtx, d, r.work, v)
+	span.end(w, nil)
+	settleCtx, span = w.stage(settleCtx, tracing.SpanSettle)
 	r.applied = w.apply(settleCtx, d, r.work, r.outcome, h)
+	span.end(w, nil)
 	return r
 }
 
@@ -159,7 +164,9 @@ func (w *Worker) decide(ctx context.Context, d *delivery, r *report) verdict {
 		}
 		existing = ex.record
 	}
-	c, v := w.claim(workCtx, d, wk, existing)
+	claimCtx, span := w.stage(workCtx, tracing.SpanClaim)
+	c, v := w.claim(claimCtx, d, wk, existing)
+	span.end(w, nil)
 	if v != nil {
 		return v
 	}

@@ -55,7 +55,7 @@ func (w *Worker) record(ctx context.Context, d *delivery, wk *work, v verdict) o
 			// delivery decides from what is there now.
 			return later(OutcomeLeaseLost, time.Second, nil, v.record.Attempts)
 		}
-		return w.unrecorded(d, err, nil)
+		return w.unrecorded(ctx, d, err, nil)
 	case rejected:
 		r := v.rejection
 		r.SQSMessageID = d.id
@@ -63,20 +63,20 @@ func (w *Worker) record(ctx context.Context, d *delivery, wk *work, v verdict) o
 		if err := w.committer.Reject(ctx, &r); err != nil {
 			if cf := failure.Classify(err, failure.CodeServiceUnavailable); !cf.IsTerminal() {
 				// It must not leave the queue unaccounted for.
-				return w.unrecorded(d, err, nil)
+				return w.unrecorded(ctx, d, err, nil)
 			}
 			// DynamoDB refuses the record for good (it can never be
 			// written): the terminal policy still accounts for the
 			// message.
-			w.log.Error("rejection record refused by DynamoDB; the terminal policy still applies", "sqsMessageId", d.id,
+			w.log.ErrorContext(ctx, "rejection record refused by DynamoDB; the terminal policy still applies", "sqsMessageId", d.id,
 				"code", r.Code, "error", truncateRunes(err.Error(), maxLoggedMessage))
 		}
 		return terminal(f, 0)
 	case recordExists:
 		// Only decide returns it, to claim; it never reaches record.
-		return w.unrecorded(d, errors.New("worker: a fused run's existing record was not claimed"), nil)
+		return w.unrecorded(ctx, d, errors.New("worker: a fused run's existing record was not claimed"), nil)
 	}
-	return w.unrecorded(d, errors.New("worker: unknown verdict"), nil)
+	return w.unrecorded(ctx, d, errors.New("worker: unknown verdict"), nil)
 }
 
 // recordTrouble: no business outcome, no attempt. The lease, if one is
@@ -134,7 +134,7 @@ func (w *Worker) recordFailure(ctx context.Context, d *delivery, wk *work, v fai
 		v.lease, v.attempts = &c.lease, c.attempts
 		return w.recordFailure(ctx, d, wk, v)
 	case err != nil:
-		return w.unrecorded(d, err, v.lease)
+		return w.unrecorded(ctx, d, err, v.lease)
 	case f.IsTerminal():
 		return terminal(f, attempt)
 	}
@@ -171,7 +171,7 @@ func (w *Worker) recordSupersede(ctx context.Context, d *delivery, wk *work, v s
 		v.lease = &c.lease
 		return w.recordSupersede(ctx, d, wk, v)
 	}
-	return w.unrecorded(d, err, v.lease)
+	return w.unrecorded(ctx, d, err, v.lease)
 }
 
 // unrecorded: what the inbox had to be told could not be written (the
@@ -180,9 +180,9 @@ func (w *Worker) recordSupersede(ctx context.Context, d *delivery, wk *work, v s
 // unhealthy — and, when a lease is held, not before it ends, so that the
 // next delivery takes the work over instead of finding it in flight. No
 // attempt is reported: none was counted.
-func (w *Worker) unrecorded(d *delivery, err error, lease *inbox.Lease) outcome {
+func (w *Worker) unrecorded(ctx context.Context, d *delivery, err error, lease *inbox.Lease) outcome {
 	f := failure.Classify(err, failure.CodeServiceUnavailable)
-	w.log.Warn("could not record the outcome in the inbox; the message comes back", "sqsMessageId", d.id, "code", f.Code,
+	w.log.WarnContext(ctx, "could not record the outcome in the inbox; the message comes back", "sqsMessageId", d.id, "code", f.Code,
 		"error", truncateRunes(err.Error(), maxLoggedMessage))
 	if !w.health.Healthy() {
 		return parked(f, 0)

@@ -16,6 +16,7 @@ import (
 	"github.com/ddbworker/ddbworker/internal/hooks"
 	"github.com/ddbworker/ddbworker/internal/judge"
 	"github.com/ddbworker/ddbworker/mutation"
+	"github.com/ddbworker/ddbworker/tracing"
 )
 
 // run runs the handler and commits its writes — under the lease c, renewed
@@ -97,6 +98,7 @@ func (w *Worker) commit(ctx context.Context, wk *work, c *claimed, beat *heartbe
 		}
 		writes = []mutation.Write{fenced}
 	}
+	ctx, span := w.stage(ctx, tracing.SpanCommit)
 	start := w.cfg.Now()
 	var err error
 	switch {
@@ -109,7 +111,9 @@ func (w *Worker) commit(ctx context.Context, wk *work, c *claimed, beat *heartbe
 	default:
 		err = w.committer.CommitFused(ctx, wk.fresh, writes, done, run)
 	}
-	return w.cfg.Now().Sub(start), err
+	took := w.cfg.Now().Sub(start)
+	span.end(w, err)
+	return took, err
 }
 
 // judge turns the end of a run into its verdict: the lease lost (or our
@@ -234,7 +238,7 @@ func orDefault(s, def string) string {
 func (w *Worker) callHandler(ctx context.Context, h ddbworker.Handler, msg *ddbworker.Message) (res ddbworker.Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			w.log.Error("handler panicked", "messageType", msg.Envelope.MessageType, "idempotencyKey", msg.Envelope.IdempotencyKey,
+			w.log.ErrorContext(ctx, "handler panicked", "messageType", msg.Envelope.MessageType, "idempotencyKey", msg.Envelope.IdempotencyKey,
 				"panic", truncateRunes(fmt.Sprint(r), maxLoggedMessage), "stack", string(debug.Stack()))
 			err = failure.NewRetryable(failure.CodeHandlerPanic, fmt.Sprintf("handler panicked: %v", r))
 		}
@@ -300,7 +304,7 @@ func (w *Worker) startHeartbeat(ctx context.Context, d *delivery, l inbox.Lease,
 				if hbCtx.Err() != nil {
 					return
 				}
-				w.log.Warn("lease renewal failed; retrying", "idempotencyKey", l.Key, "error", truncateRunes(err.Error(), maxLoggedMessage))
+				w.log.WarnContext(hbCtx, "lease renewal failed; retrying", "idempotencyKey", l.Key, "error", truncateRunes(err.Error(), maxLoggedMessage))
 				t.Reset(w.policy.Lease / 8)
 				continue
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/envelope"
@@ -69,6 +70,11 @@ type Deps struct {
 	Metrics *Metrics
 	// OnEvent is called after each delivery's disposition. Optional.
 	OnEvent func(Event)
+	// TracerProvider traces every delivery (see package tracing for the
+	// spans and their attributes). Optional: nil means no tracing, and no
+	// tracing work at all — no span, no attribute, no allocation. Log with
+	// a tracing.LogHandler for the trace and span ids in the log lines.
+	TracerProvider trace.TracerProvider
 }
 
 // Worker consumes one queue.
@@ -89,6 +95,8 @@ type Worker struct {
 	log       *slog.Logger
 	metrics   *Metrics
 	labels    *labels
+	tracer    *tracer // nil: no tracing
+	queueName string  // the last segment of Config.QueueURL: the log line's queue and the spans' destination
 	limiter   *adaptive.Limiter
 	pool      *slots.Pool
 	health    *dbHealth
@@ -161,12 +169,18 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	w.owner = w.gate.Owner()
+	w.tracer = newTracer(deps.TracerProvider, cfg.QueueURL)
 	w.routes = make(map[string]ddbworker.Route)
 	for _, t := range deps.Handlers.Types() {
-		w.routes[t], _ = deps.Handlers.Lookup(t)
+		rt, _ := deps.Handlers.Lookup(t) // its handler wrapped in the registry's and the route's middleware
+		if w.tracer != nil {
+			rt.Handler = w.traceHandler(rt.Handler)
+		}
+		w.routes[t] = rt
 	}
 	w.adapters = deps.Handlers.Adapters()
 	w.labels = newLabels(w.routes)
+	w.queueName = QueueName(cfg.QueueURL)
 	w.log = deps.Logger
 	if w.log == nil {
 		w.log = slog.New(slog.DiscardHandler)
@@ -236,6 +250,12 @@ func (w *Worker) Run(ctx context.Context) error {
 		return ErrAlreadyRan
 	}
 	w.Prepare(ctx)
+	if q := w.queue.visibility; q > 0 && q != w.cfg.VisibilityTimeout {
+		// Said once, when Run starts (not under Lambda, where the event
+		// source mapping receives with the queue's own).
+		w.log.WarnContext(ctx, "the queue's visibility timeout differs from the worker's; the worker sets its own on every receive, but other consumers and redrives use the queue's",
+			"queueUrl", w.cfg.QueueURL, "queueVisibilityTimeout", q.String(), "visibilityTimeout", w.cfg.VisibilityTimeout.String())
+	}
 	hk := hooks.From(ctx)
 	if hk.Failpoint != nil {
 		w.fail = hk.Failpoint
@@ -278,7 +298,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	select {
 	case <-drained:
 	case <-time.After(w.cfg.DrainTimeout):
-		w.log.Warn("drain timeout: cancelling in-flight work; its leases are given back and its messages made visible", "drainTimeout", w.cfg.DrainTimeout.String())
+		w.log.WarnContext(ctx, "drain timeout: cancelling in-flight work; its leases are given back and its messages made visible", "drainTimeout", w.cfg.DrainTimeout.String())
 		cancelWork(errShutdown)
 		<-drained
 	}
@@ -304,6 +324,8 @@ type queueFacts struct {
 	maxReceives int
 	// dlqMaxBytes is the DLQ's MaximumMessageSize (a DLQ copy must fit).
 	dlqMaxBytes int
+	// visibility is the queue's own visibility timeout (0: unread).
+	visibility time.Duration
 }
 
 // QueueInfo is what the worker read of its queues when it started.
@@ -335,23 +357,22 @@ func (w *Worker) Prepare(ctx context.Context) QueueInfo {
 // queue's cannot be read.
 const defaultRetention = 4 * 24 * time.Hour
 
-// readQueue reads the queue's retention period and its redrive policy's
-// maxReceiveCount, and the DLQ's MaximumMessageSize; it warns when the
-// queue's visibility timeout differs from the worker's, which sets its own
-// on every receive. What it cannot read keeps SQS's defaults.
+// readQueue reads the queue's retention period, its redrive policy's
+// maxReceiveCount and its visibility timeout (Run warns once when it
+// differs from the worker's, which sets its own on every receive), and the
+// DLQ's MaximumMessageSize. What it cannot read keeps SQS's defaults.
 func (w *Worker) readQueue(ctx context.Context) {
 	attrs, err := w.queueAttributes(ctx, w.cfg.QueueURL, types.QueueAttributeNameMessageRetentionPeriod,
 		types.QueueAttributeNameVisibilityTimeout, types.QueueAttributeNameRedrivePolicy)
 	if err != nil {
-		w.log.Warn("could not read the queue's attributes; assuming a retention period of 4 days", "error", err.Error())
+		w.log.WarnContext(ctx, "could not read the queue's attributes; assuming a retention period of 4 days", "error", err.Error())
 	} else {
 		if s, err := strconv.Atoi(attrs[string(types.QueueAttributeNameMessageRetentionPeriod)]); err == nil && s > 0 {
 			w.queue.retention = time.Duration(s) * time.Second
 		}
 		w.queue.maxReceives = maxReceiveCount(attrs[string(types.QueueAttributeNameRedrivePolicy)])
-		if s, err := strconv.Atoi(attrs[string(types.QueueAttributeNameVisibilityTimeout)]); err == nil && time.Duration(s)*time.Second != w.cfg.VisibilityTimeout && w.cfg.VisibilityTimeout > 0 {
-			w.log.Warn("the queue's visibility timeout differs from the worker's; the worker sets its own on every receive, but other consumers and redrives use the queue's",
-				"queueVisibilityTimeout", (time.Duration(s) * time.Second).String(), "visibilityTimeout", w.cfg.VisibilityTimeout.String())
+		if s, err := strconv.Atoi(attrs[string(types.QueueAttributeNameVisibilityTimeout)]); err == nil && s > 0 {
+			w.queue.visibility = time.Duration(s) * time.Second
 		}
 	}
 	if w.cfg.DLQURL == "" || w.cfg.TerminalPolicy != PolicyDLQ {
@@ -359,7 +380,7 @@ func (w *Worker) readQueue(ctx context.Context) {
 	}
 	dlqAttrs, err := w.queueAttributes(ctx, w.cfg.DLQURL, types.QueueAttributeNameMaximumMessageSize)
 	if err != nil {
-		w.log.Warn("could not read the DLQ's MaximumMessageSize; assuming 1 MiB (a copy it refuses as too large is left to the redrive policy)", "error", err.Error())
+		w.log.WarnContext(ctx, "could not read the DLQ's MaximumMessageSize; assuming 1 MiB (a copy it refuses as too large is left to the redrive policy)", "error", err.Error())
 		return
 	}
 	if n, err := strconv.Atoi(dlqAttrs[string(types.QueueAttributeNameMaximumMessageSize)]); err == nil && n > 0 {
@@ -490,11 +511,14 @@ func (w *Worker) poll(ctx, workCtx context.Context, work *sync.WaitGroup, del *d
 			w.dispatch(ctx, workCtx, ds, work, del)
 			continue
 		}
-		// The long poll is not cancelled by shutdown: SQS may hand messages
-		// to a poll whose client went away, and those would stay hidden for
-		// a visibility timeout and count a receive. A poll that returns
-		// after shutdown began releases what it got.
-		callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.WaitTime+sqsCallTimeout)
+		// Shutdown cancels the long poll, so an idle worker stops at once
+		// instead of after up to WaitTime. The cost: SQS may already have
+		// handed messages to the poll whose client went away; those stay
+		// hidden until their visibility timeout ends, and count a receive
+		// (ApproximateReceiveCount) — nothing is lost, and no attempt is
+		// charged. A poll that returns after shutdown began releases what
+		// it got.
+		callCtx, cancel := context.WithTimeout(ctx, w.cfg.WaitTime+sqsCallTimeout)
 		out, err := w.deps.SQS.ReceiveMessage(callCtx, &sqs.ReceiveMessageInput{
 			QueueUrl:                    aws.String(w.cfg.QueueURL),
 			MaxNumberOfMessages:         int32(n),
@@ -514,7 +538,7 @@ func (w *Worker) poll(ctx, workCtx context.Context, work *sync.WaitGroup, del *d
 			if code := failure.APICode(err); permanentReceive(code) {
 				w.ready.Store(false)
 				rerr := &ReceiveError{QueueURL: w.cfg.QueueURL, Code: code, Err: err}
-				w.log.Error("receive failed for good; stopping", "error", rerr.Error())
+				w.log.ErrorContext(ctx, "receive failed for good; stopping", "error", rerr.Error())
 				stop(rerr)
 				return
 			}
@@ -525,7 +549,14 @@ func (w *Worker) poll(ctx, workCtx context.Context, work *sync.WaitGroup, del *d
 				w.ready.Store(false)
 			}
 			wait := w.cfg.Backoff.delay(min(receiveFailures, 6))
-			w.log.Warn("receive failed", "error", err.Error(), "retryIn", wait.String())
+			// Said when receiving starts failing and when the worker turns
+			// not ready; the failures in between are debug lines (the
+			// receive_errors metric counts every one).
+			level := slog.LevelDebug
+			if receiveFailures == 1 || receiveFailures == receiveFailuresUnready {
+				level = slog.LevelWarn
+			}
+			w.log.Log(ctx, level, "receive failed", "error", err.Error(), "retryIn", wait.String(), "failuresInARow", receiveFailures)
 			select {
 			case <-ctx.Done():
 				return
@@ -664,7 +695,7 @@ func (w *Worker) changeVisibilityWithin(ctx context.Context, m types.Message, d 
 	})
 	if err != nil && ctx.Err() == nil {
 		// Harmless: the message reappears when its current visibility ends.
-		w.log.Warn("change visibility failed", "sqsMessageId", aws.ToString(m.MessageId), "visibility", d.String(), "error", err.Error())
+		w.log.WarnContext(ctx, "change visibility failed", "sqsMessageId", aws.ToString(m.MessageId), "visibility", d.String(), "error", err.Error())
 	}
 }
 

@@ -121,6 +121,13 @@ func TestDaemonSIGTERMAndRestart(t *testing.T) {
 		t.Fatalf("daemon did not stop after SIGTERM; logs:\n%s", logs.String())
 	}
 	require.Contains(t, logs.String(), `"msg":"worker stopped"`)
+	logged := logs.String()
+	signalled := strings.Index(logged, `"msg":"shutting down: receiving stopped, in-flight work draining"`)
+	require.GreaterOrEqual(t, signalled, 0, "SIGTERM is logged when it arrives")
+	line, _, _ := strings.Cut(logged[signalled:], "\n")
+	require.Contains(t, line, "terminated", "the line names the signal")
+	require.Less(t, signalled, strings.Index(logged, `"msg":"worker stopped"`), "before the drain ends")
+	require.NotContains(t, logged, `"error":"<nil>"`)
 	require.Contains(t, logs.String(), `"idempotencyKey"`, "one JSON log line per message")
 
 	second, _ := run(freeAddr(t))

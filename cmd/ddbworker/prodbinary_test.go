@@ -141,7 +141,7 @@ func TestProductionBinaryHasNoFaults(t *testing.T) {
 			require.NotContains(t, line, "failpoint kill")
 			require.NotContains(t, line, `"level":"ERROR"`)
 		}
-		require.Contains(t, logs.String(), `"outcome":"applied"`)
+		require.Contains(t, logs.String(), `"result":"applied"`)
 
 		plan, err := caseflow.GeneratePlan(sc)
 		require.NoError(t, err)

@@ -191,7 +191,7 @@ func TestServiceBinary(t *testing.T) {
 	require.Contains(t, logs.String(), `"msg":"worker stopped"`)
 	for _, line := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(line, `"level":"ERROR"`) {
-			require.Contains(t, line, `"outcome":"terminal"`, "the only errors are the two terminal messages")
+			require.Contains(t, line, `"result":"terminal"`, "the only errors are the two terminal messages")
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,7 +13,9 @@ import (
 
 // Log messages of the worker process that the tally reads.
 const (
-	msgMessage       = "message"
+	// msgMessage stands for every delivery line: its msg is the outcome's
+	// event (worker.LogEvent), which starts with worker.LogEventPrefix.
+	msgMessage       = worker.LogEventPrefix
 	msgFaultInjected = "fault injected"
 	msgFailpointKill = "failpoint kill"
 	msgDLQSendFailed = "DLQ send failed; message kept"
@@ -26,18 +29,20 @@ const (
 
 // LogLine is what the harness reads of one JSON log line of a worker.
 type LogLine struct {
-	Level          string `json:"level"`
-	Msg            string `json:"msg"`
-	Fault          string `json:"fault"`
-	Service        string `json:"service"`
-	Operation      string `json:"operation"`
-	Failpoint      string `json:"failpoint"`
-	SQSMessageID   string `json:"sqsMessageId"`
-	Outcome        string `json:"outcome"`
+	Level        string `json:"level"`
+	Msg          string `json:"msg"`
+	Fault        string `json:"fault"`
+	Service      string `json:"service"`
+	Operation    string `json:"operation"`
+	Failpoint    string `json:"failpoint"`
+	SQSMessageID string `json:"sqsMessageId"`
+	// Outcome is a delivery line's result (an Outcome* label, or a
+	// handler's own outcome).
+	Outcome        string `json:"result"`
 	FailureCode    string `json:"failureCode"`
 	TerminalPolicy string `json:"terminalPolicy"`
 	IdempotencyKey string `json:"idempotencyKey"`
-	DurationMs     int64  `json:"durationMs"`
+	ProcessingMs   int64  `json:"processingMs"`
 	ReceiveCount   int    `json:"receiveCount"`
 	Error          string `json:"error"`
 	Reason         string `json:"reason"`
@@ -68,6 +73,10 @@ var malformed = map[string]bool{
 // IsMalformed reports whether code means a malformed request.
 func IsMalformed(code string) bool { return malformed[code] }
 
+// IsDelivery reports whether l is a delivery's line (one per delivery,
+// named by its outcome: worker.LogEvent).
+func (l LogLine) IsDelivery() bool { return strings.HasPrefix(l.Msg, msgMessage) }
+
 // ParseLine decodes one log line; ok is false for anything that is not a
 // JSON object with a msg (a panic's stack trace, the CLI's last error line).
 func ParseLine(b []byte) (LogLine, bool) {
@@ -88,13 +97,13 @@ var nonFinal = map[string]bool{
 	worker.OutcomeLeaseLost: true, worker.OutcomeReleased: true, worker.OutcomeParked: true,
 }
 
-// IsFinal reports whether a "message" line's outcome means the message left
+// IsFinal reports whether a delivery line's outcome means the message left
 // the queue (deleted, or copied to the DLQ and deleted): applied, duplicate,
 // superseded, a handler's own outcome (e.g. already_recorded), or terminal
 // under the dlq or quarantine policy. dlqFailed says the worker logged that
 // the DLQ copy of this delivery failed (the message was kept).
 func IsFinal(l LogLine, dlqFailed bool) bool {
-	if l.Msg != msgMessage || l.Outcome == "" || nonFinal[l.Outcome] {
+	if !l.IsDelivery() || l.Outcome == "" || nonFinal[l.Outcome] {
 		return false
 	}
 	if l.Outcome == worker.OutcomeTerminal {
@@ -161,7 +170,11 @@ func (t *Tally) Observe(raw []byte) (LogLine, bool) {
 			t.codes[code]++
 		}
 	}
-	switch l.Msg {
+	msg := l.Msg
+	if l.IsDelivery() {
+		msg = msgMessage
+	}
+	switch msg {
 	case msgFaultInjected:
 		t.faults[l.Fault]++
 	case msgFailpointKill:
@@ -180,7 +193,7 @@ func (t *Tally) Observe(raw []byte) (LogLine, bool) {
 		if l.SQSMessageID != "" && l.ReceiveCount > t.receives[l.SQSMessageID] {
 			t.receives[l.SQSMessageID] = l.ReceiveCount
 		}
-		if t.long > 0 && time.Duration(l.DurationMs)*time.Millisecond >= t.long {
+		if t.long > 0 && time.Duration(l.ProcessingMs)*time.Millisecond >= t.long {
 			t.late[l.Outcome]++
 		}
 		failed := t.dlqFailed[l.SQSMessageID]

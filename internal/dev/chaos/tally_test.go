@@ -9,27 +9,27 @@ import (
 
 // Lines as the worker process writes them (log/slog's JSON handler).
 const (
-	lineApplied   = `{"time":"2026-01-01T00:00:00Z","level":"INFO","msg":"message","sqsMessageId":"m1","outcome":"applied","receiveCount":1,"durationMs":12,"idempotencyKey":"k1","attempt":1}`
-	lineInFlight  = `{"time":"2026-01-01T00:00:00Z","level":"INFO","msg":"message","sqsMessageId":"m2","outcome":"in_flight","receiveCount":1,"visibilityS":3}`
-	lineRetry     = `{"time":"2026-01-01T00:00:00Z","level":"WARN","msg":"message","sqsMessageId":"m2","outcome":"retry","failureKind":"retryable","failureCode":"TRANSACTION_CONFLICT"}`
-	lineDuplicate = `{"time":"2026-01-01T00:00:00Z","level":"INFO","msg":"message","sqsMessageId":"m2","outcome":"duplicate"}`
-	lineTerminal  = `{"time":"2026-01-01T00:00:00Z","level":"ERROR","msg":"message","sqsMessageId":"m3","outcome":"terminal","failureKind":"terminal","failureCode":"INVALID_JSON","terminalPolicy":"dlq"}`
+	lineApplied   = `{"time":"2026-01-01T00:00:00Z","level":"INFO","msg":"worker_message_completed","sqsMessageId":"m1","result":"applied","receiveCount":1,"processingMs":12,"idempotencyKey":"k1","attempt":1}`
+	lineInFlight  = `{"time":"2026-01-01T00:00:00Z","level":"INFO","msg":"worker_message_in_flight","sqsMessageId":"m2","result":"in_flight","receiveCount":1,"visibilityS":3}`
+	lineRetry     = `{"time":"2026-01-01T00:00:00Z","level":"WARN","msg":"worker_message_retry","sqsMessageId":"m2","result":"retry","failureKind":"retryable","failureCode":"TRANSACTION_CONFLICT"}`
+	lineDuplicate = `{"time":"2026-01-01T00:00:00Z","level":"INFO","msg":"worker_message_duplicate","sqsMessageId":"m2","result":"duplicate"}`
+	lineTerminal  = `{"time":"2026-01-01T00:00:00Z","level":"ERROR","msg":"worker_message_terminal","sqsMessageId":"m3","result":"terminal","failureKind":"terminal","failureCode":"INVALID_JSON","terminalPolicy":"dlq"}`
 	lineDLQFailed = `{"time":"2026-01-01T00:00:00Z","level":"ERROR","msg":"DLQ send failed; message kept","sqsMessageId":"m4","error":"boom"}`
-	lineTerminal4 = `{"time":"2026-01-01T00:00:00Z","level":"ERROR","msg":"message","sqsMessageId":"m4","outcome":"terminal","failureCode":"CASE_NOT_FOUND","terminalPolicy":"dlq"}`
-	lineRedrive   = `{"time":"2026-01-01T00:00:00Z","level":"ERROR","msg":"message","sqsMessageId":"m5","outcome":"terminal","failureCode":"X","terminalPolicy":"redrive"}`
+	lineTerminal4 = `{"time":"2026-01-01T00:00:00Z","level":"ERROR","msg":"worker_message_terminal","sqsMessageId":"m4","result":"terminal","failureCode":"CASE_NOT_FOUND","terminalPolicy":"dlq"}`
+	lineRedrive   = `{"time":"2026-01-01T00:00:00Z","level":"ERROR","msg":"worker_message_terminal","sqsMessageId":"m5","result":"terminal","failureCode":"X","terminalPolicy":"redrive"}`
 	lineFault     = `{"time":"2026-01-01T00:00:00Z","level":"WARN","msg":"fault injected","fault":"lost_response","service":"DynamoDB","operation":"PutItem"}`
 	lineFailpoint = `{"time":"2026-01-01T00:00:00Z","level":"WARN","msg":"failpoint kill","failpoint":"after-gate","pid":42}`
 	lineAlert     = `{"time":"2026-01-01T00:00:00Z","level":"ERROR","msg":"ALERT idempotency hash mismatch: the key already holds other work; the existing record is untouched","idempotencyKey":"k"}`
 	lineStarted   = `{"time":"2026-01-01T00:00:00Z","level":"INFO","msg":"worker started","table":"t"}`
 	lineWarn      = `{"time":"2026-01-01T00:00:00Z","level":"WARN","msg":"change visibility failed","sqsMessageId":"m9"}`
-	lineCustom    = `{"time":"2026-01-01T00:00:00Z","level":"INFO","msg":"message","sqsMessageId":"m6","outcome":"already_recorded"}`
-	lineLate      = `{"time":"2026-01-01T00:00:00Z","level":"INFO","msg":"message","sqsMessageId":"m7","outcome":"duplicate","durationMs":5012}`
+	lineCustom    = `{"time":"2026-01-01T00:00:00Z","level":"INFO","msg":"worker_message_completed","sqsMessageId":"m6","result":"already_recorded"}`
+	lineLate      = `{"time":"2026-01-01T00:00:00Z","level":"INFO","msg":"worker_message_duplicate","sqsMessageId":"m7","result":"duplicate","processingMs":5012}`
 )
 
 func TestParseLine(t *testing.T) {
 	l, ok := ParseLine([]byte(lineTerminal))
 	require.True(t, ok)
-	require.Equal(t, LogLine{Level: "ERROR", Msg: "message", SQSMessageID: "m3", Outcome: "terminal", FailureCode: "INVALID_JSON", TerminalPolicy: "dlq"}, l)
+	require.Equal(t, LogLine{Level: "ERROR", Msg: "worker_message_terminal", SQSMessageID: "m3", Outcome: "terminal", FailureCode: "INVALID_JSON", TerminalPolicy: "dlq"}, l)
 
 	for _, bad := range []string{"", "panic: boom", "goroutine 1 [running]:", `{"level":"INFO"}`, `{"msg":`, "ddbworker: --queue-url is required"} {
 		_, ok := ParseLine([]byte(bad))
@@ -41,12 +41,12 @@ func TestIsFinal(t *testing.T) {
 	for line, want := range map[string]bool{
 		lineApplied: true, lineDuplicate: true, lineCustom: true, lineTerminal: true,
 		lineInFlight: false, lineRetry: false, lineRedrive: false, lineFault: false, lineStarted: false,
-		`{"level":"INFO","msg":"message","sqsMessageId":"x","outcome":"lease_lost"}`:           false,
-		`{"level":"INFO","msg":"message","sqsMessageId":"x","outcome":"deferred"}`:             false,
-		`{"level":"INFO","msg":"message","sqsMessageId":"x","outcome":"released"}`:             false,
-		`{"level":"WARN","msg":"message","sqsMessageId":"x","outcome":"parked"}`:               false,
-		`{"level":"INFO","msg":"message","sqsMessageId":"x","outcome":"superseded"}`:           true,
-		`{"level":"ERROR","msg":"message","outcome":"terminal","terminalPolicy":"quarantine"}`: true,
+		`{"level":"INFO","msg":"worker_message_lease_lost","sqsMessageId":"x","result":"lease_lost"}`:         false,
+		`{"level":"INFO","msg":"worker_message_deferred","sqsMessageId":"x","result":"deferred"}`:             false,
+		`{"level":"INFO","msg":"worker_message_released","sqsMessageId":"x","result":"released"}`:             false,
+		`{"level":"WARN","msg":"worker_message_parked","sqsMessageId":"x","result":"parked"}`:                 false,
+		`{"level":"INFO","msg":"worker_message_superseded","sqsMessageId":"x","result":"superseded"}`:         true,
+		`{"level":"ERROR","msg":"worker_message_terminal","result":"terminal","terminalPolicy":"quarantine"}`: true,
 	} {
 		l, ok := ParseLine([]byte(line))
 		require.True(t, ok, line)
@@ -122,10 +122,10 @@ func TestErrorCode(t *testing.T) {
 func TestTallyReceiveCount(t *testing.T) {
 	tl := NewTally(0)
 	for _, line := range []string{
-		`{"level":"WARN","msg":"message","sqsMessageId":"a","outcome":"retry","receiveCount":1}`,
-		`{"level":"WARN","msg":"message","sqsMessageId":"a","outcome":"parked","receiveCount":3}`,
-		`{"level":"INFO","msg":"message","sqsMessageId":"a","outcome":"applied","receiveCount":3}`,
-		`{"level":"INFO","msg":"message","sqsMessageId":"b","outcome":"applied","receiveCount":2}`,
+		`{"level":"WARN","msg":"worker_message_retry","sqsMessageId":"a","result":"retry","receiveCount":1}`,
+		`{"level":"WARN","msg":"worker_message_parked","sqsMessageId":"a","result":"parked","receiveCount":3}`,
+		`{"level":"INFO","msg":"worker_message_completed","sqsMessageId":"a","result":"applied","receiveCount":3}`,
+		`{"level":"INFO","msg":"worker_message_completed","sqsMessageId":"b","result":"applied","receiveCount":2}`,
 	} {
 		tl.Observe([]byte(line))
 	}

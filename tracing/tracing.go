@@ -1,0 +1,289 @@
+package tracing
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"maps"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// The attributes that carry a message's creation context.
+const (
+	// AttrTraceparent is the String message attribute holding the W3C
+	// traceparent of the message's creation context
+	// (00-<trace id>-<span id>-<flags>).
+	AttrTraceparent = "traceparent"
+	// AttrTracestate is the String message attribute holding its W3C
+	// tracestate, when it has one.
+	AttrTracestate = "tracestate"
+	// SystemAttrAWSTraceHeader is the message system attribute SQS sets
+	// from the X-Ray trace header of the send (X-Ray SDKs, Powertools, the
+	// OpenTelemetry AWS SDK instrumentation with the X-Ray propagator, or
+	// MessageSystemAttributes on the send).
+	SystemAttrAWSTraceHeader = "AWSTraceHeader"
+)
+
+// maxAttributes is SQS's limit of message attributes per message
+// (internal/sqsbatch.MaxAttributes).
+const maxAttributes = 10
+
+// SchemaURL is the semantic conventions' version ddbworker's spans follow.
+const SchemaURL = semconv.SchemaURL
+
+// InstrumentationName names the tracers of ddbworker's packages.
+const InstrumentationName = "github.com/ddbworker/ddbworker"
+
+// QueueName is the name of the queue a queue URL (or ARN) names, its last
+// segment ("orders" for https://sqs.eu-west-1.amazonaws.com/123/orders):
+// messaging.destination.name, and the {destination} of a span's name.
+func QueueName(queueURL string) string {
+	queueURL = strings.TrimRight(queueURL, "/")
+	if i := strings.LastIndexAny(queueURL, "/:"); i >= 0 {
+		return queueURL[i+1:]
+	}
+	return queueURL
+}
+
+// SpanProcess is the name of a consumer span: process <queue name>.
+func SpanProcess(queue string) string { return "process " + queue }
+
+// SpanSend is the name of a send span: send <queue name>.
+func SpanSend(queue string) string { return "send " + queue }
+
+// The names of the child spans of a consumer span, one per pipeline stage
+// (kind internal; the commit's and the claim's are DynamoDB clients).
+const (
+	SpanClaim   = "ddbworker.claim"   // the gate's conditional PutItem (a fused route claims by its commit)
+	SpanHandler = "ddbworker.handler" // the middleware chain and the handler, one span per run
+	SpanCommit  = "ddbworker.commit"  // the TransactWriteItems of the writes and the inbox flip
+	SpanRecord  = "ddbworker.record"  // what the inbox is told of a failure, a supersede, a release
+	SpanSettle  = "ddbworker.settle"  // what is done to the SQS message: delete, hide, park, DLQ copy
+)
+
+// ddbworker's own span attributes. Every value is bounded: the message
+// type and the failure code are the worker's metric label values (a
+// registered type or "(unknown)"; a code of the worker's, or one of at most
+// 100 a handler used, or OTHER), the outcome one of the worker's Outcome*
+// labels.
+const (
+	// KeyIdempotencyKeyHash is the idempotency key hashed (KeyHash).
+	KeyIdempotencyKeyHash = attribute.Key("ddbworker.idempotency_key.hash")
+	// KeyMessageType is the message type, bounded.
+	KeyMessageType = attribute.Key("ddbworker.message_type")
+	// KeyOutcome is what became of the delivery (applied, duplicate,
+	// retry, terminal, parked …).
+	KeyOutcome = attribute.Key("ddbworker.outcome")
+	// KeyFailureCode is the failure's code, bounded; error.type holds it
+	// too.
+	KeyFailureCode = attribute.Key("ddbworker.failure.code")
+	// KeyFailureKind is retryable or terminal.
+	KeyFailureKind = attribute.Key("ddbworker.failure.kind")
+	// KeyAttempt is the business attempt the delivery ran as (0: none).
+	KeyAttempt = attribute.Key("ddbworker.attempt")
+	// KeyRun counts handler runs within the attempt (a guard's Rerun).
+	KeyRun = attribute.Key("ddbworker.run")
+	// KeyReceiveCount is SQS's ApproximateReceiveCount. The conventions
+	// (v1.43.0) define no receive count for SQS (the analogous ones are
+	// Service Bus's and Pub/Sub's, in their own namespaces), so it is
+	// ddbworker's, in its namespace rather than squatting in messaging.*.
+	KeyReceiveCount = attribute.Key("ddbworker.sqs.receive_count")
+	// KeyInfrastructure marks a failure of infrastructure trouble
+	// (throttling, 5xx, timeouts, shutdown): no business attempt counted.
+	KeyInfrastructure = attribute.Key("ddbworker.infrastructure")
+)
+
+// Log record keys that LogHandler adds.
+const (
+	LogTraceID = "traceId"
+	LogSpanID  = "spanId"
+)
+
+// KeyHash is an idempotency key as a span attribute: the first 16 hex
+// digits (64 bits) of its SHA-256. Keys come from the domain and may carry
+// personal data (a customer's e-mail, an account number); traces go to
+// backends with wider access and longer retention than the inbox table, so
+// the key itself is never exported. The same key always hashes the same,
+// so an operator finds a key's traces by hashing it (printf '%s' KEY |
+// sha256sum | cut -c1-16), and 64 bits keep collisions out of reach for
+// any fleet's volume. A key guessable from a small set (order-1, order-2 …)
+// can be recovered by hashing the candidates: that is pseudonymisation, not
+// anonymity.
+func KeyHash(key string) string {
+	h := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(h[:8])
+}
+
+// Carry returns the message attributes (W3C Trace Context, the one format
+// ddbworker writes) that carry sc: traceparent and,
+// when sc has one, tracestate. It returns nil for an invalid sc.
+func Carry(sc trace.SpanContext) map[string]types.MessageAttributeValue {
+	if !sc.IsValid() {
+		return nil
+	}
+	c := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(trace.ContextWithSpanContext(context.Background(), sc), c)
+	out := map[string]types.MessageAttributeValue{AttrTraceparent: str(c[AttrTraceparent])}
+	if ts := c[AttrTracestate]; ts != "" {
+		out[AttrTracestate] = str(ts)
+	}
+	return out
+}
+
+// Inject returns attrs with the context of ctx's span added as
+// traceparent and tracestate, on a copy (attrs is not changed). Nothing is
+// added when ctx has no valid span context, when attrs carries a
+// traceparent already (a creation context the sender chose is kept, as the
+// conventions ask), or beyond SQS's 10 attributes per message: the
+// sender's own attributes are never displaced — with one slot left only
+// traceparent is added, with none nothing.
+func Inject(ctx context.Context, attrs map[string]types.MessageAttributeValue) map[string]types.MessageAttributeValue {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return attrs
+	}
+	if _, ok := attrs[AttrTraceparent]; ok {
+		return attrs
+	}
+	room := maxAttributes - len(attrs)
+	if room <= 0 {
+		return attrs
+	}
+	carried := Carry(sc)
+	out := make(map[string]types.MessageAttributeValue, len(attrs)+len(carried))
+	maps.Copy(out, attrs)
+	out[AttrTraceparent] = carried[AttrTraceparent]
+	if ts, ok := carried[AttrTracestate]; ok && room > 1 {
+		if _, taken := attrs[AttrTracestate]; !taken {
+			out[AttrTracestate] = ts
+		}
+	}
+	return out
+}
+
+// Extract is the creation context a received message carries: its
+// traceparent (and tracestate) message attributes, or, failing that, its
+// AWSTraceHeader system attribute (system: the message's Attributes). The
+// span context is remote; it is invalid when the message carries none.
+func Extract(attrs map[string]types.MessageAttributeValue, system map[string]string) trace.SpanContext {
+	if tp := aws.ToString(attrs[AttrTraceparent].StringValue); tp != "" {
+		c := propagation.MapCarrier{AttrTraceparent: tp}
+		if ts := aws.ToString(attrs[AttrTracestate].StringValue); ts != "" {
+			c[AttrTracestate] = ts
+		}
+		if sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), c)); sc.IsValid() {
+			return sc
+		}
+	}
+	if h := system[SystemAttrAWSTraceHeader]; h != "" {
+		if sc, ok := FromXRay(h); ok {
+			return sc
+		}
+	}
+	return trace.SpanContext{}
+}
+
+// FromXRay converts an X-Ray trace header (AWSTraceHeader, X-Amzn-Trace-Id:
+// Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1)
+// to a W3C span context: the trace id is the Root's epoch and unique parts
+// joined (5759e988bd862e3fe1be46a994272793), the span id is Parent,
+// Sampled=1 sets the sampled flag (0, ? or none leaves it clear); Lineage
+// and other fields are ignored. ok is false without a valid Root and
+// Parent.
+func FromXRay(header string) (sc trace.SpanContext, ok bool) {
+	var cfg trace.SpanContextConfig
+	var haveRoot, haveParent bool
+	for part := range strings.SplitSeq(header, ";") {
+		k, v, found := strings.Cut(strings.TrimSpace(part), "=")
+		if !found {
+			continue
+		}
+		switch strings.TrimSpace(k) {
+		case "Root":
+			ver, rest, ok := strings.Cut(strings.TrimSpace(v), "-")
+			epoch, unique, ok2 := strings.Cut(rest, "-")
+			if !ok || !ok2 || ver != "1" || len(epoch) != 8 || len(unique) != 24 {
+				return trace.SpanContext{}, false
+			}
+			id, err := trace.TraceIDFromHex(epoch + unique)
+			if err != nil {
+				return trace.SpanContext{}, false
+			}
+			cfg.TraceID, haveRoot = id, true
+		case "Parent":
+			id, err := trace.SpanIDFromHex(strings.TrimSpace(v))
+			if err != nil {
+				return trace.SpanContext{}, false
+			}
+			cfg.SpanID, haveParent = id, true
+		case "Sampled":
+			if strings.TrimSpace(v) == "1" {
+				cfg.TraceFlags = trace.FlagsSampled
+			}
+		}
+	}
+	if !haveRoot || !haveParent {
+		return trace.SpanContext{}, false
+	}
+	cfg.Remote = true
+	sc = trace.NewSpanContext(cfg)
+	return sc, sc.IsValid()
+}
+
+// ToXRay is sc as an X-Ray trace header (FromXRay's inverse), "" for an
+// invalid sc.
+func ToXRay(sc trace.SpanContext) string {
+	if !sc.IsValid() {
+		return ""
+	}
+	id := sc.TraceID().String()
+	sampled := 0
+	if sc.IsSampled() {
+		sampled = 1
+	}
+	return fmt.Sprintf("Root=1-%s-%s;Parent=%s;Sampled=%d", id[:8], id[8:], sc.SpanID(), sampled)
+}
+
+// Link is the link of a consumer span to a message's creation context
+// (none for an invalid one), with the message's id.
+func Link(sc trace.SpanContext, messageID string) []trace.Link {
+	if !sc.IsValid() {
+		return nil
+	}
+	return []trace.Link{{SpanContext: sc, Attributes: []attribute.KeyValue{semconv.MessagingMessageID(messageID)}}}
+}
+
+// LogHandler wraps h so that every record logged with a context that holds
+// a valid span carries that span's trace and span ids (LogTraceID,
+// LogSpanID), lower-case hex as W3C and OTLP write them: a log line is
+// found from its trace and the other way round. Without a span the record
+// passes unchanged.
+func LogHandler(h slog.Handler) slog.Handler { return logHandler{h} }
+
+type logHandler struct{ slog.Handler }
+
+func (h logHandler) Handle(ctx context.Context, r slog.Record) error {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r.AddAttrs(slog.String(LogTraceID, sc.TraceID().String()), slog.String(LogSpanID, sc.SpanID().String()))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h logHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return logHandler{h.Handler.WithAttrs(attrs)}
+}
+
+func (h logHandler) WithGroup(name string) slog.Handler { return logHandler{h.Handler.WithGroup(name)} }
+
+func str(s string) types.MessageAttributeValue {
+	return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(s)}
+}

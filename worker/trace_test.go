@@ -1,0 +1,414 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/ddbworker/ddbworker"
+	"github.com/ddbworker/ddbworker/dlq"
+	"github.com/ddbworker/ddbworker/example/caseflow"
+	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/outbox"
+	"github.com/ddbworker/ddbworker/producer"
+	"github.com/ddbworker/ddbworker/relay"
+	"github.com/ddbworker/ddbworker/tables"
+	"github.com/ddbworker/ddbworker/tracing"
+	"github.com/ddbworker/ddbworker/worker"
+)
+
+// spans records every ended span in memory (tracetest) and wakes wait.
+type spans struct {
+	t   *testing.T
+	rec *tracetest.SpanRecorder
+	tp  *sdktrace.TracerProvider
+	sig chan struct{}
+}
+
+func newSpans(t *testing.T) *spans {
+	s := &spans{t: t, rec: tracetest.NewSpanRecorder(), sig: make(chan struct{}, 1)}
+	s.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(s.rec), sdktrace.WithSpanProcessor(s))
+	t.Cleanup(func() { _ = s.tp.Shutdown(context.Background()) })
+	return s
+}
+
+func (s *spans) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (s *spans) OnEnd(sdktrace.ReadOnlySpan) {
+	select {
+	case s.sig <- struct{}{}:
+	default:
+	}
+}
+func (s *spans) Shutdown(context.Context) error   { return nil }
+func (s *spans) ForceFlush(context.Context) error { return nil }
+
+// wait blocks until n ended spans match, and returns them.
+func (s *spans) wait(n int, match func(sdktrace.ReadOnlySpan) bool) []sdktrace.ReadOnlySpan {
+	s.t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		var got []sdktrace.ReadOnlySpan
+		for _, sp := range s.rec.Ended() {
+			if match(sp) {
+				got = append(got, sp)
+			}
+		}
+		if len(got) >= n {
+			return got
+		}
+		select {
+		case <-s.sig:
+		case <-deadline:
+			s.t.Fatalf("waited 30s for %d spans, have %d of %d ended", n, len(got), len(s.rec.Ended()))
+		}
+	}
+}
+
+// children are the ended spans whose parent is sp.
+func (s *spans) children(sp sdktrace.ReadOnlySpan) map[string]sdktrace.ReadOnlySpan {
+	out := map[string]sdktrace.ReadOnlySpan{}
+	for _, c := range s.rec.Ended() {
+		if c.Parent().SpanID() == sp.SpanContext().SpanID() && c.Parent().TraceID() == sp.SpanContext().TraceID() {
+			out[c.Name()] = c
+		}
+	}
+	return out
+}
+
+func attrs(sp sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
+	out := map[attribute.Key]attribute.Value{}
+	for _, kv := range sp.Attributes() {
+		out[kv.Key] = kv.Value
+	}
+	return out
+}
+
+func consumerOf(queue string) func(sdktrace.ReadOnlySpan) bool {
+	return func(sp sdktrace.ReadOnlySpan) bool {
+		return sp.Name() == tracing.SpanProcess(worker.QueueName(queue)) && sp.SpanKind() == trace.SpanKindConsumer
+	}
+}
+
+// requireConsumer checks a consumer span's conventional attributes and its
+// one link, to the producer's span context.
+func requireConsumer(t *testing.T, sp sdktrace.ReadOnlySpan, queueURL string, producer trace.SpanContext) {
+	t.Helper()
+	a := attrs(sp)
+	require.Equal(t, "aws_sqs", a["messaging.system"].AsString())
+	require.Equal(t, worker.QueueName(queueURL), a["messaging.destination.name"].AsString())
+	require.Equal(t, "process", a["messaging.operation.type"].AsString())
+	require.Equal(t, "process", a["messaging.operation.name"].AsString())
+	require.Equal(t, queueURL, a["aws.sqs.queue.url"].AsString())
+	require.NotEmpty(t, a["messaging.message.id"].AsString())
+	require.Positive(t, a["ddbworker.sqs.receive_count"].AsInt64())
+	require.Equal(t, "process "+worker.QueueName(queueURL), sp.Name())
+	require.Len(t, sp.Links(), 1, "linked to its creation context")
+	link := sp.Links()[0]
+	require.Equal(t, producer.TraceID(), link.SpanContext.TraceID())
+	require.Equal(t, producer.SpanID(), link.SpanContext.SpanID())
+	require.True(t, link.SpanContext.IsRemote())
+	require.NotEqual(t, producer.TraceID(), sp.SpanContext().TraceID(), "a link, not a parent")
+}
+
+func (h *harness) producer() *producer.Producer {
+	p, err := producer.New(h.env.SQS, producer.Config{QueueURL: h.env.Queues.URL, Producer: "cases"})
+	require.NoError(h.t, err)
+	return p
+}
+
+// A trace started by a producer's span, sent by package producer: the
+// worker's consumer span is linked to it, has a span per stage under it,
+// and its log line carries its trace and span ids.
+func TestTraceProducerToWorker(t *testing.T) {
+	h := newHarness(t, testenv.Options{})
+	h.seedCases("c1")
+	sp := newSpans(t)
+	logs := &testenv.Buffer{}
+	h.start(h.testConfig(), worker.Deps{Handlers: h.caseHandlers(), TracerProvider: sp.tp,
+		Logger: slog.New(tracing.LogHandler(slog.NewJSONHandler(logs, nil)))})
+
+	ctx, span := sp.tp.Tracer("producer-app").Start(context.Background(), "checkout", trace.WithSpanKind(trace.SpanKindProducer))
+	e := mustEnv(t)(caseflow.NewDeadlineRequest("k-trace-1", "c1", "intake", effective))
+	_, err := h.producer().SendEnvelopes(ctx, e)
+	require.NoError(t, err)
+	span.End()
+
+	c := sp.wait(1, consumerOf(h.env.Queues.URL))[0]
+	requireConsumer(t, c, h.env.Queues.URL, span.SpanContext())
+	a := attrs(c)
+	require.Equal(t, worker.OutcomeApplied, a["ddbworker.outcome"].AsString())
+	require.Equal(t, caseflow.TypeDeadline, a["ddbworker.message_type"].AsString())
+	require.Equal(t, tracing.KeyHash("k-trace-1"), a["ddbworker.idempotency_key.hash"].AsString())
+	require.Equal(t, int64(1), a["ddbworker.attempt"].AsInt64())
+	require.NotContains(t, a, attribute.Key("error.type"))
+	require.Equal(t, codes.Unset, c.Status().Code)
+	require.Equal(t, trace.SpanKindConsumer, c.SpanKind())
+	require.False(t, c.Parent().IsValid(), "the daemon's consumer span is a root")
+
+	kids := sp.children(c)
+	for _, name := range []string{tracing.SpanClaim, tracing.SpanHandler, tracing.SpanCommit, tracing.SpanRecord, tracing.SpanSettle} {
+		require.Contains(t, kids, name, "a span per stage")
+	}
+	commit := kids[tracing.SpanCommit]
+	require.Equal(t, trace.SpanKindClient, commit.SpanKind())
+	require.Equal(t, "aws.dynamodb", attrs(commit)["db.system.name"].AsString())
+	require.Equal(t, "TransactWriteItems", attrs(commit)["db.operation.name"].AsString())
+
+	var line map[string]any
+	for _, l := range logs.Lines() {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &m))
+		if m["msg"] == worker.LogEventCompleted {
+			line = m
+		}
+	}
+	require.NotNil(t, line, "the delivery's line")
+	require.Equal(t, c.SpanContext().TraceID().String(), line[tracing.LogTraceID], "written inside the consumer span")
+	require.Equal(t, c.SpanContext().SpanID().String(), line[tracing.LogSpanID])
+}
+
+// 10 messages from 10 producers' traces, waiting in the queue for a
+// worker that receives 10 at a time: 10 consumer spans, each linked to its
+// own producer. (The Lambda adapter's test, lambda's TestTracingUnderRIE,
+// checks one batch of 10 in one invocation.)
+func TestTraceTenProducers(t *testing.T) {
+	h := newHarness(t, testenv.Options{})
+	sp := newSpans(t)
+	p := h.producer()
+	producers := map[string]trace.SpanContext{} // by SQS message id
+	var ids []string
+	for i := range 10 {
+		id := "c" + strconv.Itoa(i)
+		ids = append(ids, id)
+		ctx, span := sp.tp.Tracer("producer-app").Start(context.Background(), "order "+id, trace.WithNewRoot())
+		res, err := p.SendEnvelopes(ctx, mustEnv(t)(caseflow.NewDeadlineRequest("k-batch-"+id, id, "intake", effective)))
+		require.NoError(t, err)
+		span.End()
+		producers[res[0].SQSMessageID] = span.SpanContext()
+	}
+	h.seedCases(ids...)
+	cfg := h.testConfig()
+	cfg.Concurrency, cfg.BatchSize = 10, 10
+	h.start(cfg, worker.Deps{Handlers: h.caseHandlers(), TracerProvider: sp.tp})
+
+	got := sp.wait(10, consumerOf(h.env.Queues.URL))
+	require.Len(t, got, 10)
+	traces := map[trace.TraceID]bool{}
+	for _, c := range got {
+		id := attrs(c)["messaging.message.id"].AsString()
+		requireConsumer(t, c, h.env.Queues.URL, producers[id])
+		traces[c.Links()[0].SpanContext.TraceID()] = true
+	}
+	require.Len(t, traces, 10, "ten producers' traces")
+}
+
+// xrayReceives adds the AWSTraceHeader system attribute to the received
+// messages, as SQS does for a send that carried X-Ray's header: the SQS
+// emulator drops MessageSystemAttributes on send (the SDK-side stand-in the
+// design's testing matrix allows for what an emulator cannot do).
+type xrayReceives struct {
+	worker.SQSAPI
+	header string
+}
+
+func (x xrayReceives) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	out, err := x.SQSAPI.ReceiveMessage(ctx, in, optFns...)
+	if out != nil {
+		for i := range out.Messages {
+			if out.Messages[i].Attributes == nil {
+				out.Messages[i].Attributes = map[string]string{}
+			}
+			out.Messages[i].Attributes[tracing.SystemAttrAWSTraceHeader] = x.header
+		}
+	}
+	return out, err
+}
+
+// A message whose producer only set AWSTraceHeader (X-Ray's format, as the
+// X-Ray SDK and Powertools send it) is linked to that context converted to
+// W3C; its DLQ copy would carry it as traceparent.
+func TestTraceAWSTraceHeader(t *testing.T) {
+	h := newHarness(t, testenv.Options{})
+	h.seedCases("c1")
+	sp := newSpans(t)
+	header := "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+	h.start(h.testConfig(), worker.Deps{SQS: xrayReceives{SQSAPI: h.sqs, header: header}, Handlers: h.caseHandlers(), TracerProvider: sp.tp})
+	h.send(mustEnv(t)(caseflow.NewDeadlineRequest("k-xray", "c1", "intake", effective)))
+	want, ok := tracing.FromXRay(header)
+	require.True(t, ok)
+	c := sp.wait(1, consumerOf(h.env.Queues.URL))[0]
+	requireConsumer(t, c, h.env.Queues.URL, want)
+	require.Equal(t, "5759e988bd862e3fe1be46a994272793", c.Links()[0].SpanContext.TraceID().String())
+}
+
+// A trace started by an outbox Put inside the producer's transaction: the
+// record keeps the producer's context, the relay sends it (its own send
+// span linked to the producer), and the worker's consumer span is linked
+// to the original producer's span, not to the relay's.
+func TestTraceOutboxRelayToWorker(t *testing.T) {
+	h := newHarness(t, testenv.Options{})
+	h.seedCases("c1")
+	sp := newSpans(t)
+	h.start(h.testConfig(), worker.Deps{Handlers: h.caseHandlers(), TracerProvider: sp.tp})
+
+	w, err := outbox.New(outbox.Config{Table: h.env.Table})
+	require.NoError(t, err)
+	ctx, span := sp.tp.Tracer("producer-app").Start(context.Background(), "open case")
+	e := mustEnv(t)(caseflow.NewDeadlineRequest("k-outbox", "c1", "intake", effective))
+	put, err := w.Put(ctx, outbox.Event{Envelope: e})
+	require.NoError(t, err)
+	_, err = h.env.DynamoDB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []ddbtypes.TransactWriteItem{put}})
+	require.NoError(t, err)
+	span.End()
+
+	out, err := h.env.DynamoDB.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(h.env.Table), Key: map[string]ddbtypes.AttributeValue{
+		"PK": put.Put.Item["PK"], "SK": put.Put.Item["SK"]}, ConsistentRead: aws.Bool(true)})
+	require.NoError(t, err)
+	rec, err := outbox.Decode(out.Item, tables.DefaultLayout())
+	require.NoError(t, err)
+	require.NotEmpty(t, rec.Traceparent, "the record keeps the producer's context")
+
+	r, err := relay.New(relay.Deps{DynamoDB: h.env.DynamoDB, SQS: h.env.SQS, TracerProvider: sp.tp},
+		relay.Config{Table: h.env.Table, QueueURL: h.env.Queues.URL})
+	require.NoError(t, err)
+	for _, err := range r.Publish(context.Background(), []outbox.Record{rec}) {
+		require.NoError(t, err)
+	}
+	send := sp.wait(1, func(s sdktrace.ReadOnlySpan) bool {
+		return s.Name() == tracing.SpanSend(worker.QueueName(h.env.Queues.URL))
+	})[0]
+	require.Equal(t, "send", attrs(send)["messaging.operation.type"].AsString())
+	require.Equal(t, "aws_sqs", attrs(send)["messaging.system"].AsString())
+	require.Len(t, send.Links(), 1)
+	require.Equal(t, span.SpanContext().SpanID(), send.Links()[0].SpanContext.SpanID(), "the relay's send links to the producer")
+
+	c := sp.wait(1, consumerOf(h.env.Queues.URL))[0]
+	requireConsumer(t, c, h.env.Queues.URL, span.SpanContext())
+	require.Equal(t, worker.OutcomeApplied, attrs(c)["ddbworker.outcome"].AsString())
+}
+
+// A terminal message: its consumer span is failed with error.type; its
+// DLQ copy carries the producer's context; dlq redrive keeps it, so the
+// redriven delivery's span links back to the original producer.
+func TestTraceDLQAndRedrive(t *testing.T) {
+	h := newHarness(t, testenv.Options{})
+	sp := newSpans(t)
+	h.start(h.testConfig(), worker.Deps{Handlers: h.caseHandlers(), TracerProvider: sp.tp})
+	ctx, span := sp.tp.Tracer("producer-app").Start(context.Background(), "request deadline")
+	_, err := h.producer().SendEnvelopes(ctx, mustEnv(t)(caseflow.NewDeadlineRequest("k-dlq", "c-missing", "intake", effective)))
+	require.NoError(t, err)
+	span.End()
+
+	c := sp.wait(1, consumerOf(h.env.Queues.URL))[0]
+	requireConsumer(t, c, h.env.Queues.URL, span.SpanContext())
+	a := attrs(c)
+	require.Equal(t, worker.OutcomeTerminal, a["ddbworker.outcome"].AsString())
+	require.Equal(t, caseflow.CodeCaseNotFound, a["error.type"].AsString())
+	require.Equal(t, caseflow.CodeCaseNotFound, a["ddbworker.failure.code"].AsString())
+	require.Equal(t, codes.Error, c.Status().Code)
+	h.waitEvents(1, 30*time.Second, final)
+
+	q, err := dlq.New(h.env.SQS, dlq.Config{DLQURL: h.env.Queues.DLQURL, QueueURL: h.env.Queues.URL})
+	require.NoError(t, err)
+	peek, err := q.Peek(context.Background(), 1)
+	require.NoError(t, err)
+	require.Len(t, peek, 1)
+	copied := tracing.Extract(peek[0].Attributes, nil)
+	require.Equal(t, span.SpanContext().SpanID(), copied.SpanID(), "the DLQ copy carries the producer's context")
+
+	rep, err := q.Redrive(context.Background(), dlq.RedriveOptions{Max: 1, Rate: 10})
+	require.NoError(t, err)
+	require.Len(t, rep.Moved, 1)
+	again := sp.wait(2, consumerOf(h.env.Queues.URL))
+	var redriven sdktrace.ReadOnlySpan
+	for _, s := range again {
+		if attrs(s)["messaging.message.id"].AsString() == rep.Moved[0].NewID {
+			redriven = s
+		}
+	}
+	require.NotNil(t, redriven, "the redriven delivery's span")
+	requireConsumer(t, redriven, h.env.Queues.URL, span.SpanContext())
+}
+
+// A team's middleware, registered once for every route: it adds a tenant
+// attribute to the span and to a log line, and times the handler — inside
+// the consumer span, in the handler span, with the message.
+func TestMiddlewareInsideTheConsumerSpan(t *testing.T) {
+	h := newHarness(t, testenv.Options{})
+	h.seedCases("c1")
+	sp := newSpans(t)
+	logs := &testenv.Buffer{}
+	log := slog.New(tracing.LogHandler(slog.NewJSONHandler(logs, nil)))
+	reg := h.caseHandlers()
+	var order []string
+	var mu sync.Mutex
+	note := func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
+	reg.Use(func(next ddbworker.Handler) ddbworker.Handler {
+		return ddbworker.HandlerFunc(func(ctx context.Context, msg *ddbworker.Message) (ddbworker.Result, error) {
+			note("tenant")
+			tenant := "tenant-" + msg.Envelope.AggregateID
+			trace.SpanFromContext(ctx).SetAttributes(attribute.String("app.tenant", tenant))
+			start := time.Now()
+			res, err := next.Handle(ctx, msg)
+			log.InfoContext(ctx, "handled", "tenant", tenant, "messageType", msg.Type(), "handlerMs", time.Since(start).Milliseconds())
+			return res, err
+		})
+	}, func(next ddbworker.Handler) ddbworker.Handler {
+		return ddbworker.HandlerFunc(func(ctx context.Context, msg *ddbworker.Message) (ddbworker.Result, error) {
+			note("inner")
+			return next.Handle(ctx, msg)
+		})
+	})
+	h.start(h.testConfig(), worker.Deps{Handlers: reg, TracerProvider: sp.tp, Logger: log})
+	h.send(mustEnv(t)(caseflow.NewDeadlineRequest("k-mw", "c1", "intake", effective)))
+
+	c := sp.wait(1, consumerOf(h.env.Queues.URL))[0]
+	hs := sp.children(c)[tracing.SpanHandler]
+	require.NotNil(t, hs)
+	require.Equal(t, "tenant-c1", attrs(hs)["app.tenant"].AsString(), "the middleware's attribute is on the handler span")
+	require.Equal(t, []string{"tenant", "inner"}, order, "Use's order: the first outermost")
+
+	var line map[string]any
+	for _, l := range logs.Lines() {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &m))
+		if m["msg"] == "handled" {
+			line = m
+		}
+	}
+	require.NotNil(t, line)
+	require.Equal(t, "tenant-c1", line["tenant"])
+	require.Contains(t, line, "handlerMs")
+	require.Equal(t, hs.SpanContext().TraceID().String(), line[tracing.LogTraceID])
+	require.Equal(t, hs.SpanContext().SpanID().String(), line[tracing.LogSpanID], "logged in the handler span")
+}
+
+// Without a tracer provider the worker makes no span at all, even when
+// the message carries a trace context.
+func TestNoTracerProviderNoSpans(t *testing.T) {
+	h := newHarness(t, testenv.Options{})
+	h.seedCases("c1")
+	sp := newSpans(t)
+	h.start(h.testConfig(), worker.Deps{Handlers: h.caseHandlers()})
+	ctx, span := sp.tp.Tracer("producer-app").Start(context.Background(), "p")
+	_, err := h.producer().SendEnvelopes(ctx, mustEnv(t)(caseflow.NewDeadlineRequest("k-off", "c1", "intake", effective)))
+	require.NoError(t, err)
+	span.End()
+	h.waitEvents(1, 30*time.Second, final)
+	require.Len(t, sp.rec.Ended(), 1, "only the producer's")
+}
