@@ -114,6 +114,12 @@ type Config struct {
 	// infrastructure trouble) is not counted. Default:
 	// DefaultMaxTakeovers.
 	MaxTakeovers int
+	// ReadAhead reads the inbox records of a receive batch's fused work
+	// with one eventually consistent BatchGetItem before it runs, so that
+	// a duplicate costs half a read unit instead of a cancelled
+	// transaction (standard queues; a stale read is safe: the fused
+	// commit's condition and the gate's still decide). Default: off.
+	ReadAhead bool
 	// MaxGuardRetries bounds handler re-runs after a Retry guard. Default:
 	// DefaultMaxGuardRetries; Zero never re-runs (a lost optimistic race
 	// fails retryably).

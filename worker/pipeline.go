@@ -55,6 +55,10 @@ type delivery struct {
 	// invocation's deadline less the time kept to settle and answer; the
 	// lease runs to the deadline (deadline) and has no heartbeat.
 	until, deadline time.Time
+	// admitted and known are what readAhead found before the batch ran:
+	// the delivery's admission and its work's inbox record.
+	admitted *admission
+	known    *inbox.Record
 }
 
 func newDelivery(m types.Message, receivedAt time.Time) *delivery {
@@ -145,18 +149,19 @@ func (w *Worker) process(ctx context.Context, d *delivery, h host) report {
 func (w *Worker) decide(ctx context.Context, d *delivery, r *report) verdict {
 	if !w.health.Healthy() {
 		// Received (or taken from the parking lot) just as the database
-		// turned unhealthy: not started.
+		// turned unhealthy: not started, and admitted afresh when it runs.
+		d.admitted, d.known = nil, nil
 		return notStarted{park: true}
 	}
 	workCtx, cancel := w.workContext(ctx, d)
 	defer cancel()
-	wk, v := w.admit(workCtx, d)
+	wk, v := w.admitted(workCtx, d)
 	r.work = wk
 	if v != nil {
 		return v
 	}
-	var existing *inbox.Record
-	if w.fused(wk) || w.singleFresh(d, wk) {
+	existing := readAheadRecord(d)
+	if existing == nil && (w.fused(wk) || w.singleFresh(d, wk)) {
 		v := w.run(workCtx, d, wk, nil, r)
 		ex, ok := v.(recordExists)
 		if !ok {

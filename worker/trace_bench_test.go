@@ -140,6 +140,10 @@ func (fakeDynamoDB) TransactWriteItems(context.Context, *dynamodb.TransactWriteI
 	return &dynamodb.TransactWriteItemsOutput{}, nil
 }
 
+func (fakeDynamoDB) BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	return &dynamodb.BatchGetItemOutput{}, nil
+}
+
 type fakeSQS struct{ SQSAPI }
 
 func (fakeSQS) ChangeMessageVisibility(context.Context, *sqs.ChangeMessageVisibilityInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {

@@ -32,13 +32,15 @@ import (
 )
 
 // DynamoDBAPI is what the worker needs of DynamoDB: the gate's PutItem and
-// UpdateItem, the commit's TransactWriteItems. The worker sets the retry
+// UpdateItem, the commit's TransactWriteItems, the read ahead's
+// BatchGetItem (Config.ReadAhead). The worker sets the retry
 // policy of every call it makes (Config.CallAttempts, Config.CallTimeout):
 // whatever retryer the client carries, one place retries.
 type DynamoDBAPI interface {
 	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	TransactWriteItems(ctx context.Context, params *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	BatchGetItem(ctx context.Context, params *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 }
 
 // SQSAPI is what the worker needs of SQS.
@@ -593,6 +595,9 @@ func (w *Worker) poll(ctx, workCtx context.Context, work *sync.WaitGroup, del *d
 // dispatch starts a batch's deliveries: each on its own, or, on a FIFO
 // queue, each group in order (runGroup).
 func (w *Worker) dispatch(ctx, workCtx context.Context, ds []*delivery, work *sync.WaitGroup, del *deleter) {
+	if !w.fifo {
+		w.readAhead(workCtx, ds)
+	}
 	groups := w.groups(ds)
 	for gi, group := range groups {
 		if gi == len(groups)/2 && len(groups) > 1 {

@@ -1,0 +1,93 @@
+package worker
+
+import (
+	"context"
+	"maps"
+	"slices"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbworker/ddbworker/inbox"
+)
+
+// maxBatchGetKeys is the most keys one BatchGetItem takes.
+const maxBatchGetKeys = 100
+
+// readAhead admits a receive batch's deliveries and reads the inbox
+// records of their fused work with one eventually consistent BatchGetItem
+// per 100 keys, before any of them runs (Config.ReadAhead). A record found
+// is where the delivery's claim starts (decide): a duplicate of COMPLETED
+// work is answered without a write. A read that is stale, fails or leaves
+// keys unprocessed costs nothing but the read: the fused commit's
+// attribute_not_exists, and the gate's conditions on the record as read,
+// still decide.
+func (w *Worker) readAhead(ctx context.Context, ds []*delivery) {
+	if !w.cfg.ReadAhead || !w.health.Healthy() {
+		return
+	}
+	byKey := map[string][]*delivery{}
+	keys := map[string]map[string]types.AttributeValue{}
+	for _, d := range ds {
+		actx, cancel := w.workContext(ctx, d)
+		wk, v := w.admit(actx, d)
+		cancel()
+		d.admitted = &admission{work: wk, verdict: v}
+		if v != nil || !w.fused(wk) {
+			continue
+		}
+		id := wk.env.MessageType + "\x00" + wk.env.IdempotencyKey
+		if _, ok := keys[id]; !ok {
+			keys[id] = w.cfg.Store.Key(wk.env.IdempotencyKey, wk.env.MessageType)
+		}
+		byKey[id] = append(byKey[id], d)
+	}
+	ids := slices.Sorted(maps.Keys(keys))
+	for start := 0; start < len(ids); start += maxBatchGetKeys {
+		chunk := ids[start:min(start+maxBatchGetKeys, len(ids))]
+		req := make([]map[string]types.AttributeValue, len(chunk))
+		for i, id := range chunk {
+			req[i] = keys[id]
+		}
+		out, err := w.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
+			w.cfg.Store.Table: {Keys: req, ConsistentRead: aws.Bool(false)},
+		}})
+		if err != nil {
+			continue // no hints: each delivery claims as without a read ahead
+		}
+		for _, item := range out.Responses[w.cfg.Store.Table] {
+			rec, err := w.cfg.Store.Decode(item)
+			if err != nil || rec.Rejection {
+				continue
+			}
+			for _, d := range byKey[rec.MessageType+"\x00"+rec.Key] {
+				d.known = rec
+			}
+		}
+	}
+}
+
+// admission is a delivery's admit stage, run ahead of its pipeline by
+// readAhead.
+type admission struct {
+	work    *work
+	verdict verdict
+}
+
+// admitted is d's admit stage: the one readAhead ran, or admit now.
+func (w *Worker) admitted(ctx context.Context, d *delivery) (*work, verdict) {
+	if a := d.admitted; a != nil {
+		d.admitted = nil
+		return a.work, a.verdict
+	}
+	return w.admit(ctx, d)
+}
+
+// readAheadRecord is the record readAhead found for d's work (nil: none,
+// or no read ahead), used once.
+func readAheadRecord(d *delivery) *inbox.Record {
+	rec := d.known
+	d.known = nil
+	return rec
+}
