@@ -111,6 +111,11 @@ type Metrics struct {
 	// PayloadAccessDenied counts fetches S3 or KMS refused the worker
 	// (alert on any: a permission to fix).
 	PayloadAccessDenied prometheus.Counter
+	// InboxRecordBytes is the size of each work item's COMPLETED inbox
+	// record as DynamoDB counts it, by message type: over 1 KB, each
+	// write of it costs two units (the worker warns once per type from
+	// 900 bytes).
+	InboxRecordBytes *prometheus.HistogramVec
 }
 
 // NewMetrics creates the collectors and registers them with reg (nil: not
@@ -157,6 +162,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Fetches of payloads by S3 reference by source (payload_ref, extended_client) and result (ok, or the failure code in lower case)."}, []string{"source", "result"}),
 		PayloadAccessDenied: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "payload_access_denied_total",
 			Help: "Payload fetches S3 or KMS refused the worker (alert on any: fix the permission; the messages are retried)."}),
+		InboxRecordBytes: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "inbox_record_bytes",
+			Help:    "Size of each work item's COMPLETED inbox record as DynamoDB counts it, by message type (over 1024 bytes a write costs two units).",
+			Buckets: []float64{256, 512, 768, 900, 1024, 2048, 4096}}, []string{"message_type"}),
 	}
 	if reg == nil {
 		return m, nil
@@ -164,7 +172,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	var errs []error
 	for _, c := range []prometheus.Collector{m.Received, m.Outcomes, m.Failures, m.HashMismatches, m.Processing, m.Commit,
 		m.InFlight, m.Concurrency, m.Throttles, m.Conflicts, m.Extensions, m.Deletes, m.DLQSent, m.MessageAge, m.ReceiveErrors,
-		m.DatabaseHealthy, m.HealthTransitions, m.Probes, m.Parked, m.DatabaseCapacity, m.DynamoDBCalls, m.BudgetWait, m.PayloadFetches, m.PayloadAccessDenied} {
+		m.DatabaseHealthy, m.HealthTransitions, m.Probes, m.Parked, m.DatabaseCapacity, m.DynamoDBCalls, m.BudgetWait, m.PayloadFetches, m.PayloadAccessDenied, m.InboxRecordBytes} {
 		errs = append(errs, reg.Register(c))
 	}
 	return m, errors.Join(errs...)

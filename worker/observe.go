@@ -81,6 +81,14 @@ func (w *Worker) observe(ctx context.Context, d *delivery, r report, took time.D
 	if a.dlqSent {
 		w.metrics.DLQSent.Inc()
 	}
+	if wk := r.work; wk != nil && wk.req != nil && w.records != nil {
+		bytes, warn := w.records.size(&wk.req.Work)
+		w.metrics.InboxRecordBytes.WithLabelValues(typeLabel).Observe(float64(bytes))
+		if warn {
+			w.log.WarnContext(ctx, "inbox records of this message type approach DynamoDB's 1 KB write unit: over it each write of one costs two units; shorter idempotency keys, aggregate ids, correlation ids or producer names keep them under",
+				"messageType", wk.env.MessageType, "recordBytes", bytes, "idempotencyKeyBytes", len(wk.env.IdempotencyKey))
+		}
+	}
 	w.log.LogAttrs(ctx, level, LogEvent(o.result), attrs...)
 	w.metrics.Outcomes.WithLabelValues(typeLabel, outcomeLabel(ev.Outcome)).Inc()
 	if took > 0 {

@@ -98,6 +98,7 @@ type Worker struct {
 	metrics   *Metrics
 	labels    *labels
 	tracer    *tracer // nil: no tracing
+	records   *recordSizes
 	queueName string  // the last segment of Config.QueueURL: the log line's queue and the spans' destination
 	limiter   *adaptive.Limiter
 	pool      *slots.Pool
@@ -165,6 +166,9 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 		}
 		if w.renewer, err = stale.NewRenewer(w.db, stale.RenewerConfig{Store: cfg.Store, Policy: w.policy, Now: cfg.Now}); err != nil {
 			errs = append(errs, err)
+		}
+		if w.gate != nil {
+			w.records = newRecordSizes(cfg.Store, w.gate.Owner())
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
