@@ -99,7 +99,7 @@ type Worker struct {
 	labels    *labels
 	tracer    *tracer // nil: no tracing
 	records   *recordSizes
-	queueName string  // the last segment of Config.QueueURL: the log line's queue and the spans' destination
+	queueName string // the last segment of Config.QueueURL: the log line's queue and the spans' destination
 	limiter   *adaptive.Limiter
 	pool      *slots.Pool
 	health    *dbHealth
