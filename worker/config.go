@@ -30,8 +30,8 @@ const (
 )
 
 // Zero sets a Config field whose zero value means "the default" to an
-// explicit zero: ClockSkew, MaxGuardRetries, DeleteFlushInterval,
-// DrainTimeout and Backoff.Jitter (e.g. Config{ClockSkew: worker.Zero}).
+// explicit zero: ClockSkew, MaxGuardRetries, ReadAhead,
+// DeleteFlushInterval, DrainTimeout and Backoff.Jitter (e.g. Config{ClockSkew: worker.Zero}).
 // It is the same value as stale.Zero.
 const Zero = -1
 
@@ -46,6 +46,7 @@ const (
 	DefaultMaxAttempts       = failure.DefaultMaxAttempts
 	DefaultMaxTakeovers      = 5
 	DefaultMaxGuardRetries   = judge.DefaultMaxReruns
+	DefaultReadAhead         = 2
 	DefaultTerminalPolicy    = PolicyDLQ
 	// DefaultDeleteFlushInterval is a standard queue's;
 	// DefaultFIFODeleteFlushInterval a FIFO queue's, where a pending
@@ -114,12 +115,15 @@ type Config struct {
 	// infrastructure trouble) is not counted. Default:
 	// DefaultMaxTakeovers.
 	MaxTakeovers int
-	// ReadAhead reads the inbox records of a receive batch's fused work
-	// with one eventually consistent BatchGetItem before it runs, so that
-	// a duplicate costs half a read unit instead of a cancelled
-	// transaction (standard queues; a stale read is safe: the fused
-	// commit's condition and the gate's still decide). Default: off.
-	ReadAhead bool
+	// ReadAhead is the fewest fused work items of one receive batch whose
+	// inbox records the worker reads ahead, with one eventually consistent
+	// BatchGetItem before they run, so that a duplicate costs half a read
+	// unit instead of a cancelled transaction (standard queues; a stale
+	// read is safe: the fused commit's condition and the gate's still
+	// decide). Below it — one message per receive, at low concurrency — the
+	// read would be a call more per message. Default: DefaultReadAhead;
+	// Zero never reads ahead.
+	ReadAhead int
 	// MaxGuardRetries bounds handler re-runs after a Retry guard. Default:
 	// DefaultMaxGuardRetries; Zero never re-runs (a lost optimistic race
 	// fails retryably).
@@ -237,6 +241,10 @@ func (c Config) WithDefaults() (Config, error) {
 		errs = append(errs, fmt.Errorf("worker: Config.MaxTakeovers %d must be within 1..100", c.MaxTakeovers))
 	}
 	c.MaxGuardRetries = withDefault(c.MaxGuardRetries, DefaultMaxGuardRetries)
+	c.ReadAhead = withDefault(c.ReadAhead, DefaultReadAhead)
+	if c.ReadAhead < 0 {
+		errs = append(errs, errors.New("worker: Config.ReadAhead must not be negative"))
+	}
 	if c.MaxGuardRetries < 0 {
 		errs = append(errs, errors.New("worker: Config.MaxGuardRetries must not be negative"))
 	}

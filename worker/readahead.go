@@ -17,14 +17,14 @@ const maxBatchGetKeys = 100
 
 // readAhead admits a receive batch's deliveries and reads the inbox
 // records of their fused work with one eventually consistent BatchGetItem
-// per 100 keys, before any of them runs (Config.ReadAhead). A record found
+// per 100 keys, before any of them runs (at least Config.ReadAhead of them). A record found
 // is where the delivery's claim starts (decide): a duplicate of COMPLETED
 // work is answered without a write. A read that is stale, fails or leaves
 // keys unprocessed costs nothing but the read: the fused commit's
 // attribute_not_exists, and the gate's conditions on the record as read,
 // still decide.
 func (w *Worker) readAhead(ctx context.Context, ds []*delivery) {
-	if !w.cfg.ReadAhead || !w.health.Healthy() {
+	if w.cfg.ReadAhead == 0 || len(ds) < w.cfg.ReadAhead || !w.health.Healthy() {
 		return
 	}
 	byKey := map[string][]*delivery{}
@@ -42,6 +42,9 @@ func (w *Worker) readAhead(ctx context.Context, ds []*delivery) {
 			keys[id] = w.cfg.Store.Key(wk.env.IdempotencyKey, wk.env.MessageType)
 		}
 		byKey[id] = append(byKey[id], d)
+	}
+	if len(keys) < w.cfg.ReadAhead {
+		return // the admissions are kept: decide uses them
 	}
 	ids := slices.Sorted(maps.Keys(keys))
 	for start := 0; start < len(ids); start += maxBatchGetKeys {
