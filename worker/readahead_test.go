@@ -20,7 +20,7 @@ import (
 func TestReadAhead(t *testing.T) {
 	cfg := func(h *harness) worker.Config {
 		c := h.testConfig()
-		c.ReadAhead = 1 // every batch, even of one message
+		c.ReadAhead = 1                        // every batch, even of one message
 		c.VisibilityTimeout = 10 * time.Second // no second delivery mid-run on a loaded machine
 		return c
 	}
