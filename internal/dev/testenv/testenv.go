@@ -2,11 +2,9 @@ package testenv
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -198,32 +196,16 @@ func New(t testing.TB, opts Options) *Env {
 
 // QueueState is what a queue holds, read from fauxqs's non-destructive
 // inspection endpoint (exact and immediate, unlike ApproximateNumberOf*).
-type QueueState struct {
-	Ready, Delayed, InFlight int
-}
-
-// Total is every message still in the queue.
-func (q QueueState) Total() int { return q.Ready + q.Delayed + q.InFlight }
+type QueueState = emulators.QueueState
 
 // InspectQueue reads the state of the queue at queueURL. It skips the test
 // when the emulators are not available (see Main).
 func InspectQueue(t testing.TB, queueURL string) QueueState {
 	t.Helper()
 	_, sqsEndpoint := Endpoints(t)
-	name := queueURL[strings.LastIndexByte(queueURL, '/')+1:]
-	resp, err := http.Get(strings.TrimRight(sqsEndpoint, "/") + "/_fauxqs/queues/" + url.PathEscape(name))
+	st, err := emulators.Endpoints{SQS: sqsEndpoint}.InspectQueue(context.Background(), queueURL)
 	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	var body struct {
-		Messages struct {
-			Ready    []json.RawMessage `json:"ready"`
-			Delayed  []json.RawMessage `json:"delayed"`
-			Inflight []json.RawMessage `json:"inflight"`
-		} `json:"messages"`
-	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
-	return QueueState{Ready: len(body.Messages.Ready), Delayed: len(body.Messages.Delayed), InFlight: len(body.Messages.Inflight)}
+	return st
 }
 
 // Eventually polls cond every 20ms until it holds or timeout passes.
