@@ -53,9 +53,10 @@ item back to the retry path after its cause was fixed.`,
 	get := &cobra.Command{
 		Use:   "get KEY",
 		Short: "Show the records of one idempotency key (every message type unless --type)",
-		Example: `  ddbworker inbox get case-42:stage:7
-  ddbworker inbox get case-42:stage:7 --type StageChanged -o json
-  ddbworker inbox get 5f0c…-sqs-message-id --rejection`,
+		Example: examples(g.app.name(),
+			"inbox get case-42:stage:7",
+			"inbox get case-42:stage:7 --type StageChanged -o json",
+			"inbox get 5f0c…-sqs-message-id --rejection"),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(f.output); err != nil {
@@ -101,10 +102,11 @@ Rejected messages are FAILED_TERMINAL records.
 
 A page holds --limit records; "next page: --cursor C" resumes after it, and
 --all follows every page to the end.`,
-		Example: `  ddbworker inbox list --aggregate CASE/case-42
-  ddbworker inbox list --status FAILED_TERMINAL --code HANDLER_ERROR --since 24h
-  ddbworker inbox list --status PROCESSING --until 0s      # expired leases
-  ddbworker inbox list --status FAILED_RETRYABLE --all -o json`,
+		Example: examples(g.app.name(),
+			"inbox list --aggregate CASE/case-42",
+			"inbox list --status FAILED_TERMINAL --code HANDLER_ERROR --since 24h",
+			"inbox list --status PROCESSING --until 0s      # expired leases",
+			"inbox list --status FAILED_RETRYABLE --all -o json"),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(f.output); err != nil {
@@ -154,8 +156,9 @@ attempts budget, fenced on the record being exactly as read, and records who
 reopened it, when and why (reopenedBy, reopenedAt, reopenReason). Its next
 delivery — redrive its message from the DLQ — runs the handler again instead of
 failing the same way.`,
-		Example: `  ddbworker inbox reopen case-42:deadline:intake --type CaseDeadlineCalculationRequested --reason "case 42 restored"
-  ddbworker dlq redrive --filter code=CASE_NOT_FOUND --max 1`,
+		Example: examples(g.app.name(),
+			`inbox reopen case-42:deadline:intake --type CaseDeadlineCalculationRequested --reason "case 42 restored"`,
+			"dlq redrive --filter code=CASE_NOT_FOUND --max 1"),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.msgType == "" || strings.TrimSpace(reason) == "" {
