@@ -106,8 +106,9 @@ type Env struct {
 // Node.js (Resolve), and launches DynamoDB Local and fauxqs on free ports
 // of 127.0.0.1, waiting until both answer a real API call. On error nothing
 // is left running; a missing runtime is a one-line error that errors.Is
-// ErrUnavailable. The emulators run until Stop (on Linux they also die
-// with the process that started them). Stop them with Stop.
+// ErrUnavailable. ctx bounds the install and the start, not the emulators:
+// they run until Env.Stop (on Linux they also die with the process that
+// started them).
 func Start(ctx context.Context, cfg Config) (*Env, error) {
 	if err := supported(); err != nil {
 		return nil, err

@@ -384,12 +384,10 @@ func atLeastMajor(major int) func(semver) bool {
 	return func(v semver) bool { return v[0] >= major }
 }
 
-var nodeVersionRE = regexp.MustCompile(`^v(\d+)\.(\d+)\.(\d+)`)
-
 // nodeVersion parses `node --version`: "v22.23.3".
 func nodeVersion(out string) (string, semver, error) {
 	s := strings.TrimSpace(out)
-	m := nodeVersionRE.FindStringSubmatch(s)
+	m := regexp.MustCompile(`^v(\d+)\.(\d+)\.(\d+)`).FindStringSubmatch(s)
 	if m == nil {
 		return "", semver{}, fmt.Errorf("unrecognized `node --version` output %q", firstLine([]byte(out)))
 	}
@@ -400,13 +398,11 @@ func nodeVersion(out string) (string, semver, error) {
 	return m[0], v, nil
 }
 
-var javaVersionRE = regexp.MustCompile(`version "(\d+)(?:\.(\d+))?(?:\.(\d+))?[^"]*"`)
-
 // javaVersion parses `java -version` (on stderr, possibly after "Picked up
 // JAVA_TOOL_OPTIONS" lines): `openjdk version "17.0.15" 2025-04-15`,
 // `openjdk version "21" 2023-09-19`, `java version "1.8.0_381"` (major 8).
 func javaVersion(out string) (string, semver, error) {
-	m := javaVersionRE.FindStringSubmatch(out)
+	m := regexp.MustCompile(`version "(\d+)(?:\.(\d+))?(?:\.(\d+))?[^"]*"`).FindStringSubmatch(out)
 	if m == nil {
 		return "", semver{}, fmt.Errorf("unrecognized `java -version` output %q", firstLine([]byte(out)))
 	}
