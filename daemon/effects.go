@@ -61,9 +61,10 @@ attention index (cheap); any other listing scans the table for effect records
 Statuses: STARTED (a call may be in progress, or was cut short), COMPLETED,
 FAILED (the provider refused), NOT_DONE (certainly not done; the next attempt
 calls again), UNKNOWN (resolve it).`,
-		Example: `  ddbworker effects list --status UNKNOWN
-  ddbworker effects list --status STARTED --provider payments -o json
-  ddbworker effects list --all`,
+		Example: examples(g.app.name(),
+			"effects list --status UNKNOWN",
+			"effects list --status STARTED --provider payments -o json",
+			"effects list --all"),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(f.output); err != nil {
@@ -107,7 +108,7 @@ calls again), UNKNOWN (resolve it).`,
 	get := &cobra.Command{
 		Use:     "get KEY",
 		Short:   "Show one effect record",
-		Example: `  ddbworker effects get OrderPaymentRequested/order-42:payment/charge`,
+		Example: examples(g.app.name(), "effects get OrderPaymentRequested/order-42:payment/charge"),
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(f.output); err != nil {
@@ -144,9 +145,10 @@ STARTED with its call lease over. Look the key up in the provider's own records
 The write is fenced on the record being exactly as read, and records who
 (--by), when and why (--reason). The work itself failed with
 EFFECT_OUTCOME_UNKNOWN: reopen it and redrive its message from the DLQ.`,
-		Example: `  ddbworker effects resolve OrderPaymentRequested/order-42:payment/charge --completed --ref ch_3PqL… --reason "charge found in the provider dashboard"
-  ddbworker inbox reopen order-42:payment --type OrderPaymentRequested --reason "effect resolved"
-  ddbworker dlq redrive --filter code=EFFECT_OUTCOME_UNKNOWN --max 1`,
+		Example: examples(g.app.name(),
+			`effects resolve OrderPaymentRequested/order-42:payment/charge --completed --ref ch_3PqL… --reason "charge found in the provider dashboard"`,
+			`inbox reopen order-42:payment --type OrderPaymentRequested --reason "effect resolved"`,
+			"dlq redrive --filter code=EFFECT_OUTCOME_UNKNOWN --max 1"),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(f.output); err != nil {

@@ -51,11 +51,22 @@ item back to the retry path after its cause was fixed.`,
 	cmd.PersistentFlags().StringVarP(&f.output, "output", "o", "table", "output: table or json")
 
 	get := &cobra.Command{
-		Use:   "get KEY",
-		Short: "Show the records of one idempotency key (every message type unless --type)",
-		Example: `  ddbworker inbox get case-42:stage:7
-  ddbworker inbox get case-42:stage:7 --type StageChanged -o json
-  ddbworker inbox get 5f0c…-sqs-message-id --rejection`,
+		Use:   "get KEY | rejected:SQS_MESSAGE_ID",
+		Short: "Show the records of one idempotency key (every message type unless --type) and its rejected deliveries",
+		Long: `get reads the records of one idempotency key, one per message type (or
+--type's only), and lists the deliveries of that key that were rejected: a
+message refused after its envelope named the key (IDEMPOTENCY_HASH_MISMATCH, a
+field over its limit) is filed under its SQS message id, not under the key,
+and is found through the aggregate and attention indexes. A key whose every
+delivery was rejected has no record, only rejections.
+
+"rejected:<SQS message id>", as "inbox list" names a rejection, reads that
+rejection record (as --rejection <SQS message id> does).`,
+		Example: examples(g.app.name(),
+			"inbox get case-42:stage:7",
+			"inbox get case-42:stage:7 --type StageChanged -o json",
+			"inbox get rejected:5f0c…-sqs-message-id        # a rejection, as inbox list names it",
+			"inbox get 5f0c…-sqs-message-id --rejection"),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(f.output); err != nil {
@@ -68,20 +79,23 @@ item back to the retry path after its cause was fixed.`,
 			if err != nil {
 				return err
 			}
-			var recs []*inbox.Record
-			if f.rejection {
-				rec, err := r.GetRejection(cmd.Context(), args[0])
-				if err != nil {
-					return err
-				}
-				recs = []*inbox.Record{rec}
-			} else if recs, err = r.Get(cmd.Context(), args[0], f.msgType); err != nil {
+			recs, rejected, err := inboxGet(cmd.Context(), r, args[0], f.msgType, f.rejection)
+			if err != nil {
 				return err
 			}
 			if f.output == "json" {
-				return inboxWriteJSON(cmd.OutOrStdout(), recs, "")
+				return inboxWriteDoc(cmd.OutOrStdout(), recs, rejected, "")
 			}
-			inboxPrintDetail(cmd.OutOrStdout(), recs, time.Now())
+			w := cmd.OutOrStdout()
+			if len(recs) == 0 {
+				of := ""
+				if f.msgType != "" {
+					of = " of type " + f.msgType
+				}
+				fmt.Fprintf(w, "no record under %s%s: no delivery of it was accepted\n", args[0], of)
+			}
+			inboxPrintDetail(w, recs, time.Now())
+			inboxPrintRejections(w, args[0], rejected, len(recs) > 0)
 			return nil
 		},
 	}
@@ -101,10 +115,11 @@ Rejected messages are FAILED_TERMINAL records.
 
 A page holds --limit records; "next page: --cursor C" resumes after it, and
 --all follows every page to the end.`,
-		Example: `  ddbworker inbox list --aggregate CASE/case-42
-  ddbworker inbox list --status FAILED_TERMINAL --code HANDLER_ERROR --since 24h
-  ddbworker inbox list --status PROCESSING --until 0s      # expired leases
-  ddbworker inbox list --status FAILED_RETRYABLE --all -o json`,
+		Example: examples(g.app.name(),
+			"inbox list --aggregate CASE/case-42",
+			"inbox list --status FAILED_TERMINAL --code HANDLER_ERROR --since 24h",
+			"inbox list --status PROCESSING --until 0s      # expired leases",
+			"inbox list --status FAILED_RETRYABLE --all -o json"),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(f.output); err != nil {
@@ -154,8 +169,9 @@ attempts budget, fenced on the record being exactly as read, and records who
 reopened it, when and why (reopenedBy, reopenedAt, reopenReason). Its next
 delivery — redrive its message from the DLQ — runs the handler again instead of
 failing the same way.`,
-		Example: `  ddbworker inbox reopen case-42:deadline:intake --type CaseDeadlineCalculationRequested --reason "case 42 restored"
-  ddbworker dlq redrive --filter code=CASE_NOT_FOUND --max 1`,
+		Example: examples(g.app.name(),
+			`inbox reopen case-42:deadline:intake --type CaseDeadlineCalculationRequested --reason "case 42 restored"`,
+			"dlq redrive --filter code=CASE_NOT_FOUND --max 1"),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.msgType == "" || strings.TrimSpace(reason) == "" {
@@ -176,6 +192,70 @@ failing the same way.`,
 func defaultOperator() string {
 	host, _ := os.Hostname()
 	return cmp.Or(os.Getenv("USER"), "operator") + "@" + host
+}
+
+// rejectedPrefix names a rejection record in listings and in `inbox get`:
+// rejected:<SQS message id>.
+const rejectedPrefix = "rejected:"
+
+// inboxGet reads what `inbox get NAME` shows: with byMessageID, the
+// rejection of the SQS message NAME; else the records of the key NAME and
+// its rejected deliveries, or — when the key has neither and NAME is
+// rejected:<id> — that rejection. Nothing at all is an error that wraps
+// inbox.ErrNotFound.
+func inboxGet(ctx context.Context, r *inbox.Reader, name, messageType string, byMessageID bool) (recs, rejected []*inbox.Record, err error) {
+	if byMessageID {
+		rec, err := r.GetRejection(ctx, name)
+		if err != nil {
+			return nil, nil, err
+		}
+		return []*inbox.Record{rec}, nil, nil
+	}
+	recs, err = r.Get(ctx, name, messageType)
+	if err != nil && !errors.Is(err, inbox.ErrNotFound) {
+		return nil, nil, err
+	}
+	notFound := err
+	if rejected, err = r.Rejections(ctx, name, messageType, recs); err != nil {
+		return nil, nil, err
+	}
+	if len(recs) > 0 || len(rejected) > 0 {
+		return recs, rejected, nil
+	}
+	if id, ok := strings.CutPrefix(name, rejectedPrefix); ok && id != "" {
+		rec, err := r.GetRejection(ctx, id)
+		if err == nil {
+			return []*inbox.Record{rec}, nil, nil
+		}
+		if !errors.Is(err, inbox.ErrNotFound) {
+			return nil, nil, err
+		}
+		return nil, nil, fmt.Errorf("%w, and no rejection of SQS message %q", notFound, id)
+	}
+	return nil, nil, fmt.Errorf("%w (and no rejected delivery of it)", notFound)
+}
+
+// inboxPrintRejections lists the rejected deliveries of key, after its
+// records (gap: a blank line first).
+func inboxPrintRejections(w io.Writer, key string, rejected []*inbox.Record, gap bool) {
+	if len(rejected) == 0 {
+		return
+	}
+	if gap {
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "%d rejected deliveries of %s, filed under their SQS message ids (`inbox get rejected:<id>` shows one):\n", len(rejected), key)
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "REJECTION\tTYPE\tCODE\tFAILED AT\tAGGREGATE\tMESSAGE")
+	for _, r := range rejected {
+		agg := "-"
+		if r.AggregateType != "" || r.AggregateID != "" {
+			agg = r.AggregateType + "/" + r.AggregateID
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", inboxName(r), orDash(r.MessageType), orDash(r.FailureCode), orDash(r.FailedAt), agg,
+			orDash(dlqExcerpt(r.FailureMessage, 80)))
+	}
+	_ = tw.Flush()
 }
 
 // reopenRecord reopens the FAILED_TERMINAL record of (key, messageType).
@@ -339,34 +419,47 @@ type inboxJSONRecord struct {
 
 type inboxJSONDoc struct {
 	Records []inboxJSONRecord `json:"records"`
-	Next    string            `json:"next"`
+	// Rejections are `inbox get`'s rejected deliveries of the key.
+	Rejections []inboxJSONRecord `json:"rejections,omitempty"`
+	Next       string            `json:"next"`
 }
 
 func inboxWriteJSON(w io.Writer, recs []*inbox.Record, next string) error {
+	return inboxWriteDoc(w, recs, nil, next)
+}
+
+func inboxWriteDoc(w io.Writer, recs, rejected []*inbox.Record, next string) error {
 	doc := inboxJSONDoc{Records: make([]inboxJSONRecord, 0, len(recs)), Next: next}
 	for _, r := range recs {
-		doc.Records = append(doc.Records, inboxJSONRecord{
-			Key: r.Key, MessageType: r.MessageType, Status: string(r.Status), Rejection: r.Rejection,
-			SQSMessageID: r.SQSMessageID, RequestHash: r.RequestHash, SchemaVersion: r.SchemaVersion,
-			AggregateType: r.AggregateType, AggregateID: r.AggregateID, CorrelationID: r.CorrelationID,
-			CausationID: r.CausationID, Producer: r.Producer, FirstSeenAt: r.FirstSeenAt, LastSeenAt: r.LastActivity(),
-			StartedAt: r.StartedAt, CompletedAt: r.CompletedAt, FailedAt: r.FailedAt, Attempts: r.Attempts,
-			Deliveries: r.Deliveries, LeaseOwner: r.LeaseOwner, LeaseToken: r.LeaseToken,
-			LeaseExpiresAt: inbox.FormatTime(r.LeaseExpiry), FailureCode: r.FailureCode,
-			FailureMessage: r.FailureMessage, Outcome: r.Outcome, ResultRef: r.ResultRef, TTL: r.TTL,
-			ReopenedAt: r.ReopenedAt, ReopenedBy: r.ReopenedBy, ReopenReason: r.ReopenReason,
-		})
+		doc.Records = append(doc.Records, inboxJSONOf(r))
+	}
+	for _, r := range rejected {
+		doc.Rejections = append(doc.Rejections, inboxJSONOf(r))
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(doc)
 }
 
-// inboxName is how a record is named in a table: its key, or the SQS
-// message id of a rejection (what `inbox get --rejection` takes).
+func inboxJSONOf(r *inbox.Record) inboxJSONRecord {
+	return inboxJSONRecord{
+		Key: r.Key, MessageType: r.MessageType, Status: string(r.Status), Rejection: r.Rejection,
+		SQSMessageID: r.SQSMessageID, RequestHash: r.RequestHash, SchemaVersion: r.SchemaVersion,
+		AggregateType: r.AggregateType, AggregateID: r.AggregateID, CorrelationID: r.CorrelationID,
+		CausationID: r.CausationID, Producer: r.Producer, FirstSeenAt: r.FirstSeenAt, LastSeenAt: r.LastActivity(),
+		StartedAt: r.StartedAt, CompletedAt: r.CompletedAt, FailedAt: r.FailedAt, Attempts: r.Attempts,
+		Deliveries: r.Deliveries, LeaseOwner: r.LeaseOwner, LeaseToken: r.LeaseToken,
+		LeaseExpiresAt: inbox.FormatTime(r.LeaseExpiry), FailureCode: r.FailureCode,
+		FailureMessage: r.FailureMessage, Outcome: r.Outcome, ResultRef: r.ResultRef, TTL: r.TTL,
+		ReopenedAt: r.ReopenedAt, ReopenedBy: r.ReopenedBy, ReopenReason: r.ReopenReason,
+	}
+}
+
+// inboxName is how a record is named in a table: its key, or
+// rejected:<SQS message id> for a rejection (what `inbox get` takes).
 func inboxName(r *inbox.Record) string {
 	if r.Rejection {
-		return "rejected:" + r.SQSMessageID
+		return rejectedPrefix + r.SQSMessageID
 	}
 	return r.Key
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/mutation"
 )
 
 // inboxCLI is one test's table, seeded the way the gate and the committer
@@ -467,4 +468,78 @@ func TestInboxReopen(t *testing.T) {
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
+}
+
+// `inbox get KEY` lists the deliveries of KEY that were rejected (filed
+// under their SQS message ids, found through the indexes), and `inbox get
+// rejected:<id>` — the name `inbox list` prints — reads that rejection.
+// Old behaviour: `inbox get KEY` showed the key's record only, and `inbox
+// get rejected:<id>` was "record not found".
+func TestInboxGetRejections(t *testing.T) {
+	c := newInboxCLI(t)
+	store := inbox.Store{Table: c.env.Table} // the CLI's defaults: 16 attention shards
+	now := c.now
+	committer, err := mutation.New(c.env.DynamoDB, mutation.Config{Store: store, Now: func() time.Time { return now }})
+	require.NoError(t, err)
+	reject := func(at time.Time, r mutation.Rejection) {
+		t.Helper()
+		now = at
+		require.NoError(t, committer.Reject(context.Background(), &r))
+	}
+	c.completed("order-7:invoice", "OrderInvoiceRequested", "o-7", c.now.Add(-time.Hour))
+	reject(c.now.Add(-30*time.Minute), mutation.Rejection{SQSMessageID: "m-mismatch", Code: "IDEMPOTENCY_HASH_MISMATCH",
+		Message: "the key was used for other work", Key: "order-7:invoice", MessageType: "OrderInvoiceRequested",
+		AggregateType: "CASE", AggregateID: "o-7"})
+	reject(c.now.Add(-20*time.Minute), mutation.Rejection{SQSMessageID: "m-elsewhere", Code: "IDEMPOTENCY_HASH_MISMATCH",
+		Key: "order-7:invoice", MessageType: "OrderInvoiceRequested", AggregateType: "CASE", AggregateID: "o-8"})
+	reject(c.now.Add(-10*time.Minute), mutation.Rejection{SQSMessageID: "m-never", Code: "FIELD_TOO_LONG",
+		Key: "order-9:invoice", MessageType: "OrderInvoiceRequested", AggregateType: "CASE", AggregateID: "o-9"})
+
+	t.Run("table: the record, then its rejected deliveries", func(t *testing.T) {
+		out, err := c.run("inbox", "get", "order-7:invoice")
+		require.NoError(t, err)
+		require.Regexp(t, `(?m)^status:\s+COMPLETED$`, out)
+		require.Contains(t, out, "\n\n2 rejected deliveries of order-7:invoice, filed under their SQS message ids")
+		require.Regexp(t, `(?m)^REJECTION\s+TYPE\s+CODE\s+FAILED AT\s+AGGREGATE\s+MESSAGE$`, out)
+		require.Regexp(t, `(?m)^rejected:m-mismatch\s+OrderInvoiceRequested\s+IDEMPOTENCY_HASH_MISMATCH\s+\S+\s+CASE/o-7\s+the key was used for other work$`, out)
+		require.Regexp(t, `(?m)^rejected:m-elsewhere\s+OrderInvoiceRequested\s+IDEMPOTENCY_HASH_MISMATCH\s+\S+\s+CASE/o-8\s+-$`, out)
+		require.Less(t, strings.Index(out, "m-mismatch"), strings.Index(out, "m-elsewhere"), "oldest first")
+	})
+	t.Run("json: records and rejections", func(t *testing.T) {
+		doc := c.runJSON("inbox", "get", "order-7:invoice")
+		require.Len(t, doc.Records, 1)
+		require.Len(t, doc.Rejections, 2)
+		for _, r := range doc.Rejections {
+			require.True(t, r.Rejection)
+			require.Equal(t, "order-7:invoice", r.Key)
+			require.Equal(t, "IDEMPOTENCY_HASH_MISMATCH", r.FailureCode)
+		}
+		require.Equal(t, "m-mismatch", doc.Rejections[0].SQSMessageID)
+	})
+	t.Run("a key whose every delivery was rejected", func(t *testing.T) {
+		out, err := c.run("inbox", "get", "order-9:invoice")
+		require.NoError(t, err)
+		require.True(t, strings.HasPrefix(out, "no record under order-9:invoice: no delivery of it was accepted\n1 rejected deliveries"), out)
+		require.Regexp(t, `(?m)^rejected:m-never\s+OrderInvoiceRequested\s+FIELD_TOO_LONG\s`, out)
+	})
+	t.Run("the name inbox list prints reads the rejection", func(t *testing.T) {
+		listed, err := c.run("inbox", "list", "--status", "FAILED_TERMINAL", "--code", "IDEMPOTENCY_HASH_MISMATCH")
+		require.NoError(t, err)
+		names := rowsOf(t, listed)
+		require.Contains(t, names, "rejected:m-mismatch")
+		out, err := c.run("inbox", "get", "rejected:m-mismatch")
+		require.NoError(t, err)
+		require.Regexp(t, `(?m)^key:\s+order-7:invoice$`, out)
+		require.Regexp(t, `(?m)^rejection:\s+yes: the message was refused and filed under its SQS message id, not under its key`, out)
+		require.Regexp(t, `(?m)^sqsMessageId:\s+m-mismatch$`, out)
+		require.Regexp(t, `(?m)^failureCode:\s+IDEMPOTENCY_HASH_MISMATCH$`, out)
+		doc := c.runJSON("inbox", "get", "rejected:m-mismatch")
+		require.Len(t, doc.Records, 1)
+		require.True(t, doc.Records[0].Rejection)
+		require.Empty(t, doc.Rejections)
+	})
+	c.requireErrors([]cliError{
+		{name: "no such rejection", args: []string{"inbox", "get", "rejected:m-404"}, is: inbox.ErrNotFound, want: `no rejection of SQS message "m-404"`},
+		{name: "no such key", args: []string{"inbox", "get", "order-404"}, is: inbox.ErrNotFound, want: "no rejected delivery"},
+	})
 }

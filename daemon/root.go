@@ -87,7 +87,7 @@ SDK's own variables (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS
 	pf.StringVar(&g.ddbEndpoint, "dynamodb-endpoint", "", "DynamoDB endpoint URL (default: the SDK's, e.g. AWS_ENDPOINT_URL_DYNAMODB)")
 	pf.StringVar(&g.sqsEndpoint, "sqs-endpoint", "", "SQS endpoint URL (default: the SDK's, e.g. AWS_ENDPOINT_URL_SQS)")
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	pf.StringVar(&g.table, "table", app.Table, "DynamoDB table of the inbox records (and, usually, of the service's items)")
+	pf.StringVar(&g.table, "table", app.Table, tableUsage(app.Table))
 	d := tables.DefaultLayout()
 	pf.StringVar(&g.layout.PartitionKey, "pk-attribute", d.PartitionKey, "the table's partition key attribute")
 	pf.StringVar(&g.layout.SortKey, "sk-attribute", d.SortKey, "the table's sort key attribute")
@@ -204,6 +204,26 @@ func checkOutput(o string) error {
 		return fmt.Errorf("--output %q must be table or json", o)
 	}
 	return nil
+}
+
+// tableUsage is --table's help: required when the app gives it no default
+// (a team's binary), which the help then says, since cobra shows none.
+func tableUsage(def string) string {
+	const u = "DynamoDB table of the inbox records (and, usually, of the service's items)"
+	if def == "" {
+		return u + "; required (no default)"
+	}
+	return u
+}
+
+// examples formats a command's examples as invocations of the app: each
+// line is a command line without the program's name.
+func examples(app string, lines ...string) string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = "  " + app + " " + l
+	}
+	return strings.Join(out, "\n")
 }
 
 // orDash shows an empty table cell as "-".

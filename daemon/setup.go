@@ -92,7 +92,7 @@ func newQueuesCmd(g *globals) *cobra.Command {
 		},
 	}
 	f := create.Flags()
-	f.StringVar(&qc.Name, "queue", "ddbworker-work", "work queue name (FIFO names end in .fifo)")
+	f.StringVar(&qc.Name, "queue", g.app.name()+"-work", "work queue name (FIFO names end in .fifo)")
 	f.StringVar(&qc.DLQName, "dlq", "", "DLQ name (default: <queue>-dlq)")
 	f.BoolVar(&qc.FIFO, "fifo", false, "create FIFO queues")
 	f.DurationVar(&qc.VisibilityTimeout, "visibility-timeout", worker.DefaultVisibilityTimeout, "work queue visibility timeout; keep it equal to the worker's --visibility-timeout")

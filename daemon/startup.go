@@ -92,7 +92,7 @@ func checkOnce(ctx context.Context, ddb startupAPI, q queueAPI, s inbox.Store, q
 		case code == "ResourceNotFoundException":
 			return &startupError{fmt.Sprintf("table %q does not exist: create it with `%s tables create`, or set --table (DDBWORKER_TABLE)", s.Table, app)}
 		case permanentCode(code):
-			return &startupError{fmt.Sprintf("table %q: %v (check the credentials and their IAM policy: DescribeTable and DescribeTimeToLive at start; PutItem, UpdateItem, TransactWriteItems at work)", s.Table, err)}
+			return &startupError{fmt.Sprintf("table %q: %v (check the credentials and their IAM policy: dynamodb:DescribeTable, DescribeTimeToLive and GetItem at start; PutItem and UpdateItem at work, which a transaction needs for its items)", s.Table, err)}
 		}
 		return err
 	}

@@ -37,12 +37,12 @@ func newSweepCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sweep",
 		Short: "Find PROCESSING records whose lease expired; mark abandoned ones FAILED_TERMINAL LEASE_ABANDONED",
-		Long: `sweep finds inbox records left PROCESSING after their lease expired with no
+		Long: fmt.Sprintf(`sweep finds inbox records left PROCESSING after their lease expired with no
 delivery taking them over (a worker died and its message went to the DLQ, or
 expired). It reports every one; those expired for longer than --grace are
 marked FAILED_TERMINAL with code LEASE_ABANDONED (fenced: a record that was
 renewed, taken over or settled meanwhile is left alone), so they show up in
-"ddbworker inbox list --status FAILED_TERMINAL --code LEASE_ABANDONED" and in
+"%s inbox list --status FAILED_TERMINAL --code LEASE_ABANDONED" and in
 alerts. Nothing is lost: a later delivery of the same work (e.g. a DLQ
 redrive) takes an abandoned record over and runs it.
 
@@ -53,10 +53,11 @@ whole table with strongly consistent reads: about one RCU per 4 KB of table.
 --lease and --clock-skew must match the workers' --visibility-timeout and
 --clock-skew. With --every it sweeps repeatedly and serves the metrics
 ddbworker_stuck_records{state} and ddbworker_sweep_marked_total on
---metrics-addr until SIGTERM.`,
-		Example: `  ddbworker sweep --dry-run
-  ddbworker sweep --grace 2h --max 100
-  ddbworker sweep --use-index --every 5m --metrics-addr 127.0.0.1:9091`,
+--metrics-addr until SIGTERM.`, g.app.name()),
+		Example: examples(g.app.name(),
+			"sweep --dry-run",
+			"sweep --grace 2h --max 100",
+			"sweep --use-index --every 5m --metrics-addr 127.0.0.1:9091"),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)

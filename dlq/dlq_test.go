@@ -340,6 +340,10 @@ func TestRedrive(t *testing.T) {
 		{name: "redrive policy ones", opts: dlq.RedriveOptions{Filter: dlq.Filter{Code: dlq.CodeNone}}, wantKeys: []string{"k6"}, wantSkip: 5},
 		{name: "max bounds", opts: dlq.RedriveOptions{Max: 2}, wantKeys: []string{"k1", "k2", "k3", "k4", "k5", "k6"}, wantN: 2, wantLimit: true},
 		{name: "max bounds a filter", opts: dlq.RedriveOptions{Max: 1, Filter: dlq.Filter{Type: typeLedger}}, wantKeys: []string{"k4", "k5"}, wantN: 1, wantSkip: -1, wantLimit: true},
+		// Exactly Max matching messages: the scan goes on to the end, and
+		// the limit did not stop anything.
+		{name: "max equals the matches", opts: dlq.RedriveOptions{Max: 1, Filter: dlq.Filter{Code: dlq.CodeNone}}, wantKeys: []string{"k6"}, wantSkip: 5},
+		{name: "max equals the matches, no filter", opts: dlq.RedriveOptions{Max: 6}, wantKeys: []string{"k1", "k2", "k3", "k4", "k5", "k6"}},
 		{name: "dry run moves nothing", opts: dlq.RedriveOptions{DryRun: true, Filter: dlq.Filter{Code: "CASE_NOT_FOUND"}}, wantKeys: []string{"k1", "k2", "k3"}, wantSkip: 3},
 		{name: "all", opts: dlq.RedriveOptions{All: true}, wantKeys: []string{"k1", "k2", "k3", "k4", "k5", "k6"}},
 		{name: "arrivals stay", opts: dlq.RedriveOptions{All: true}, arrive: true, wantKeys: []string{"k1", "k2", "k3", "k4", "k5", "k6"}},
@@ -377,6 +381,14 @@ func TestRedrive(t *testing.T) {
 			require.Equal(t, tc.wantLimit, rep.LimitReached)
 			require.Equal(t, rep.Scanned, rep.Skipped+rep.Arrived+rep.TooOld+rep.OverMax+len(rep.Moved)+len(rep.Failed),
 				"every message scanned is accounted for: %+v", rep)
+			require.Equal(t, rep.Scanned-rep.Skipped, rep.Matched)
+			if tc.wantLimit {
+				require.Positive(t, rep.OverMax, "a matching message beyond the limit was seen")
+				require.False(t, rep.Complete)
+			} else {
+				require.Zero(t, rep.OverMax)
+				require.True(t, rep.Complete, "no limit stopped it: the whole DLQ was scanned")
+			}
 			require.NotEmpty(t, progress)
 			var keys []string
 			for _, m := range rep.Moved {

@@ -31,7 +31,11 @@
 // error between the two leaves the message in the DLQ as well: a later
 // redrive sends it again, and the consumer's idempotency gate absorbs the
 // copy — a COMPLETED work item comes back as a duplicate, a FAILED_TERMINAL
-// one fails again with its recorded code.
+// one fails again with its recorded code. Its report says what was left
+// only as sure as the scan allows: past Max it scans on, moving nothing,
+// until one more matching message (OverMax, LimitReached: some remain) or
+// the end of the DLQ (Complete: none remain), and it counts what it scanned
+// and what matched.
 //
 // It does not process messages (worker), decide what a delivery may do
 // (gate) or create queues (worker.CreateQueues).

@@ -102,6 +102,10 @@ type RedriveReport struct {
 	Rate     float64 `json:"rate"`
 	// Scanned is how many distinct DLQ messages were received.
 	Scanned int `json:"scanned"`
+	// Matched is how many of them matched the filter (Scanned − Skipped):
+	// the moved, the failed, and those left for being over the limit, too
+	// old or newer than the redrive.
+	Matched int `json:"matched"`
 	// Skipped did not match the filter; they stay in the DLQ.
 	Skipped int `json:"skipped"`
 	// Arrived reached the DLQ after the redrive started (for instance a
@@ -113,7 +117,10 @@ type RedriveReport struct {
 	// than MaxAge; they stay in the DLQ.
 	TooOld int `json:"tooOld"`
 	// OverMax matched the filter but were received after Max was reached;
-	// they stay in the DLQ for the next redrive.
+	// they stay in the DLQ for the next redrive. Once Max is reached the
+	// redrive scans on, moving nothing, until it receives one such message
+	// or reaches the end of the DLQ: OverMax > 0 means at least that many
+	// remain; OverMax 0 with Complete means none does.
 	OverMax int `json:"overMax"`
 	// Moved were sent to the work queue and deleted from the DLQ; in a
 	// dry run, they would have been.
@@ -123,10 +130,13 @@ type RedriveReport struct {
 	// MovedByCode and MovedByType count Moved.
 	MovedByCode map[string]int `json:"movedByCode"`
 	MovedByType map[string]int `json:"movedByType"`
-	// LimitReached is true when Max stopped the redrive: more matching
-	// messages may remain.
+	// LimitReached is true when Max stopped the redrive: a matching
+	// message beyond it was received (OverMax > 0) and left in the DLQ.
+	// Exactly Max matching messages do not reach it.
 	LimitReached bool `json:"limitReached"`
-	// Complete is true when the scan reached the end of the DLQ.
+	// Complete is true when the scan reached the end of the DLQ; false
+	// after LimitReached, or when Config.MaxScan stopped it (then more
+	// matching messages may remain).
 	Complete bool          `json:"complete"`
 	Duration time.Duration `json:"durationNs"`
 }
@@ -178,7 +188,10 @@ func (o *RedriveOptions) validate(dryRun bool, queueURL string) error {
 // original body, its producer's attributes (ddbworker.* stripped),
 // AttrFirstSentAt and AttrRedrivenFrom, then deleted from the DLQ once the
 // send succeeded. A message whose work is older than opts.MaxAge is not
-// sent (TooOld).
+// sent (TooOld). Once Max is reached it scans on, moving nothing, until
+// one more matching message shows that some remain (OverMax,
+// LimitReached) or the DLQ ends (Complete: none remain), so the report
+// says which.
 // Everything else it received — filtered out, over the limit, failed, or
 // arrived after it started — is made visible again. It returns an error
 // when the redrive could not run to its end; messages that failed one by
@@ -205,11 +218,12 @@ func (q *Queue) Redrive(ctx context.Context, opts RedriveOptions) (rep RedriveRe
 	defer func() {
 		err = errors.Join(err, s.release(ctx))
 		rep.Scanned, rep.Complete = s.scanned, s.complete
+		rep.Matched = rep.Scanned - rep.Skipped
 		rep.Duration = q.cfg.Now().Sub(start)
 	}()
 	size := func(int) int {
-		if opts.Filter.IsZero() {
-			return min(perReceive, limit-selected)
+		if opts.Filter.IsZero() { // every message matches: no more than can be taken, or one to look ahead
+			return max(1, min(perReceive, limit-selected))
 		}
 		return perReceive
 	}
@@ -242,7 +256,9 @@ func (q *Queue) Redrive(ctx context.Context, opts RedriveOptions) (rep RedriveRe
 		if opts.Progress != nil {
 			opts.Progress(RedriveProgress{Scanned: s.scanned, Skipped: rep.Skipped + rep.Arrived, Moved: len(rep.Moved), Failed: len(rep.Failed), Max: opts.Max})
 		}
-		if selected >= limit {
+		// At the limit, one more matching message says that some remain;
+		// until one comes (or the DLQ ends) the scan goes on.
+		if selected >= limit && rep.OverMax > 0 {
 			rep.LimitReached = true
 			return true, err
 		}

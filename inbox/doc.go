@@ -9,8 +9,10 @@
 // they keep — attempts counts recorded business failures (only Fail adds
 // one), takeovers counts leases that expired without an outcome, and a
 // released lease is PROCESSING under no token —; the operator reads (get,
-// list by aggregate, list failed or in-flight through the attention
-// index); and the store's settings as its table records them (recorded.go:
+// a rejection by SQS message id, the rejected deliveries of a key through
+// the aggregate and attention indexes — Rejections —, list by aggregate,
+// list failed or in-flight through the attention index); and the store's
+// settings as its table records them (recorded.go:
 // the DDBWORKER#CONFIG item, ReadRecorded, Merge, RecordSettings), which
 // every daemon command and the Lambda adapter read at start, so that all
 // of them share one configuration.

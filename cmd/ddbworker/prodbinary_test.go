@@ -19,11 +19,11 @@ import (
 )
 
 // The production binary links nothing of the development tooling — no
-// package under internal/dev/ (fault injection, the emulators, the
-// harnesses, the development commands) — and of example/ only the domain
-// it runs. The libraries a team's binary links (daemon, lambda) link
-// neither: their dependency graphs hold nothing under internal/dev/ or
-// example/.
+// package under internal/dev/ (fault injection, the harnesses, the
+// development commands) or ddbworkertest/ (the test kits, the emulators) —
+// and of example/ only the domain it runs. The libraries a team's binary
+// links (daemon, lambda) link none of it: their dependency graphs hold
+// nothing under internal/dev/, ddbworkertest/ or example/.
 func TestProductionDependencies(t *testing.T) {
 	const module = "github.com/ddbworker/ddbworker/"
 	for _, tc := range []struct {
@@ -45,6 +45,7 @@ func TestProductionDependencies(t *testing.T) {
 					continue
 				}
 				require.Falsef(t, strings.HasPrefix(rel, "internal/dev/"), "%s links %s: development tooling", tc.pkg, dep)
+				require.Falsef(t, rel == "ddbworkertest" || strings.HasPrefix(rel, "ddbworkertest/"), "%s links %s: a test kit", tc.pkg, dep)
 				if strings.HasPrefix(rel, "example/") {
 					require.Containsf(t, tc.allowed, dep, "%s links %s", tc.pkg, dep)
 				}

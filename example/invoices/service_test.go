@@ -3,6 +3,11 @@
 // tables create, run (configured by DDBWORKER_* variables, serving /readyz
 // and /metrics, stopped by SIGTERM), inbox list — and the Dockerfile checked
 // as text (there is no Docker engine in the test).
+//
+// It imports nothing a team's module cannot: the emulators come from the
+// public helper, package ddbworkertest/emulators, which installs them on
+// first use and skips the test (unless DDBWORKER_REQUIRE_EMULATORS is set)
+// when Java 17+ or Node.js 22 is missing. Copy it as it is.
 package invoices_test
 
 import (
@@ -20,6 +25,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -31,15 +37,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker/ddbworkertest/emulators"
 	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/example/invoices"
 	"github.com/ddbworker/ddbworker/failure"
-	"github.com/ddbworker/ddbworker/internal/dev/testenv"
 	"github.com/ddbworker/ddbworker/worker"
 )
-
-func TestMain(m *testing.M) { testenv.Main(m) }
 
 // The image's main package, and where the service's files are.
 const (
@@ -53,14 +57,18 @@ const (
 // payload with their codes, shows both in `inbox list`, and stops with exit
 // 0 on SIGTERM.
 func TestServiceBinary(t *testing.T) {
+	emu := emulators.ForTest(t) // DynamoDB Local and SQS on 127.0.0.1, stopped when the test ends
 	root := repoRoot(t)
 	bin := buildService(t, root, testVersion)
-	env := testenv.New(t, testenv.Options{Queue: workerQueue()})
-	table := testenv.Unique("invoices") // created by the binary itself
+	queues := emu.NewQueues(t, workerQueue()) // the work queue and its DLQ, deleted when the test ends
+	ddb, q := emu.DynamoDB(), emu.SQS()
+	table := emulators.UniqueName("invoices") // created by the binary itself
 	t.Cleanup(func() {
-		_, _ = env.DynamoDB.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+		_, _ = ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
-	base := append(cleanEnviron(), "DDBWORKER_TABLE="+table)
+	// The service sees the emulators through the environment alone:
+	// endpoints, credentials, region.
+	base := append(append(cleanEnviron(), emu.Environ()...), "DDBWORKER_TABLE="+table)
 
 	out := runCommand(t, bin, base, "--version")
 	require.Equal(t, "invoice-worker version "+testVersion+"\n", out, "the version the Dockerfile's -ldflags stamp")
@@ -72,7 +80,7 @@ func TestServiceBinary(t *testing.T) {
 		item, err := attributevalue.MarshalMap(map[string]any{invoices.AttrPK: invoices.OrderKey(id)[invoices.AttrPK],
 			invoices.AttrSK: invoices.OrderKey(id)[invoices.AttrSK], invoices.AttrStatus: "PLACED"})
 		require.NoError(t, err)
-		_, err = env.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item})
+		_, err = ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item})
 		require.NoError(t, err)
 	}
 	first := invoiceRequest(t, "o-1", invoices.InvoiceRequested{OrderID: "o-1", AmountCents: 1250, Currency: "EUR"})
@@ -87,15 +95,15 @@ func TestServiceBinary(t *testing.T) {
 	} {
 		body, err := envelope.Encode(e)
 		require.NoError(t, err)
-		_, err = env.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(env.Queues.URL), MessageBody: aws.String(string(body))})
+		_, err = q.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(queues.URL), MessageBody: aws.String(string(body))})
 		require.NoError(t, err)
 	}
 
 	addr := freeAddr(t)
 	cmd := exec.Command(bin, "run")
-	logs := &testenv.Buffer{}
+	logs := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = io.Discard, logs
-	cmd.Env = append(base, "DDBWORKER_QUEUE_URL="+env.Queues.URL, "DDBWORKER_DLQ_URL="+env.Queues.DLQURL,
+	cmd.Env = append(base, "DDBWORKER_QUEUE_URL="+queues.URL, "DDBWORKER_DLQ_URL="+queues.DLQURL,
 		"DDBWORKER_METRICS_ADDR="+addr, "DDBWORKER_WAIT_TIME=1s", "DDBWORKER_VISIBILITY_TIMEOUT="+workerQueue().VisibilityTimeout.String(),
 		"DDBWORKER_LOG_LEVEL=info")
 	require.NoError(t, cmd.Start())
@@ -124,7 +132,12 @@ func TestServiceBinary(t *testing.T) {
 		}
 	}
 	waitFor("/readyz answers 200", 30*time.Second, func() bool { return httpStatus("http://"+addr+"/readyz") == http.StatusOK })
-	waitFor("the queue is empty", 60*time.Second, func() bool { return testenv.InspectQueue(t, env.Queues.URL).Total() == 0 })
+	queueTotal := func(url string) int {
+		st, err := emu.InspectQueue(ctx, url) // exact, unlike ApproximateNumberOfMessages
+		require.NoError(t, err)
+		return st.Total()
+	}
+	waitFor("the queue is empty", 60*time.Second, func() bool { return queueTotal(queues.URL) == 0 })
 	want := map[string]float64{"applied": 2, "duplicate": 1, "terminal": 2}
 	var outcomes map[string]float64
 	waitFor("ddbworker_messages_total counts every delivery", 10*time.Second, func() bool {
@@ -139,7 +152,7 @@ func TestServiceBinary(t *testing.T) {
 
 	// Each order invoiced once: one invoice item, and the order points at it.
 	for _, id := range []string{"o-1", "o-2"} {
-		items := orderItems(t, env.DynamoDB, table, id)
+		items := orderItems(t, ddb, table, id)
 		require.Len(t, items, 2, "order %s: the order and exactly one invoice", id)
 		order, invoice := items["ORDER"], items["INVOICE"]
 		require.NotNil(t, invoice, "order %s has no invoice", id)
@@ -147,13 +160,13 @@ func TestServiceBinary(t *testing.T) {
 		require.Equal(t, "INV-invoice:"+id, invoice[invoices.AttrInvoiceNumber], "order %s", id)
 		require.Equal(t, invoice[invoices.AttrInvoiceNumber], order[invoices.AttrInvoiceNumber], "order %s points at its invoice", id)
 	}
-	require.Empty(t, orderItems(t, env.DynamoDB, table, "o-404"), "the missing order's transaction wrote nothing")
+	require.Empty(t, orderItems(t, ddb, table, "o-404"), "the missing order's transaction wrote nothing")
 
 	// The two terminal messages are in the DLQ with their codes.
-	waitFor("two messages in the DLQ", 10*time.Second, func() bool { return testenv.InspectQueue(t, env.Queues.DLQURL).Total() == 2 })
+	waitFor("two messages in the DLQ", 10*time.Second, func() bool { return queueTotal(queues.DLQURL) == 2 })
 	dead := map[string]string{}
 	waitFor("the DLQ's messages received", 10*time.Second, func() bool {
-		rcv, err := env.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(env.Queues.DLQURL),
+		rcv, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(queues.DLQURL),
 			MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 60, MessageAttributeNames: []string{"All"}})
 		require.NoError(t, err)
 		for _, m := range rcv.Messages {
@@ -361,10 +374,30 @@ func runCommand(t *testing.T, bin string, env []string, args ...string) string {
 	return stdout.String()
 }
 
-// cleanEnviron is the test's environment (the emulators' endpoints and
-// credentials) without DDBWORKER_* variables from outside.
+// cleanEnviron is the test's environment without DDBWORKER_* and AWS_*
+// variables from outside (a developer's profile, a CI's credentials).
 func cleanEnviron() []string {
-	return slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "DDBWORKER_") })
+	return slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, "DDBWORKER_") || strings.HasPrefix(kv, "AWS_")
+	})
+}
+
+// syncBuffer collects a child process's output while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func freeAddr(t *testing.T) string {

@@ -1,7 +1,9 @@
 // Package dev holds ddbworker's development tooling, apart from what
 // ships: the development binary's commands (devcmd: demo, bench, chaos,
 // send, emulators, faultproxy, and the fault flags of run and relay), the
-// local emulators (emulators), per-test tables and queues (testenv), SDK
+// Makefile's check of the emulators' runtimes (emulators/check; the
+// emulators themselves are the public test helper, ddbworkertest/emulators),
+// per-test tables and queues on a shared pair (testenv), SDK
 // fault injection (faults), the DynamoDB fault proxy (ddbproxy), and the
 // chaos and benchmark harnesses (chaos, bench). Outside internal/dev only
 // cmd/ddbworker-dev, the crash-test services the kill -9 tests build, and

@@ -3,9 +3,13 @@ package main
 import (
 	"bufio"
 	"context"
+	"debug/buildinfo"
+	"debug/elf"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -71,12 +75,29 @@ func TestTemplate(t *testing.T) {
 
 	fn := resources.m("InvoiceFunction")
 	require.Equal(t, "AWS::Serverless::Function", fn.s("Type"))
-	require.Equal(t, "go1.x", fn.m("Metadata").s("BuildMethod"), "sam build runs go build")
 	props := fn.m("Properties")
 	require.Equal(t, "provided.al2023", props.s("Runtime"))
 	require.Equal(t, []any{"arm64"}, props["Architectures"])
 	require.Equal(t, "bootstrap", props.s("Handler"))
-	require.Equal(t, "lambda/", props.s("CodeUri"), "this directory, next to the template")
+	// The build: BuildMethod makefile runs build-InvoiceFunction of the
+	// Makefile in ContextPath, in a copy of CodeUri — the module root (see
+	// TestBuild for what the target builds).
+	build := fn.m("Metadata")
+	require.Equal(t, "makefile", build.s("BuildMethod"), "sam build runs the Makefile's build-InvoiceFunction (go1.x cannot reach go.mod above CodeUri, in a container least of all)")
+	require.Equal(t, []string{"BuildMethod", "ContextPath"}, sortedKeys(build), "the function's Metadata")
+	makefile := filepath.Join("..", build.s("ContextPath"), "Makefile")
+	require.Equal(t, filepath.Join("..", "lambda", "Makefile"), makefile, "the Makefile next to this main package")
+	require.Regexp(t, `(?m)^build-InvoiceFunction:`, readFile(t, makefile), "the target sam build runs: build-<logical id>")
+	codeURI, err := filepath.Abs(filepath.Join("..", props.s("CodeUri")))
+	require.NoError(t, err)
+	_, err = os.Stat(filepath.Join(codeURI, "go.mod"))
+	require.NoError(t, err, "CodeUri %s must be the module root: go build needs go.mod, and a container build sees CodeUri only", props.s("CodeUri"))
+	for _, dir := range moduleDeps(t) {
+		rel, err := filepath.Rel(codeURI, dir)
+		require.NoError(t, err)
+		require.False(t, rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)),
+			"%s, which the function imports, is outside CodeUri: SAM's build cache would miss a change to it", dir)
+	}
 	require.Equal(t, map[string]any{"Fn::GetAtt": "FunctionRole.Arn"}, props["Role"])
 	timeout := props.i(t, "Timeout")
 
@@ -140,6 +161,7 @@ func TestTemplate(t *testing.T) {
 		"dynamodb:UpdateItem":         {"Table"},
 		"dynamodb:GetItem":            {"Table"},
 		"dynamodb:DescribeTable":      {"Table"},
+		"dynamodb:DescribeTimeToLive": {"Table"}, // the cold start's tables.Verify
 		"sqs:ReceiveMessage":          {"WorkQueue"},
 		"sqs:DeleteMessage":           {"WorkQueue"},
 		"sqs:GetQueueAttributes":      {"WorkQueue", "DeadLetterQueue"},
@@ -268,6 +290,121 @@ func TestTemplateAlarms(t *testing.T) {
 		names = append(names, mf.GetName())
 	}
 	require.Contains(t, names, want["HashMismatch"].metric)
+}
+
+// TestBuild runs the Makefile target sam build runs (in the module root,
+// as SAM does in its copy of CodeUri, and from this directory with a
+// relative ARTIFACTS_DIR) and checks what it leaves in ARTIFACTS_DIR: a
+// static Linux executable named bootstrap for the template's architecture,
+// built with CGO_ENABLED=0 and -tags lambda.norpc. (It cannot run sam
+// build itself: no SAM CLI and no Docker here.)
+func TestBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a cross-compilation of the function")
+	}
+	mk, err := exec.LookPath("make")
+	if err != nil {
+		t.Skip("no make")
+	}
+	tpl := loadTemplate(t, "../template.yaml")
+	props := tpl.m("Resources").m("InvoiceFunction").m("Properties")
+	archs := props["Architectures"].([]any)
+	require.Len(t, archs, 1)
+	machine := map[string]elf.Machine{"arm64": elf.EM_AARCH64, "x86_64": elf.EM_X86_64}[archs[0].(string)]
+	goarch := map[string]string{"arm64": "arm64", "x86_64": "amd64"}[archs[0].(string)]
+	require.NotZero(t, machine, "Architectures %v", archs)
+	makefile, err := filepath.Abs("Makefile")
+	require.NoError(t, err)
+	root, err := filepath.Abs(filepath.Join("..", props.s("CodeUri")))
+	require.NoError(t, err)
+
+	here, err := filepath.Abs(".")
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name string
+		dir  string                    // make's working directory
+		out  func(t *testing.T) string // ARTIFACTS_DIR, as given
+	}{
+		{"as sam build runs it: in the module root, an absolute ARTIFACTS_DIR", root, func(t *testing.T) string { return t.TempDir() }},
+		{"by hand: in a directory of the module, a relative ARTIFACTS_DIR", here, func(t *testing.T) string {
+			rel, err := filepath.Rel(here, t.TempDir())
+			require.NoError(t, err)
+			return rel
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			artifacts := tc.out(t)
+			cmd := exec.Command(mk, "--makefile", makefile, "build-InvoiceFunction", "ARTIFACTS_DIR="+artifacts)
+			cmd.Dir = tc.dir
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, "make build-InvoiceFunction:\n%s", out)
+			if !filepath.IsAbs(artifacts) {
+				artifacts = filepath.Join(tc.dir, artifacts)
+			}
+			requireStaticBootstrap(t, filepath.Join(artifacts, "bootstrap"), machine, goarch)
+		})
+	}
+}
+
+// requireStaticBootstrap checks a function's bootstrap: an executable
+// Linux ELF for machine with no interpreter and no shared libraries, built
+// for linux/goarch without cgo and with the lambda.norpc tag.
+func requireStaticBootstrap(t *testing.T, path string, machine elf.Machine, goarch string) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	require.NoError(t, err, "no bootstrap in ARTIFACTS_DIR")
+	require.NotZero(t, fi.Mode().Perm()&0o100, "bootstrap is executable")
+	f, err := elf.Open(path)
+	require.NoError(t, err, "bootstrap is an ELF binary")
+	defer f.Close()
+	require.Equal(t, elf.ELFOSABI_NONE, f.OSABI)
+	require.Equal(t, elf.ET_EXEC, f.Type, "a static executable (not PIE, not a shared object)")
+	require.Equal(t, machine, f.Machine, "the template's architecture")
+	for _, p := range f.Progs {
+		require.NotEqual(t, elf.PT_INTERP, p.Type, "statically linked: no dynamic loader")
+		require.NotEqual(t, elf.PT_DYNAMIC, p.Type, "statically linked: no dynamic section")
+	}
+	libs, err := f.ImportedLibraries()
+	require.NoError(t, err)
+	require.Empty(t, libs)
+	info, err := buildinfo.ReadFile(path)
+	require.NoError(t, err)
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	require.Equal(t, "github.com/ddbworker/ddbworker/example/invoices/lambda", info.Path)
+	require.Equal(t, "linux", settings["GOOS"])
+	require.Equal(t, goarch, settings["GOARCH"])
+	require.Equal(t, "0", settings["CGO_ENABLED"])
+	require.Equal(t, "lambda.norpc", settings["-tags"])
+}
+
+// moduleDeps are the directories of this module's packages the function
+// links.
+func moduleDeps(t *testing.T) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if .Module}}{{if .Module.Main}}{{.Dir}}{{end}}{{end}}", ".").Output()
+	require.NoError(t, err)
+	dirs := strings.Fields(string(out))
+	require.NotEmpty(t, dirs)
+	return dirs
+}
+
+func sortedKeys(m tmap) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(b)
 }
 
 // cfn-lint, when it is installed, validates the template against

@@ -99,8 +99,9 @@ type Config struct {
 	// and stops them at the end.
 	DynamoDBEndpoint string
 	SQSEndpoint      string
-	// EmulatorsDir is the emulators' npm install. Default: found from the
-	// working directory.
+	// EmulatorsDir is where the emulators' npm packages are installed
+	// (emulators.Config.Dir). Default: $DDBWORKER_EMULATORS_DIR, else the
+	// user cache.
 	EmulatorsDir string
 	// AWS is the SDK configuration (region, credentials) of the harness's
 	// own clients; its credentials are passed to the workers as static

@@ -22,9 +22,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/ddbworker/ddbworker/ddbworkertest/emulators"
 	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/internal/dev/ddbproxy"
-	"github.com/ddbworker/ddbworker/internal/dev/emulators"
 	"github.com/ddbworker/ddbworker/tables"
 	"github.com/ddbworker/ddbworker/worker"
 )
@@ -74,7 +74,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	awsCfg := cfg.AWS
 	if awsCfg.Credentials == nil {
-		awsCfg = emulators.AWSConfig()
+		awsCfg = emulators.Endpoints{}.AWSConfig()
 	}
 	if cfg.DynamoDBEndpoint == "" || cfg.SQSEndpoint == "" {
 		r.progress("starting DynamoDB Local and the SQS emulator on 127.0.0.1 …")
@@ -86,8 +86,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			_ = env.Stop()
 			r.progress("emulators stopped")
 		}()
-		cfg.DynamoDBEndpoint, cfg.SQSEndpoint = env.DynamoDBEndpoint, env.SQSEndpoint
-		awsCfg = emulators.AWSConfig()
+		cfg.DynamoDBEndpoint, cfg.SQSEndpoint = env.Endpoints.DynamoDB, env.Endpoints.SQS
+		awsCfg = env.AWSConfig()
 		r.cfg = cfg
 	}
 	if awsCfg.Region == "" {

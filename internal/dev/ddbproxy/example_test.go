@@ -9,8 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ddbworker/ddbworker/ddbworkertest/emulators"
 	"github.com/ddbworker/ddbworker/internal/dev/ddbproxy"
-	"github.com/ddbworker/ddbworker/internal/dev/emulators"
 )
 
 // A client pointed at the proxy talks to DynamoDB Local (here on its usual
@@ -26,7 +26,7 @@ func ExampleStart() {
 		return
 	}
 	defer p.Close()
-	client := dynamodb.NewFromConfig(emulators.AWSConfig(), func(o *dynamodb.Options) {
+	client := dynamodb.NewFromConfig(emulators.Endpoints{}.AWSConfig(), func(o *dynamodb.Options) {
 		o.BaseEndpoint = aws.String(p.URL())
 		o.RetryMaxAttempts = 1
 	})

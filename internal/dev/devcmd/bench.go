@@ -113,7 +113,7 @@ the concurrency limit, dead-lettered messages and business attempts used.`,
 	f.DurationVar(&cfg.ThrottleTimeout, "throttle-timeout", bench.ThrottleTimeoutDefault, "longest run of the throttled scenario; a run stopped by it is reported as timed out")
 	f.Uint64Var(&cfg.ThrottleSeed, "throttle-seed", bench.ThrottleSeedDefault, "seed of the proxy's throttling draws")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
-	f.StringVar(&emuDir, "emulators-dir", "", "directory of the emulators' npm install")
+	f.StringVar(&emuDir, "emulators-dir", "", "where the emulators' npm packages are installed, on first use (default: $DDBWORKER_EMULATORS_DIR, else the user cache)")
 	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	return cmd
 }

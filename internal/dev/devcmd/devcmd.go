@@ -11,8 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/spf13/cobra"
 
+	"github.com/ddbworker/ddbworker/ddbworkertest/emulators"
 	"github.com/ddbworker/ddbworker/internal/daemonext"
-	"github.com/ddbworker/ddbworker/internal/dev/emulators"
 )
 
 // Extension is the development binary's addition to the daemon's command
@@ -56,8 +56,8 @@ func localOrGiven(ctx context.Context, g daemonext.Globals, dir string, log io.W
 	if err != nil {
 		return endpoints{}, nil, err
 	}
-	fmt.Fprintf(log, "[%s] DynamoDB Local %s, SQS %s (ready in %s)\n", label, env.DynamoDBEndpoint, env.SQSEndpoint, time.Since(started).Round(time.Millisecond))
-	return endpoints{aws: emulators.AWSConfig(), dynamoDB: env.DynamoDBEndpoint, sqs: env.SQSEndpoint}, func() {
+	fmt.Fprintf(log, "[%s] DynamoDB Local %s, SQS %s (ready in %s)\n", label, env.Endpoints.DynamoDB, env.Endpoints.SQS, time.Since(started).Round(time.Millisecond))
+	return endpoints{aws: env.AWSConfig(), dynamoDB: env.Endpoints.DynamoDB, sqs: env.Endpoints.SQS}, func() {
 		_ = env.Stop()
 		fmt.Fprintf(log, "[%s] emulators stopped\n", label)
 	}, nil

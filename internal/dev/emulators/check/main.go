@@ -1,8 +1,9 @@
 // Command check finds the runtimes the emulators need the way
-// emulators.Start does, so the Makefile and Start agree on them.
+// emulators.Start does (package ddbworkertest/emulators), so the Makefile
+// and Start agree on them.
 //
-//	go run ./internal/dev/emulators/check        npm packages, Node.js >= 22.5 and Java 17+
-//	go run ./internal/dev/emulators/check java   Java 17+ only (before `npm ci`)
+//	go run ./internal/dev/emulators/check        Java 17+, the npm packages (installed into the user cache when missing) and Node.js >= 22.5
+//	go run ./internal/dev/emulators/check java   Java 17+ only
 //
 // It prints what it found, or one line saying what to install, and exits 1.
 package main
@@ -13,11 +14,11 @@ import (
 	"os"
 	"time"
 
-	"github.com/ddbworker/ddbworker/internal/dev/emulators"
+	"github.com/ddbworker/ddbworker/ddbworkertest/emulators"
 )
 
 func main() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	switch {
 	case len(os.Args) == 2 && os.Args[1] == "java":
@@ -25,9 +26,11 @@ func main() {
 		exitOn(err)
 		fmt.Printf("emulators: java %s\n", java)
 	case len(os.Args) == 1:
-		rt, err := emulators.Resolve(ctx, emulators.Config{})
+		rt, err := emulators.Resolve(ctx, emulators.Config{Log: os.Stdout}) // Java first, then the install
 		exitOn(err)
-		fmt.Printf("emulators: node %s, java %s\n", rt.Node, rt.Java)
+		dir, err := emulators.Install(ctx, emulators.Config{})
+		exitOn(err)
+		fmt.Printf("emulators: installed in %s; node %s, java %s\n", dir, rt.Node, rt.Java)
 	default:
 		exitOn(fmt.Errorf("usage: check [java]"))
 	}

