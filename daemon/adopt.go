@@ -60,8 +60,9 @@ attribute (--ttl-attribute), or more indexes than the table's quota
 The layout is not recorded in the table: give every command (run, sweep,
 inbox, relay, the Lambda function) the same layout flags or DDBWORKER_*
 variables.`,
-		Example: `  ddbworker tables adopt --table orders --pk-attribute pk --sk-attribute sk --ttl-attribute expiresAt --dry-run
-  ddbworker tables adopt --table orders --pk-attribute pk --sk-attribute sk --ttl-attribute expiresAt --wait 3h`,
+		Example: examples(g.app.name(),
+			"tables adopt --table orders --pk-attribute pk --sk-attribute sk --ttl-attribute expiresAt --dry-run",
+			"tables adopt --table orders --pk-attribute pk --sk-attribute sk --ttl-attribute expiresAt --wait 3h"),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runAdopt(cmd.Context(), g, f, cmd.OutOrStdout(), cmd.ErrOrStderr())
