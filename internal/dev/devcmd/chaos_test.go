@@ -150,7 +150,7 @@ func TestChaosOutageFlags(t *testing.T) {
 // bound after each window, and keep the exactly-once invariant.
 func TestChaosOutageShort(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts worker processes and runs for about two minutes")
+		t.Skip("starts worker processes and runs for about three minutes")
 	}
 	aws := testenv.AWSConfig(t) // fails unless the endpoints are the local emulators
 	bin := buildDevBinary(t)
@@ -176,7 +176,11 @@ func TestChaosOutageShort(t *testing.T) {
 			// halves the calls in flight after the first): the pause shows
 			// in every window. The full run sends 1 message/s.
 			Rate: rate},
-		Timeout:  240 * time.Second,
+		// Each window drains in up to a minute after its mid-window deploy
+		// (the replaced workers' parked messages stay hidden for
+		// ParkVisibility, by design): about 3 minutes in all, more on a
+		// loaded machine.
+		Timeout:  420 * time.Second,
 		LogDir:   t.TempDir(),
 		Progress: &progress,
 	}
