@@ -24,6 +24,8 @@ type inboxFlags struct {
 	// get
 	msgType   string
 	rejection bool
+	item      []string
+	itemTable string
 	// list
 	aggregate  string
 	status     string
@@ -61,12 +63,18 @@ and is found through the aggregate and attention indexes. A key whose every
 delivery was rejected has no record, only rejections.
 
 "rejected:<SQS message id>", as "inbox list" names a rejection, reads that
-rejection record (as --rejection <SQS message id> does).`,
+rejection record (as --rejection <SQS message id> does).
+
+A single-write route (ddbworker.SingleWrite) records only failures in the
+inbox: its applied work lives in the domain item's fence (ddbworkerKey,
+ddbworkerHash). --item NAME=VALUE … reads that item and says whether its fence
+names KEY, i.e. whether KEY's work set the item's current version.`,
 		Example: examples(g.app.name(),
 			"inbox get case-42:stage:7",
 			"inbox get case-42:stage:7 --type StageChanged -o json",
 			"inbox get rejected:5f0c…-sqs-message-id        # a rejection, as inbox list names it",
-			"inbox get 5f0c…-sqs-message-id --rejection"),
+			"inbox get 5f0c…-sqs-message-id --rejection",
+			"inbox get case-42:stage:7 --item PK=CASE#case-42 --item SK=CASE   # a single-write route: the item's fence"),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(f.output); err != nil {
@@ -79,12 +87,22 @@ rejection record (as --rejection <SQS message id> does).`,
 			if err != nil {
 				return err
 			}
-			recs, rejected, err := inboxGet(cmd.Context(), r, args[0], f.msgType, f.rejection)
+			itemKey, err := parseItemKey(f.item)
 			if err != nil {
 				return err
 			}
+			recs, rejected, err := inboxGet(cmd.Context(), r, args[0], f.msgType, f.rejection)
+			if err != nil && (len(itemKey) == 0 || !errors.Is(err, inbox.ErrNotFound)) {
+				return err
+			}
+			var fence *itemFence
+			if len(itemKey) > 0 {
+				if fence, err = getFence(cmd.Context(), g, f.itemTable, itemKey, args[0]); err != nil {
+					return err
+				}
+			}
 			if f.output == "json" {
-				return inboxWriteDoc(cmd.OutOrStdout(), recs, rejected, "")
+				return inboxWriteDoc(cmd.OutOrStdout(), recs, rejected, "", fence)
 			}
 			w := cmd.OutOrStdout()
 			if len(recs) == 0 {
@@ -92,15 +110,21 @@ rejection record (as --rejection <SQS message id> does).`,
 				if f.msgType != "" {
 					of = " of type " + f.msgType
 				}
-				fmt.Fprintf(w, "no record under %s%s: no delivery of it was accepted\n", args[0], of)
+				fmt.Fprintf(w, "no record under %s%s: no delivery of it was accepted, or it applied on a single-write route, which records only failures (--item reads the domain item's fence)\n", args[0], of)
 			}
 			inboxPrintDetail(w, recs, time.Now())
 			inboxPrintRejections(w, args[0], rejected, len(recs) > 0)
+			if fence != nil {
+				fmt.Fprintln(w)
+				printFence(w, fence, args[0])
+			}
 			return nil
 		},
 	}
 	get.Flags().StringVar(&f.msgType, "type", "", "message type (default: every type under KEY)")
 	get.Flags().BoolVar(&f.rejection, "rejection", false, "KEY is the SQS message id of a message rejected before it had a key")
+	get.Flags().StringArrayVar(&f.item, "item", nil, "a single-write route's domain item, by its key attributes NAME=VALUE (strings; repeat for each): show whether its fence names KEY — the work that set its current version")
+	get.Flags().StringVar(&f.itemTable, "item-table", "", "the --item's table (default: the inbox's, as in a single-table application)")
 
 	list := &cobra.Command{
 		Use:   "list (--aggregate TYPE/ID | --status STATUS [--code C] [--since T] [--until T])",
@@ -422,14 +446,34 @@ type inboxJSONDoc struct {
 	// Rejections are `inbox get`'s rejected deliveries of the key.
 	Rejections []inboxJSONRecord `json:"rejections,omitempty"`
 	Next       string            `json:"next"`
+	// Fence is `inbox get --item`'s domain item fence.
+	Fence *itemFence `json:"fence,omitempty"`
+}
+
+// getFence reads the fence of the domain item at key (in table, default
+// the inbox's) as it bears on asked.
+func getFence(ctx context.Context, g *globals, table string, key map[string]string, asked string) (*itemFence, error) {
+	cfg, err := g.awsConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ddb, _ := g.clients(cfg, nil, nil)
+	if table == "" {
+		store, err := g.resolveStore(ctx, ddb)
+		if err != nil {
+			return nil, err
+		}
+		table = store.Table
+	}
+	return readFence(ctx, ddb, table, key, asked)
 }
 
 func inboxWriteJSON(w io.Writer, recs []*inbox.Record, next string) error {
-	return inboxWriteDoc(w, recs, nil, next)
+	return inboxWriteDoc(w, recs, nil, next, nil)
 }
 
-func inboxWriteDoc(w io.Writer, recs, rejected []*inbox.Record, next string) error {
-	doc := inboxJSONDoc{Records: make([]inboxJSONRecord, 0, len(recs)), Next: next}
+func inboxWriteDoc(w io.Writer, recs, rejected []*inbox.Record, next string, fence *itemFence) error {
+	doc := inboxJSONDoc{Records: make([]inboxJSONRecord, 0, len(recs)), Next: next, Fence: fence}
 	for _, r := range recs {
 		doc.Records = append(doc.Records, inboxJSONOf(r))
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/dev/testenv"
 	"github.com/ddbworker/ddbworker/mutation"
@@ -519,7 +520,7 @@ func TestInboxGetRejections(t *testing.T) {
 	t.Run("a key whose every delivery was rejected", func(t *testing.T) {
 		out, err := c.run("inbox", "get", "order-9:invoice")
 		require.NoError(t, err)
-		require.True(t, strings.HasPrefix(out, "no record under order-9:invoice: no delivery of it was accepted\n1 rejected deliveries"), out)
+		require.True(t, strings.HasPrefix(out, "no record under order-9:invoice: no delivery of it was accepted, or it applied on a single-write route, which records only failures (--item reads the domain item's fence)\n1 rejected deliveries"), out)
 		require.Regexp(t, `(?m)^rejected:m-never\s+OrderInvoiceRequested\s+FIELD_TOO_LONG\s`, out)
 	})
 	t.Run("the name inbox list prints reads the rejection", func(t *testing.T) {
@@ -542,4 +543,41 @@ func TestInboxGetRejections(t *testing.T) {
 		{name: "no such rejection", args: []string{"inbox", "get", "rejected:m-404"}, is: inbox.ErrNotFound, want: `no rejection of SQS message "m-404"`},
 		{name: "no such key", args: []string{"inbox", "get", "order-404"}, is: inbox.ErrNotFound, want: "no rejected delivery"},
 	})
+}
+
+// A single-write route keeps applied work in the domain item's fence:
+// inbox get KEY --item … reads it and says whether it names KEY.
+func TestInboxGetItemFence(t *testing.T) {
+	c := newInboxCLI(t)
+	store := inbox.Store{Table: c.env.Table}
+	committer, err := mutation.New(c.env.DynamoDB, mutation.Config{Store: store})
+	require.NoError(t, err)
+	// What the worker commits for version 3 of case c-1, key case-1:stage:3.
+	w, err := ddbworker.Update(c.env.Table, ddbworker.Key{"PK": "CASE#c-1", "SK": "CASE"}).Set("stage", "review").
+		Guard(ddbworker.NewerVersion("stageVersion", 3)).Mutation()
+	require.NoError(t, err)
+	fenced, err := mutation.Fenced([]mutation.Write{w}, mutation.Stamp{Key: "case-1:stage:3", Hash: "v2:abc"})
+	require.NoError(t, err)
+	require.NoError(t, committer.CommitSingle(context.Background(), fenced))
+	item := []string{"--item", "PK=CASE#c-1", "--item", "SK=CASE"}
+
+	out, err := c.run(append([]string{"inbox", "get", "case-1:stage:3"}, item...)...)
+	require.NoError(t, err, "no inbox record, but an item to read")
+	require.Contains(t, out, "no record under case-1:stage:3")
+	require.Contains(t, out, "item {PK=CASE#c-1, SK=CASE} of table "+c.env.Table+": its fence names case-1:stage:3 (request hash v2:abc): that work set the item's current version — applied")
+
+	out, err = c.run(append([]string{"inbox", "get", "case-1:stage:2"}, item...)...)
+	require.NoError(t, err)
+	require.Contains(t, out, "its fence names other work, case-1:stage:3 (request hash v2:abc): case-1:stage:2 did not set the current version")
+
+	doc := c.runJSON(append([]string{"inbox", "get", "case-1:stage:3"}, item...)...)
+	require.NotNil(t, doc.Fence)
+	require.Equal(t, itemFence{Table: c.env.Table, Item: map[string]string{"PK": "CASE#c-1", "SK": "CASE"}, Found: true,
+		Key: "case-1:stage:3", Hash: "v2:abc", NamesKey: true}, *doc.Fence)
+
+	out, err = c.run("inbox", "get", "case-9:stage:1", "--item", "PK=CASE#c-9", "--item", "SK=CASE")
+	require.NoError(t, err)
+	require.Contains(t, out, "item {PK=CASE#c-9, SK=CASE} of table "+c.env.Table+": no such item")
+	_, err = c.run("inbox", "get", "case-1:stage:3", "--item", "PK")
+	require.ErrorContains(t, err, `--item "PK": want NAME=VALUE`)
 }
