@@ -169,18 +169,23 @@ func TestChaosOutageShort(t *testing.T) {
 		Pauses:           -1,
 		KillEveryMin:     500 * time.Millisecond,
 		KillEveryMax:     2 * time.Second,
-		Outage: chaos.Outage{Enabled: true, Throttle: window, ServerError: window, Hang: window, Recover: time.Minute,
+		Outage: chaos.Outage{Enabled: true, Throttle: window, ServerError: window, Hang: window,
+			// A window's mid-window deploy leaves the replaced workers'
+			// parked messages hidden for up to ParkVisibility (1 min) after
+			// their last renewal, and their successors wait out the
+			// outage in the startup check: 90 s bounds the drain.
+			Recover: 90 * time.Second,
 			// Enough traffic that each worker has several calls failing at
 			// once early in a short window, hanging calls included (the
 			// detector needs 5 failures within 10 s; the adaptive limit
 			// halves the calls in flight after the first): the pause shows
 			// in every window. The full run sends 1 message/s.
 			Rate: rate},
-		// Each window drains in up to a minute after its mid-window deploy
+		// Each window drains in up to 90 s after its mid-window deploy
 		// (the replaced workers' parked messages stay hidden for
 		// ParkVisibility, by design): about 3 minutes in all, more on a
 		// loaded machine.
-		Timeout:  420 * time.Second,
+		Timeout:  540 * time.Second,
 		LogDir:   t.TempDir(),
 		Progress: &progress,
 	}
