@@ -81,7 +81,7 @@ type Config struct {
 
 // Endpoints are the URLs of a pair of emulators, on 127.0.0.1. DynamoDB
 // Local serves DynamoDB Streams on the DynamoDB endpoint; fauxqs serves S3
-// (path style) on the SQS endpoint.
+// (path style) and SNS (delivering to its SQS queues) on the SQS endpoint.
 type Endpoints struct {
 	DynamoDB string
 	SQS      string
@@ -225,8 +225,8 @@ func (e *Env) Stop() error {
 // AWSConfig returns an SDK configuration for the emulators: their static
 // credentials and region, and their endpoints for every client built from
 // it — dynamodb.NewFromConfig and sqs.NewFromConfig need no endpoint
-// option (DynamoDB Streams is on the DynamoDB endpoint, S3 on the SQS one;
-// an S3 client needs UsePathStyle). An explicit AWS_ENDPOINT_URL (for every
+// option (DynamoDB Streams is on the DynamoDB endpoint, S3 and SNS on the
+// SQS one; an S3 client needs UsePathStyle). An explicit AWS_ENDPOINT_URL (for every
 // service) in the environment wins over these endpoints unless the
 // service's own AWS_ENDPOINT_URL_* is set too: Env.DynamoDB and Env.SQS are
 // pointed at the emulators regardless.
@@ -234,8 +234,8 @@ func (e *Env) AWSConfig() aws.Config { return e.Endpoints.AWSConfig() }
 
 // Environ returns the environment variables that point an AWS SDK — Go's,
 // boto3, the JavaScript and Java SDKs, the AWS CLI, a ddbworker binary —
-// at the emulators: AWS_ENDPOINT_URL_DYNAMODB, _SQS, _DYNAMODB_STREAMS and
-// _S3, the static credentials, AWS_REGION and AWS_DEFAULT_REGION (boto3
+// at the emulators: AWS_ENDPOINT_URL_DYNAMODB, _SQS, _DYNAMODB_STREAMS, _S3
+// and _SNS, the static credentials, AWS_REGION and AWS_DEFAULT_REGION (boto3
 // reads the latter), and AWS_EC2_METADATA_DISABLED. Append them to
 // os.Environ() for a child process: the later entries win.
 func (e *Env) Environ() []string { return e.Endpoints.Environ() }
@@ -275,7 +275,7 @@ func (ep Endpoints) GetServiceBaseEndpoint(_ context.Context, sdkID string) (str
 	switch sdkID {
 	case "DynamoDB", "DynamoDB Streams":
 		v = ep.DynamoDB
-	case "SQS", "S3":
+	case "SQS", "S3", "SNS":
 		v = ep.SQS
 	}
 	return v, v != "", nil
@@ -288,6 +288,7 @@ func (ep Endpoints) Environ() []string {
 		"AWS_ENDPOINT_URL_SQS=" + ep.SQS,
 		"AWS_ENDPOINT_URL_DYNAMODB_STREAMS=" + ep.DynamoDB,
 		"AWS_ENDPOINT_URL_S3=" + ep.SQS,
+		"AWS_ENDPOINT_URL_SNS=" + ep.SQS,
 		"AWS_ACCESS_KEY_ID=" + AccessKeyID,
 		"AWS_SECRET_ACCESS_KEY=" + SecretAccessKey,
 		"AWS_REGION=" + Region,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
@@ -154,7 +155,7 @@ func cleanAWSEnviron() []string {
 func TestEndpointsAWSConfig(t *testing.T) {
 	ep := emulators.Endpoints{DynamoDB: "http://127.0.0.1:1", SQS: "http://127.0.0.1:2"}
 	for _, tc := range []struct{ sdkID, want string }{
-		{"DynamoDB", ep.DynamoDB}, {"DynamoDB Streams", ep.DynamoDB}, {"SQS", ep.SQS}, {"S3", ep.SQS},
+		{"DynamoDB", ep.DynamoDB}, {"DynamoDB Streams", ep.DynamoDB}, {"SQS", ep.SQS}, {"S3", ep.SQS}, {"SNS", ep.SQS},
 	} {
 		got, ok, err := ep.GetServiceBaseEndpoint(context.Background(), tc.sdkID)
 		require.NoError(t, err)
@@ -177,6 +178,7 @@ func TestEndpointsAWSConfig(t *testing.T) {
 	require.Equal(t, ep.DynamoDB, aws.ToString(ddb.Options().BaseEndpoint))
 	q := sqs.NewFromConfig(cfg)
 	require.Equal(t, ep.SQS, aws.ToString(q.Options().BaseEndpoint))
+	require.Equal(t, ep.SQS, aws.ToString(sns.NewFromConfig(cfg).Options().BaseEndpoint), "fauxqs serves SNS on the SQS endpoint")
 
 	env := map[string]string{}
 	for _, kv := range ep.Environ() {
@@ -185,7 +187,7 @@ func TestEndpointsAWSConfig(t *testing.T) {
 	}
 	require.Equal(t, map[string]string{
 		"AWS_ENDPOINT_URL_DYNAMODB": ep.DynamoDB, "AWS_ENDPOINT_URL_DYNAMODB_STREAMS": ep.DynamoDB,
-		"AWS_ENDPOINT_URL_SQS": ep.SQS, "AWS_ENDPOINT_URL_S3": ep.SQS,
+		"AWS_ENDPOINT_URL_SQS": ep.SQS, "AWS_ENDPOINT_URL_S3": ep.SQS, "AWS_ENDPOINT_URL_SNS": ep.SQS,
 		"AWS_ACCESS_KEY_ID": emulators.AccessKeyID, "AWS_SECRET_ACCESS_KEY": emulators.SecretAccessKey,
 		"AWS_REGION": emulators.Region, "AWS_DEFAULT_REGION": emulators.Region, "AWS_EC2_METADATA_DISABLED": "true",
 	}, env)

@@ -88,6 +88,7 @@ func ExampleEndpoints_Environ() {
 	// AWS_ENDPOINT_URL_SQS=http://127.0.0.1:9324
 	// AWS_ENDPOINT_URL_DYNAMODB_STREAMS=http://127.0.0.1:8000
 	// AWS_ENDPOINT_URL_S3=http://127.0.0.1:9324
+	// AWS_ENDPOINT_URL_SNS=http://127.0.0.1:9324
 	// AWS_ACCESS_KEY_ID=local
 	// AWS_SECRET_ACCESS_KEY=local
 	// AWS_REGION=us-east-1

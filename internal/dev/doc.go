@@ -4,8 +4,9 @@
 // Makefile's check of the emulators' runtimes (emulators/check; the
 // emulators themselves are the public test helper, ddbworkertest/emulators),
 // per-test tables and queues on a shared pair (testenv), SDK
-// fault injection (faults), the DynamoDB fault proxy (ddbproxy), and the
-// chaos and benchmark harnesses (chaos, bench). Outside internal/dev only
+// fault injection (faults), the DynamoDB fault proxy (ddbproxy), the
+// chaos and benchmark harnesses (chaos, bench), and the test that builds
+// and tests a service in a module of a team's own (adoption). Outside internal/dev only
 // cmd/ddbworker-dev, the crash-test services the kill -9 tests build, and
 // tests import them: nothing a team's binary or the production ddbworker
 // links does (cmd/ddbworker's TestProductionDependencies checks it). The
