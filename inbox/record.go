@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/ddbworker/ddbworker/tables"
 )
 
 // Status of an inbox record.
@@ -32,9 +34,9 @@ const (
 
 // Attributes of the reopen audit (ddbworker inbox reopen).
 const (
-	attrReopenedAt   = "reopenedAt"
-	attrReopenedBy   = "reopenedBy"
-	attrReopenReason = "reopenReason"
+	attrReopenedAt   = tables.AttrReopenedAt
+	attrReopenedBy   = tables.AttrReopenedBy
+	attrReopenReason = tables.AttrReopenReason
 )
 
 // Key prefixes.

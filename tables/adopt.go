@@ -274,6 +274,17 @@ func (p *AdoptPlan) planIndexes(t *types.TableDescription, cfg AdoptConfig) {
 			p.Kept = append(p.Kept, Kept{Target: "index " + name, Detail: fmt.Sprintf("yours, %s %s, %s: untouched", describeKeys(g.KeySchema), g.Projection.ProjectionType, g.IndexStatus)})
 		}
 	}
+	warned := map[string]bool{}
+	for _, k := range recordKeyedIndexes(p.Layout, t) {
+		switch {
+		case k.clash:
+			p.block("index "+k.index, k.clashProblem(), "", "")
+		case k.enters && !warned[k.index]:
+			warned[k.index] = true
+			p.Warnings = append(p.Warnings, fmt.Sprintf("your index %s is keyed on attributes the inbox records write too (%s): inbox records enter %s, and a query of it meets them beside your items",
+				k.index, k.attr, k.index))
+		}
+	}
 	nonString := map[string]typedName{}
 	for _, a := range nonStringKeys(p.Layout, t.AttributeDefinitions) {
 		nonString[a.name] = a

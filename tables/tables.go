@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -74,14 +75,80 @@ func (l Layout) WithDefaults() (Layout, error) {
 }
 
 func recordAttribute(n string) bool {
+	_, ok := recordAttributeType(n)
+	return ok
+}
+
+// recordAttributeType is the type the inbox's records write attribute n
+// with, and whether they write it at all.
+func recordAttributeType(n string) (types.ScalarAttributeType, bool) {
 	switch n {
-	case AttrStatus, AttrRequestHash, AttrMessageType, AttrSchemaVersion, AttrAggregateType, AttrAggregateID, AttrCorrelationID,
+	case AttrStatus, AttrRequestHash, AttrMessageType, AttrAggregateType, AttrAggregateID, AttrCorrelationID,
 		AttrCausationID, AttrProducer, AttrIdempotencyKey, AttrFirstSeenAt, AttrLastSeenAt, AttrStartedAt, AttrCompletedAt,
-		AttrFailedAt, AttrAttempts, AttrDeliveries, AttrLeaseOwner, AttrLeaseToken, AttrLeaseExpiresAt, AttrFailureCode,
-		AttrFailureMessage, AttrOutcome, AttrResultRef, AttrSQSMessageID:
-		return true
+		AttrFailedAt, AttrLeaseOwner, AttrLeaseToken, AttrFailureCode, AttrFailureMessage, AttrOutcome, AttrResultRef,
+		AttrSQSMessageID, AttrReopenedAt, AttrReopenedBy, AttrReopenReason:
+		return types.ScalarAttributeTypeS, true
+	case AttrSchemaVersion, AttrAttempts, AttrDeliveries, AttrTakeovers, AttrLeaseExpiresAt:
+		return types.ScalarAttributeTypeN, true
 	}
-	return false
+	return "", false
+}
+
+// recordKeyedIndex is a key attribute, of one of the table's own indexes,
+// that the inbox records write.
+type recordKeyedIndex struct {
+	index, attr string
+	// typ is the index key's type; clash says the records write attr with
+	// another (DynamoDB would refuse every record write).
+	typ   types.ScalarAttributeType
+	clash bool
+	// enters says the records write every key of the index, with its
+	// types: they enter the index.
+	enters bool
+}
+
+// recordKeyedIndexes are the key attributes of the table's indexes, other
+// than the layout's, that the inbox records write: with another type
+// DynamoDB refuses every record write ("Type mismatch for Index Key");
+// with the same type, when the records write all of an index's keys, they
+// enter that index.
+func recordKeyedIndexes(l Layout, t *types.TableDescription) []recordKeyedIndex {
+	mine := map[string]bool{}
+	for _, ix := range l.indexes() {
+		mine[ix.name] = true
+	}
+	typ := attributeTypes(t.AttributeDefinitions)
+	var out []recordKeyedIndex
+	for _, g := range t.GlobalSecondaryIndexes {
+		if mine[aws.ToString(g.IndexName)] {
+			continue
+		}
+		var keys []recordKeyedIndex
+		all := true
+		for _, k := range g.KeySchema {
+			name := aws.ToString(k.AttributeName)
+			want, ok := recordAttributeType(name)
+			if !ok {
+				all = false
+				continue
+			}
+			rk := recordKeyedIndex{index: aws.ToString(g.IndexName), attr: name, typ: typ[name], clash: typ[name] != want}
+			all = all && !rk.clash
+			keys = append(keys, rk)
+		}
+		for i := range keys {
+			keys[i].enters = all
+		}
+		out = append(out, keys...)
+	}
+	slices.SortFunc(out, func(a, b recordKeyedIndex) int { return strings.Compare(a.index+"\x00"+a.attr, b.index+"\x00"+b.attr) })
+	return out
+}
+
+func (k recordKeyedIndex) clashProblem() string {
+	want, _ := recordAttributeType(k.attr)
+	return fmt.Sprintf("index %s is keyed on %s of type %s, which the inbox records write as type %s: DynamoDB would refuse every record (the record's attribute names are fixed; key that index on another attribute, or keep the inbox in another table)",
+		k.index, k.attr, k.typ, want)
 }
 
 // Inbox record attribute names (fixed).
@@ -112,6 +179,9 @@ const (
 	AttrOutcome        = "outcome"
 	AttrResultRef      = "resultRef"
 	AttrSQSMessageID   = "sqsMessageId"
+	AttrReopenedAt     = "reopenedAt"
+	AttrReopenedBy     = "reopenedBy"
+	AttrReopenReason   = "reopenReason"
 )
 
 // Sentinel errors.
@@ -372,6 +442,11 @@ func checkLayout(name string, l Layout, t *types.TableDescription) error {
 	}
 	for _, a := range nonStringKeys(l, t.AttributeDefinitions) {
 		problems = append(problems, fmt.Sprintf("attribute %s is of type %s, but the inbox's keys are strings", a.name, a.typ))
+	}
+	for _, k := range recordKeyedIndexes(l, t) {
+		if k.clash {
+			problems = append(problems, k.clashProblem())
+		}
 	}
 	if len(problems) > 0 {
 		return &IncompatibleError{Table: name, Problem: strings.Join(problems, "; ")}

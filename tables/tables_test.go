@@ -3,6 +3,7 @@ package tables_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 
@@ -98,4 +99,47 @@ func TestVerifyWantsStringKeys(t *testing.T) {
 	var inc *tables.IncompatibleError
 	require.ErrorAs(t, err, &inc)
 	require.Equal(t, "attribute GSI2SK is of type N, but the inbox's keys are strings", inc.Problem)
+}
+
+// An index of the application's keyed on an attribute the inbox records
+// write with another type would make DynamoDB refuse every record ("Type
+// mismatch for Index Key"): Verify (run's startup check) refuses the
+// table, and the refusal is what the write shows. An index keyed on such
+// attributes of the same type is not refused: the records enter it, which
+// tables adopt warns about.
+func TestVerifyRefusesAnIndexOnARecordAttributeOfAnotherType(t *testing.T) {
+	ctx := context.Background()
+	ddb := dynamodb.NewFromConfig(testenv.AWSConfig(t))
+	create := func(attr string, typ types.ScalarAttributeType) string {
+		name := testenv.Unique("recidx")
+		in := tables.Definition(name, tables.DefaultLayout())
+		in.AttributeDefinitions = append(in.AttributeDefinitions, types.AttributeDefinition{AttributeName: aws.String(attr), AttributeType: typ})
+		in.GlobalSecondaryIndexes = append(in.GlobalSecondaryIndexes, types.GlobalSecondaryIndex{IndexName: aws.String("byIt"),
+			KeySchema:  []types.KeySchemaElement{{AttributeName: aws.String(attr), KeyType: types.KeyTypeHash}},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly}})
+		_, err := ddb.CreateTable(ctx, in)
+		require.NoError(t, err)
+		t.Cleanup(func() { _, _ = ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)}) })
+		_, err = ddb.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{TableName: aws.String(name),
+			TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String("ttl"), Enabled: aws.Bool(true)}})
+		require.NoError(t, err)
+		return name
+	}
+
+	clash := create(tables.AttrStatus, types.ScalarAttributeTypeN)
+	err := tables.Verify(ctx, ddb, clash, tables.Layout{})
+	var inc *tables.IncompatibleError
+	require.ErrorAs(t, err, &inc)
+	require.Contains(t, inc.Problem, "index byIt is keyed on status of type N, which the inbox records write as type S: DynamoDB would refuse every record")
+	_, err = ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(clash), Item: map[string]types.AttributeValue{
+		"PK": &types.AttributeValueMemberS{Value: "IDEMPOTENCY#k"}, "SK": &types.AttributeValueMemberS{Value: "WORKER#T"},
+		tables.AttrStatus: &types.AttributeValueMemberS{Value: "PROCESSING"}}})
+	require.ErrorContains(t, err, "Type mismatch", "what Verify refuses is what DynamoDB refuses")
+
+	same := create(tables.AttrStatus, types.ScalarAttributeTypeS)
+	require.NoError(t, tables.Verify(ctx, ddb, same, tables.Layout{}))
+	plan, err := tables.Plan(ctx, ddb, tables.AdoptConfig{Name: same})
+	require.NoError(t, err)
+	require.Empty(t, plan.Blockers)
+	require.Contains(t, strings.Join(plan.Warnings, "\n"), "your index byIt is keyed on attributes the inbox records write too (status): inbox records enter byIt")
 }
