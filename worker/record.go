@@ -159,6 +159,10 @@ func (w *Worker) recordSupersede(ctx context.Context, d *delivery, wk *work, v s
 		return done(OutcomeDuplicate, attempt)
 	case err == nil:
 		return done(appliedOutcome(o), attempt)
+	case errors.As(err, &lost) && v.duplicate && lost.Completed() && lost.Record.LeaseToken == lost.Lease.Token:
+		// Our own completion of a duplicate, its response lost: the work
+		// applied before, not now (leaseLost would say applied).
+		return done(OutcomeDuplicate, attempt)
 	case errors.As(err, &lost):
 		return w.outcomeOf(w.leaseLost(lost, attempt))
 	case errors.As(err, &exists):

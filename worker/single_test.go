@@ -2,11 +2,13 @@ package worker_test
 
 import (
 	"context"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
@@ -229,6 +231,36 @@ func TestSingleWrite(t *testing.T) {
 		require.Equal(t, inbox.StatusCompleted, rec.Status)
 		require.Equal(t, inbox.OutcomeApplied, rec.Outcome, "the work applied, by the crashed delivery")
 		require.EqualValues(t, 1, num(t, h.item(caseflow.CaseKey("c1")), attrStageChanges))
+		h.requireQueueEmpty()
+	})
+
+	t.Run("a crash after the write, then the redelivery's completion loses its response: still a duplicate", func(t *testing.T) {
+		// The redelivery finds the crashed delivery's fence and completes its
+		// record APPLIED under its own lease; that write's response is lost,
+		// so its retry finds the record COMPLETED under its own token. That
+		// is its own completion of a duplicate, not an application: it must
+		// report what it would have reported (the chaos run's verification
+		// saw a stage change reported applied twice, applied once).
+		h := newHarness(t, testenv.Options{})
+		h.seedCases("c1")
+		caseKey := caseflow.CaseKey("c1")
+		h.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "UpdateItem", Kind: faults.KindLostResponse, Times: 1,
+			Match: func(in any) bool {
+				u, ok := in.(*dynamodb.UpdateItemInput)
+				return ok && !reflect.DeepEqual(u.Key, caseKey) // the inbox record's completion, not the fenced write
+			}})
+		fp, hit := crashAt(hooks.AfterCommit, nil)
+		h.start(h.testConfig(), worker.Deps{Handlers: singleRoute(h, 0, nil)}, hooks.Hooks{Failpoint: fp})
+		h.send(stageChange(t, "k-crash-lost", "review", 1))
+		<-hit
+		ev := h.waitEvents(1, 30*time.Second, final)[0]
+		require.Equal(t, 1, h.inj.Fired()[faults.KindLostResponse], "the fault fired")
+		require.Equal(t, worker.OutcomeDuplicate, ev.Outcome)
+		rec := h.record("k-crash-lost", caseflow.TypeStageChanged)
+		require.NotNil(t, rec)
+		require.Equal(t, inbox.StatusCompleted, rec.Status)
+		require.Equal(t, inbox.OutcomeApplied, rec.Outcome)
+		require.EqualValues(t, 1, num(t, h.item(caseKey), attrStageChanges))
 		h.requireQueueEmpty()
 	})
 

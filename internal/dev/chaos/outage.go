@@ -227,15 +227,21 @@ type WindowReport struct {
 	PeakRequestRate float64 `json:"peakRequestsPerSecondPerWorker"`
 
 	// Health transitions the workers logged from the window's start until
-	// the queue drained after it, and how many distinct processes logged
-	// them.
-	Unhealthy      int `json:"unhealthyTransitions"`
-	Healthy        int `json:"healthyTransitions"`
+	// the queue drained after it, and the successors (started by the
+	// window's deploy) that passed their startup checks in that span.
+	Unhealthy int `json:"unhealthyTransitions"`
+	Healthy   int `json:"healthyTransitions"`
+	Started   int `json:"successorsStarted"`
+	// WorkersPaused counts the worker slots whose process paused;
+	// WorkersResumed those serving again: a process of the slot logged
+	// "database healthy", or a successor in it passed its startup checks
+	// (a process the deploy replaced while paused never resumes itself).
 	WorkersPaused  int `json:"workersPaused"`
 	WorkersResumed int `json:"workersResumed"`
 	// PausedAfter is from the window's start to the last worker's
 	// "database unhealthy" line; ResumedAfter from the window's end to the
-	// last worker's "database healthy" line.
+	// last worker's "database healthy" or successor's "worker started"
+	// line.
 	PausedAfter  time.Duration `json:"lastPausedAfterNs"`
 	ResumedAfter time.Duration `json:"lastResumedAfterNs"`
 
@@ -273,7 +279,9 @@ func (w *WindowReport) contains(t time.Time) bool {
 // transition is one health transition a worker process logged.
 type transition struct {
 	proc    string
-	healthy bool
+	slot    int
+	healthy bool // "database healthy"; neither: "database unhealthy"
+	started bool // "worker started": past the startup checks
 	at      time.Time
 }
 
@@ -561,26 +569,33 @@ func (r *run) verifyOutage(ctx context.Context, rep *Report, dead []string, tran
 
 	for i := range windows {
 		w := &windows[i]
-		paused, resumed := map[string]bool{}, map[string]bool{}
+		paused, resumed := map[int]bool{}, map[int]bool{}
 		for _, tr := range transitions {
 			if !w.contains(tr.at) {
 				continue
 			}
-			if tr.healthy {
-				w.Healthy++
-				resumed[tr.proc] = true
+			if tr.healthy || tr.started {
+				if tr.healthy {
+					w.Healthy++
+				} else {
+					w.Started++
+				}
+				resumed[tr.slot] = true
 				if tr.at.After(w.end) {
 					w.ResumedAfter = max(w.ResumedAfter, tr.at.Sub(w.end))
 				}
 			} else {
 				w.Unhealthy++
-				paused[tr.proc] = true
+				paused[tr.slot] = true
 				w.PausedAfter = max(w.PausedAfter, tr.at.Sub(w.start))
 			}
 		}
 		w.WorkersPaused, w.WorkersResumed = len(paused), len(resumed)
 	}
 	for _, tr := range transitions {
+		if tr.started {
+			continue
+		}
 		if !slices.ContainsFunc(windows, func(w WindowReport) bool { return w.contains(tr.at) }) {
 			out.TransitionsOutside++
 		}

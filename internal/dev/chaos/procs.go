@@ -128,9 +128,10 @@ func (s *supervisor) read(p *proc, r io.Reader) {
 			if ok && l.Msg == msgFailpointKill {
 				p.failpoint.Store(true)
 			}
-			if ok && (l.Msg == msgUnhealthy || l.Msg == msgHealthy) {
+			if ok && (l.Msg == msgUnhealthy || l.Msg == msgHealthy || l.Msg == msgStarted) {
 				s.mu.Lock()
-				s.health = append(s.health, transition{proc: p.name, healthy: l.Msg == msgHealthy, at: time.Now()})
+				s.health = append(s.health, transition{proc: p.name, slot: p.slot, healthy: l.Msg == msgHealthy,
+					started: l.Msg == msgStarted, at: time.Now()})
 				s.mu.Unlock()
 			}
 			p.last = append(p.last, string(line))

@@ -252,7 +252,8 @@ func (o *OutageReport) print(tw io.Writer, section func(string), row func(string
 	cols(fmt.Sprintf("requests/s per worker (bound %g)", o.MaxRequestRate), func(w *WindowReport) string { return fmt.Sprintf("%.2f", w.RequestRate) })
 	cols("requests/s per worker, busiest 10 s", func(w *WindowReport) string { return fmt.Sprintf("%.2f", w.PeakRequestRate) })
 	cols("health transitions unhealthy / healthy", func(w *WindowReport) string { return fmt.Sprintf("%d / %d", w.Unhealthy, w.Healthy) })
-	cols("worker processes paused / resumed", func(w *WindowReport) string {
+	cols("successors past their startup checks", func(w *WindowReport) string { return fmt.Sprint(w.Started) })
+	cols("worker slots paused / serving again", func(w *WindowReport) string {
 		return fmt.Sprintf("%d / %d", w.WorkersPaused, w.WorkersResumed)
 	})
 	cols("last pause after the window's start", func(w *WindowReport) string { return w.PausedAfter.Round(100 * time.Millisecond).String() })

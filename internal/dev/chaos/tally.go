@@ -23,8 +23,11 @@ const (
 	// The database health gate's transitions (worker/health.go).
 	msgUnhealthy = "database unhealthy: receiving paused; held messages parked; probing"
 	msgHealthy   = "database healthy: receiving resumed, concurrency ramping up from 1"
-	levelWarn    = "WARN"
-	levelError   = "ERROR"
+	// msgStarted is a worker process past its startup checks (daemon/run.go):
+	// a successor started during an outage says it once the database answers.
+	msgStarted = "worker started"
+	levelWarn  = "WARN"
+	levelError = "ERROR"
 )
 
 // LogLine is what the harness reads of one JSON log line of a worker.
