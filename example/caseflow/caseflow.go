@@ -49,6 +49,7 @@ const (
 	AttrApplications    = "applications"
 	AttrLastNote        = "lastNote"
 	AttrNoteCount       = "noteCount"
+	AttrNoteVersion     = "noteVersion"
 )
 
 // SLA is the time allowed per stage.
@@ -238,6 +239,22 @@ func (h *Handlers) Note(_ context.Context, msg *ddbworker.Message, p NoteRecorde
 	return h.result(msg, p.CaseID, w), nil
 }
 
+// NoteInOrder handles CaseNoteRecorded for a case that keeps its newest
+// note: the note applies only over an older noteVersion (the envelope's
+// aggregateVersion, the note's place among its case's notes); an older one
+// arriving late completes as SUPERSEDED. One update of one item under one
+// version guard, noteCount its application counter: the shape of the
+// single-write route (ddbworker.SingleWrite), on which the benchmark runs
+// it.
+func (h *Handlers) NoteInOrder(_ context.Context, msg *ddbworker.Message, p NoteRecorded) (ddbworker.Result, error) {
+	v, ok := msg.AggregateVersion()
+	if !ok {
+		return ddbworker.Result{}, ddbworker.Terminal(CodeInvalidPayload, "CaseNoteRecorded in order needs aggregateVersion")
+	}
+	return ddbworker.Apply(ddbworker.Update(h.Table, caseKey(p.CaseID)).Set(AttrLastNote, p.Note).Add(AttrNoteCount, 1).
+		Set(AttrNoteVersion, v).Guard(caseExists(), ddbworker.NewerVersion(AttrNoteVersion, v))), nil
+}
+
 // NoteUpdate is the update CaseNoteRecorded applies to the case item; the
 // benchmark's baseline and bare loops issue exactly this update.
 func NoteUpdate(p NoteRecorded) expression.UpdateBuilder {
@@ -245,9 +262,11 @@ func NoteUpdate(p NoteRecorded) expression.UpdateBuilder {
 		Add(expression.Name(AttrNoteCount), expression.Value(1))
 }
 
-// NewNote builds a CaseNoteRecorded envelope.
-func NewNote(key, caseID, note string) (*envelope.Envelope, error) {
-	return newEnvelope(key, TypeNote, caseID, NoteRecorded{CaseID: caseID, Note: note}, nil)
+// NewNote builds a CaseNoteRecorded envelope; version is its
+// aggregateVersion, the note's place among its case's notes (Note ignores
+// it, NoteInOrder guards by it).
+func NewNote(key, caseID, note string, version int64) (*envelope.Envelope, error) {
+	return newEnvelope(key, TypeNote, caseID, NoteRecorded{CaseID: caseID, Note: note}, &version)
 }
 
 func (h *Handlers) result(msg *ddbworker.Message, caseID string, writes ...ddbworker.Write) ddbworker.Result {
