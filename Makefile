@@ -30,7 +30,7 @@ test/race: test ## Same as test (the suite always runs with -race)
 test/short: deps build ## Unit tests and the fast protocol tests only
 	DDBWORKER_REQUIRE_EMULATORS=1 $(DEVBIN) emulators exec -- $(GOTEST) -short ./...
 
-bench: emulators build ## Benchmark: naive vs default vs fused against their ceilings, then Go micro-benchmarks
+bench: emulators build ## Benchmark: naive vs default vs fused vs single-write against their ceilings, then Go micro-benchmarks
 	$(DEVBIN) bench $(BENCH_ARGS)
 	$(GO) test -run '^$$' -bench . -benchmem ./envelope ./gate ./mutation
 

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -49,7 +51,16 @@ const (
 	AttrApplications    = "applications"
 	AttrLastNote        = "lastNote"
 	AttrNoteCount       = "noteCount"
+	AttrNoteVersion     = "noteVersion"
+	// AttrStageApplications prefixes the application counter of one stage
+	// version inside its case item (see Handlers.SingleWriteStages).
+	AttrStageApplications = "stageApplied"
 )
+
+// StageApplicationsAttr is the case item's attribute that counts the
+// applications of stage version v under Handlers.SingleWriteStages with
+// TrackApplications: a version is one work item of its case.
+func StageApplicationsAttr(v int64) string { return AttrStageApplications + strconv.FormatInt(v, 10) }
 
 // SLA is the time allowed per stage.
 var slaHours = map[string]int{"intake": 48, "review": 120, "decision": 240, "appeal": 720}
@@ -170,6 +181,14 @@ type Handlers struct {
 	// TrackApplications adds an application counter per work item to every
 	// commit (one more write), so double applies are visible. Default: false.
 	TrackApplications bool
+	// SingleWriteStages registers CaseStageChanged on the single-write
+	// route (ddbworker.SingleWrite), whatever Register's options say of the
+	// commit (a Fused among them applies to the other types). Its one
+	// write cannot carry a second one, so with TrackApplications its
+	// application counter is an attribute of the case item that the same
+	// update adds to (StageApplicationsAttr of its version), not an item of
+	// its own. Default: false.
+	SingleWriteStages bool
 }
 
 // Register routes the four message types to h.
@@ -177,9 +196,13 @@ func (h *Handlers) Register(reg *ddbworker.Registry, opts ...ddbworker.RouteOpti
 	if h.Table == "" {
 		return errors.New("caseflow: Handlers.Table is required")
 	}
+	stageOpts := opts
+	if h.SingleWriteStages {
+		stageOpts = append(slices.Clone(opts), func(r *ddbworker.Route) { r.Fused, r.SingleWrite = false, true })
+	}
 	return errors.Join(
 		reg.Register(TypeDeadline, ddbworker.JSON(h.Deadline), opts...),
-		reg.Register(TypeStageChanged, ddbworker.JSON(h.StageChanged), opts...),
+		reg.Register(TypeStageChanged, ddbworker.JSON(h.StageChanged), stageOpts...),
 		reg.Register(TypeLedger, ddbworker.JSON(h.Ledger), opts...),
 		reg.Register(TypeNote, ddbworker.JSON(h.Note), opts...),
 	)
@@ -220,6 +243,12 @@ func (h *Handlers) StageChanged(_ context.Context, msg *ddbworker.Message, p Sta
 	}
 	w := ddbworker.Update(h.Table, caseKey(p.CaseID)).Set(AttrStage, p.Stage).Set(AttrStageVersion, v).
 		Guard(caseExists(), ddbworker.NewerVersion(AttrStageVersion, v))
+	if h.SingleWriteStages {
+		if h.TrackApplications {
+			w = w.Add(StageApplicationsAttr(v), 1)
+		}
+		return ddbworker.Apply(w), nil
+	}
 	return h.result(msg, p.CaseID, w), nil
 }
 
@@ -238,6 +267,22 @@ func (h *Handlers) Note(_ context.Context, msg *ddbworker.Message, p NoteRecorde
 	return h.result(msg, p.CaseID, w), nil
 }
 
+// NoteInOrder handles CaseNoteRecorded for a case that keeps its newest
+// note: the note applies only over an older noteVersion (the envelope's
+// aggregateVersion, the note's place among its case's notes); an older one
+// arriving late completes as SUPERSEDED. One update of one item under one
+// version guard, noteCount its application counter: the shape of the
+// single-write route (ddbworker.SingleWrite), on which the benchmark runs
+// it.
+func (h *Handlers) NoteInOrder(_ context.Context, msg *ddbworker.Message, p NoteRecorded) (ddbworker.Result, error) {
+	v, ok := msg.AggregateVersion()
+	if !ok {
+		return ddbworker.Result{}, ddbworker.Terminal(CodeInvalidPayload, "CaseNoteRecorded in order needs aggregateVersion")
+	}
+	return ddbworker.Apply(ddbworker.Update(h.Table, caseKey(p.CaseID)).Set(AttrLastNote, p.Note).Add(AttrNoteCount, 1).
+		Set(AttrNoteVersion, v).Guard(caseExists(), ddbworker.NewerVersion(AttrNoteVersion, v))), nil
+}
+
 // NoteUpdate is the update CaseNoteRecorded applies to the case item; the
 // benchmark's baseline and bare loops issue exactly this update.
 func NoteUpdate(p NoteRecorded) expression.UpdateBuilder {
@@ -245,9 +290,11 @@ func NoteUpdate(p NoteRecorded) expression.UpdateBuilder {
 		Add(expression.Name(AttrNoteCount), expression.Value(1))
 }
 
-// NewNote builds a CaseNoteRecorded envelope.
-func NewNote(key, caseID, note string) (*envelope.Envelope, error) {
-	return newEnvelope(key, TypeNote, caseID, NoteRecorded{CaseID: caseID, Note: note}, nil)
+// NewNote builds a CaseNoteRecorded envelope; version is its
+// aggregateVersion, the note's place among its case's notes (Note ignores
+// it, NoteInOrder guards by it).
+func NewNote(key, caseID, note string, version int64) (*envelope.Envelope, error) {
+	return newEnvelope(key, TypeNote, caseID, NoteRecorded{CaseID: caseID, Note: note}, &version)
 }
 
 func (h *Handlers) result(msg *ddbworker.Message, caseID string, writes ...ddbworker.Write) ddbworker.Result {

@@ -34,6 +34,11 @@ type ScenarioConfig struct {
 	Poison int
 	// Seed makes the stream reproducible. Default: 1.
 	Seed uint64
+	// StageMismatches makes half the hash-mismatch probes (rounded up)
+	// reuse the key of a case's newest stage change, with another stage,
+	// instead of a deadline request's: on the single-write route the
+	// case item's fence, not an inbox record, must refuse them.
+	StageMismatches bool
 }
 
 func (c *ScenarioConfig) defaults() error {
@@ -277,7 +282,36 @@ func GeneratePlan(cfg ScenarioConfig) (*Plan, error) {
 	// probes (an applied key re-sent with another payload) in phase 2.
 	kinds := []string{string(envelope.CodeInvalidJSON), string(envelope.CodeMissingField), string(envelope.CodeUnknownSchemaVersion),
 		string(envelope.CodeKeyTooLong), failure.CodeUnknownMessageType}
+	// The newest stage change of each case, in case order: the work a stage
+	// probe's key is taken from (the case item's version is its own when
+	// phase 2 starts).
+	var newestStage []int
+	for _, c := range p.CaseIDs {
+		if idx := stageIdx[c]; len(idx) > 0 {
+			newestStage = append(newestStage, idx[len(idx)-1])
+		}
+	}
+	stageProbes := 0
+	if cfg.StageMismatches {
+		stageProbes = min((mismatches+1)/2, len(newestStage))
+	}
 	for i := range cfg.Poison - caseNotFound {
+		if i < stageProbes {
+			wi := newestStage[rng.IntN(len(newestStage))]
+			for slices.ContainsFunc(p.PoisonList, func(x Poison) bool { return x.Key == p.Work[wi].Key }) {
+				wi = newestStage[rng.IntN(len(newestStage))]
+			}
+			probe := Resend(bodies[wi])
+			stage := Stages()[(slices.Index(Stages(), p.Work[wi].Stage)+1)%len(Stages())]
+			probe.Payload = json.RawMessage(fmt.Sprintf(`{"caseId":%q,"stage":%q}`, p.Work[wi].CaseID, stage))
+			body, err := encode(probe)
+			if err != nil {
+				return nil, err
+			}
+			p.PoisonList = append(p.PoisonList, Poison{Code: failure.CodeHashMismatch, Key: p.Work[wi].Key})
+			p.Messages = append(p.Messages, Message{Body: body, Work: -1, Poison: len(p.PoisonList) - 1, Phase: 2})
+			continue
+		}
 		if i < mismatches {
 			var wi int
 			for {

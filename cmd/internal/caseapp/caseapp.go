@@ -1,6 +1,6 @@
 // Package caseapp is ddbworker's own service as a daemon.App: the example
-// case domain (example/caseflow) with its two flags, --fused and
-// --track-applications. cmd/ddbworker runs it as it ships;
+// case domain (example/caseflow) with its three flags, --fused,
+// --single-write and --track-applications. cmd/ddbworker runs it as it ships;
 // cmd/ddbworker-dev runs the same service with the development tools
 // added, so the chaos harness's worker processes are the product's worker.
 package caseapp
@@ -16,7 +16,7 @@ import (
 // App is the example service, with the version and revision its binary
 // was stamped with ("": the build info's).
 func App(version, revision string) daemon.App {
-	var fused, track bool
+	var fused, single, track bool
 	return daemon.App{
 		Name:     "ddbworker",
 		Table:    "ddbworker",
@@ -24,14 +24,15 @@ func App(version, revision string) daemon.App {
 		Revision: revision,
 		Flags: func(fs *pflag.FlagSet) {
 			fs.BoolVar(&fused, "fused", false, "example domain: the fused commit (one round trip per fresh message)")
-			fs.BoolVar(&track, "track-applications", false, "example domain: keep an application counter per work item")
+			fs.BoolVar(&single, "single-write", false, "example domain: CaseStageChanged on the single-write route (one conditional update fenced in the case item; the other types as --fused says)")
+			fs.BoolVar(&track, "track-applications", false, "example domain: keep an application counter per work item (single-write stage changes: in the case item)")
 		},
 		Register: func(reg *ddbworker.Registry, env daemon.Env) error {
 			var opts []ddbworker.RouteOption
 			if fused {
 				opts = append(opts, ddbworker.Fused())
 			}
-			return (&caseflow.Handlers{Table: env.Store.Table, TrackApplications: track}).Register(reg, opts...)
+			return (&caseflow.Handlers{Table: env.Store.Table, TrackApplications: track, SingleWriteStages: single}).Register(reg, opts...)
 		},
 	}
 }

@@ -31,16 +31,6 @@ import (
 	"github.com/ddbworker/ddbworker/worker"
 )
 
-// Kind is a worker under measurement.
-type Kind string
-
-// The workers compared.
-const (
-	KindNaive   Kind = "naive"   // UpdateItem, then DeleteMessage; no inbox
-	KindDefault Kind = "default" // gate PutItem + transactional commit
-	KindFused   Kind = "fused"   // one transaction with the inbox record
-)
-
 // leasePolicy of the measured workers; also the queues' visibility timeout,
 // which bounds how long a message of a broken-off receive stalls.
 var leasePolicy = stale.Policy{Lease: 10 * time.Second}
@@ -51,6 +41,11 @@ type Config struct {
 	Messages int
 	// DuplicateRatio of each run's messages. Default: 0.25.
 	DuplicateRatio float64
+	// LateRatio is the share of each run's fresh messages that are late: a
+	// case's note sent after its next one (NoteInOrder supersedes it; the
+	// other handlers apply every note). Within [0, 0.5]; negative: none.
+	// Default: 0.1.
+	LateRatio float64
 	// Concurrency sweep. Default: 1, 4, 16, 64.
 	Concurrency []int
 	// Sizes sweep (messages per run, default worker, SizeConcurrency), on
@@ -60,10 +55,14 @@ type Config struct {
 	SizeConcurrency int
 	// BatchSize per receive. Default: the worker's (min(10, concurrency)).
 	BatchSize int
-	// Kinds to run. Default: naive, default, fused.
+	// Kinds to run. Default: naive, default, fused, fused-plain, single.
 	Kinds []Kind
-	// NoteBytes is the note that makes the case item about 1 KB. Default: 800.
+	// NoteBytes is the note that makes the case item about 1 KB — the
+	// single-write fence and note version included. Default: 700.
 	NoteBytes int
+	// KeyBytes is the length of every idempotency key (padded). Default:
+	// 0, the keys as generated (about 30 bytes).
+	KeyBytes int
 	// SkipConcurrency skips the concurrency sweep (and its warm-up).
 	SkipConcurrency bool
 	// Throttle are the throttle fractions of the throttled scenario, each
@@ -103,6 +102,10 @@ func (c *Config) defaults() error {
 	if c.DuplicateRatio == 0 {
 		c.DuplicateRatio = 0.25
 	}
+	if c.LateRatio == 0 {
+		c.LateRatio = 0.1
+	}
+	c.LateRatio = max(0, c.LateRatio)
 	if len(c.Concurrency) == 0 {
 		c.Concurrency = []int{1, 4, 16, 64}
 	}
@@ -110,10 +113,10 @@ func (c *Config) defaults() error {
 		c.SizeConcurrency = 16
 	}
 	if len(c.Kinds) == 0 {
-		c.Kinds = []Kind{KindNaive, KindDefault, KindFused}
+		c.Kinds = slices.Clone(kindOrder)
 	}
 	if c.NoteBytes == 0 {
-		c.NoteBytes = 800
+		c.NoteBytes = 700
 	}
 	if c.Progress == nil {
 		c.Progress = io.Discard
@@ -130,8 +133,11 @@ func (c *Config) defaults() error {
 	if c.ThrottleSeed == 0 {
 		c.ThrottleSeed = ThrottleSeedDefault
 	}
-	if c.Messages < 10 || c.DuplicateRatio < 0 || c.DuplicateRatio >= 1 {
-		return errors.New("bench: need at least 10 messages and a duplicate ratio in [0, 1)")
+	if c.Messages < 10 || c.DuplicateRatio < 0 || c.DuplicateRatio >= 1 || c.LateRatio > 0.5 {
+		return errors.New("bench: need at least 10 messages, a duplicate ratio in [0, 1) and a late ratio in [0, 0.5]")
+	}
+	if c.KeyBytes < 0 || c.KeyBytes > envelope.DefaultMaxKeyBytes {
+		return fmt.Errorf("bench: KeyBytes %d must be within 0..%d", c.KeyBytes, envelope.DefaultMaxKeyBytes)
 	}
 	for _, f := range c.Throttle {
 		if !(f > 0 && f <= 1) {
@@ -142,11 +148,16 @@ func (c *Config) defaults() error {
 		return errors.New("bench: the throttled scenario needs at least 10 messages, a concurrency of at least 1, a timeout that is not negative and a long-poll wait within 0..20s")
 	}
 	for _, k := range c.Kinds {
-		if k != KindNaive && k != KindDefault && k != KindFused {
-			return fmt.Errorf("bench: unknown worker %q (naive, default, fused)", k)
+		if _, err := kindOf(k); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// shape is what a run's messages look like.
+func (c *Config) shape() shape {
+	return shape{dupRatio: c.DuplicateRatio, lateRatio: c.LateRatio, noteBytes: c.NoteBytes, keyBytes: c.KeyBytes}
 }
 
 // Env says where to run.
@@ -176,6 +187,13 @@ type Phase struct {
 	// LostReceives counts receive attempts whose response broke off (the
 	// SDK retried them); their messages stalled for a visibility timeout.
 	LostReceives int `json:"lostReceives"`
+	// ReadKeys counts the keys BatchGetItem read (the fused read ahead).
+	ReadKeys int `json:"readKeys"`
+	// Outcomes are the worker's final outcomes by label (none for the
+	// bare loops).
+	Outcomes map[string]int `json:"outcomes,omitempty"`
+	// superseded are the keys of the messages the worker superseded.
+	superseded map[string]bool
 }
 
 // Measure is a consumer's fresh and duplicate phases together.
@@ -209,9 +227,23 @@ type Result struct {
 	LocalWCUDup   float64       `json:"localWcuPerDuplicate"`
 	AWSWCUFresh   float64       `json:"awsWcuPerFresh"`
 	AWSWCUDup     float64       `json:"awsWcuPerDuplicate"`
-	// DoubleApplies counts duplicates whose effect was applied again
-	// (read back from the case items; only the naive worker has any).
+	AWSRCUFresh   float64       `json:"awsRcuPerFresh"`
+	AWSRCUDup     float64       `json:"awsRcuPerDuplicate"`
+	// ItemBytes is the case item's size as a run left it (DynamoDB's
+	// rules), RecordBytes the COMPLETED inbox record's (0: none).
+	ItemBytes   int `json:"caseItemBytes"`
+	RecordBytes int `json:"inboxRecordBytes"`
+	// Late counts the fresh messages sent after their case's next note;
+	// Superseded those the worker superseded (NoteInOrder: every late one).
+	Late       int `json:"late"`
+	Superseded int `json:"superseded"`
+	// DoubleApplies counts applications beyond one per work item, read
+	// back from the case items (only the naive worker has any: it applies
+	// every duplicate again).
 	DoubleApplies int `json:"doubleApplies"`
+	// Lost counts work items neither applied nor superseded (read back
+	// likewise; in order, a case not left at its newest note counts too).
+	Lost int `json:"lost"`
 	// Redone counts measurements repeated after a lost receive response.
 	Redone int `json:"redone"`
 }
@@ -290,34 +322,67 @@ func Run(ctx context.Context, env Env, cfg Config) (*Report, error) {
 }
 
 // inboxWrites is how many inbox records a result's runs left in the table:
-// one per work item, for the worker's and the ceiling's runs alike.
+// its kind's per work item, for the worker's and the ceiling's runs alike.
 func inboxWrites(r *Result) int {
-	if r.Kind == KindNaive {
-		return 0
-	}
-	return 2 * (r.Messages - r.Duplicates) // the ceiling ran as many as the worker
+	return kinds[r.Kind].records * 2 * (r.Messages - r.Duplicates) // the ceiling ran as many as the worker
 }
+
+// shape is what a run's messages look like (Config's fields of the same
+// names).
+type shape struct {
+	dupRatio, lateRatio float64
+	noteBytes, keyBytes int
+}
+
+// notesPerCase is how many fresh notes a case receives in a run (of up to
+// 4,000 fresh messages): the versions late notes are made of.
+const notesPerCase = 4
 
 // messageSet is one run's messages.
 type messageSet struct {
 	fresh, dups []string
 	envs        map[string]*envelope.Envelope // by body
 	cases       []string
+	// late counts the fresh messages sent after their case's next note.
+	late int
 }
 
-func makeMessages(kind Kind, run string, n int, ratio float64, noteBytes int) (*messageSet, error) {
+// makeMessages builds a run's messages: fresh notes, version after version
+// per case, a share of them late (sent after the case's next note, many
+// messages later), then the duplicates (earlier work in a new SQS message).
+func makeMessages(kind Kind, run string, n int, sh shape) (*messageSet, error) {
 	rng := rand.New(rand.NewPCG(uint64(len(run)), uint64(n)))
-	nDup := int(float64(n) * ratio)
+	nDup := int(float64(n) * sh.dupRatio)
 	nFresh := n - nDup
-	cases := max(1, min(1000, nFresh))
+	cases := max(1, min(1000, nFresh/notesPerCase))
 	ms := &messageSet{envs: map[string]*envelope.Envelope{}}
 	for i := range cases {
 		ms.cases = append(ms.cases, fmt.Sprintf("%s-case-%05d", run, i))
 	}
-	note := strings.Repeat("case note text ", noteBytes/15+1)[:noteBytes]
-	var originals []*envelope.Envelope
+	note := strings.Repeat("case note text ", sh.noteBytes/15+1)[:sh.noteBytes]
+	// Note i is version i/cases+1 of case i%cases, so a case's notes go
+	// out a case count apart. A late note is an odd version swapped with
+	// the next: it arrives long after that one applied.
+	order := make([]int, nFresh)
+	for i := range order {
+		order[i] = i
+	}
 	for i := range nFresh {
-		env, err := caseflow.NewNote(fmt.Sprintf("%s-%s-%06d", kind, run, i), ms.cases[i%cases], note)
+		if (i/cases)%2 == 0 && i+cases < nFresh && rng.Float64() < 2*sh.lateRatio {
+			order[i], order[i+cases] = order[i+cases], order[i]
+			ms.late++
+		}
+	}
+	var originals []*envelope.Envelope
+	for _, i := range order {
+		key := fmt.Sprintf("%s-%s-%06d", kind, run, i)
+		if sh.keyBytes > 0 {
+			if len(key) >= sh.keyBytes {
+				return nil, fmt.Errorf("bench: keys of %d bytes: the generated key %q is as long already", sh.keyBytes, key)
+			}
+			key += "-" + strings.Repeat("k", sh.keyBytes-len(key)-1)
+		}
+		env, err := caseflow.NewNote(key, ms.cases[i%cases], note, int64(i/cases+1))
 		if err != nil {
 			return nil, err
 		}
@@ -342,10 +407,15 @@ func makeMessages(kind Kind, run string, n int, ratio float64, noteBytes int) (*
 }
 
 func runOne(ctx context.Context, env Env, cfg Config, kind Kind, conc, n, inboxBefore int) (*Result, error) {
+	sp, err := kindOf(kind)
+	if err != nil {
+		return nil, err
+	}
 	res := &Result{Kind: kind, Concurrency: conc, Messages: n, InboxBefore: inboxBefore}
 	// ABBA order: worker, ceiling, ceiling, worker — drift in the emulators
 	// (JIT, table growth, a busy neighbour) hits both sides alike.
 	var workerRuns, ceilingRuns []*Measure
+	var written sizes // the items the last worker run left
 	for _, ceiling := range []bool{false, true, true, false} {
 		var ms *messageSet
 		var m *Measure
@@ -355,14 +425,14 @@ func runOne(ctx context.Context, env Env, cfg Config, kind Kind, conc, n, inboxB
 		// redone with new messages, at most twice; the report counts them.
 		for try := 0; ; try++ {
 			var err error
-			ms, err = makeMessages(kind, caseflow.NewID("")[:10], n, cfg.DuplicateRatio, cfg.NoteBytes)
+			ms, err = makeMessages(kind, caseflow.NewID("")[:10], n, cfg.shape())
 			if err != nil {
 				return nil, err
 			}
 			if err := caseflow.SeedCases(ctx, setup, env.Table, ms.cases); err != nil {
 				return nil, err
 			}
-			if m, err = measure(ctx, env, cfg, kind, conc, ms, ceiling); err != nil {
+			if m, err = measure(ctx, env, cfg, sp, kind, conc, ms, ceiling); err != nil {
 				return nil, err
 			}
 			if m.Fresh.LostReceives+m.Duplicate.LostReceives == 0 || try == 2 {
@@ -376,16 +446,24 @@ func runOne(ctx context.Context, env Env, cfg Config, kind Kind, conc, n, inboxB
 			continue
 		}
 		workerRuns = append(workerRuns, m)
-		applied, err := doubleApplies(ctx, setup, env.Table, ms)
+		res.Late += ms.late
+		res.Superseded += len(m.Fresh.superseded)
+		rb, err := readBack(ctx, setup, env.Table, ms, m.Fresh.superseded, sp.inOrder)
 		if err != nil {
 			return nil, err
 		}
-		res.DoubleApplies += applied
-		if res.AWSWCUFresh, res.AWSWCUDup, err = awsWCU(ctx, setup, env.Table, kind, ms); err != nil {
+		res.DoubleApplies += rb.twice
+		res.Lost += rb.lost
+		s, err := readSizes(ctx, setup, env.Table, sp, ms)
+		if err != nil {
 			return nil, err
 		}
+		res.ItemBytes, res.RecordBytes = s.Domain, s.Completed
+		written = s
 	}
 	res.Worker, res.Ceiling = combine(workerRuns), combine(ceilingRuns)
+	units := sp.units(written, usageOf(&res.Worker))
+	res.AWSWCUFresh, res.AWSWCUDup, res.AWSRCUFresh, res.AWSRCUDup = units.WriteFresh, units.WriteDup, units.ReadFresh, units.ReadDup
 	res.Messages *= len(workerRuns)
 	res.Duplicates *= len(workerRuns)
 	w := res.Worker
@@ -401,7 +479,7 @@ func runOne(ctx context.Context, env Env, cfg Config, kind Kind, conc, n, inboxB
 
 // measure runs the fresh messages, then the duplicates, each through a
 // consumer started for that phase on a queue of its own.
-func measure(ctx context.Context, env Env, cfg Config, kind Kind, conc int, ms *messageSet, ceiling bool) (*Measure, error) {
+func measure(ctx context.Context, env Env, cfg Config, sp spec, kind Kind, conc int, ms *messageSet, ceiling bool) (*Measure, error) {
 	var preps map[string]*prepared
 	if ceiling {
 		preps = map[string]*prepared{}
@@ -411,7 +489,7 @@ func measure(ctx context.Context, env Env, cfg Config, kind Kind, conc int, ms *
 				preps[body] = p // a duplicate sends its original's calls
 				continue
 			}
-			p, err := prepare(kind, env.Table, e)
+			p, err := sp.prepare(env.Table, e)
 			if err != nil {
 				return nil, err
 			}
@@ -420,7 +498,7 @@ func measure(ctx context.Context, env Env, cfg Config, kind Kind, conc int, ms *
 	}
 	m := &Measure{}
 	for i, bodies := range [][]string{ms.fresh, ms.dups} {
-		ph, err := phase(ctx, env, cfg, kind, conc, bodies, preps)
+		ph, err := phase(ctx, env, cfg, sp, kind, conc, bodies, preps)
 		if err != nil {
 			return nil, err
 		}
@@ -431,6 +509,7 @@ func measure(ctx context.Context, env Env, cfg Config, kind Kind, conc int, ms *
 		}
 	}
 	c := combine([]*Measure{m})
+	c.Fresh.superseded, c.Duplicate.superseded = m.Fresh.superseded, m.Duplicate.superseded
 	return &c, nil
 }
 
@@ -448,11 +527,18 @@ func combine(ms []*Measure) Measure {
 		into.PeakRSS = max(into.PeakRSS, p.PeakRSS)
 		into.Latencies = append(into.Latencies, p.Latencies...)
 		into.LostReceives += p.LostReceives
+		into.ReadKeys += p.ReadKeys
 		if into.Calls == nil {
 			into.Calls = map[string]int{}
 		}
 		for k, v := range p.Calls {
 			into.Calls[k] += v
+		}
+		for k, v := range p.Outcomes {
+			if into.Outcomes == nil {
+				into.Outcomes = map[string]int{}
+			}
+			into.Outcomes[k] += v
 		}
 	}
 	for _, m := range ms {
@@ -468,7 +554,7 @@ func combine(ms []*Measure) Measure {
 	return out
 }
 
-func phase(ctx context.Context, env Env, cfg Config, kind Kind, conc int, bodies []string, preps map[string]*prepared) (*Phase, error) {
+func phase(ctx context.Context, env Env, cfg Config, sp spec, kind Kind, conc int, bodies []string, preps map[string]*prepared) (*Phase, error) {
 	ph := &Phase{Messages: len(bodies)}
 	if len(bodies) == 0 {
 		return ph, nil
@@ -513,34 +599,47 @@ func phase(ctx context.Context, env Env, cfg Config, kind Kind, conc int, bodies
 	cpu0 := cpuTime()
 	start := time.Now()
 	finished := make(chan error, 1)
-	switch {
-	case preps != nil || kind == KindNaive:
+	if preps != nil || sp.route == nil {
+		// The ceiling sends the prepared calls; a kind without a worker
+		// prepares each message's as it comes.
 		l := &loop{sqs: sq, queueURL: q.URL, concurrency: conc, batch: batch, visibility: int32(leasePolicy.Lease / time.Second),
-			batchDelete: kind != KindNaive, settled: settled}
-		if preps != nil {
-			l.handle = func(ctx context.Context, m types.Message) bool {
-				return bareHandle(kind, ddb, preps[aws.ToString(m.Body)])(ctx)
+			batchDelete: sp.route != nil, settled: settled}
+		l.handle = func(ctx context.Context, m types.Message) bool {
+			if preps != nil {
+				return sp.bare(ctx, ddb, preps[aws.ToString(m.Body)])
 			}
-		} else {
-			l.handle = naiveHandle(ddb, env.Table)
+			var e envelope.Envelope
+			if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &e); err != nil {
+				return false
+			}
+			p, err := sp.prepare(env.Table, &e)
+			return err == nil && sp.bare(ctx, ddb, p)
 		}
 		go func() { l.run(runCtx); finished <- nil }()
-	default:
+	} else {
 		reg := ddbworker.NewRegistry()
-		var opts []ddbworker.RouteOption
-		if kind == KindFused {
-			opts = append(opts, ddbworker.Fused())
-		}
-		if err := (&caseflow.Handlers{Table: env.Table}).Register(reg, opts...); err != nil {
+		if err := sp.route(reg, env.Table); err != nil {
 			return nil, err
+		}
+		ph.Outcomes, ph.superseded = map[string]int{}, map[string]bool{}
+		wcfg := worker.Config{Store: inbox.Store{Table: env.Table}, QueueURL: q.URL, DLQURL: q.DLQURL, Concurrency: conc, BatchSize: cfg.BatchSize,
+			VisibilityTimeout: leasePolicy.Lease, WaitTime: time.Second}
+		if sp.config != nil {
+			sp.config(&wcfg)
 		}
 		w, err := worker.New(worker.Deps{DynamoDB: ddb, SQS: sq, Handlers: reg, Logger: slog.New(slog.DiscardHandler),
 			OnEvent: func(ev worker.Event) {
-				if ev.Final {
-					settled(ev.Duration)
+				if !ev.Final {
+					return
 				}
-			}}, worker.Config{Store: inbox.Store{Table: env.Table}, QueueURL: q.URL, DLQURL: q.DLQURL, Concurrency: conc, BatchSize: cfg.BatchSize,
-			VisibilityTimeout: leasePolicy.Lease, WaitTime: time.Second})
+				mu.Lock()
+				ph.Outcomes[ev.Outcome]++
+				if ev.Outcome == worker.OutcomeSuperseded {
+					ph.superseded[ev.IdempotencyKey] = true
+				}
+				mu.Unlock()
+				settled(ev.Duration)
+			}}, wcfg)
 		if err != nil {
 			return nil, err
 		}
@@ -561,25 +660,9 @@ func phase(ctx context.Context, env Env, cfg Config, kind Kind, conc int, bodies
 	ph.CPU = cpuTime() - cpu0
 	ph.PeakRSS = peakRSS()
 	r := met.read()
-	ph.DynamoDBCalls, ph.SQSCalls, ph.LocalCapacity, ph.Calls, ph.LostReceives = r.DynamoDB, r.SQS, r.Capacity, r.Calls, r.LostReceives
+	ph.DynamoDBCalls, ph.SQSCalls, ph.LocalCapacity, ph.Calls, ph.LostReceives, ph.ReadKeys = r.DynamoDB, r.SQS, r.Capacity, r.Calls, r.LostReceives, r.ReadKeys
 	ph.Latencies = lat
 	return ph, nil
-}
-
-// naiveHandle is the worker a team writes first: decode, update, done.
-func naiveHandle(ddb *dynamodb.Client, table string) func(context.Context, types.Message) bool {
-	return func(ctx context.Context, m types.Message) bool {
-		var env envelope.Envelope
-		if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &env); err != nil {
-			return false
-		}
-		p, err := prepare(KindNaive, table, &env)
-		if err != nil {
-			return false
-		}
-		_, err = ddb.UpdateItem(ctx, p.update)
-		return err == nil
-	}
 }
 
 func send(ctx context.Context, q *sqs.Client, url string, bodies []string) error {
@@ -599,45 +682,83 @@ func send(ctx context.Context, q *sqs.Client, url string, bodies []string) error
 	return nil
 }
 
-// doubleApplies reads the run's case items back: every message that was
-// applied incremented noteCount, so the sum minus the distinct work items
-// is how many duplicates were applied again.
-func doubleApplies(ctx context.Context, ddb *dynamodb.Client, table string, ms *messageSet) (int, error) {
-	total := 0
-	for start := 0; start < len(ms.cases); start += 100 {
-		var keys []map[string]ddbtypes.AttributeValue
-		for _, c := range ms.cases[start:min(start+100, len(ms.cases))] {
-			keys = append(keys, caseflow.CaseKey(c))
+// readBack reads the run's case items and checks them against its fresh
+// messages: every applied note added one to its case's noteCount, so a
+// case counting more than its notes that were not superseded applied one
+// twice, fewer lost one. In order (NoteInOrder), a case must also be left
+// at its newest note: its noteVersion, and its fence when it has one (the
+// single-write route's), that note's key and request hash.
+func readBack(ctx context.Context, ddb *dynamodb.Client, table string, ms *messageSet, superseded map[string]bool, inOrder bool) (applications, error) {
+	want := map[string]int{}
+	newest := map[string]*envelope.Envelope{}
+	for _, body := range ms.fresh {
+		e := ms.envs[body]
+		var p caseflow.NoteRecorded
+		if err := json.Unmarshal(e.Payload, &p); err != nil {
+			return applications{}, err
 		}
-		in := &dynamodb.BatchGetItemInput{RequestItems: map[string]ddbtypes.KeysAndAttributes{table: {Keys: keys, ConsistentRead: aws.Bool(true)}}}
-		for len(in.RequestItems) > 0 {
-			out, err := ddb.BatchGetItem(ctx, in)
-			if err != nil {
-				return 0, err
-			}
-			for _, it := range out.Responses[table] {
-				if v, ok := it[caseflow.AttrNoteCount].(*ddbtypes.AttributeValueMemberN); ok {
-					n, _ := strconv.Atoi(v.Value)
-					total += n
-				}
-			}
-			in.RequestItems = out.UnprocessedKeys
+		if !superseded[e.IdempotencyKey] {
+			want[p.CaseID]++
+		}
+		if n := newest[p.CaseID]; n == nil || *e.AggregateVersion > *n.AggregateVersion {
+			newest[p.CaseID] = e
 		}
 	}
-	return total - len(ms.fresh), nil
+	keys := make([]map[string]ddbtypes.AttributeValue, len(ms.cases))
+	for i, c := range ms.cases {
+		keys[i] = caseflow.CaseKey(c)
+	}
+	items, err := batchGet(ctx, ddb, table, keys)
+	if err != nil {
+		return applications{}, err
+	}
+	byCase := map[string]map[string]ddbtypes.AttributeValue{}
+	for _, it := range items {
+		if id, ok := it[caseflow.AttrCaseID].(*ddbtypes.AttributeValueMemberS); ok {
+			byCase[id.Value] = it
+		}
+	}
+	var a applications
+	for _, c := range ms.cases {
+		it := byCase[c]
+		got := int(number(it, caseflow.AttrNoteCount))
+		a.applied += min(got, want[c])
+		a.twice += max(0, got-want[c])
+		missing := max(0, want[c]-got)
+		if n := newest[c]; inOrder && n != nil {
+			key, _ := it[ddbworker.FenceKeyAttr].(*ddbtypes.AttributeValueMemberS)
+			hash, _ := it[ddbworker.FenceHashAttr].(*ddbtypes.AttributeValueMemberS)
+			fenced := key == nil && hash == nil || key != nil && hash != nil && key.Value == n.IdempotencyKey && hash.Value == n.RequestHash
+			if number(it, caseflow.AttrNoteVersion) != *n.AggregateVersion || !fenced {
+				missing = max(1, missing) // the newest note is not in place
+			}
+		}
+		a.lost += missing
+	}
+	return a, nil
 }
 
-// awsWCU computes write units per fresh and per duplicate message in AWS
-// terms from the sizes of the items this run wrote: a standard write costs
-// one unit per started KB, a transactional write two, a KEYS_ONLY index
-// entry one per started KB of keys; a failed conditional write is charged
-// like the write; a cancelled transaction is counted as if it had applied
-// (an upper bound).
-func awsWCU(ctx context.Context, ddb *dynamodb.Client, table string, kind Kind, ms *messageSet) (fresh, dup float64, err error) {
+// applications is what readBack found: work applied, applications beyond
+// one per work item, and work lost.
+type applications struct{ applied, twice, lost int }
+
+// number is a number attribute of item (0: absent).
+func number(item map[string]ddbtypes.AttributeValue, attr string) int64 {
+	v, ok := item[attr].(*ddbtypes.AttributeValueMemberN)
+	if !ok {
+		return 0
+	}
+	n, _ := strconv.ParseInt(v.Value, 10, 64)
+	return n
+}
+
+// readSizes reads back what the run's first fresh message wrote: its case
+// item and, for a kind that keeps inbox records, its COMPLETED record.
+func readSizes(ctx context.Context, ddb *dynamodb.Client, table string, sp spec, ms *messageSet) (sizes, error) {
 	e := ms.envs[ms.fresh[0]]
 	var p caseflow.NoteRecorded
 	if err := json.Unmarshal(e.Payload, &p); err != nil {
-		return 0, 0, err
+		return sizes{}, err
 	}
 	get := func(key map[string]ddbtypes.AttributeValue) (map[string]ddbtypes.AttributeValue, error) {
 		out, err := ddb.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key, ConsistentRead: aws.Bool(true)})
@@ -648,37 +769,38 @@ func awsWCU(ctx context.Context, ddb *dynamodb.Client, table string, kind Kind, 
 	}
 	caseItem, err := get(caseflow.CaseKey(p.CaseID))
 	if err != nil {
-		return 0, 0, err
+		return sizes{}, err
 	}
-	domain := kb(itemSize(caseItem))
-	if kind == KindNaive {
-		return domain, domain, nil
+	s := sizes{Domain: itemSize(caseItem)}
+	if sp.records == 0 {
+		return s, nil
 	}
 	completed, err := get((inbox.Store{}).Key(e.IdempotencyKey, e.MessageType))
 	if err != nil {
-		return 0, 0, err
+		return sizes{}, err
 	}
 	if len(completed) == 0 {
-		return 0, 0, fmt.Errorf("bench: no inbox record for %s", e.IdempotencyKey)
+		return sizes{}, fmt.Errorf("bench: no inbox record for %s", e.IdempotencyKey)
 	}
-	index := kb(indexEntrySize(completed, tables.DefaultLayout().PartitionKey, tables.DefaultLayout().SortKey, tables.DefaultLayout().AggregatePK, tables.DefaultLayout().AggregateSK))
-	done := kb(itemSize(completed))
-	if kind == KindFused {
-		return 2*domain + 2*done + index, 2*domain + 2*done, nil
-	}
-	// The PROCESSING record the gate wrote: the completed one without the
-	// completion attributes, plus the lease expiry.
-	processing := 0
+	l := tables.DefaultLayout()
+	s.Completed = itemSize(completed)
+	s.Index = indexEntrySize(completed, l.PartitionKey, l.SortKey, l.AggregatePK, l.AggregateSK)
+	s.Processing = processingSize(completed)
+	return s, nil
+}
+
+// processingSize is the PROCESSING record the gate wrote, from the
+// COMPLETED one: without the completion attributes, with the lease expiry.
+func processingSize(completed map[string]ddbtypes.AttributeValue) int {
+	n := 0
 	for k, v := range completed {
 		switch k {
 		case tables.AttrCompletedAt, tables.AttrOutcome:
 		default:
-			processing += len(k) + valueSize(v)
+			n += len(k) + valueSize(v)
 		}
 	}
-	processing += len(tables.AttrLeaseExpiresAt) + 8
-	gateWCU := kb(processing)
-	return gateWCU + index + 2*domain + 2*max(done, kb(processing)), gateWCU, nil
+	return n + len(tables.AttrLeaseExpiresAt) + 8
 }
 
 func cpuTime() time.Duration {

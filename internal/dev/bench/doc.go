@@ -1,13 +1,22 @@
 // Package bench measures ddbworker against the floor: for each worker —
 // the naive baseline (UpdateItem then DeleteMessage, no inbox), ddbworker's
-// default path (gate + transactional commit) and its fused commit — it runs
-// the same message set at the same concurrency twice: once through the
-// worker and once through a bare loop that issues exactly the DynamoDB and
-// SQS calls that worker needs per message, prepared in advance, with no
-// worker around them (the ceiling). It reports throughput, efficiency
-// (worker ÷ ceiling), latency, CPU and memory per message, calls per fresh
-// and per duplicate message counted by SDK middleware, and WCU both as
-// DynamoDB Local reports it and computed in AWS terms from item sizes.
+// default path (gate + transactional commit), its fused commit and its
+// single-write route (one conditional UpdateItem fenced in the domain item)
+// — it runs the same message set at the same concurrency twice: once
+// through the worker and once through a bare loop that issues exactly the
+// DynamoDB and SQS calls that worker needs per message, prepared in
+// advance, with no worker around them (the ceiling). It reports
+// throughput, efficiency (worker ÷ ceiling), latency, CPU and memory per
+// message, calls per fresh and per duplicate message counted by SDK
+// middleware, WCU both as DynamoDB Local reports them and computed in AWS
+// terms from item sizes (with read units, likewise), and work applied twice
+// or lost, read back from the case items. The kinds differ in one place
+// (kinds.go): a new kind is one entry there.
+//
+// The messages are case notes (caseflow.NoteRecorded), each carrying its
+// version among its case's notes; a share arrives late (after the case's
+// next note): the single-write route's handler keeps the newest note and
+// supersedes those, the others apply every note.
 //
 // The throttled scenario (Config.Throttle) runs the default worker against
 // DynamoDB through an internal/dev/ddbproxy that throttles a share of the

@@ -19,6 +19,7 @@ type meter struct {
 	calls        map[string]int
 	capacity     float64
 	lostReceives int
+	readKeys     int // the keys BatchGetItem asked for (each is charged a read)
 }
 
 func newMeter() *meter { return &meter{calls: map[string]int{}} }
@@ -29,12 +30,13 @@ type reading struct {
 	Capacity     float64
 	Calls        map[string]int
 	LostReceives int
+	ReadKeys     int
 }
 
 func (m *meter) read() reading {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r := reading{Capacity: m.capacity, Calls: map[string]int{}, LostReceives: m.lostReceives}
+	r := reading{Capacity: m.capacity, Calls: map[string]int{}, LostReceives: m.lostReceives, ReadKeys: m.readKeys}
 	for k, v := range m.calls {
 		r.Calls[k] = v
 		switch {
@@ -67,7 +69,12 @@ func (m *meter) install(stack *middleware.Stack) error {
 		return err
 	}
 	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("bench.meter", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+		keys := 0
 		switch p := in.Parameters.(type) {
+		case *dynamodb.BatchGetItemInput:
+			for _, ka := range p.RequestItems {
+				keys += len(ka.Keys)
+			}
 		case *dynamodb.PutItemInput:
 			p.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
 		case *dynamodb.UpdateItemInput:
@@ -90,6 +97,7 @@ func (m *meter) install(stack *middleware.Stack) error {
 		m.mu.Lock()
 		m.calls[awsmiddleware.GetServiceID(ctx)+"."+awsmiddleware.GetOperationName(ctx)]++
 		m.capacity += cap
+		m.readKeys += keys
 		m.mu.Unlock()
 		return out, md, err
 	}), middleware.Before)

@@ -2,8 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -23,8 +21,9 @@ import (
 // same conditions, same ClientRequestToken. It answers nothing about
 // DynamoDB's behaviour; it only keeps the request.
 type capture struct {
-	put *dynamodb.PutItemInput
-	tx  *dynamodb.TransactWriteItemsInput
+	put    *dynamodb.PutItemInput
+	update *dynamodb.UpdateItemInput
+	tx     *dynamodb.TransactWriteItemsInput
 }
 
 func (c *capture) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
@@ -32,8 +31,9 @@ func (c *capture) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...fun
 	return &dynamodb.PutItemOutput{}, nil
 }
 
-func (c *capture) UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	return nil, errors.New("bench: the prepared paths issue no UpdateItem")
+func (c *capture) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	c.update = in
+	return &dynamodb.UpdateItemOutput{}, nil
 }
 
 func (c *capture) TransactWriteItems(_ context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
@@ -45,31 +45,27 @@ func (c *capture) TransactWriteItems(_ context.Context, in *dynamodb.TransactWri
 type prepared struct {
 	put    *dynamodb.PutItemInput            // default: the gate
 	tx     *dynamodb.TransactWriteItemsInput // default: the commit; fused: the fused commit
-	update *dynamodb.UpdateItemInput         // naive: the domain update
+	update *dynamodb.UpdateItemInput         // naive: the domain update; single: the fenced update
 }
 
-// prepare builds the calls kind would make for env, through the library's
-// own gate, handler and committer.
-func prepare(kind Kind, table string, env *envelope.Envelope) (*prepared, error) {
-	msg := &ddbworker.Message{Envelope: env, Attempt: 1}
-	handlers := &caseflow.Handlers{Table: table}
+// prepareNaive is the domain update alone, as a first worker sends it.
+func prepareNaive(table string, env *envelope.Envelope) (*prepared, error) {
 	var p caseflow.NoteRecorded
-	switch kind {
-	case KindNaive:
-		if err := jsonUnmarshal(env.Payload, &p); err != nil {
-			return nil, err
-		}
-		ex, err := expression.NewBuilder().WithUpdate(caseflow.NoteUpdate(p)).Build()
-		if err != nil {
-			return nil, err
-		}
-		return &prepared{update: &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: caseflow.CaseKey(p.CaseID), UpdateExpression: ex.Update(),
-			ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values()}}, nil
-	case KindDefault, KindFused:
-	default:
-		return nil, fmt.Errorf("bench: unknown kind %q", kind)
+	if err := jsonUnmarshal(env.Payload, &p); err != nil {
+		return nil, err
 	}
-	res, err := ddbworker.JSON(handlers.Note).Handle(context.Background(), msg)
+	ex, err := expression.NewBuilder().WithUpdate(caseflow.NoteUpdate(p)).Build()
+	if err != nil {
+		return nil, err
+	}
+	return &prepared{update: &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: caseflow.CaseKey(p.CaseID), UpdateExpression: ex.Update(),
+		ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values()}}, nil
+}
+
+// handlerWrites runs h for env, as the worker would at its first attempt,
+// and renders its writes.
+func handlerWrites(h ddbworker.Handler, env *envelope.Envelope) ([]mutation.Write, error) {
+	res, err := h.Handle(context.Background(), &ddbworker.Message{Envelope: env, Attempt: 1})
 	if err != nil {
 		return nil, err
 	}
@@ -79,27 +75,31 @@ func prepare(kind Kind, table string, env *envelope.Envelope) (*prepared, error)
 			return nil, err
 		}
 	}
+	return writes, nil
+}
+
+func work(env *envelope.Envelope) inbox.Work {
+	return inbox.Work{Key: env.IdempotencyKey, MessageType: env.MessageType, RequestHash: env.RequestHash,
+		SchemaVersion: env.SchemaVersion, AggregateType: env.AggregateType, AggregateID: env.AggregateID,
+		CorrelationID: env.CorrelationID, Producer: env.Producer}
+}
+
+// prepareDefault is the gate's PutItem and the commit's transaction.
+func prepareDefault(table string, env *envelope.Envelope) (*prepared, error) {
+	writes, err := handlerWrites(ddbworker.JSON((&caseflow.Handlers{Table: table}).Note), env)
+	if err != nil {
+		return nil, err
+	}
 	c := &capture{}
 	committer, err := mutation.New(c, mutation.Config{Store: inbox.Store{Table: table}})
 	if err != nil {
 		return nil, err
 	}
-	work := inbox.Work{Key: env.IdempotencyKey, MessageType: env.MessageType, RequestHash: env.RequestHash,
-		SchemaVersion: env.SchemaVersion, AggregateType: env.AggregateType, AggregateID: env.AggregateID,
-		CorrelationID: env.CorrelationID, Producer: env.Producer}
-	if kind == KindFused {
-		rec := inbox.NewRecord(&work, time.Now())
-		rec.LeaseToken, rec.LeaseOwner = gate.NewToken(), "bench"
-		if err := committer.CommitFused(context.Background(), rec, writes, mutation.Completion{}, 0); err != nil {
-			return nil, err
-		}
-		return &prepared{tx: c.tx}, nil
-	}
 	g, err := gate.New(c, gate.Config{Store: inbox.Store{Table: table}, Owner: "bench", Policy: leasePolicy})
 	if err != nil {
 		return nil, err
 	}
-	dec, err := g.Acquire(context.Background(), &gate.Request{Work: work})
+	dec, err := g.Acquire(context.Background(), &gate.Request{Work: work(env)})
 	if err != nil {
 		return nil, err
 	}
@@ -109,23 +109,75 @@ func prepare(kind Kind, table string, env *envelope.Envelope) (*prepared, error)
 	return &prepared{put: c.put, tx: c.tx}, nil
 }
 
-// bareHandle issues a prepared message's calls: what the worker does per
-// message minus everything around the calls.
-func bareHandle(kind Kind, ddb *dynamodb.Client, p *prepared) func(ctx context.Context) bool {
-	return func(ctx context.Context) bool {
-		switch kind {
-		case KindNaive:
-			_, err := ddb.UpdateItem(ctx, p.update)
-			return err == nil
-		case KindFused:
-			_, err := ddb.TransactWriteItems(ctx, p.tx)
-			return err == nil || isCancelled(err)
-		default:
-			if _, err := ddb.PutItem(ctx, p.put); err != nil {
-				return isConditionFailed(err) // a duplicate: one call, then delete
-			}
-			_, err := ddb.TransactWriteItems(ctx, p.tx)
-			return err == nil
-		}
+// prepareFused is the fused commit's transaction.
+func prepareFused(table string, env *envelope.Envelope) (*prepared, error) {
+	writes, err := handlerWrites(ddbworker.JSON((&caseflow.Handlers{Table: table}).Note), env)
+	if err != nil {
+		return nil, err
 	}
+	c := &capture{}
+	committer, err := mutation.New(c, mutation.Config{Store: inbox.Store{Table: table}})
+	if err != nil {
+		return nil, err
+	}
+	w := work(env)
+	rec := inbox.NewRecord(&w, time.Now())
+	rec.LeaseToken, rec.LeaseOwner = gate.NewToken(), "bench"
+	if err := committer.CommitFused(context.Background(), rec, writes, mutation.Completion{}, 0); err != nil {
+		return nil, err
+	}
+	return &prepared{tx: c.tx}, nil
+}
+
+// prepareSingle is the single-write route's one fenced UpdateItem of
+// NoteInOrder's write.
+func prepareSingle(table string, env *envelope.Envelope) (*prepared, error) {
+	writes, err := handlerWrites(ddbworker.JSON((&caseflow.Handlers{Table: table}).NoteInOrder), env)
+	if err != nil {
+		return nil, err
+	}
+	fenced, err := mutation.Fenced(writes, mutation.Stamp{Key: env.IdempotencyKey, Hash: env.RequestHash})
+	if err != nil {
+		return nil, err
+	}
+	c := &capture{}
+	committer, err := mutation.New(c, mutation.Config{Store: inbox.Store{Table: table}})
+	if err != nil {
+		return nil, err
+	}
+	if err := committer.CommitSingle(context.Background(), fenced); err != nil {
+		return nil, err
+	}
+	return &prepared{update: c.update}, nil
+}
+
+// The bare loops send a shallow copy of each prepared request: a work
+// item's duplicates share its requests, and the meter sets
+// ReturnConsumedCapacity on the request it is given.
+
+// bareUpdate sends the one UpdateItem (naive: unconditional; single: a
+// failed condition is a duplicate or a late version, acked).
+func bareUpdate(ctx context.Context, ddb *dynamodb.Client, p *prepared) bool {
+	in := *p.update
+	_, err := ddb.UpdateItem(ctx, &in)
+	return err == nil || isConditionFailed(err)
+}
+
+// bareGated sends the gate's PutItem, then the commit (a failed gate
+// condition is a duplicate: one call, then delete).
+func bareGated(ctx context.Context, ddb *dynamodb.Client, p *prepared) bool {
+	put, tx := *p.put, *p.tx
+	if _, err := ddb.PutItem(ctx, &put); err != nil {
+		return isConditionFailed(err)
+	}
+	_, err := ddb.TransactWriteItems(ctx, &tx)
+	return err == nil
+}
+
+// bareTransaction sends the one transaction (a cancelled one is a
+// duplicate).
+func bareTransaction(ctx context.Context, ddb *dynamodb.Client, p *prepared) bool {
+	tx := *p.tx
+	_, err := ddb.TransactWriteItems(ctx, &tx)
+	return err == nil || isCancelled(err)
 }

@@ -2,11 +2,9 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -186,7 +184,7 @@ func runThrottled(ctx context.Context, env Env, cfg Config, warm bool) ([]Thrott
 func throttledRun(ctx context.Context, env Env, cfg Config, fraction float64, v Variant) (*ThrottledResult, error) {
 	n := cfg.ThrottleMessages
 	res := &ThrottledResult{Fraction: fraction, Variant: v, Concurrency: cfg.ThrottleConcurrency, Messages: n}
-	ms, err := makeMessages(KindDefault, caseflow.NewID("")[:10], n, 0, cfg.NoteBytes)
+	ms, err := makeMessages(KindDefault, caseflow.NewID("")[:10], n, shape{noteBytes: cfg.NoteBytes, keyBytes: cfg.KeyBytes})
 	if err != nil {
 		return nil, err
 	}
@@ -338,9 +336,11 @@ wait:
 	res.DeadLettered = max(0, dlq-res.WorkerDLQ)
 
 	// What it did, read back.
-	if res.Applied, res.AppliedTwice, err = applications(ctx, direct, env.Table, ms); err != nil {
+	applied, err := readBack(ctx, direct, env.Table, ms, nil, false)
+	if err != nil {
 		return nil, err
 	}
+	res.Applied, res.AppliedTwice = applied.applied, applied.twice
 	if res.AttemptsUsed, res.MaxAttempts, res.InboxStatus, err = attemptsUsed(ctx, direct, env.Table, ms); err != nil {
 		return nil, err
 	}
@@ -466,39 +466,6 @@ func batchGet(ctx context.Context, ddb *dynamodb.Client, table string, keys []ma
 		}
 	}
 	return items, nil
-}
-
-// applications reads the run's case items back: each applied note added one
-// to its case's noteCount. It returns how many messages' work was applied
-// and how many applications were more than the case's messages.
-func applications(ctx context.Context, ddb *dynamodb.Client, table string, ms *messageSet) (applied, twice int, err error) {
-	want := map[string]int{}
-	for _, body := range ms.fresh {
-		var p caseflow.NoteRecorded
-		if err := json.Unmarshal(ms.envs[body].Payload, &p); err != nil {
-			return 0, 0, err
-		}
-		want[p.CaseID]++
-	}
-	var keys []map[string]ddbtypes.AttributeValue
-	for _, c := range slices.Sorted(maps.Keys(want)) {
-		keys = append(keys, caseflow.CaseKey(c))
-	}
-	items, err := batchGet(ctx, ddb, table, keys)
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, it := range items {
-		id, _ := it[caseflow.AttrCaseID].(*ddbtypes.AttributeValueMemberS)
-		nc, _ := it[caseflow.AttrNoteCount].(*ddbtypes.AttributeValueMemberN)
-		if id == nil || nc == nil {
-			continue
-		}
-		got, _ := strconv.Atoi(nc.Value)
-		applied += min(got, want[id.Value])
-		twice += max(0, got-want[id.Value])
-	}
-	return applied, twice, nil
 }
 
 // attemptsUsed reads the run's inbox records back and returns the business

@@ -137,6 +137,13 @@ type Config struct {
 	// Fused runs the workers with the fused commit (run --fused): one
 	// transaction writes the inbox record COMPLETED with the domain writes.
 	Fused bool
+	// SingleWrite runs CaseStageChanged on the single-write route (run
+	// --single-write; the other types as Fused says): one conditional
+	// update fenced in the case item, its application counter in the item
+	// too. The plan then also sends hash-mismatch probes on stage changes,
+	// and the verification judges stage changes by their fence, counters
+	// and logged outcomes (caseflow.VerifyWith, SingleWriteStages).
+	SingleWrite bool
 	// Visibility is the queue's visibility timeout and the workers' lease.
 	// Whole seconds. Default: 3s.
 	Visibility time.Duration
@@ -368,6 +375,9 @@ func (c *Config) workerArgs(seed uint64) []string {
 	}
 	if c.Fused {
 		args = append(args, "--fused")
+	}
+	if c.SingleWrite {
+		args = append(args, "--single-write")
 	}
 	if c.CallTimeout > 0 {
 		args = append(args, "--call-timeout", c.CallTimeout.String())

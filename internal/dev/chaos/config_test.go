@@ -77,9 +77,14 @@ func TestWorkerArgs(t *testing.T) {
 	}
 	require.NotContains(t, args, "mid-batch", "zero rates are left out")
 
-	c = Config{Binary: "/bin/true", Failpoints: "none"}
+	require.NotContains(t, args, "--single-write")
+
+	c = Config{Binary: "/bin/true", Failpoints: "none", SingleWrite: true}
 	require.NoError(t, c.defaults())
-	require.NotContains(t, strings.Join(c.workerArgs(1), " "), "--failpoint-kill")
+	args = strings.Join(c.workerArgs(1), " ")
+	require.NotContains(t, args, "--failpoint-kill")
+	require.Contains(t, args, "--single-write")
+	require.Contains(t, args, "--track-applications", "the stage changes' counters live in the case item")
 }
 
 func TestReport(t *testing.T) {

@@ -30,6 +30,7 @@ type Report struct {
 	Concurrency int           `json:"concurrency"`
 	Visibility  string        `json:"visibilityTimeout"`
 	Fused       bool          `json:"fused"`
+	SingleWrite bool          `json:"singleWrite"`
 	Faults      Faults        `json:"faultRates"`
 	Failpoints  string        `json:"failpointRates"`
 	Duration    time.Duration `json:"durationNs"`
@@ -62,9 +63,12 @@ type Report struct {
 	Outage *OutageReport `json:"outage,omitempty"`
 	// WorkStates are the work items' final inbox states (caseflow.Verify).
 	WorkStates map[string]int `json:"workStates"`
-	Rejections map[string]int `json:"rejections"`
-	QueueLeft  int            `json:"workQueueLeft"`
-	Unsettled  []string       `json:"unsettled,omitempty"`
+	// SingleWriteStages are the single-write stage changes by state and inbox
+	// record (caseflow.Report.SingleWrite).
+	SingleWriteStages map[string]int `json:"singleWriteStageChanges,omitempty"`
+	Rejections        map[string]int `json:"rejections"`
+	QueueLeft         int            `json:"workQueueLeft"`
+	Unsettled         []string       `json:"unsettled,omitempty"`
 
 	Checks     []Check  `json:"checks"`
 	Violations []string `json:"violations"`
@@ -145,6 +149,9 @@ func (r *Report) Print(out io.Writer) {
 	if r.Fused {
 		mode = "fused commit"
 	}
+	if r.SingleWrite {
+		mode += ", stage changes single-write"
+	}
 	row("worker processes", fmt.Sprintf("%d × concurrency %d, %s, visibility %s", r.Workers, r.Concurrency, mode, r.Visibility))
 	row("worker processes started", r.ProcessesStarted)
 	row("work queue maxReceiveCount (redrive policy)", r.MaxReceiveCount)
@@ -176,6 +183,7 @@ func (r *Report) Print(out io.Writer) {
 
 	section("END STATE (read back from DynamoDB and SQS)")
 	sorted(r.WorkStates, "work items ")
+	sorted(r.SingleWriteStages, "stage changes (single-write) ")
 	sorted(r.Rejections, "rejection records ")
 	row("DLQ copies", r.DLQ.Copies)
 	row("DLQ distinct sources (expected)", fmt.Sprintf("%d (%d)", r.DLQ.Sources, r.DLQ.Expected))

@@ -109,7 +109,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	if r.plan, err = caseflow.GeneratePlan(caseflow.ScenarioConfig{Messages: cfg.Count, DuplicateRatio: cfg.DuplicateRatio,
-		ConcurrentRatio: cfg.ConcurrentRatio, Seed: cfg.Seed}); err != nil {
+		ConcurrentRatio: cfg.ConcurrentRatio, Seed: cfg.Seed, StageMismatches: cfg.SingleWrite}); err != nil {
 		return nil, err
 	}
 	if err := caseflow.SeedCases(ctx, r.ddb, r.table, r.plan.CaseIDs); err != nil {
@@ -145,7 +145,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 
 	rep := &Report{Table: r.table, QueueURL: r.qs.URL, DLQURL: r.qs.DLQURL, LogDir: cfg.LogDir, Seed: cfg.Seed, Workers: cfg.Workers,
-		Concurrency: cfg.Concurrency, Visibility: cfg.Visibility.String(), Fused: cfg.Fused, Faults: cfg.Faults, Failpoints: cfg.Failpoints,
+		Concurrency: cfg.Concurrency, Visibility: cfg.Visibility.String(), Fused: cfg.Fused, SingleWrite: cfg.SingleWrite, Faults: cfg.Faults, Failpoints: cfg.Failpoints,
 		WorkItems: len(r.plan.Work), Duplicates: r.plan.Duplicates, OutOfOrder: r.plan.OutOfOrder, Poison: len(r.plan.PoisonList),
 		Cases: len(r.plan.CaseIDs), MaxReceiveCount: cfg.MaxReceiveCount}
 
@@ -495,11 +495,15 @@ func (r *run) verify(ctx context.Context, rep *Report) error {
 		return fmt.Errorf("chaos: read the work queue: %w", err)
 	}
 	rep.QueueLeft = left
-	vr, err := caseflow.Verify(ctx, r.ddb, r.table, r.plan, nil)
+	vr, err := caseflow.VerifyWith(ctx, r.ddb, r.table, r.plan, caseflow.VerifyOptions{SingleWriteStages: r.cfg.SingleWrite,
+		Outcomes: r.tally.KeyOutcomes()})
 	if err != nil {
 		return err
 	}
 	rep.WorkStates, rep.Rejections = vr.WorkStates, vr.Rejections
+	if r.cfg.SingleWrite {
+		rep.SingleWriteStages = vr.SingleWrite
+	}
 	// caseflow.Verify's checks, as they are.
 	for _, c := range vr.Checks {
 		name, status, _ := strings.Cut(c, ": ")

@@ -131,12 +131,13 @@ type Tally struct {
 	codes     map[string]int // AWS error codes in warnings and errors
 	events    map[string]int // other WARN/ERROR messages by msg
 	alerts    int
-	long      time.Duration   // a delivery at least this long outlived its lease
-	late      map[string]int  // outcomes of deliveries that took at least long
-	final     map[string]bool // SQS message ids that reached a final outcome
-	dlqFailed map[string]bool // pending: the next terminal line of this id is not final
-	receives  map[string]int  // highest receive count logged per SQS message id
-	lastBad   []string        // the last unparsed lines
+	long      time.Duration             // a delivery at least this long outlived its lease
+	late      map[string]int            // outcomes of deliveries that took at least long
+	final     map[string]bool           // SQS message ids that reached a final outcome
+	dlqFailed map[string]bool           // pending: the next terminal line of this id is not final
+	receives  map[string]int            // highest receive count logged per SQS message id
+	byKey     map[string]map[string]int // final outcomes per idempotency key
+	lastBad   []string                  // the last unparsed lines
 }
 
 // NewTally returns an empty Tally; deliveries that took at least lease are
@@ -144,7 +145,7 @@ type Tally struct {
 func NewTally(lease time.Duration) *Tally {
 	return &Tally{long: lease, late: map[string]int{}, faults: map[string]int{}, killed: map[string]int{}, outcomes: map[string]int{}, terminal: map[string]int{},
 		retries: map[string]int{}, codes: map[string]int{}, events: map[string]int{}, final: map[string]bool{}, dlqFailed: map[string]bool{},
-		receives: map[string]int{}}
+		receives: map[string]int{}, byKey: map[string]map[string]int{}}
 }
 
 // Observe tallies one raw log line. It returns the parsed line and whether
@@ -205,6 +206,12 @@ func (t *Tally) Observe(raw []byte) (LogLine, bool) {
 		}
 		if IsFinal(l, failed) && l.SQSMessageID != "" {
 			t.final[l.SQSMessageID] = true
+			if l.IdempotencyKey != "" {
+				if t.byKey[l.IdempotencyKey] == nil {
+					t.byKey[l.IdempotencyKey] = map[string]int{}
+				}
+				t.byKey[l.IdempotencyKey][l.Outcome]++
+			}
 		}
 	case msgHashMismatch:
 		t.alerts++
@@ -235,6 +242,18 @@ func (t *Tally) Settled(ids []string) int {
 		}
 	}
 	return n
+}
+
+// KeyOutcomes are the final outcomes logged per idempotency key, how
+// often each (a copy).
+func (t *Tally) KeyOutcomes() map[string]map[string]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[string]map[string]int, len(t.byKey))
+	for k, m := range t.byKey {
+		out[k] = maps.Clone(m)
+	}
+	return out
 }
 
 // MaxReceiveCount is the highest receive count logged for any of ids.

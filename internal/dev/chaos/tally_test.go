@@ -90,6 +90,13 @@ func TestTally(t *testing.T) {
 	// terminal line settles m4.
 	tl.Observe([]byte(lineTerminal4))
 	require.True(t, tl.IsSettled("m4"))
+
+	// Final outcomes by idempotency key: a line without a key, or not
+	// final, counts for none.
+	require.Equal(t, map[string]map[string]int{"k1": {"applied": 1}}, tl.KeyOutcomes())
+	tl.Observe([]byte(`{"level":"INFO","msg":"worker_message_superseded","sqsMessageId":"m8","result":"superseded","idempotencyKey":"k1"}`))
+	tl.Observe([]byte(`{"level":"INFO","msg":"worker_message_in_flight","sqsMessageId":"m8","result":"in_flight","idempotencyKey":"k2"}`))
+	require.Equal(t, map[string]map[string]int{"k1": {"applied": 1, "superseded": 1}}, tl.KeyOutcomes())
 }
 
 func TestErrorCode(t *testing.T) {

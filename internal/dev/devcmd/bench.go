@@ -31,14 +31,19 @@ func newBenchCmd(g daemonext.Globals) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure naive, default and fused workers against a bare-calls ceiling, and the default worker under throttling, on local emulators",
+		Short: "Measure naive, default, fused and single-write workers against a bare-calls ceiling, and the default worker under throttling, on local emulators",
 		Long: `bench runs the same CaseNoteRecorded messages (one ~1 KB case item per message,
-a share of duplicates) through each worker at each concurrency, and through a
-bare loop that issues exactly that worker's DynamoDB and SQS calls with no
-worker around them. Efficiency is the worker's throughput divided by its
-ceiling's. Calls per message are counted by SDK middleware, separately for
-fresh messages and duplicates; WCU are shown as DynamoDB Local reports them and
-computed in AWS terms from item sizes.
+its version among its case's notes, a share of them late, a share of duplicates)
+through each worker at each concurrency, and through a bare loop that issues
+exactly that worker's DynamoDB and SQS calls with no worker around them: naive
+(the update, no inbox), default (gate + transaction), fused (one transaction
+with the inbox record), single (the single-write route: one conditional update
+fenced in the case item, guarded by the note's version, late notes superseded).
+Efficiency is the worker's throughput divided by its ceiling's. Calls per
+message are counted by SDK middleware, separately for fresh messages and
+duplicates; WCU are shown as DynamoDB Local reports them and, with read units,
+computed in AWS terms from item sizes. Applied twice and lost are read back
+from the case items.
 
 The throttled scenario (--throttle) runs the default worker against DynamoDB
 Local through a proxy that throttles a share of the requests at random, once as
@@ -49,6 +54,9 @@ retries and throttled requests included), throughput, probes, time paused,
 the concurrency limit, dead-lettered messages and business attempts used.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
+			if cfg.LateRatio == 0 {
+				cfg.LateRatio = -1 // none (in bench.Config, 0 is the default)
+			}
 			if strings.TrimSpace(conc) == "" {
 				cfg.SkipConcurrency = true
 			} else if cfg.Concurrency, err = ints(conc); err != nil {
@@ -106,7 +114,9 @@ the concurrency limit, dead-lettered messages and business attempts used.`,
 	f.StringVar(&sizes, "sizes", "", "size sweep: messages per run, comma-separated (e.g. 1000,10000,50000); the inbox keeps growing")
 	f.IntVar(&cfg.SizeConcurrency, "size-concurrency", 16, "concurrency of the size sweep")
 	f.IntVar(&cfg.BatchSize, "batch-size", 0, "messages per receive (default min(10, concurrency))")
-	f.StringVar(&kinds, "workers", "naive,default,fused", "workers to compare")
+	f.StringVar(&kinds, "workers", strings.Join(bench.KindNames(), ","), "workers to compare")
+	f.Float64Var(&cfg.LateRatio, "late", 0.1, "share of each run's fresh messages sent after their case's next note (0: none)")
+	f.IntVar(&cfg.KeyBytes, "key-bytes", 0, "length of every idempotency key, padded (0: as generated, about 30 bytes)")
 	f.StringVar(&throttle, "throttle", "0.1,0.3,0.6,0.9", `throttled scenario: fractions of DynamoDB requests throttled, comma-separated, run after an unthrottled baseline row ("" or 0: skip the scenario)`)
 	f.IntVar(&cfg.ThrottleMessages, "throttle-count", bench.ThrottleMessagesDefault, "messages per run of the throttled scenario")
 	f.IntVar(&cfg.ThrottleConcurrency, "throttle-concurrency", bench.ThrottleConcurrencyDefault, "concurrency of the throttled scenario's worker")
@@ -153,7 +163,7 @@ func fractions(s string) ([]float64, error) {
 
 func printBench(out io.Writer, r *bench.Report, took time.Duration) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	header := "worker\tconc\tmsg/s\tceiling\tefficiency\tvs naive\tp50\tp99\tCPU/msg\tpeak RSS\tDDB fresh\tDDB dup\tSQS fresh\tSQS dup\tWCU AWS fresh/dup\tWCU Local fresh/dup\tapplied twice\tredone\t"
+	header := "worker\tconc\tmsg/s\tceiling\tefficiency\tvs naive\tp50\tp99\tCPU/msg\tpeak RSS\tDDB fresh\tDDB dup\tSQS fresh\tSQS dup\tWCU AWS fresh/dup\tRCU AWS fresh/dup\tWCU Local fresh/dup\titem/record B\tlate/superseded\tapplied twice\tlost\tredone\t"
 	rows := func(title string, results []bench.Result) {
 		if len(results) == 0 {
 			return
@@ -173,17 +183,24 @@ func printBench(out io.Writer, r *bench.Report, took time.Duration) {
 			if x.VsNaive > 0 {
 				vs = fmt.Sprintf("%.2f", x.VsNaive)
 			}
-			fmt.Fprintf(tw, "%s%s\t%d\t%.0f\t%.0f\t%.2f\t%s\t%s\t%s\t%s\t%.0f MiB\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f / %.0f\t%.1f / %.1f\t%d\t%d\t\n",
+			fmt.Fprintf(tw, "%s%s\t%d\t%.0f\t%.0f\t%.2f\t%s\t%s\t%s\t%s\t%.0f MiB\t%.2f\t%.2f\t%.2f\t%.2f\t%g / %g\t%g / %g\t%.1f / %.1f\t%d / %d\t%d / %d\t%d\t%d\t%d\t\n",
 				prefix, x.Kind, x.Concurrency, x.Worker.Throughput, x.Ceiling.Throughput, x.Efficiency, vs,
 				ms(x.Worker.P50), ms(x.Worker.P99), us(x.CPUPerMessage), float64(x.PeakRSS)/(1<<20),
-				x.DynamoDBFresh, x.DynamoDBDup, x.SQSFresh, x.SQSDup, x.AWSWCUFresh, x.AWSWCUDup, x.LocalWCUFresh, x.LocalWCUDup, x.DoubleApplies, x.Redone)
+				x.DynamoDBFresh, x.DynamoDBDup, x.SQSFresh, x.SQSDup, x.AWSWCUFresh, x.AWSWCUDup, x.AWSRCUFresh, x.AWSRCUDup,
+				x.LocalWCUFresh, x.LocalWCUDup, x.ItemBytes, x.RecordBytes, x.Late, x.Superseded, x.DoubleApplies, x.Lost, x.Redone)
 		}
 	}
 	rows("CONCURRENCY SWEEP", r.Concurrency)
 	rows("SIZE SWEEP (default worker)", r.Sizes)
 	_ = tw.Flush()
 	if len(r.Concurrency)+len(r.Sizes) > 0 {
-		fmt.Fprintf(out, "\n%d messages per run, %.0f%% duplicates\n", r.Config.Messages, 100*r.Config.DuplicateRatio)
+		c := r.Config
+		keys := "keys as generated"
+		if c.KeyBytes > 0 {
+			keys = fmt.Sprintf("%d-byte keys", c.KeyBytes)
+		}
+		fmt.Fprintf(out, "\n%d messages per run, %.0f%% duplicates, %.0f%% of the fresh ones late, %d-byte notes, %s\n",
+			c.Messages, 100*c.DuplicateRatio, 100*c.LateRatio, c.NoteBytes, keys)
 	}
 	printThrottled(out, r)
 	fmt.Fprintf(out, "\ntook %s\n", took.Round(time.Second))

@@ -66,6 +66,7 @@ drained within --outage-recover after every window.`,
 	fl.DurationVar(&cfg.Visibility, "visibility-timeout", 3*time.Second, "visibility timeout and lease")
 	fl.IntVar(&cfg.MaxAttempts, "max-attempts", 20, "business attempts of each worker (high: injected faults alone must not exhaust them)")
 	fl.BoolVar(&cfg.Fused, "fused", false, "run the workers with the fused commit")
+	fl.BoolVar(&cfg.SingleWrite, "single-write", false, "run CaseStageChanged on the single-write route (its fence and application counter in the case item), with hash-mismatch probes on stage changes")
 	fl.Uint64Var(&cfg.Seed, "seed", 1, "seed of the plan and of the fault injectors")
 	fl.Float64Var(&cfg.SendRate, "send-rate", 0, "phase 1 send rate in messages/s (0: as fast as SQS takes them)")
 	fl.Float64Var(&cfg.Faults.Throttle, "throttle", cfg.Faults.Throttle, "rate of DynamoDB calls throttled")

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,10 +27,31 @@ func TestChaosShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts worker processes and runs for about a minute")
 	}
+	chaosShort(t, false)
+}
+
+// The same with the stage changes on the single-write route: their fence
+// and application counters in the case item, their outcomes in the logs,
+// a hash-mismatch probe refused by the fence.
+func TestChaosSingleWriteShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts worker processes and runs for about a minute")
+	}
+	rep := chaosShort(t, true)
+	require.True(t, rep.SingleWrite)
+	require.Positive(t, rep.SingleWriteStages["APPLIED, no record"], "stage changes applied on the fresh path: %v", rep.SingleWriteStages)
+	require.True(t, slices.ContainsFunc(rep.Checks, func(c chaos.Check) bool { return strings.Contains(c.Name, "single-write") && c.OK }),
+		"the single-write check ran: %v", rep.Checks)
+	require.Positive(t, rep.Logs.Outcomes["superseded"], "out-of-order stage changes were superseded")
+	require.Positive(t, rep.Rejections["IDEMPOTENCY_HASH_MISMATCH"])
+}
+
+func chaosShort(t *testing.T, singleWrite bool) *chaos.Report {
 	aws := testenv.AWSConfig(t) // fails unless the endpoints are the local emulators
 	bin := buildDevBinary(t)
 	var progress bytes.Buffer
 	cfg := chaos.Config{
+		SingleWrite:      singleWrite,
 		Binary:           bin,
 		DynamoDBEndpoint: os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"),
 		SQSEndpoint:      os.Getenv("AWS_ENDPOINT_URL_SQS"),
@@ -92,6 +115,7 @@ func TestChaosShort(t *testing.T) {
 	require.Equal(t, rep.DLQ.Expected, rep.DLQ.Sources)
 	require.Zero(t, rep.QueueLeft)
 	require.Equal(t, rep.WorkItems, rep.WorkStates["APPLIED"]+rep.WorkStates["SUPERSEDED"]+rep.WorkStates["FAILED_TERMINAL:CASE_NOT_FOUND"])
+	return rep
 }
 
 // The command's flags map onto chaos.Config: 0 kills or pauses means none,
@@ -104,7 +128,7 @@ func TestChaosFlags(t *testing.T) {
 	for flag, want := range map[string]string{"count": "10000", "workers": "4", "concurrency": "8", "kills": "20", "pauses": "3",
 		"timeout": "15m0s", "visibility-timeout": "3s", "max-attempts": "20", "throttle": "0.02", "conflict": "0.02",
 		"timeout-rate": "0.01", "lost-response": "0.02", "sqs-delete": "0.02", "delay": "0.005",
-		"failpoints": chaos.DefaultFailpoints, "json": "false", "seed": "1", "max-receive-count": "0", "outage": "false",
+		"failpoints": chaos.DefaultFailpoints, "json": "false", "seed": "1", "single-write": "false", "max-receive-count": "0", "outage": "false",
 		"outage-throttle": "2m30s", "outage-5xx": "1m30s", "outage-hang": "1m0s", "outage-recover": "2m0s", "outage-rate": "1", "outage-gap": "10s"} {
 		f := cmd.Flags().Lookup(flag)
 		require.NotNil(t, f, flag)
