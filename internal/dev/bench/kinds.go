@@ -84,7 +84,7 @@ var kinds = map[Kind]spec{
 			return (&caseflow.Handlers{Table: table}).Register(reg, ddbworker.Fused())
 		},
 		prepare: prepareFused, bare: bareTransaction, records: 1,
-		units:   fusedUnits,
+		units: fusedUnits,
 	},
 	KindFusedPlain: {
 		route: func(reg *ddbworker.Registry, table string) error {
@@ -92,7 +92,7 @@ var kinds = map[Kind]spec{
 		},
 		config:  func(c *worker.Config) { c.ReadAhead = worker.Zero },
 		prepare: prepareFused, bare: bareTransaction, records: 1,
-		units:   fusedUnits,
+		units: fusedUnits,
 	},
 	KindSingle: {
 		route: func(reg *ddbworker.Registry, table string) error {
