@@ -87,9 +87,7 @@ func (w *Worker) HandleSQSEvent(ctx context.Context, ev events.SQSEvent) (events
 	}
 	slotCtx, cancel := context.WithDeadline(ctx, until.Add(-minRecordTime))
 	defer cancel()
-	if !w.fifo {
-		w.readAhead(ctx, ds)
-	}
+	w.readAhead(ctx, ds)
 	var work sync.WaitGroup
 	for _, group := range w.groups(ds) {
 		if _, err := w.pool.AcquireBatch(slotCtx, 1); err != nil {

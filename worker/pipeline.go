@@ -140,6 +140,7 @@ func (w *Worker) process(ctx context.Context, d *delivery, h host) report {
 	settleCtx, span = w.stage(settleCtx, tracing.SpanSettle)
 	r.applied = w.apply(settleCtx, d, r.work, r.outcome, h)
 	span.end(w, nil)
+	w.observeFused(r)
 	return r
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -15,16 +16,71 @@ import (
 // maxBatchGetKeys is the most keys one BatchGetItem takes.
 const maxBatchGetKeys = 100
 
+// The read ahead pays while duplicates arrive: a fused duplicate it finds
+// COMPLETED costs a share of one read instead of a cancelled transaction
+// (up to 4 write units), but every fresh message it reads costs half a
+// read unit and waits for the read. It runs while at least
+// readAheadDuplicates of the worker's recent fused deliveries were
+// duplicates (an exponentially weighted share, each delivery weighing
+// readAheadWeight), and a worker starts as if they all were. (On demand, a
+// write unit costs five read units: reading pays for itself from about
+// 1 duplicate in 40.)
+const (
+	readAheadDuplicates = 0.05
+	readAheadWeight     = 1.0 / 64
+)
+
+// duplicateShare is the weighted share of the recent fused deliveries
+// that were duplicates.
+type duplicateShare struct {
+	mu    sync.Mutex
+	share float64
+}
+
+func newDuplicateShare() *duplicateShare { return &duplicateShare{share: 1} }
+
+// observe counts one fused delivery's final outcome.
+func (s *duplicateShare) observe(duplicate bool) {
+	x := 0.0
+	if duplicate {
+		x = 1
+	}
+	s.mu.Lock()
+	s.share += (x - s.share) * readAheadWeight
+	s.mu.Unlock()
+}
+
+// high reports whether duplicates arrive often enough to read ahead.
+func (s *duplicateShare) high() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.share >= readAheadDuplicates
+}
+
+// observeFused counts a finished delivery of fused work for the read ahead.
+func (w *Worker) observeFused(r report) {
+	if r.work != nil && w.fused(r.work) {
+		w.dups.observe(r.outcome.result == OutcomeDuplicate)
+	}
+}
+
+// readsAhead reports whether readAhead would read for ds: a standard
+// queue's batch of at least Config.ReadAhead deliveries, the database
+// healthy, duplicates arriving.
+func (w *Worker) readsAhead(ds []*delivery) bool {
+	return !w.fifo && w.cfg.ReadAhead > 0 && len(ds) >= w.cfg.ReadAhead && w.health.Healthy() && w.dups.high()
+}
+
 // readAhead admits a receive batch's deliveries and reads the inbox
 // records of their fused work with one eventually consistent BatchGetItem
-// per 100 keys, before any of them runs (at least Config.ReadAhead of them). A record found
+// per 100 keys, before any of them runs (when readsAhead). A record found
 // is where the delivery's claim starts (decide): a duplicate of COMPLETED
 // work is answered without a write. A read that is stale, fails or leaves
 // keys unprocessed costs nothing but the read: the fused commit's
 // attribute_not_exists, and the gate's conditions on the record as read,
 // still decide.
 func (w *Worker) readAhead(ctx context.Context, ds []*delivery) {
-	if w.cfg.ReadAhead == 0 || len(ds) < w.cfg.ReadAhead || !w.health.Healthy() {
+	if !w.readsAhead(ds) {
 		return
 	}
 	byKey := map[string][]*delivery{}

@@ -103,7 +103,8 @@ type Worker struct {
 	limiter   *adaptive.Limiter
 	pool      *slots.Pool
 	health    *dbHealth
-	capacity  *capacitySums // the write budget's term of ddbworker_database_capacity
+	capacity  *capacitySums   // the write budget's term of ddbworker_database_capacity
+	dups      *duplicateShare // recent fused duplicates: whether the read ahead pays
 	parked    parkingLot
 	queueOnce sync.Once
 	fail      func(string)
@@ -136,7 +137,7 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	w := &Worker{cfg: cfg, deps: deps, fifo: strings.HasSuffix(cfg.QueueURL, ".fifo"), capacity: &capacitySums{maxWCU: cfg.MaxWCU}}
+	w := &Worker{cfg: cfg, deps: deps, fifo: strings.HasSuffix(cfg.QueueURL, ".fifo"), capacity: &capacitySums{maxWCU: cfg.MaxWCU}, dups: newDuplicateShare()}
 	if w.policy, err = (stale.Policy{Lease: cfg.VisibilityTimeout, Skew: cfg.ClockSkew}).WithDefaults(); err != nil { // stale.Zero == Zero
 		errs = append(errs, err)
 	}
@@ -598,10 +599,21 @@ func (w *Worker) poll(ctx, workCtx context.Context, work *sync.WaitGroup, del *d
 
 // dispatch starts a batch's deliveries: each on its own, or, on a FIFO
 // queue, each group in order (runGroup).
+// A batch read ahead reads off the poll loop: the next receive does not
+// wait for it (the batch holds its slots already).
 func (w *Worker) dispatch(ctx, workCtx context.Context, ds []*delivery, work *sync.WaitGroup, del *deleter) {
-	if !w.fifo {
-		w.readAhead(workCtx, ds)
+	if w.readsAhead(ds) {
+		work.Go(func() {
+			w.readAhead(workCtx, ds)
+			w.start(ctx, workCtx, ds, work, del)
+		})
+		return
 	}
+	w.start(ctx, workCtx, ds, work, del)
+}
+
+// start runs a batch's groups, each on its own goroutine.
+func (w *Worker) start(ctx, workCtx context.Context, ds []*delivery, work *sync.WaitGroup, del *deleter) {
 	groups := w.groups(ds)
 	for gi, group := range groups {
 		if gi == len(groups)/2 && len(groups) > 1 {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime/pprof"
 	"strconv"
@@ -183,10 +184,10 @@ func printBench(out io.Writer, r *bench.Report, took time.Duration) {
 			if x.VsNaive > 0 {
 				vs = fmt.Sprintf("%.2f", x.VsNaive)
 			}
-			fmt.Fprintf(tw, "%s%s\t%d\t%.0f\t%.0f\t%.2f\t%s\t%s\t%s\t%s\t%.0f MiB\t%.2f\t%.2f\t%.2f\t%.2f\t%g / %g\t%g / %g\t%.1f / %.1f\t%d / %d\t%d / %d\t%d\t%d\t%d\t\n",
+			fmt.Fprintf(tw, "%s%s\t%d\t%.0f\t%.0f\t%.2f\t%s\t%s\t%s\t%s\t%.0f MiB\t%.2f\t%.2f\t%.2f\t%.2f\t%s / %s\t%s / %s\t%.1f / %.1f\t%d / %d\t%d / %d\t%d\t%d\t%d\t\n",
 				prefix, x.Kind, x.Concurrency, x.Worker.Throughput, x.Ceiling.Throughput, x.Efficiency, vs,
 				ms(x.Worker.P50), ms(x.Worker.P99), us(x.CPUPerMessage), float64(x.PeakRSS)/(1<<20),
-				x.DynamoDBFresh, x.DynamoDBDup, x.SQSFresh, x.SQSDup, x.AWSWCUFresh, x.AWSWCUDup, x.AWSRCUFresh, x.AWSRCUDup,
+				x.DynamoDBFresh, x.DynamoDBDup, x.SQSFresh, x.SQSDup, capUnits(x.AWSWCUFresh), capUnits(x.AWSWCUDup), capUnits(x.AWSRCUFresh), capUnits(x.AWSRCUDup),
 				x.LocalWCUFresh, x.LocalWCUDup, x.ItemBytes, x.RecordBytes, x.Late, x.Superseded, x.DoubleApplies, x.Lost, x.Redone)
 		}
 	}
@@ -247,3 +248,10 @@ func printThrottled(out io.Writer, r *bench.Report) {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond)) }
 func us(d time.Duration) string { return fmt.Sprintf("%.0fµs", float64(d)/float64(time.Microsecond)) }
+
+// capUnits prints capacity units per message to two decimals at most
+// (1, 0.5, 0.45): whole for a fixed shape, fractional where the read ahead
+// shares a read among a batch or spares a duplicate its write.
+func capUnits(v float64) string {
+	return strconv.FormatFloat(math.Round(v*100)/100, 'f', -1, 64)
+}
