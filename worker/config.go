@@ -121,8 +121,10 @@ type Config struct {
 	// unit instead of a cancelled transaction (standard queues; a stale
 	// read is safe: the fused commit's condition and the gate's still
 	// decide). Below it — one message per receive, at low concurrency — the
-	// read would be a call more per message. Default: DefaultReadAhead;
-	// Zero never reads ahead.
+	// read would be a call more per message. The read runs only while
+	// duplicates arrive: at least 1 in 20 of the worker's recent fused
+	// deliveries (readahead.go). Default: DefaultReadAhead; Zero never
+	// reads ahead.
 	ReadAhead int
 	// MaxGuardRetries bounds handler re-runs after a Retry guard. Default:
 	// DefaultMaxGuardRetries; Zero never re-runs (a lost optimistic race
