@@ -113,8 +113,9 @@ var settingVars = map[inbox.Setting]string{
 }
 
 // DefaultMinOutageCover is DDBWORKER_MIN_OUTAGE_COVER's default: the
-// adapter warns at cold start when the queue's redrive policy lets a
-// shorter DynamoDB outage dead-letter healthy messages.
+// adapter warns at cold start when a FIFO queue's redrive policy lets a
+// shorter DynamoDB outage dead-letter healthy messages (a standard queue's
+// covers any: worker.HealthConfig.OutageCover).
 const DefaultMinOutageCover = 6 * time.Hour
 
 // envReader reads variables and collects every problem, each naming its

@@ -245,11 +245,13 @@ func transient(err error) bool {
 // checkQueue reads what the worker needs of its queue (worker.Prepare) and
 // warns when the redrive policy would move healthy messages to the DLQ in
 // a database outage shorter than minCover: an event source mapping keeps
-// polling through an outage, and each poll counts a receive.
+// polling through an outage, and each poll counts a receive. Only a FIFO
+// queue's can: a standard queue's record parked on its last receive is
+// re-sent (worker.HealthConfig.OutageCover).
 func (h *handler) checkQueue(ctx context.Context, w *worker.Worker, queueURL string) {
 	info := w.Prepare(ctx)
 	if info.MaxReceiveCount > 0 && info.OutageCover < h.minCover {
-		h.log.WarnContext(ctx, "the queue's redrive policy dead-letters healthy messages in a DynamoDB outage shorter than "+h.minCover.String()+
+		h.log.WarnContext(ctx, "the FIFO queue's redrive policy dead-letters healthy messages in a DynamoDB outage shorter than "+h.minCover.String()+
 			": raise its maxReceiveCount or DDBWORKER_PARK_MAX_VISIBILITY", "queueUrl", queueURL, "maxReceiveCount", info.MaxReceiveCount,
 			"outageCover", info.OutageCover.String(), "minOutageCover", h.minCover.String())
 	}

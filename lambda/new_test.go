@@ -157,18 +157,36 @@ func TestNewChecksTheTableErrors(t *testing.T) {
 	require.ErrorContains(t, err, "GSI1")
 }
 
-// A queue whose redrive policy would dead-letter healthy messages in a
-// short outage is named at cold start.
+// A FIFO queue whose redrive policy would dead-letter healthy messages in
+// a short outage is named at cold start; a standard queue's never is, however
+// small its maxReceiveCount: its records are re-sent on their last receive.
 func TestNewWarnsOnAShortOutageCover(t *testing.T) {
-	w := newWorld(t)
-	env := w.functionEnv(true)
-	env["DDBWORKER_PARK_MAX_VISIBILITY"] = "1m"
-	logs := captureStdout(t, func() {
-		_, err := lambda.New(context.Background(), registerInvoices, lookup(env))
-		require.NoError(t, err)
-	})
-	require.Contains(t, logs, "the queue's redrive policy dead-letters healthy messages in a DynamoDB outage shorter than 6h0m0s")
-	require.Contains(t, logs, `"maxReceiveCount":10`)
+	const warning = "the FIFO queue's redrive policy dead-letters healthy messages in a DynamoDB outage shorter than 6h0m0s"
+	for _, tc := range []struct {
+		name  string
+		queue worker.QueueConfig
+		warn  bool
+	}{
+		{"fifo", worker.QueueConfig{Name: testenv.Unique("q") + ".fifo", FIFO: true, MaxReceiveCount: 3}, true},
+		{"standard", worker.QueueConfig{MaxReceiveCount: 1}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, tc.queue)
+			env := w.functionEnv(true)
+			env["DDBWORKER_PARK_MAX_VISIBILITY"] = "1m"
+			logs := captureStdout(t, func() {
+				_, err := lambda.New(context.Background(), registerInvoices, lookup(env))
+				require.NoError(t, err)
+			})
+			if !tc.warn {
+				require.NotContains(t, logs, "dead-letters healthy messages")
+				return
+			}
+			require.Contains(t, logs, warning)
+			require.Contains(t, logs, `"maxReceiveCount":3`)
+			require.Contains(t, logs, `"outageCover":"2m0s"`, "1m, then 1m (DDBWORKER_PARK_MAX_VISIBILITY): the third receive must find the database healthy")
+		})
+	}
 }
 
 // One worker per queue: with DDBWORKER_QUEUE_URL set, its queue's records

@@ -22,16 +22,19 @@ import (
 
 // A DynamoDB outage many times longer than maxReceiveCount × the first
 // parking (5 × 1s here; time compressed by configuration: the hidings grow
-// 1s, 4s, 16s, then 20s at most, as they grow 1m, 4m, 16m… to 12h with the
+// 1s, 4s, then 5s at most, as they grow 1m, 4m, 16m… to 12h with the
 // defaults) under a function driven as an event source mapping drives it —
 // polling the whole time, invoking with what it received, deleting what the
 // response does not report — costs no healthy message the DLQ and no
-// business attempt: each poll that finds a record hides it longer, so its
-// receive count stays within the redrive policy's, and every order is
-// invoiced exactly once after the recovery. Orders arrive before and during
-// the outage. Before, each poll hid a record for the same ParkVisibility,
-// and an outage longer than maxReceiveCount × ParkVisibility dead-lettered
-// everything (measured: 28 of 40 messages, 20 orders never invoiced).
+// business attempt: each poll that finds a record hides it longer, and on
+// the last receive the redrive policy allows (here within 15 s of the
+// outage's 30) the record is re-sent as a new message and not reported, so
+// its receive count starts afresh; every order is invoiced exactly once
+// after the recovery. Orders arrive before and during the outage. Before,
+// each poll hid a record for the same ParkVisibility, and an outage longer
+// than maxReceiveCount × ParkVisibility dead-lettered everything (measured:
+// 28 of 40 messages, 20 orders never invoiced); and a record hidden on its
+// last receive, however long, went to the DLQ at its next.
 func TestRIEOutageLongerThanTheRedriveBudget(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a minute of compressed outage")
@@ -45,7 +48,7 @@ func TestRIEOutageLongerThanTheRedriveBudget(t *testing.T) {
 	env := w.functionEnv(true)
 	env["AWS_ENDPOINT_URL_DYNAMODB"] = proxy.URL()
 	env["DDBWORKER_PARK_VISIBILITY"] = "1s"
-	env["DDBWORKER_PARK_MAX_VISIBILITY"] = "20s"
+	env["DDBWORKER_PARK_MAX_VISIBILITY"] = "5s"
 	env["DDBWORKER_PROBE_MAX_INTERVAL"] = "2s"
 	f := startFunction(t, examplePkg, env)
 
@@ -100,6 +103,7 @@ func TestRIEOutageLongerThanTheRedriveBudget(t *testing.T) {
 		require.Equal(t, "INV-k-"+o, w.item("ORDER#"+o, "INVOICE")[invoices.AttrInvoiceNumber], "%s invoiced once, under its key", o)
 	}
 	require.NotEmpty(t, f.logs(map[string]string{"result": worker.OutcomeParked}), "records were parked")
+	require.NotEmpty(t, f.logs(map[string]string{"result": worker.OutcomeParked, "resent": "true"}), "records on their last receive were re-sent")
 }
 
 // poll is one receive of the event source mapping: up to n messages,

@@ -16,6 +16,9 @@ type applied struct {
 	policy TerminalPolicy
 	// dlqSent: a copy went to the DLQ.
 	dlqSent bool
+	// resent: a copy went back to the work queue (a deferral, or a park on
+	// the last receive the redrive policy allows).
+	resent bool
 }
 
 // apply does to a delivery's SQS message what its outcome says — the only
@@ -33,6 +36,9 @@ func (w *Worker) apply(ctx context.Context, d *delivery, wk *work, o outcome, h 
 		w.changeVisibility(ctx, d.m, vis)
 		return applied{settled: settledKept, visibility: vis}
 	case park:
+		if w.lastReceive(d) {
+			return w.parkByResend(ctx, d, h)
+		}
 		return applied{settled: settledParked, visibility: h.park(ctx, d)}
 	case resend:
 		if err := w.resend(ctx, d, a.delay); err != nil {
@@ -42,12 +48,40 @@ func (w *Worker) apply(ctx context.Context, d *delivery, wk *work, o outcome, h 
 			return applied{settled: settledKept, visibility: vis}
 		}
 		h.ack(d)
-		return applied{settled: settledFinal, visibility: a.delay}
+		return applied{settled: settledFinal, visibility: a.delay, resent: true}
 	case endTerminal:
 		return w.endTerminal(ctx, d, wk, o, h)
 	}
 	w.log.ErrorContext(ctx, "unknown action; the message is kept", "sqsMessageId", d.id)
 	return applied{settled: settledKept}
+}
+
+// lastReceive reports whether d is on the last receive the queue's
+// redrive policy allows a standard queue's message: whatever hides it, its
+// next receive moves it to the DLQ.
+func (w *Worker) lastReceive(d *delivery) bool {
+	return !w.fifo && w.queue.maxReceives > 0 && d.receives >= w.queue.maxReceives
+}
+
+// parkByResend parks a message on its last receive (lastReceive) as a copy
+// of itself: sent back to the work queue, delayed, and this one deleted.
+// Hidden instead, its next receive would move it to the DLQ — healthy
+// work dead-lettered by an outage. The copy's receive count starts afresh
+// and it carries the work's origin, trace context and producer attributes
+// (resend), so the replay window still protects it; a delivery of both
+// (the delete lost) is a duplicate the gate absorbs. A FIFO message is
+// never re-sent (the copy would leave its group's order): its cover is
+// the hidings before its last receive (HealthConfig.OutageCover). When the
+// copy cannot be sent the message is parked as usual.
+func (w *Worker) parkByResend(ctx context.Context, d *delivery, h host) applied {
+	delay := min(w.cfg.Health.ParkMaxVisibility, maxSendDelay)
+	if err := w.resend(ctx, d, delay); err != nil {
+		w.log.ErrorContext(ctx, "could not re-send a parked message on its last receive before the redrive policy's maxReceiveCount; it is parked, and the DLQ takes it at its next receive if the database is still unhealthy then",
+			"sqsMessageId", d.id, "receiveCount", d.receives, "error", truncateRunes(err.Error(), maxLoggedMessage))
+		return applied{settled: settledParked, visibility: h.park(ctx, d)}
+	}
+	h.ack(d)
+	return applied{settled: settledFinal, visibility: delay, resent: true}
 }
 
 // endTerminal applies the terminal policy to a message whose work failed

@@ -176,8 +176,8 @@ func fitAttributes(body string, ours, trace, producer map[string]types.MessageAt
 	return minimal
 }
 
-// resend sends a copy of a deferred message to the work queue, delayed by
-// delay, keeping its origin, its creation context and its producer
+// resend sends a copy of a message to the work queue — deferred, or parked
+// on its last receive — delayed by delay, keeping its origin, its creation context and its producer
 // attributes, in that order of precedence within SQS's limits
 // (fitAttributes).
 func (w *Worker) resend(ctx context.Context, d *delivery, delay time.Duration) error {
@@ -191,7 +191,7 @@ func (w *Worker) resend(ctx context.Context, d *delivery, delay time.Duration) e
 	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqsCallTimeout)
 	defer cancel()
 	if _, err := w.deps.SQS.SendMessage(callCtx, in); err != nil {
-		return fmt.Errorf("worker: re-send deferred %s: %w", d.id, err)
+		return fmt.Errorf("worker: re-send %s: %w", d.id, err)
 	}
 	return nil
 }

@@ -72,12 +72,13 @@ type HealthConfig struct {
 	// long. Under Lambda, which cannot hold a message between
 	// invocations, it is the first hiding of a record received while the
 	// database is unhealthy; each later receive hides it four times longer,
-	// up to ParkMaxVisibility, and a record on its last receive before the
-	// redrive policy's maxReceiveCount is hidden ParkMaxVisibility (see
-	// OutageCover). Default: DefaultParkVisibility; at least 1s.
+	// up to ParkMaxVisibility (see OutageCover). Default:
+	// DefaultParkVisibility; at least 1s.
 	ParkVisibility time.Duration
-	// ParkMaxVisibility caps the hiding of a record parked under Lambda.
-	// Default: DefaultParkMaxVisibility (12h, SQS's limit).
+	// ParkMaxVisibility caps the hiding of a record parked under Lambda,
+	// and the delay of a parked message re-sent on the last receive its
+	// queue's redrive policy allows (at most SQS's 15 minutes). Default:
+	// DefaultParkMaxVisibility (12h, SQS's limit).
 	ParkMaxVisibility time.Duration
 }
 

@@ -47,7 +47,10 @@ const maxBatchingWindow = 5 * time.Minute
 //     parks every record: hidden longer the more often it was received
 //     (HealthConfig.ParkVisibility, growing to ParkMaxVisibility) and
 //     reported, so that each poll of the mapping costs the least of the
-//     redrive policy's maxReceiveCount (see HealthConfig.OutageCover).
+//     redrive policy's maxReceiveCount — and, on a standard queue, on the
+//     last receive the policy allows, re-sent as a new message whose
+//     receive count starts afresh, and not reported (see
+//     HealthConfig.OutageCover).
 //
 // It never returns an error: a failed record is reported, not the batch.
 // Config.QueueURL must be the queue the mapping reads (visibility changes
@@ -93,7 +96,7 @@ func (w *Worker) HandleSQSEvent(ctx context.Context, ev events.SQSEvent) (events
 		if _, err := w.pool.AcquireBatch(slotCtx, 1); err != nil {
 			// No time left to start the group: back at once, untouched.
 			for _, d := range group {
-				w.skip(ctx, d, released(), h)
+				w.skip(ctx, d, notStarted{}, h)
 				report(d)
 			}
 			continue
@@ -107,7 +110,7 @@ func (w *Worker) HandleSQSEvent(ctx context.Context, ev events.SQSEvent) (events
 				case !ok, w.cfg.Now().After(until.Add(-minRecordTime)):
 					// After a failure in its FIFO group, or with too
 					// little time left: back, in order, untouched.
-					s = w.skip(ctx, d, released(), h)
+					s = w.skip(ctx, d, notStarted{}, h)
 				default:
 					s = w.handle(ctx, d, h)
 				}
@@ -139,12 +142,14 @@ func (w *Worker) ParkSQSEvent(ctx context.Context, ev events.SQSEvent) events.SQ
 	return w.park(ctx, ds)
 }
 
-// park parks ds and reports them all.
+// park parks ds and reports them, but for those re-sent on their last
+// receive (Worker.parkByResend), which the mapping must delete.
 func (w *Worker) park(ctx context.Context, ds []*delivery) events.SQSEventResponse {
 	resp := events.SQSEventResponse{BatchItemFailures: make([]events.SQSBatchItemFailure, 0, len(ds))}
 	for _, d := range ds {
-		w.skip(ctx, d, parked(nil, 0), lambdaHost{w: w})
-		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: d.id})
+		if w.skip(ctx, d, notStarted{park: true}, lambdaHost{w: w}) != settledFinal {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: d.id})
+		}
 	}
 	return resp
 }
@@ -171,7 +176,7 @@ type lambdaHost struct{ w *Worker }
 func (lambdaHost) ack(*delivery) {}
 
 func (h lambdaHost) park(ctx context.Context, d *delivery) time.Duration {
-	vis := h.w.cappedHide(h.w.cfg.Health.lambdaPark(d.receives, h.w.queue.maxReceives), d.receivedAt)
+	vis := h.w.cappedHide(h.w.cfg.Health.lambdaPark(d.receives), d.receivedAt)
 	h.w.changeVisibility(ctx, d.m, vis)
 	return vis
 }
@@ -180,14 +185,10 @@ func (h lambdaHost) park(ctx context.Context, d *delivery) time.Duration {
 // hidden while the database is unhealthy under Lambda, where nothing can
 // keep a message hidden between invocations and every poll of the event
 // source mapping counts a receive: ParkVisibility on the first receive,
-// four times longer on each later one, up to ParkMaxVisibility — and
-// ParkMaxVisibility outright on the last receive the redrive policy allows
-// (maxReceives, 0 when there is none), which would otherwise be the one
-// before the DLQ.
-func (c HealthConfig) lambdaPark(receives, maxReceives int) time.Duration {
-	if maxReceives > 0 && receives >= maxReceives {
-		return c.ParkMaxVisibility
-	}
+// four times longer on each later one, up to ParkMaxVisibility. (On the
+// last receive the redrive policy allows, a standard queue's record is
+// re-sent instead: Worker.parkByResend.)
+func (c HealthConfig) lambdaPark(receives int) time.Duration {
 	d := c.ParkVisibility
 	for i := 1; i < receives && d < c.ParkMaxVisibility; i++ {
 		d *= 4
@@ -197,20 +198,34 @@ func (c HealthConfig) lambdaPark(receives, maxReceives int) time.Duration {
 
 // OutageCover is the longest DynamoDB outage a Lambda function survives
 // without a healthy message reaching the DLQ through a redrive policy of
-// maxReceiveCount: the sum of the hidings of its receives (lambdaPark),
-// each received again as soon as it ends. With the defaults (1 minute,
-// growing fourfold, 12 hours on the last receive) maxReceiveCount 5
-// covers 13h25m and 3 covers 12h05m. A message that reached its last
-// receive comes back up to ParkMaxVisibility after the database recovered:
-// the price of not dead-lettering it. No redrive policy (0) covers any
-// outage (up to the queue's retention).
-func (c HealthConfig) OutageCover(maxReceiveCount int) time.Duration {
-	if maxReceiveCount <= 0 {
+// maxReceiveCount.
+//
+// On a standard queue any outage, up to the inbox's replay window (the
+// TTL of COMPLETED records, 35 days by default): a record parked on the
+// last receive the policy allows is re-sent as a new message, whose
+// receive count starts afresh (Worker.parkByResend). The copy costs one
+// SendMessage; the hidings before it grow fourfold from ParkVisibility, so
+// a record is received about five times in the first 100 minutes of an
+// outage with the defaults, then once every 1h40m or so.
+//
+// A FIFO queue's record cannot be re-sent without leaving its group's
+// order, and a record hidden on its last receive is moved to the DLQ at
+// the next: its cover is the sum of the hidings of the receives before
+// the last (lambdaPark), each received again as soon as it ends; its last
+// receive must find the database healthy. With the defaults (1 minute,
+// growing fourfold, up to 12 hours) maxReceiveCount 5 covers 1h25m
+// (1m + 4m + 16m + 64m), 10 covers 37h25m, and 1 covers none.
+//
+// No redrive policy (0) covers any outage (up to the queue's retention).
+// The cover is a lower bound: a record comes back later than its hiding
+// when the mapping polls less often.
+func (c HealthConfig) OutageCover(maxReceiveCount int, fifo bool) time.Duration {
+	if maxReceiveCount <= 0 || !fifo {
 		return math.MaxInt64
 	}
 	var total time.Duration
-	for k := 1; k <= maxReceiveCount; k++ {
-		total += c.lambdaPark(k, maxReceiveCount)
+	for k := 1; k < maxReceiveCount; k++ {
+		total += c.lambdaPark(k)
 	}
 	return total
 }

@@ -60,6 +60,17 @@ func (h *harness) makeVisible(ev events.SQSEvent) {
 	}
 }
 
+// deleteRecords deletes an event's records, as the event source mapping
+// does with those an invocation does not report.
+func (h *harness) deleteRecords(ev events.SQSEvent) {
+	h.t.Helper()
+	for _, r := range ev.Records {
+		_, err := h.env.SQS.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(h.env.Queues.URL),
+			ReceiptHandle: aws.String(r.ReceiptHandle)})
+		require.NoError(h.t, err)
+	}
+}
+
 func (h *harness) lambdaWorker(cfg worker.Config, deps worker.Deps) *worker.Worker {
 	h.t.Helper()
 	if deps.DynamoDB == nil {

@@ -21,19 +21,19 @@ func (w *Worker) handle(ctx context.Context, d *delivery, h host) settled {
 	if !d.sentAt.IsZero() {
 		w.metrics.MessageAge.Observe(start.Sub(d.sentAt).Seconds())
 	}
-	r := w.process(ctx, d, h)
+	r := w.process(ctx, d, h, nil)
 	w.observe(ctx, d, r, w.cfg.Now().Sub(start))
 	w.consumed(span, r)
 	return r.applied.settled
 }
 
-// skip settles a delivery that is not started — the rest of a FIFO group
-// after a failure, or held behind a parked one; a message received as the
-// worker shuts down — with o, and observes it.
-func (w *Worker) skip(ctx context.Context, d *delivery, o outcome, h host) settled {
+// skip settles a delivery its host does not start — the rest of a FIFO
+// group after a failure, or held behind a parked one; a message received
+// as the worker shuts down; a Lambda record with no time left — through
+// the pipeline's record and apply stages with v, and observes it.
+func (w *Worker) skip(ctx context.Context, d *delivery, v notStarted, h host) settled {
 	ctx, span := w.consume(ctx, d)
-	r := report{outcome: o}
-	r.applied = w.apply(ctx, d, nil, o, h)
+	r := w.process(ctx, d, h, v)
 	w.observe(ctx, d, r, 0)
 	w.consumed(span, r)
 	return r.applied.settled
@@ -74,6 +74,9 @@ func (w *Worker) observe(ctx context.Context, d *delivery, r report, took time.D
 	}
 	if ev.Visibility > 0 {
 		attrs = append(attrs, slog.Int64("visibilityS", int64(ev.Visibility/time.Second)))
+	}
+	if a.resent {
+		attrs = append(attrs, slog.Bool("resent", true))
 	}
 	if r.commit > 0 {
 		w.metrics.Commit.Observe(r.commit.Seconds())

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"strconv"
 	"time"
@@ -55,10 +56,11 @@ type delivery struct {
 	// invocation's deadline less the time kept to settle and answer; the
 	// lease runs to the deadline (deadline) and has no heartbeat.
 	until, deadline time.Time
-	// admitted and known are what readAhead found before the batch ran:
-	// the delivery's admission and its work's inbox record.
-	admitted *admission
-	known    *inbox.Record
+	// admission is the delivery's admit stage, run once (by the read
+	// ahead, or by decide); known is the work's inbox record the read
+	// ahead found.
+	admission *admission
+	known     *inbox.Record
 }
 
 func newDelivery(m types.Message, receivedAt time.Time) *delivery {
@@ -128,30 +130,53 @@ type report struct {
 	commit time.Duration
 }
 
-// process carries one delivery through the pipeline.
-func (w *Worker) process(ctx context.Context, d *delivery, h host) report {
+// process carries one delivery through the pipeline. held, when set, is
+// the verdict of a delivery its host did not start (the rest of a FIFO
+// group behind a failure or a parked message, a message received as the
+// worker shuts down, a Lambda record with no time left): it goes straight
+// to record and apply.
+//
+// The pipeline has one way back, and only one: a run that claims its
+// work by its commit (fused, or single-write fresh: claimsByCommit) may
+// find — with the commit, or with the write that records its failure —
+// that the work has a record already. Then nothing of this run was
+// written or charged, and the delivery is decided again from that record:
+// claim, then run under the lease. The second pass never claims by its
+// commit, so it never finds a record again.
+func (w *Worker) process(ctx context.Context, d *delivery, h host, held verdict) report {
 	var r report
-	v := w.decide(ctx, d, &r)
 	settleCtx, cancel := w.settling(ctx, d)
 	defer cancel()
-	recordCtx, span := w.stage(settleCtx, tracing.SpanRecord)
-	r.outcome = w.record(recordCtx, d, r.work, v)
-	span.end(w, nil)
-	settleCtx, span = w.stage(settleCtx, tracing.SpanSettle)
+	v := held
+	var found *inbox.Record
+	for {
+		if v == nil {
+			v = w.decide(ctx, d, &r, found)
+		}
+		recordCtx, span := w.stage(settleCtx, tracing.SpanRecord)
+		r.outcome, found = w.record(recordCtx, d, r.work, v)
+		span.end(w, nil)
+		if found == nil {
+			break
+		}
+		v = nil
+	}
+	settleCtx, span := w.stage(settleCtx, tracing.SpanSettle)
 	r.applied = w.apply(settleCtx, d, r.work, r.outcome, h)
 	span.end(w, nil)
 	w.observeFused(r)
 	return r
 }
 
-// decide runs the deciding stages: admit, then claim and run — on a fused
-// route the run comes first and claims the work with its commit, unless
-// the record is there already.
-func (w *Worker) decide(ctx context.Context, d *delivery, r *report) verdict {
+// decide runs the deciding stages, each once: admit, claim, run. The
+// claim is the gate's — from found, the work's record when an earlier
+// pass found it, or from what the read ahead found — unless the run
+// claims the work by its commit (claimsByCommit).
+func (w *Worker) decide(ctx context.Context, d *delivery, r *report, found *inbox.Record) verdict {
 	if !w.health.Healthy() {
 		// Received (or taken from the parking lot) just as the database
 		// turned unhealthy: not started, and admitted afresh when it runs.
-		d.admitted, d.known = nil, nil
+		d.admission, d.known = nil, nil
 		return notStarted{park: true}
 	}
 	workCtx, cancel := w.workContext(ctx, d)
@@ -161,37 +186,40 @@ func (w *Worker) decide(ctx context.Context, d *delivery, r *report) verdict {
 	if v != nil {
 		return v
 	}
-	existing := readAheadRecord(d)
-	if existing == nil && (w.fused(wk) || w.singleFresh(d, wk)) {
-		v := w.run(workCtx, d, wk, nil, r)
-		ex, ok := v.(recordExists)
-		if !ok {
+	existing := cmp.Or(found, readAheadRecord(d))
+	var c *claimed
+	if existing != nil || !w.claimsByCommit(d, wk) {
+		claimCtx, span := w.stage(workCtx, tracing.SpanClaim)
+		c, v = w.claim(claimCtx, d, wk, existing)
+		span.end(w, nil)
+		if v != nil {
 			return v
 		}
-		existing = ex.record
+		w.fail(hooks.AfterGate)
 	}
-	claimCtx, span := w.stage(workCtx, tracing.SpanClaim)
-	c, v := w.claim(claimCtx, d, wk, existing)
-	span.end(w, nil)
-	if v != nil {
-		return v
-	}
-	w.fail(hooks.AfterGate)
 	return w.run(workCtx, d, wk, c, r)
 }
 
-// fused reports whether wk runs fused: its route says so and its payload
-// is inline (a payload by reference is fetched under the gate's lease, so
-// that a duplicate costs no S3 read).
+// fused reports whether wk's route commits fused (its record created
+// COMPLETED in the commit's transaction) with its payload inline: a
+// payload by reference is fetched under the gate's lease, so that a
+// duplicate costs no S3 read.
 func (w *Worker) fused(wk *work) bool { return wk.route.Fused && wk.env.PayloadRef == nil }
 
-// singleFresh reports whether wk takes a single-write route's fresh path:
-// one fenced write and no inbox record. Only a delivery that cannot have
-// one does: its first receive, not a message the DLQ tooling redrove or
-// copied (those may have a failure recorded), with its payload inline.
-// Any other takes the gated path, whose commit writes the same fence.
-func (w *Worker) singleFresh(d *delivery, wk *work) bool {
-	if !wk.route.SingleWrite || wk.env.PayloadRef != nil || d.receives > 1 {
+// claimsByCommit reports whether wk's run claims the work by its commit
+// instead of the gate: a fused route's commit creates the record
+// COMPLETED; a single-write route's fenced write creates none. Only a
+// delivery that is unlikely to have a record takes that path: its first
+// receive, not a copy or redrive the DLQ tooling made (those may have a
+// failure recorded), with its payload inline. A redelivery claims through
+// the gate: it is more likely to find a record (its earlier delivery
+// failed, crashed or lost its delete), which the gate reads in the same
+// call that would have claimed it, and a failing run does not first have
+// to fail to create one. Whichever path a delivery takes, the conditions
+// decide: a record found by a commit that claims sends the delivery back
+// to the gate (process).
+func (w *Worker) claimsByCommit(d *delivery, wk *work) bool {
+	if !(w.fused(wk) || wk.route.SingleWrite) || wk.env.PayloadRef != nil || d.receives > 1 {
 		return false
 	}
 	for _, a := range []string{dlq.AttrRedrivenFrom, dlq.AttrFailureCode} {

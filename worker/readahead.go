@@ -87,9 +87,8 @@ func (w *Worker) readAhead(ctx context.Context, ds []*delivery) {
 	keys := map[string]map[string]types.AttributeValue{}
 	for _, d := range ds {
 		actx, cancel := w.workContext(ctx, d)
-		wk, v := w.admit(actx, d)
+		wk, v := w.admitted(actx, d)
 		cancel()
-		d.admitted = &admission{work: wk, verdict: v}
 		if v != nil || !w.fused(wk) {
 			continue
 		}
@@ -127,20 +126,21 @@ func (w *Worker) readAhead(ctx context.Context, ds []*delivery) {
 	}
 }
 
-// admission is a delivery's admit stage, run ahead of its pipeline by
-// readAhead.
+// admission is a delivery's admit stage, as it came out.
 type admission struct {
 	work    *work
 	verdict verdict
 }
 
-// admitted is d's admit stage: the one readAhead ran, or admit now.
+// admitted is d's admit stage, run once per delivery — by the read ahead,
+// or by decide, whichever comes first — and kept: a delivery decided again
+// from its work's record (process) is not admitted twice.
 func (w *Worker) admitted(ctx context.Context, d *delivery) (*work, verdict) {
-	if a := d.admitted; a != nil {
-		d.admitted = nil
-		return a.work, a.verdict
+	if d.admission == nil {
+		wk, v := w.admit(ctx, d)
+		d.admission = &admission{work: wk, verdict: v}
 	}
-	return w.admit(ctx, d)
+	return d.admission.work, d.admission.verdict
 }
 
 // readAheadRecord is the record readAhead found for d's work (nil: none,

@@ -20,63 +20,81 @@ import (
 // of infrastructure trouble writes no failure, only gives its lease back
 // (best effort, while the database is healthy), and whatever cannot be
 // written leaves a lease to expire — never a charge to undo later.
-func (w *Worker) record(ctx context.Context, d *delivery, wk *work, v verdict) outcome {
+//
+// found is set, and the outcome empty, when a run that claimed by its
+// commit turns out to have a record already (its commit, or the write
+// that would have created its failed or superseded record, found it):
+// nothing was written or charged, and process decides the delivery again
+// from that record.
+func (w *Worker) record(ctx context.Context, d *delivery, wk *work, v verdict) (o outcome, found *inbox.Record) {
 	switch v := v.(type) {
+	case recordExists:
+		return outcome{}, v.record
 	case completed:
-		return done(v.outcome, v.attempt)
+		return done(v.outcome, v.attempt), nil
 	case waiting:
-		return later(v.outcome, v.hide, nil, v.attempt)
+		return later(v.outcome, v.hide, nil, v.attempt), nil
 	case deferred:
 		if v.resend {
-			return resent(v.by)
+			return resent(v.by), nil
 		}
-		return later(OutcomeDeferred, v.by, nil, 0)
+		return later(OutcomeDeferred, v.by, nil, 0), nil
 	case notStarted:
 		if v.park {
-			return parked(nil, 0)
+			return parked(nil, 0), nil
 		}
-		return released()
+		return released(), nil
 	case terminalAgain:
-		return terminal(v.failure, v.attempt)
+		return terminal(v.failure, v.attempt), nil
 	case troubled:
-		return w.recordTrouble(ctx, d, v)
+		return w.recordTrouble(ctx, d, v), nil
 	case failed:
 		return w.recordFailure(ctx, d, wk, v)
 	case superseded:
 		return w.recordSupersede(ctx, d, wk, v)
 	case exhausted:
-		err := w.committer.End(ctx, v.record, v.failure, w.policy.StaleBefore(w.cfg.Now()))
-		var changed *mutation.ChangedError
-		switch {
-		case err == nil:
-			return terminal(v.failure, v.record.Attempts)
-		case errors.As(err, &changed):
-			// Another delivery moved the record on meanwhile: the next
-			// delivery decides from what is there now.
-			return later(OutcomeLeaseLost, time.Second, nil, v.record.Attempts)
-		}
-		return w.unrecorded(ctx, d, err, nil)
+		return w.recordEnd(ctx, d, v), nil
 	case rejected:
-		r := v.rejection
-		r.SQSMessageID = d.id
-		f := failure.NewTerminal(r.Code, r.Message)
-		if err := w.committer.Reject(ctx, &r); err != nil {
-			if cf := failure.Classify(err, failure.CodeServiceUnavailable); !cf.IsTerminal() {
-				// It must not leave the queue unaccounted for.
-				return w.unrecorded(ctx, d, err, nil)
-			}
-			// DynamoDB refuses the record for good (it can never be
-			// written): the terminal policy still accounts for the
-			// message.
-			w.log.ErrorContext(ctx, "rejection record refused by DynamoDB; the terminal policy still applies", "sqsMessageId", d.id,
-				"code", r.Code, "error", truncateRunes(err.Error(), maxLoggedMessage))
-		}
-		return terminal(f, 0)
-	case recordExists:
-		// Only decide returns it, to claim; it never reaches record.
-		return w.unrecorded(ctx, d, errors.New("worker: a fused run's existing record was not claimed"), nil)
+		return w.recordRejection(ctx, d, v), nil
 	}
-	return w.unrecorded(ctx, d, errors.New("worker: unknown verdict"), nil)
+	return w.unrecorded(ctx, d, errors.New("worker: unknown verdict"), nil), nil
+}
+
+// recordEnd ends the work FAILED_TERMINAL as the gate read it (attempts,
+// retry window or takeovers used up).
+func (w *Worker) recordEnd(ctx context.Context, d *delivery, v exhausted) outcome {
+	err := w.committer.End(ctx, v.record, v.failure, w.policy.StaleBefore(w.cfg.Now()))
+	var changed *mutation.ChangedError
+	switch {
+	case err == nil:
+		return terminal(v.failure, v.record.Attempts)
+	case errors.As(err, &changed):
+		// Another delivery moved the record on meanwhile: the next
+		// delivery decides from what is there now.
+		return later(OutcomeLeaseLost, time.Second, nil, v.record.Attempts)
+	}
+	return w.unrecorded(ctx, d, err, nil)
+}
+
+// recordRejection writes the rejection record of a message that cannot be
+// filed under its key (or whose key holds other work); the terminal policy
+// then accounts for the message.
+func (w *Worker) recordRejection(ctx context.Context, d *delivery, v rejected) outcome {
+	r := v.rejection
+	r.SQSMessageID = d.id
+	f := failure.NewTerminal(r.Code, r.Message)
+	if err := w.committer.Reject(ctx, &r); err != nil {
+		if cf := failure.Classify(err, failure.CodeServiceUnavailable); !cf.IsTerminal() {
+			// It must not leave the queue unaccounted for.
+			return w.unrecorded(ctx, d, err, nil)
+		}
+		// DynamoDB refuses the record for good (it can never be
+		// written): the terminal policy still accounts for the
+		// message.
+		w.log.ErrorContext(ctx, "rejection record refused by DynamoDB; the terminal policy still applies", "sqsMessageId", d.id,
+			"code", r.Code, "error", truncateRunes(err.Error(), maxLoggedMessage))
+	}
+	return terminal(f, 0)
 }
 
 // recordTrouble: no business outcome, no attempt. The lease, if one is
@@ -105,8 +123,10 @@ func (w *Worker) recordTrouble(ctx context.Context, d *delivery, v troubled) out
 }
 
 // recordFailure counts the business attempt and records its failure, made
-// terminal when the attempts policy ends retries.
-func (w *Worker) recordFailure(ctx context.Context, d *delivery, wk *work, v failed) outcome {
+// terminal when the attempts policy ends retries. A run that claimed by
+// its commit has no record: its failure creates one, unless one is there
+// (found).
+func (w *Worker) recordFailure(ctx context.Context, d *delivery, wk *work, v failed) (outcome, *inbox.Record) {
 	attempt := 1
 	if v.lease != nil {
 		attempt = v.lease.Attempt
@@ -122,27 +142,21 @@ func (w *Worker) recordFailure(ctx context.Context, d *delivery, wk *work, v fai
 	var exists *mutation.ExistsError
 	switch {
 	case errors.As(err, &lost):
-		return w.outcomeOf(w.leaseLost(lost, attempt))
+		return w.outcomeOf(w.leaseLost(lost, attempt)), nil
 	case errors.As(err, &exists):
-		// A fused run found a record there (an earlier failure, or a
-		// duplicate's claim): the failure is recorded under a lease taken
-		// from it, or the record's own verdict applies.
-		c, cv := w.claim(ctx, d, wk, exists.Record)
-		if cv != nil {
-			return w.record(ctx, d, wk, cv)
-		}
-		v.lease, v.attempts = &c.lease, c.attempts
-		return w.recordFailure(ctx, d, wk, v)
+		return outcome{}, exists.Record
 	case err != nil:
-		return w.unrecorded(ctx, d, err, v.lease)
+		return w.unrecorded(ctx, d, err, v.lease), nil
 	case f.IsTerminal():
-		return terminal(f, attempt)
+		return terminal(f, attempt), nil
 	}
-	return later(OutcomeRetry, w.cfg.Backoff.delay(attempt), f, attempt)
+	return later(OutcomeRetry, w.cfg.Backoff.delay(attempt), f, attempt), nil
 }
 
-// recordSupersede completes the work as superseded, with no domain write.
-func (w *Worker) recordSupersede(ctx context.Context, d *delivery, wk *work, v superseded) outcome {
+// recordSupersede completes the work as superseded, with no domain write;
+// as recordFailure, a run that claimed by its commit creates the record,
+// unless one is there (found).
+func (w *Worker) recordSupersede(ctx context.Context, d *delivery, wk *work, v superseded) (outcome, *inbox.Record) {
 	o := orDefault(v.outcome, inbox.OutcomeSuperseded)
 	attempt := 1
 	var err error
@@ -156,26 +170,19 @@ func (w *Worker) recordSupersede(ctx context.Context, d *delivery, wk *work, v s
 	var exists *mutation.ExistsError
 	switch {
 	case err == nil && v.duplicate:
-		return done(OutcomeDuplicate, attempt)
+		return done(OutcomeDuplicate, attempt), nil
 	case err == nil:
-		return done(appliedOutcome(o), attempt)
+		return done(appliedOutcome(o), attempt), nil
 	case errors.As(err, &lost) && v.duplicate && lost.Completed() && lost.Record.LeaseToken == lost.Lease.Token:
 		// Our own completion of a duplicate, its response lost: the work
 		// applied before, not now (leaseLost would say applied).
-		return done(OutcomeDuplicate, attempt)
+		return done(OutcomeDuplicate, attempt), nil
 	case errors.As(err, &lost):
-		return w.outcomeOf(w.leaseLost(lost, attempt))
+		return w.outcomeOf(w.leaseLost(lost, attempt)), nil
 	case errors.As(err, &exists):
-		// As for a failure: supersede under a lease taken from the
-		// record there, or apply the record's own verdict.
-		c, cv := w.claim(ctx, d, wk, exists.Record)
-		if cv != nil {
-			return w.record(ctx, d, wk, cv)
-		}
-		v.lease = &c.lease
-		return w.recordSupersede(ctx, d, wk, v)
+		return outcome{}, exists.Record
 	}
-	return w.unrecorded(ctx, d, err, v.lease)
+	return w.unrecorded(ctx, d, err, v.lease), nil
 }
 
 // unrecorded: what the inbox had to be told could not be written (the

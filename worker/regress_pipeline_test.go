@@ -186,11 +186,14 @@ func TestRegressDLQSmallerThan1MiB(t *testing.T) {
 
 // Under Lambda an outage costs each poll as little of the redrive budget
 // as it can: a record parked while the database is unhealthy is hidden
-// four times longer on each receive, up to ParkMaxVisibility, and for
-// ParkMaxVisibility on the last receive the redrive policy allows. Before,
-// every poll hid it for ParkVisibility: an outage longer than
-// maxReceiveCount × ParkVisibility (10 minutes by default) dead-lettered
-// every message.
+// four times longer on each receive, up to ParkMaxVisibility, and on the
+// last receive the redrive policy allows it is re-sent as a new message
+// (its receive count starts afresh) and not reported, so the mapping
+// deletes the original. Before, every poll hid it for ParkVisibility: an
+// outage longer than maxReceiveCount × ParkVisibility (10 minutes by
+// default) dead-lettered every message; and hiding a record on its last
+// receive, however long, only delays the DLQ: its next receive moves it
+// there.
 func TestRegressLambdaOutageHidesLongerEachReceive(t *testing.T) {
 	const maxReceives = 4
 	h := newHarness(t, testenv.Options{Queue: worker.QueueConfig{MaxReceiveCount: maxReceives, VisibilityTimeout: 2 * time.Second}})
@@ -203,40 +206,61 @@ func TestRegressLambdaOutageHidesLongerEachReceive(t *testing.T) {
 	cfg.CallTimeout = time.Second
 	// The first failed call trips the gate; no probe is due during the test.
 	cfg.Health = worker.HealthConfig{ConsecutiveFailures: 1, ProbeInterval: time.Hour, ProbeMaxInterval: time.Hour,
-		ParkVisibility: time.Second, ParkMaxVisibility: 40 * time.Second}
+		ParkVisibility: time.Second, ParkMaxVisibility: 3 * time.Second}
 	w := h.lambdaWorker(cfg, worker.Deps{DynamoDB: ddb, Handlers: h.caseHandlers()})
 	h.send(mustEnv(t)(caseflow.NewDeadlineRequest("k-outage", "c1", "intake", effective)))
 
 	proxy.SetMode(ddbproxy.Throttle)
-	want := []time.Duration{time.Second, 4 * time.Second, 16 * time.Second, 40 * time.Second}
+	want := []time.Duration{time.Second, 3 * time.Second, 3 * time.Second}
 	for receive := 1; receive <= maxReceives; receive++ {
 		ev := h.sqsEvent(1, 30*time.Second)
 		require.Equal(t, fmt.Sprint(receive), ev.Records[0].Attributes["ApproximateReceiveCount"])
 		resp, err := w.HandleSQSEvent(context.Background(), ev)
 		require.NoError(t, err)
-		require.Len(t, resp.BatchItemFailures, 1)
 		parked := h.waitEvents(receive, 5*time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeParked })
-		require.Equal(t, want[receive-1], parked[receive-1].Visibility, "receive %d", receive)
 		require.Zero(t, parked[receive-1].Attempt)
-		h.makeVisible(ev) // as when the hiding ends: the outage goes on
+		if receive < maxReceives {
+			require.Len(t, resp.BatchItemFailures, 1, "receive %d: parked and reported", receive)
+			require.Equal(t, want[receive-1], parked[receive-1].Visibility, "receive %d", receive)
+			require.False(t, parked[receive-1].Final)
+			h.makeVisible(ev) // as when the hiding ends: the outage goes on
+			continue
+		}
+		// The last receive: a copy goes back to the queue, delayed by
+		// ParkMaxVisibility; the original is a success the mapping deletes.
+		require.Empty(t, resp.BatchItemFailures, "the last receive is re-sent, not reported")
+		require.True(t, parked[receive-1].Final)
+		require.Equal(t, 3*time.Second, parked[receive-1].Visibility, "the copy's delay")
+		h.deleteRecords(ev)
+		copied := h.sqsEvent(1, 30*time.Second)
+		require.NotEqual(t, ev.Records[0].MessageId, copied.Records[0].MessageId)
+		require.Equal(t, ev.Records[0].Body, copied.Records[0].Body)
+		require.Equal(t, "1", copied.Records[0].Attributes["ApproximateReceiveCount"], "the copy's receive count starts afresh")
+		require.Contains(t, copied.Records[0].MessageAttributes, dlq.AttrFirstSentAt, "the copy keeps the work's origin")
 	}
 	require.False(t, w.DatabaseHealthy())
 	require.Zero(t, testenv.InspectQueue(t, h.env.Queues.DLQURL).Total())
 }
 
 // The longest outage a Lambda function survives for a given
-// maxReceiveCount is stated by HealthConfig.OutageCover.
+// maxReceiveCount is stated by HealthConfig.OutageCover: any, on a standard
+// queue (re-sent on the last receive); on a FIFO queue, the hidings of the
+// receives before the last.
 func TestOutageCover(t *testing.T) {
 	def, err := worker.HealthConfig{}.WithDefaults()
 	require.NoError(t, err)
-	require.Equal(t, 13*time.Hour+25*time.Minute, def.OutageCover(5), "1m + 4m + 16m + 64m, then 12h on the last receive")
-	require.Equal(t, 12*time.Hour+5*time.Minute, def.OutageCover(3))
-	require.Equal(t, 12*time.Hour, def.OutageCover(1))
-	require.Greater(t, def.OutageCover(0), 100*24*time.Hour, "no redrive policy: any outage")
+	for _, n := range []int{0, 1, 5, 10} {
+		require.Greater(t, def.OutageCover(n, false), 100*24*time.Hour, "standard queue, maxReceiveCount %d: any outage", n)
+	}
+	require.Greater(t, def.OutageCover(0, true), 100*24*time.Hour, "no redrive policy: any outage")
+	require.Equal(t, 85*time.Minute, def.OutageCover(5, true), "FIFO: 1m + 4m + 16m + 64m; the fifth receive must find the database healthy")
+	require.Equal(t, 5*time.Minute, def.OutageCover(3, true), "1m + 4m")
+	require.Zero(t, def.OutageCover(1, true), "the only receive must find it healthy")
+	require.Equal(t, 341*time.Minute+4*(12*time.Hour), def.OutageCover(10, true), "1m + 4m + 16m + 64m + 256m, then 12h (SQS's limit) four times")
 	c := worker.HealthConfig{ParkVisibility: time.Second, ParkMaxVisibility: 30 * time.Second}
 	c, err = c.WithDefaults()
 	require.NoError(t, err)
-	require.Equal(t, (1+4+16+30+30)*time.Second, c.OutageCover(5))
+	require.Equal(t, (1+4+16+30)*time.Second, c.OutageCover(5, true))
 }
 
 // A deploy (SIGTERM, then a new worker) in the middle of an outage charges
@@ -330,4 +354,46 @@ func TestRegressFusedRepeatedFailureIsCounted(t *testing.T) {
 		require.Len(t, h.dlq(1), 1)
 		h.requireQueueEmpty()
 	})
+}
+
+// The daemon re-sends a message it parks on the last receive the redrive
+// policy allows, as the Lambda adapter does: however long it kept the
+// message hidden, a deploy or a crash during the outage would release it,
+// and its next receive would move it to the DLQ. The copy's receive count
+// starts afresh; the work applies once after the recovery.
+func TestDaemonParksLastReceiveByResend(t *testing.T) {
+	h := newHarness(t, testenv.Options{Queue: worker.QueueConfig{MaxReceiveCount: 2, VisibilityTimeout: 2 * time.Second}})
+	proxy, err := ddbproxy.Start(ddbproxy.Config{Target: os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	ddb := dynamodb.NewFromConfig(h.env.AWS, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(proxy.URL()) })
+	h.seedCases("c1")
+	h.send(mustEnv(t)(caseflow.NewDeadlineRequest("k-last", "c1", "intake", effective)))
+	// A first receive elsewhere (a worker that died with it): the worker's
+	// receive is the last the redrive policy allows.
+	h.makeVisible(h.sqsEvent(1, 30*time.Second))
+
+	proxy.SetMode(ddbproxy.Throttle)
+	cfg := h.testConfig()
+	cfg.CallTimeout = time.Second
+	cfg.Health = worker.HealthConfig{ConsecutiveFailures: 1, ProbeInterval: 300 * time.Millisecond, ProbeMaxInterval: time.Second,
+		ParkVisibility: 2 * time.Second, ParkMaxVisibility: 2 * time.Second}
+	h.start(cfg, worker.Deps{DynamoDB: ddb, Handlers: h.caseHandlers()})
+
+	parked := h.waitEvents(1, 20*time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeParked })[0]
+	require.True(t, parked.Final, "re-sent: the original is deleted")
+	require.Equal(t, 2*time.Second, parked.Visibility, "the copy's delay (ParkMaxVisibility)")
+	require.Zero(t, parked.Attempt)
+	require.Equal(t, failure.CodeTimeout, parked.Code, "parked for the outage, not for the work")
+
+	// The worker receives nothing while the database is unhealthy: the
+	// copy waits in the queue, and is the message applied after the
+	// recovery, as its first receive.
+	proxy.SetMode(ddbproxy.Pass)
+	applied := h.waitEvents(1, 60*time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeApplied })[0]
+	require.NotEqual(t, parked.SQSMessageID, applied.SQSMessageID, "the copy, not the original")
+	require.Equal(t, 1, applied.Attempt)
+	require.EqualValues(t, 1, h.applications("c1", caseflow.TypeDeadline, "k-last"))
+	require.Zero(t, testenv.InspectQueue(t, h.env.Queues.DLQURL).Total(), "nothing dead-lettered")
+	h.requireQueueEmpty()
 }

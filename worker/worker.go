@@ -357,7 +357,7 @@ type QueueInfo struct {
 func (w *Worker) Prepare(ctx context.Context) QueueInfo {
 	w.queueOnce.Do(func() { w.readQueue(ctx) })
 	return QueueInfo{Retention: w.queue.retention, MaxReceiveCount: w.queue.maxReceives, DLQMaxMessageSize: w.queue.dlqMaxBytes,
-		OutageCover: w.cfg.Health.OutageCover(w.queue.maxReceives)}
+		OutageCover: w.cfg.Health.OutageCover(w.queue.maxReceives, w.fifo)}
 }
 
 // defaultRetention is SQS's default retention period, assumed when the
@@ -435,7 +435,7 @@ func (w *Worker) unpark(ctx context.Context, del *deleter) {
 	}
 	h := &daemonHost{w: w, del: del}
 	for _, pm := range left {
-		w.skip(ctx, pm.d, released(), h)
+		w.skip(ctx, pm.d, notStarted{}, h)
 	}
 }
 
@@ -584,7 +584,7 @@ func (w *Worker) poll(ctx, workCtx context.Context, work *sync.WaitGroup, del *d
 		if ctx.Err() != nil {
 			h := &daemonHost{w: w, del: del}
 			for _, d := range ds {
-				w.skip(workCtx, d, released(), h)
+				w.skip(workCtx, d, notStarted{}, h)
 			}
 			w.pool.Release(len(ds))
 			return
@@ -643,9 +643,9 @@ func (w *Worker) runGroup(ctx, workCtx context.Context, group []*delivery, h *da
 		var s settled
 		switch {
 		case len(h.unit) > 0:
-			s = w.skip(workCtx, d, parked(nil, 0), h)
+			s = w.skip(workCtx, d, notStarted{park: true}, h)
 		case !ok || (w.fifo && ctx.Err() != nil):
-			s = w.skip(workCtx, d, released(), h)
+			s = w.skip(workCtx, d, notStarted{}, h)
 		default:
 			s = w.handle(workCtx, d, h)
 		}
