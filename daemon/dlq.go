@@ -378,7 +378,11 @@ func dlqRemaining(rep dlq.RedriveReport) string {
 	seen := fmt.Sprintf("scanned %d, %d matching", rep.Scanned, rep.Matched)
 	switch {
 	case rep.LimitReached:
-		return fmt.Sprintf("--max reached: at least %d more matching messages remain in the DLQ (%s); check the outcome, then redrive more", rep.OverMax, seen)
+		more := fmt.Sprintf("at least %d more matching messages remain", rep.OverMax)
+		if rep.OverMax == 1 {
+			more = "at least 1 more matching message remains"
+		}
+		return fmt.Sprintf("--max reached: %s in the DLQ (%s); check the outcome, then redrive more", more, seen)
 	case !rep.Complete:
 		return fmt.Sprintf("the scan stopped at its limit (%s): more matching messages may remain in the DLQ", seen)
 	case rep.Matched == 0:

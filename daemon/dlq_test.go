@@ -154,6 +154,27 @@ func TestDLQCommandErrors(t *testing.T) {
 	}
 }
 
+// What a redrive left, in words: one message is one message. Old
+// behaviour: "at least 1 more matching messages remain".
+func TestDLQRemaining(t *testing.T) {
+	cases := []struct {
+		name string
+		rep  dlq.RedriveReport
+		want string
+	}{
+		{"one more", dlq.RedriveReport{Scanned: 3, Matched: 2, LimitReached: true, OverMax: 1},
+			"--max reached: at least 1 more matching message remains in the DLQ (scanned 3, 2 matching); check the outcome, then redrive more"},
+		{"two more", dlq.RedriveReport{Scanned: 4, Matched: 3, LimitReached: true, OverMax: 2},
+			"--max reached: at least 2 more matching messages remain in the DLQ (scanned 4, 3 matching); check the outcome, then redrive more"},
+		{"none matched", dlq.RedriveReport{Scanned: 4, Complete: true}, "no message in the DLQ matched (scanned 4, 0 matching)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, dlqRemaining(tc.rep))
+		})
+	}
+}
+
 // `dlq redrive` says that matching messages remain only when they may: it
 // scans past --max for one more match, so exactly --max matching messages
 // leave none behind, and it says how many it scanned and matched. Old
@@ -183,7 +204,8 @@ func TestDLQRedriveSaysWhatRemains(t *testing.T) {
 	out, _, err = runDLQCLI(t, "dlq", "redrive", "--dlq-url", qs.DLQURL, "--queue-url", qs.URL,
 		"--filter", "code=CASE_NOT_FOUND", "--max", "1", "--rate", "100", "--dry-run")
 	require.NoError(t, err)
-	require.Regexp(t, `--max reached: at least \d+ more matching messages remain in the DLQ \(scanned \d+, \d+ matching\)`, out)
+	require.Regexp(t, `--max reached: at least (1 more matching message remains|\d+ more matching messages remain) in the DLQ \(scanned \d+, \d+ matching\)`, out)
+	require.NotContains(t, out, "at least 1 more matching messages")
 	require.Contains(t, out, "dry run: nothing moved")
 
 	out, _, err = runDLQCLI(t, "dlq", "redrive", "--dlq-url", qs.DLQURL, "--queue-url", qs.URL,

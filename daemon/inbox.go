@@ -268,7 +268,11 @@ func inboxPrintRejections(w io.Writer, key string, rejected []*inbox.Record, gap
 	if gap {
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "%d rejected deliveries of %s, filed under their SQS message ids (`inbox get rejected:<id>` shows one):\n", len(rejected), key)
+	if len(rejected) == 1 {
+		fmt.Fprintf(w, "1 rejected delivery of %s, filed under its SQS message id (`inbox get rejected:<id>` shows it):\n", key)
+	} else {
+		fmt.Fprintf(w, "%d rejected deliveries of %s, filed under their SQS message ids (`inbox get rejected:<id>` shows one):\n", len(rejected), key)
+	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "REJECTION\tTYPE\tCODE\tFAILED AT\tAGGREGATE\tMESSAGE")
 	for _, r := range rejected {

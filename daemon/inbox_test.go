@@ -520,7 +520,7 @@ func TestInboxGetRejections(t *testing.T) {
 	t.Run("a key whose every delivery was rejected", func(t *testing.T) {
 		out, err := c.run("inbox", "get", "order-9:invoice")
 		require.NoError(t, err)
-		require.True(t, strings.HasPrefix(out, "no record under order-9:invoice: no delivery of it was accepted, or it applied on a single-write route, which records only failures (--item reads the domain item's fence)\n1 rejected deliveries"), out)
+		require.True(t, strings.HasPrefix(out, "no record under order-9:invoice: no delivery of it was accepted, or it applied on a single-write route, which records only failures (--item reads the domain item's fence)\n1 rejected delivery of order-9:invoice, filed under its SQS message id (`inbox get rejected:<id>` shows it):\n"), out)
 		require.Regexp(t, `(?m)^rejected:m-never\s+OrderInvoiceRequested\s+FIELD_TOO_LONG\s`, out)
 	})
 	t.Run("the name inbox list prints reads the rejection", func(t *testing.T) {

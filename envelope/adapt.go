@@ -23,10 +23,21 @@ import (
 // Adapters are tied to message types in an ordered list (Adapters), and
 // Decoder.Read picks the reading of a body:
 //
-//  1. A body over Config.MaxBodyBytes, one that is not a JSON object, and
-//     one whose top-level object has a schemaVersion member are envelopes:
-//     Decode reads them, exactly as without adapters.
-//  2. Otherwise the adapters are asked in the list's order; the first that
+//  1. A body over Config.MaxBodyBytes and one that is not a JSON object
+//     are envelopes: Decode reads them, exactly as without adapters.
+//  2. A body whose top-level object has a schemaVersion member is an
+//     envelope when Decode accepts it. When Decode rejects it, it may be
+//     JSON of a producer's own that has a schemaVersion of its own (a
+//     common member), or a malformed envelope: it is offered to the
+//     adapters (3), but only one that recognises it by what it says takes
+//     it — its Match holds, its type (Type, TypeAttribute) is its message
+//     type, it is an EventBridge event of its detail-type or an SNS
+//     notification. A JSON adapter with neither Match nor type (a
+//     catch-all, which would take every malformed envelope and might read
+//     it into work of its own type) does not. When none takes it, Decode's
+//     rejection stands, so a malformed envelope keeps its precise code; it
+//     names a catch-all that did not take the body.
+//  3. Otherwise the adapters are asked in the list's order; the first that
 //     takes the body for its message type reads it. A JSON adapter takes a
 //     body when its Match (if any) holds and its Type or TypeAttribute (if
 //     any) yields the message type; an EventBridge adapter, an event
@@ -36,7 +47,7 @@ import (
 //     (Type "Notification" with a TopicArn: its Message, parsed) or takes
 //     any other body as raw delivery hands it over, and asks its inner
 //     adapter.
-//  3. An adapter that recognised the body without taking it — an SNS
+//  4. An adapter that recognised the body without taking it — an SNS
 //     notification or EventBridge event no adapter takes, a type no
 //     adapter's message type is, a type expression that yields nothing —
 //     leaves a rejection, the answer when no adapter takes the body
@@ -44,7 +55,8 @@ import (
 //     unwrapping the notification found wrong): the first, in the list's
 //     order, of an adapter that recognised the body's shape (a
 //     notification, an event), else the first. A body nobody recognised
-//     is read by Decode, which rejects it as it always did.
+//     is read by Decode, which rejects it as it always did; so is, by (2),
+//     a body with a schemaVersion member that no adapter took.
 //
 // Two message types whose adapters could both take a body are resolved by
 // the order; Adapters.With refuses a message type that an earlier one
@@ -368,29 +380,41 @@ func (a *Adapter) covers(messageType string, l *Adapter, lType string) string {
 // Read reads a message body: ddbworker's envelope, as Decode does, or a
 // body one of as's adapters takes, into the envelope it yields, of that
 // adapter's message type. See the rule above (the file's comment): a body
-// over MaxBodyBytes, that is not a JSON object, or that has a top-level
-// schemaVersion member, and any body when as is empty, is read by Decode.
-// The returned error is always a *Error; for an adapted body its Adapter
-// names the adapter.
+// over MaxBodyBytes or that is not a JSON object, any body when as is
+// empty, and a body with a top-level schemaVersion member that Decode
+// accepts are read by Decode; a body with a schemaVersion member that
+// Decode rejects is read by an adapter that recognises it, else rejected
+// as Decode rejects it. The returned error is always a *Error; for an
+// adapted body its Adapter names the adapter.
 func (d *Decoder) Read(in Input, as *Adapters) (*Envelope, error) {
 	if d == nil {
 		d = defaultDecoder
 	}
-	if as.Len() == 0 || len(in.Body) > d.cfg.MaxBodyBytes || isEnvelope(in.Body) {
+	if as.Len() == 0 || len(in.Body) > d.cfg.MaxBodyBytes {
 		return d.Decode(in.Body)
 	}
-	doc, terr := parseTree(in.Body)
-	if terr != nil && terr.syntax != nil {
-		return d.Decode(in.Body) // the decoder's own report of malformed JSON
+	var claimed *Error // Decode's rejection of a body with a schemaVersion member
+	if isEnvelope(in.Body) {
+		env, err := d.decode(in.Body)
+		if err == nil {
+			return env, nil
+		}
+		claimed = err
 	}
-	if terr != nil {
+	doc, terr := parseTree(in.Body)
+	switch {
+	case claimed != nil && terr != nil:
+		return nil, claimed
+	case terr != nil && terr.syntax != nil:
+		return d.Decode(in.Body) // the decoder's own report of malformed JSON
+	case terr != nil:
 		return nil, repeated(terr, "")
 	}
 	root, ok := doc.(map[string]any)
 	if !ok {
 		return d.Decode(in.Body)
 	}
-	r := &reading{d: d, in: in, root: root}
+	r := &reading{d: d, in: in, root: root, claimed: claimed != nil}
 	var first, shaped *Error
 	for _, e := range as.list {
 		env, taken, recognised, err := e.a.read(r, e.messageType)
@@ -404,6 +428,14 @@ func (d *Decoder) Read(in Input, as *Adapters) (*Envelope, error) {
 		case err != nil && first == nil:
 			first = err
 		}
+	}
+	if claimed != nil {
+		if r.catchAll != "" {
+			c := *claimed
+			c.Reason += fmt.Sprintf(" (not read by the adapter of %q, which has neither Match nor type: a body with a top-level schemaVersion that is not a valid envelope goes only to an adapter that recognises it)", r.catchAll)
+			return nil, &c
+		}
+		return nil, claimed
 	}
 	if err := cmp.Or(shaped, first); err != nil {
 		return nil, err
@@ -441,6 +473,11 @@ type reading struct {
 	d    *Decoder
 	in   Input
 	root map[string]any
+	// claimed: the body has a top-level schemaVersion member and Decode
+	// rejected it; catchAll is the first message type whose catch-all
+	// adapter therefore did not take it.
+	claimed  bool
+	catchAll string
 
 	unwrapped bool
 	isSNS     bool
@@ -552,6 +589,14 @@ func (a *Adapter) take(r *reading, messageType string, recognised *bool) (*Envel
 		}
 	}
 	*recognised = src.wrapped
+	if r.claimed && !src.wrapped && a.kind == KindJSON && a.match == nil && a.typ == nil && a.typeAttr == "" {
+		// A catch-all recognises nothing of a body that claims to be an
+		// envelope: it is not read as this message type's.
+		if r.catchAll == "" {
+			r.catchAll = messageType
+		}
+		return nil, false, nil
+	}
 	unknown := func(reason string) *Error {
 		return &Error{Code: CodeUnknownMessageType, Adapter: a.name, Reason: reason}
 	}

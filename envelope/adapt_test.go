@@ -195,6 +195,114 @@ func TestReadRoutes(t *testing.T) {
 	}
 }
 
+// TestReadSchemaVersion: a body with a top-level schemaVersion is an
+// envelope when it decodes as one. JSON of a producer's own with a
+// schemaVersion of its own is read by an adapter that recognises it (its
+// Match, its type, raw SNS delivery of either); a catch-all does not take
+// such a body, which may be a malformed envelope; a body no adapter takes
+// keeps the envelope decoder's own rejection. Old behaviour: every body
+// with a top-level schemaVersion was read by Decode alone (own JSON:
+// MISSING_FIELD messageId).
+func TestReadSchemaVersion(t *testing.T) {
+	own := func(schemaVersion, kind string) []byte {
+		return []byte(`{"schemaVersion":` + schemaVersion + `,"kind":"` + kind + `","order":{"orderId":"o-7","amountCents":1999},"sentAt":"2026-03-29T05:12:16Z"}`)
+	}
+	typed := envelope.AdapterSpec{Kind: envelope.KindJSON, Type: "kind", Key: "join(':', ['order', order.orderId])",
+		AggregateType: "'order'", AggregateID: "order.orderId", Payload: "order", OccurredAt: "sentAt"}
+	matched := typed
+	matched.Type, matched.Match = "", "order.orderId"
+	byAttribute := typed
+	byAttribute.Type, byAttribute.TypeAttribute = "", "eventType"
+	catchAll := envelope.AdapterSpec{Kind: envelope.KindJSON, Key: "idempotencyKey", AggregateType: "aggregateType", AggregateID: "aggregateId"}
+	// An adapter whose type member is the envelope's own: it would take
+	// envelopes of its type, but a valid envelope is an envelope.
+	sameMembers := envelope.AdapterSpec{Kind: envelope.KindJSON, Type: "messageType", Key: "'other'", AggregateType: "'o'", AggregateID: "'o'"}
+	broken := validFields().without("idempotencyKey").body()
+	cases := []struct {
+		name  string
+		as    *envelope.Adapters
+		body  []byte
+		attrs map[string]string
+		// wantType and wantProducer: read; else the rejection, Decode's
+		// own unless adapter is set (the adapter that took the body).
+		wantType, wantProducer string
+		adapter                string
+		code                   envelope.Code
+		field                  string
+		hint                   string // a phrase the rejection's reason adds to Decode's
+	}{
+		{name: "own JSON, schemaVersion 1, by type", as: adapters(t, "order.placed", typed), body: own("1", "order.placed"), wantType: "order.placed", wantProducer: "sqs"},
+		{name: "own JSON, a string schemaVersion", as: adapters(t, "order.placed", typed), body: own(`"2.1"`, "order.placed"), wantType: "order.placed", wantProducer: "sqs"},
+		{name: "own JSON, a null schemaVersion", as: adapters(t, "order.placed", typed), body: own("null", "order.placed"), wantType: "order.placed", wantProducer: "sqs"},
+		{name: "own JSON by Match", as: adapters(t, "order.placed", matched), body: own("1", "order.placed"), wantType: "order.placed", wantProducer: "sqs"},
+		{name: "own JSON by attribute", as: adapters(t, "order.placed", byAttribute), body: own("1", "order.placed"), attrs: map[string]string{"eventType": "order.placed"}, wantType: "order.placed", wantProducer: "sqs"},
+		{name: "own JSON by raw SNS delivery", as: adapters(t, "order.placed", sns(typed)), body: own("1", "order.placed"), wantType: "order.placed", wantProducer: "sns"},
+		{name: "own JSON: the typed route before a catch-all", as: adapters(t, "order.placed", typed, "thing", catchAll), body: own("1", "order.placed"), wantType: "order.placed", wantProducer: "sqs"},
+		{name: "own JSON whose key its adapter cannot find: the adapter's rejection", as: adapters(t, "order.placed", typed),
+			body: []byte(`{"schemaVersion":1,"kind":"order.placed","order":{"amountCents":1999}}`), adapter: "JSON", code: envelope.CodeMissingField, field: "idempotencyKey"},
+		{name: "own JSON of a type no route has", as: adapters(t, "order.placed", typed), body: own("1", "order.cancelled"), code: envelope.CodeMissingField, field: "messageId"},
+		{name: "own JSON and only a catch-all", as: adapters(t, "thing", catchAll), body: own("1", "order.placed"), code: envelope.CodeMissingField, field: "messageId",
+			hint: `not read by the adapter of "thing", which has neither Match nor type`},
+		{name: "a valid envelope an adapter would take", as: adapters(t, "order.created", sameMembers), body: validFields().body(), wantType: "order.created", wantProducer: "orders-service"},
+		{name: "a valid envelope and a catch-all", as: adapters(t, "thing", catchAll), body: validFields().body(), wantType: "order.created", wantProducer: "orders-service"},
+		{name: "a malformed envelope and a catch-all", as: adapters(t, "thing", catchAll), body: broken,
+			code: envelope.CodeMissingField, field: "idempotencyKey", hint: `not read by the adapter of "thing"`},
+		{name: "a malformed envelope a catch-all would read as its own work", as: adapters(t, "thing", catchAll),
+			body: validFields().with("occurredAt", `"yesterday"`).body(), code: envelope.CodeInvalidField, field: "occurredAt", hint: `not read by the adapter of "thing"`},
+		{name: "a malformed envelope and a typed route", as: adapters(t, "order.placed", typed), body: broken, code: envelope.CodeMissingField, field: "idempotencyKey"},
+		{name: "an unknown envelope version", as: adapters(t, "order.placed", typed), body: validFields().with("schemaVersion", "9").body(), code: envelope.CodeUnknownSchemaVersion, field: "schemaVersion"},
+		{name: "a repeated member", as: adapters(t, "order.placed", typed), body: validFields().with("aggregateId", `"42","aggregateId":"43"`).body(), code: envelope.CodeInvalidJSON, field: "aggregateId"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			env, err := read(t, tc.as, envelope.Input{Body: tc.body, Attributes: tc.attrs, MessageID: "sqs-1", SentAt: sentAt})
+			if tc.code == "" {
+				require.NoError(t, err)
+				require.Equal(t, tc.wantType, env.MessageType)
+				require.Equal(t, tc.wantProducer, env.Producer)
+				if decoded, derr := defaultDecoder(t).Decode(tc.body); derr == nil {
+					require.Equal(t, decoded, env, "a valid envelope is read as Decode reads it")
+				} else {
+					require.Equal(t, "order:o-7", env.IdempotencyKey)
+					require.JSONEq(t, `{"orderId":"o-7","amountCents":1999}`, string(env.Payload))
+				}
+				equivalent(t, env)
+				return
+			}
+			require.Nil(t, env)
+			e := requireCode(t, err, tc.code, tc.field)
+			require.Equal(t, tc.adapter, e.Adapter, "%v", err)
+			if tc.adapter != "" {
+				return
+			}
+			_, derr := defaultDecoder(t).Decode(tc.body)
+			var want *envelope.Error
+			require.ErrorAs(t, derr, &want)
+			require.Equal(t, want.Code, e.Code, "the envelope decoder's own rejection")
+			require.Equal(t, want.Field, e.Field)
+			require.True(t, strings.HasPrefix(e.Reason, want.Reason), "%q", e.Reason)
+			if tc.hint == "" {
+				require.Equal(t, want, e)
+			} else {
+				require.Contains(t, e.Reason, tc.hint)
+			}
+		})
+	}
+
+	// Own JSON with a schemaVersion, read again in a new message (new
+	// sentAt), is the same work; a changed body under the key is not.
+	as := adapters(t, "order.placed", typed)
+	first, err := read(t, as, envelope.Input{Body: own("1", "order.placed"), MessageID: "sqs-1", SentAt: sentAt})
+	require.NoError(t, err)
+	again, err := read(t, as, envelope.Input{Body: []byte(strings.Replace(string(own("1", "order.placed")), "05:12:16", "05:14:02", 1)), MessageID: "sqs-2", SentAt: sentAt})
+	require.NoError(t, err)
+	require.Equal(t, first.RequestHash, again.RequestHash)
+	changed, err := read(t, as, envelope.Input{Body: []byte(strings.Replace(string(own("1", "order.placed")), "1999", "2999", 1)), MessageID: "sqs-3", SentAt: sentAt})
+	require.NoError(t, err)
+	require.Equal(t, first.IdempotencyKey, changed.IdempotencyKey)
+	require.NotEqual(t, first.RequestHash, changed.RequestHash)
+}
+
 // TestReadRejects: an adapted body is held to the decoder's rules, and a
 // key is never defaulted.
 func TestReadRejects(t *testing.T) {

@@ -236,6 +236,31 @@ func TestAdaptJSON(t *testing.T) {
 	}.run(t)
 }
 
+// TestAdaptJSONSchemaVersion sends a service's own JSON that carries a
+// top-level schemaVersion of its own (not ddbworker's envelope): its
+// adapter reads it, by its type member. Old behaviour: every such body was
+// taken for a malformed envelope (terminal MISSING_FIELD messageId).
+func TestAdaptJSONSchemaVersion(t *testing.T) {
+	body := func(orderID string, amountCents int64, sentAt string) string {
+		b, _ := json.Marshal(map[string]any{"schemaVersion": 1, "eventType": "OrderPlaced", "orderId": orderID, "amountCents": amountCents,
+			"sentAt": sentAt})
+		return string(b)
+	}
+	adaptScenario{
+		messageType: "OrderPlaced",
+		adapter: ddbworker.JSONBody{Type: "eventType", Key: "join(':', ['order', orderId, 'placed'])", AggregateType: "'order'", AggregateID: "orderId",
+			Payload: "{orderId: orderId, amountCents: amountCents}", OccurredAt: "sentAt"},
+		deliver:   func(h *harness, b string) { h.sendRaw(b) },
+		first:     body("o-1042", 1999, "2026-03-29T05:12:16Z"),
+		again:     body("o-1042", 1999, "2026-03-29T05:13:40Z"),
+		changed:   body("o-1042", 2999, "2026-03-29T05:14:00Z"),
+		keyless:   `{"schemaVersion":1,"eventType":"OrderPlaced","amountCents":1999}`,
+		oversized: `{"schemaVersion":1,"eventType":"OrderPlaced","orderId":"` + strings.Repeat("o", 600) + `","amountCents":1}`,
+		limit:     string(envelope.CodeKeyTooLong),
+		key:       "order:o-1042:placed", orderID: "o-1042",
+	}.run(t)
+}
+
 // TestLambdaAdaptedBody: under Lambda (HandleSQSEvent) an adapted body
 // takes the same path: here a raw SNS delivery whose type is the message
 // attribute an SNS filter policy matches, carried into the Lambda event's

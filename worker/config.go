@@ -123,8 +123,10 @@ type Config struct {
 	// decide). Below it — one message per receive, at low concurrency — the
 	// read would be a call more per message. The read runs only while
 	// duplicates arrive: at least 1 in 20 of the worker's recent fused
-	// deliveries (readahead.go). Default: DefaultReadAhead; Zero never
-	// reads ahead.
+	// deliveries (readahead.go). It needs dynamodb:BatchGetItem on the
+	// table: denied, the worker warns once, counts
+	// Metrics.ReadAheadDenied and goes on without the read. Default:
+	// DefaultReadAhead; Zero never reads ahead.
 	ReadAhead int
 	// MaxGuardRetries bounds handler re-runs after a Retry guard. Default:
 	// DefaultMaxGuardRetries; Zero never re-runs (a lost optimistic race

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
 )
 
@@ -112,6 +113,7 @@ func (w *Worker) readAhead(ctx context.Context, ds []*delivery) {
 			w.cfg.Store.Table: {Keys: req, ConsistentRead: aws.Bool(false)},
 		}})
 		if err != nil {
+			w.readAheadFailed(ctx, err)
 			continue // no hints: each delivery claims as without a read ahead
 		}
 		for _, item := range out.Responses[w.cfg.Store.Table] {
@@ -124,6 +126,34 @@ func (w *Worker) readAhead(ctx context.Context, ds []*delivery) {
 			}
 		}
 	}
+}
+
+// readAheadFailed notes a read ahead's failed BatchGetItem. A failure
+// costs nothing but the read; one DynamoDB refuses for want of permission
+// (the role grants no dynamodb:BatchGetItem on the table) would fail every
+// batch unseen: each is counted (ddbworker_read_ahead_denied_total), and
+// the first is said in one warning.
+func (w *Worker) readAheadFailed(ctx context.Context, err error) {
+	if !accessDenied(err) {
+		return
+	}
+	w.metrics.ReadAheadDenied.Inc()
+	if w.readAheadDenied.CompareAndSwap(false, true) {
+		w.log.WarnContext(ctx, "the read ahead of fused routes may not read the inbox: DynamoDB denied dynamodb:BatchGetItem on the table; "+
+			"grant it to the worker's role, or turn the read ahead off (--read-ahead 0, DDBWORKER_READ_AHEAD=0). "+
+			"The work is unaffected, but until then a duplicate costs a cancelled transaction instead of a read (said once; ddbworker_read_ahead_denied_total counts each)",
+			"table", w.cfg.Store.Table, "error", err.Error())
+	}
+}
+
+// accessDenied reports whether err is DynamoDB refusing the caller an
+// action (IAM, a resource policy, an SCP).
+func accessDenied(err error) bool {
+	switch failure.APICode(err) {
+	case "AccessDeniedException", "AccessDenied":
+		return true
+	}
+	return false
 }
 
 // admission is a delivery's admit stage, as it came out.

@@ -1,9 +1,14 @@
 package worker_test
 
 import (
+	"encoding/json"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/smithy-go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker"
@@ -60,6 +65,44 @@ func TestReadAhead(t *testing.T) {
 		h.inj.Clear()
 		require.Equal(t, 1, ddbCalls(h.inj.Calls())["DynamoDB.TransactWriteItems"], "the cancelled fused commit found the record")
 		require.EqualValues(t, 1, h.applications("c1", caseflow.TypeDeadline, "k-ahead-fail"))
+		h.requireQueueEmpty()
+	})
+	// A role without dynamodb:BatchGetItem: every read is denied, which
+	// changes nothing but the read's cost — and is said. Old behaviour: the
+	// denial was skipped silently on every batch.
+	t.Run("a read DynamoDB denies: warned once, counted each time", func(t *testing.T) {
+		h := newHarness(t, testenv.Options{})
+		h.seedCases("c1")
+		h.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "BatchGetItem", Rate: 1, Err: &smithy.GenericAPIError{Code: "AccessDeniedException",
+			Message: "injected: User: arn:aws:sts::123456789012:assumed-role/worker/i is not authorized to perform: dynamodb:BatchGetItem"}})
+		metrics, err := worker.NewMetrics(nil)
+		require.NoError(t, err)
+		logs := &testenv.Buffer{}
+		h.inj.ResetCalls()
+		h.start(cfg(h), worker.Deps{Handlers: h.caseHandlers(ddbworker.Fused()), Metrics: metrics, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+		env := mustEnv(t)(caseflow.NewDeadlineRequest("k-ahead-denied", "c1", "review", effective))
+		h.send(env)
+		require.Equal(t, worker.OutcomeApplied, h.waitEvents(1, 20*time.Second, final)[0].Outcome)
+		h.send(env)
+		require.Equal(t, worker.OutcomeDuplicate, h.waitEvents(2, 20*time.Second, final)[1].Outcome, "the fused commit found the record")
+		require.EqualValues(t, 1, h.applications("c1", caseflow.TypeDeadline, "k-ahead-denied"))
+
+		reads := ddbCalls(h.inj.Calls())["DynamoDB.BatchGetItem"]
+		require.GreaterOrEqual(t, reads, 2, "each batch read ahead")
+		require.EqualValues(t, reads, testutil.ToFloat64(metrics.ReadAheadDenied), "every denied read is counted")
+		var warnings []map[string]any
+		for _, line := range logs.Lines() {
+			var rec map[string]any
+			require.NoError(t, json.Unmarshal([]byte(line), &rec), line)
+			if msg, _ := rec["msg"].(string); strings.Contains(msg, "dynamodb:BatchGetItem") {
+				warnings = append(warnings, rec)
+			}
+		}
+		require.Len(t, warnings, 1, "said once:\n%s", strings.Join(logs.Lines(), "\n"))
+		require.Equal(t, "WARN", warnings[0]["level"])
+		require.Equal(t, h.env.Table, warnings[0]["table"])
+		require.Contains(t, warnings[0]["error"], "AccessDeniedException")
+		require.Contains(t, warnings[0]["msg"], "--read-ahead 0")
 		h.requireQueueEmpty()
 	})
 	t.Run("other work under the key: IDEMPOTENCY_HASH_MISMATCH from the read", func(t *testing.T) {

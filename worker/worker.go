@@ -112,6 +112,10 @@ type Worker struct {
 	ran       sync.Once
 	ready     atomic.Bool
 
+	// readAheadDenied: DynamoDB denied the read ahead's BatchGetItem
+	// (readAheadFailed warns once).
+	readAheadDenied atomic.Bool
+
 	// payloads fetches payloads by S3 reference (nil without Deps.S3);
 	// extDecoder decodes an SQS Extended Client message's body fetched
 	// from S3: the envelope's limits, but bodies up to Config.Payload's

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -144,18 +145,8 @@ func TestTemplate(t *testing.T) {
 	// Least privilege: action → resources, and nothing on "*" but X-Ray's
 	// two actions (X-Ray has no resource-level permissions); no managed
 	// policy (AWSLambdaBasicExecutionRole would grant logs on every group).
-	role := resources.m("FunctionRole").m("Properties")
-	require.NotContains(t, role, "ManagedPolicyArns")
-	grants := map[string][]string{}
-	for _, p := range role["Policies"].([]any) {
-		for _, st := range tmap(p.(map[string]any)).m("PolicyDocument")["Statement"].([]any) {
-			s := tmap(st.(map[string]any))
-			require.Equal(t, "Allow", s.s("Effect"))
-			for _, a := range actions(s["Action"]) {
-				grants[a] = append(grants[a], resourceName(t, s["Resource"]))
-			}
-		}
-	}
+	require.NotContains(t, resources.m("FunctionRole").m("Properties"), "ManagedPolicyArns")
+	grants := roleGrants(t, tpl)
 	require.Equal(t, map[string][]string{
 		"dynamodb:PutItem":            {"Table"},
 		"dynamodb:UpdateItem":         {"Table"},
@@ -186,6 +177,114 @@ func TestTemplate(t *testing.T) {
 
 	vars := props.m("Environment").m("Variables")
 	require.Equal(t, map[string]any{"Ref": "MetricsNamespace"}, vars["DDBWORKER_METRICS_NAMESPACE"], "the namespace the alarms read")
+}
+
+// roleGrants is the function role's grants: action → the template
+// resources it is granted on, in the template's order.
+func roleGrants(t *testing.T, tpl tmap) map[string][]string {
+	t.Helper()
+	role := tpl.m("Resources").m("FunctionRole").m("Properties")
+	grants := map[string][]string{}
+	for _, p := range role["Policies"].([]any) {
+		for _, st := range tmap(p.(map[string]any)).m("PolicyDocument")["Statement"].([]any) {
+			s := tmap(st.(map[string]any))
+			require.Equal(t, "Allow", s.s("Effect"))
+			for _, a := range actions(s["Action"]) {
+				grants[a] = append(grants[a], resourceName(t, s["Resource"]))
+			}
+		}
+	}
+	return grants
+}
+
+// iamRow is a row of the README's IAM actions table.
+type iamRow struct {
+	actions   []string
+	resources []string // as written: "the table", "the queue", …
+	needed    string   // "always", "on Lambda", or the condition
+}
+
+// readmeIAM reads the table under the README's "#### IAM actions".
+func readmeIAM(t *testing.T, path string) []iamRow {
+	t.Helper()
+	_, section, ok := strings.Cut(readFile(t, path), "\n#### IAM actions\n")
+	require.True(t, ok, "%s has a section #### IAM actions", path)
+	action := regexp.MustCompile("`([a-z0-9-]+:[A-Za-z]+)`")
+	var rows []iamRow
+	inTable := false
+	for line := range strings.Lines(section) {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "|") {
+			if inTable {
+				break
+			}
+			continue
+		}
+		inTable = true
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		require.Len(t, cells, 4, "a row of action | on | needed | for: %s", line)
+		var row iamRow
+		for _, m := range action.FindAllStringSubmatch(cells[0], -1) {
+			row.actions = append(row.actions, m[1])
+		}
+		if len(row.actions) == 0 {
+			continue // the header and its rule
+		}
+		for r := range strings.SplitSeq(strings.TrimSpace(cells[1]), ", ") {
+			row.resources = append(row.resources, r)
+		}
+		row.needed = strings.TrimSpace(cells[2])
+		rows = append(rows, row)
+	}
+	require.NotEmpty(t, rows, "the IAM actions table")
+	return rows
+}
+
+// The README's IAM actions and the template's role are one list: the rows
+// needed always and on Lambda are exactly what the role grants, on the
+// resources the rows name; a row needed only under a condition (fused
+// routes, a handler's deletes, checks or queries, payloads by S3
+// reference) is not granted, and the role's comment names each such
+// DynamoDB action. Old behaviour: the README listed the role's actions in
+// two paragraphs of prose and named no dynamodb:BatchGetItem, which the
+// read ahead of fused routes calls.
+func TestTemplateRoleIsTheREADMEs(t *testing.T) {
+	resource := map[string]string{"the table": "Table", "the queue": "WorkQueue", "the DLQ": "DeadLetterQueue",
+		"the function's log group": "FunctionLogGroup", "`*`": "*"}
+	want := map[string][]string{}
+	var conditional []string
+	for _, row := range readmeIAM(t, "../../../README.md") {
+		for _, a := range row.actions {
+			if row.needed != "always" && row.needed != "on Lambda" {
+				conditional = append(conditional, a)
+				continue
+			}
+			require.NotContains(t, want, a, "one row per action")
+			for _, r := range row.resources {
+				name, ok := resource[r]
+				require.True(t, ok, "%s: %q is not a resource of the template", a, r)
+				want[a] = append(want[a], name)
+			}
+			slices.Sort(want[a])
+		}
+		if slices.Contains(row.actions, "dynamodb:BatchGetItem") {
+			require.Contains(t, row.needed, "ddbworker.Fused()", "BatchGetItem is needed by fused routes")
+		}
+	}
+	require.Contains(t, conditional, "dynamodb:BatchGetItem")
+
+	grants := roleGrants(t, loadTemplate(t, "../template.yaml"))
+	for a := range grants {
+		slices.Sort(grants[a])
+	}
+	require.Equal(t, want, grants, "the README's IAM actions needed always and on Lambda are the role's grants")
+	template := readFile(t, "../template.yaml")
+	for _, a := range conditional {
+		require.NotContains(t, grants, a, "needed only under a condition these handlers do not meet")
+		if strings.HasPrefix(a, "dynamodb:") {
+			require.Contains(t, template, a, "the role's comment names what a handler or route option adds")
+		}
+	}
 }
 
 // The adapter accepts the function's environment (references stand for

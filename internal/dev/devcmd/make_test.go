@@ -9,12 +9,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// `make demo` installs only what the demo uses — the emulators (their npm
-// packages, Java) and the binaries — and `make test` still installs
+// `make demo` installs and builds only what the demo uses — the emulators
+// (their npm packages, Java) and bin/ddbworker-dev, the one binary it runs
+// (bench and chaos alike) — and `make test` still installs and builds
 // everything. Read from `make -n -B` (every recipe printed, none run).
 // Old behaviour: demo depended on deps, which also installed the
 // TypeScript producer's packages, boto3 and the Lambda Runtime Interface
-// Emulator (about 35 s on a fresh checkout).
+// Emulator (about 35 s on a fresh checkout), and on build, which also
+// built the production bin/ddbworker.
 func TestMakeDemoInstallsOnlyWhatItUses(t *testing.T) {
 	mk, err := exec.LookPath("make")
 	if err != nil {
@@ -31,7 +33,8 @@ func TestMakeDemoInstallsOnlyWhatItUses(t *testing.T) {
 		return string(out)
 	}
 	uses := []string{"bin/emulators-check java", "bin/emulators-check\n", "go build -o bin/ddbworker-dev ./cmd/ddbworker-dev"}
-	unused := []string{"example/producers/typescript", "npm ci", "aws-lambda-rie", "boto3"}
+	production := "go build -o bin/ddbworker ./cmd/ddbworker\n"
+	unused := []string{"example/producers/typescript", "npm ci", "aws-lambda-rie", "boto3", production}
 
 	demo := recipes("demo")
 	for _, s := range uses {
@@ -43,13 +46,14 @@ func TestMakeDemoInstallsOnlyWhatItUses(t *testing.T) {
 	}
 	for _, target := range []string{"bench", "chaos"} {
 		out := recipes(target)
+		require.Contains(t, out, "go build -o bin/ddbworker-dev ./cmd/ddbworker-dev")
 		for _, s := range unused {
 			require.NotContains(t, out, s, "make %s does not use it", target)
 		}
 	}
 
 	test := recipes("test")
-	for _, s := range append(uses, "cd example/producers/typescript && npm ci", "aws-lambda-rie", "import boto3", "emulators exec") {
+	for _, s := range append(uses, production, "cd example/producers/typescript && npm ci", "aws-lambda-rie", "import boto3", "emulators exec") {
 		require.True(t, strings.Contains(test, s), "make test installs and runs %q:\n%s", s, test)
 	}
 }
