@@ -26,7 +26,12 @@
 //	         stage through one helper
 //
 // What flows between them is closed sets of values (outcome.go): a verdict
-// from the deciding stages, an outcome from record.
+// from the deciding stages, an outcome from record. The pipeline has one
+// way back, in process: a run that claims its work by its commit (a fused
+// route's, a single-write route's first receive: claimsByCommit) and finds
+// that the work has a record already is decided again from that record —
+// claim, then run under the lease; nothing of the first run was written
+// or charged.
 //
 // Business attempts are charged by business outcomes only: taking a lease
 // charges nothing; a handler's failure is counted in the same fenced write
@@ -34,7 +39,19 @@
 // lease back (best effort) — nothing is ever refunded, so nothing needs
 // carrying across parking, shutdown or Lambda invocations. Takeovers of
 // leases that expired without an outcome are bounded apart
-// (Config.MaxTakeovers).
+// (Config.MaxTakeovers). While the database is unhealthy a message is
+// parked (hidden) rather than run; on the last receive its queue's
+// redrive policy allows, a standard queue's message is re-sent as a new
+// one instead (apply.go: no hiding keeps it out of the DLQ at its next
+// receive).
+//
+// Two ways of committing cost fewer calls than the gated path: a fused
+// route's commit creates the record COMPLETED (one transaction), with an
+// eventually consistent read ahead of a receive batch's records while
+// duplicates arrive (readahead.go); a single-write route's commit is one
+// conditional write fenced in the domain item (run.go, mutation.Fenced),
+// with no record unless it fails. The size of the records written is
+// measured per message type (recordsize.go).
 //
 // Around the pipeline: the daemon's runtime (worker.go: long polling with
 // a bounded, adaptive pool, FIFO group order, graceful shutdown, readiness
