@@ -23,6 +23,9 @@ import (
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/example/caseflow"
+	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/dev/faults"
 	"github.com/ddbworker/ddbworker/internal/dev/testenv"
 	"github.com/ddbworker/ddbworker/outbox"
 	"github.com/ddbworker/ddbworker/producer"
@@ -411,4 +414,91 @@ func TestNoTracerProviderNoSpans(t *testing.T) {
 	span.End()
 	h.waitEvents(1, 30*time.Second, final)
 	require.Len(t, sp.rec.Ended(), 1, "only the producer's")
+}
+
+// onInbox matches the DynamoDB calls on the inbox record of key and
+// messageType: its PutItem (the gate's claim) and UpdateItem (the record's
+// writes, a takeover).
+func onInbox(key, messageType string) func(any) bool {
+	want := (inbox.Store{}).Key(key, messageType)
+	same := func(got map[string]ddbtypes.AttributeValue) bool {
+		for k, v := range want {
+			if s, ok := got[k].(*ddbtypes.AttributeValueMemberS); !ok || s.Value != v.(*ddbtypes.AttributeValueMemberS).Value {
+				return false
+			}
+		}
+		return true
+	}
+	return func(in any) bool {
+		switch in := in.(type) {
+		case *dynamodb.PutItemInput:
+			return same(in.Item)
+		case *dynamodb.UpdateItemInput:
+			return same(in.Key)
+		}
+		return false
+	}
+}
+
+// A stage whose DynamoDB or SQS call failed says so on its span —
+// error.type (the failure's bounded code) and an error status — while the
+// stages that went well stay unset: a claim the gate's PutItem failed
+// (throttled), a record write that failed (the failure's UpdateItem, a
+// 500), an SQS action that failed (the DLQ copy's SendMessage). Each call
+// makes one attempt, so that one injected fault fails it.
+func TestTraceStageFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		caseID string // not seeded: terminal CASE_NOT_FOUND
+		fault  func(key string) faults.Rule
+		failed string // the failed stage's span
+		code   string // its error.type
+		// outcome and consumerCode are the delivery's: its consumer span's
+		// ddbworker.outcome and error.type.
+		outcome, consumerCode string
+	}{
+		{name: "the claim's PutItem", caseID: "c1", failed: tracing.SpanClaim, code: failure.CodeThrottled,
+			fault: func(key string) faults.Rule {
+				return faults.Rule{Service: "DynamoDB", Operation: "PutItem", Kind: faults.KindThrottle, Times: 1, Match: onInbox(key, caseflow.TypeDeadline)}
+			}, outcome: worker.OutcomeRetry, consumerCode: failure.CodeThrottled},
+		{name: "the record's UpdateItem", caseID: "c-missing", failed: tracing.SpanRecord, code: failure.CodeServiceUnavailable,
+			fault: func(key string) faults.Rule {
+				return faults.Rule{Service: "DynamoDB", Operation: "UpdateItem", Kind: faults.KindServerError, Times: 1, Match: onInbox(key, caseflow.TypeDeadline)}
+			}, outcome: worker.OutcomeRetry, consumerCode: failure.CodeServiceUnavailable},
+		{name: "the DLQ copy's SendMessage", caseID: "c-missing", failed: tracing.SpanSettle, code: failure.CodeServiceUnavailable,
+			fault: func(string) faults.Rule {
+				return faults.Rule{Service: "SQS", Operation: "SendMessage", Kind: faults.KindSQSError, Times: 1}
+			}, outcome: worker.OutcomeTerminal, consumerCode: caseflow.CodeCaseNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, testenv.Options{})
+			h.seedCases("c1")
+			sp := newSpans(t)
+			key := "k-stage-" + tc.failed
+			h.inj.Add(tc.fault(key))
+			cfg := h.testConfig()
+			cfg.CallAttempts = 1
+			once := func(o *sqs.Options) { o.RetryMaxAttempts = 1 }
+			h.start(cfg, worker.Deps{Handlers: h.caseHandlers(), TracerProvider: sp.tp, SQS: sqs.NewFromConfig(h.env.AWS, h.inj.SQS, once)})
+			h.send(mustEnv(t)(caseflow.NewDeadlineRequest(key, tc.caseID, "intake", effective)))
+
+			c := sp.wait(1, consumerOf(h.env.Queues.URL))[0]
+			require.Equal(t, tc.outcome, attrs(c)["ddbworker.outcome"].AsString())
+			require.Equal(t, tc.consumerCode, attrs(c)["error.type"].AsString())
+			kids := sp.children(c)
+			for _, name := range []string{tracing.SpanClaim, tracing.SpanRecord, tracing.SpanSettle} {
+				s, ok := kids[name]
+				require.True(t, ok, "a %s span", name)
+				if name != tc.failed {
+					require.Equal(t, codes.Unset, s.Status().Code, "%s went well", name)
+					require.NotContains(t, attrs(s), attribute.Key("error.type"), name)
+					continue
+				}
+				require.Equal(t, codes.Error, s.Status().Code, "%s failed", name)
+				require.Equal(t, tc.code, attrs(s)["error.type"].AsString())
+			}
+			require.Equal(t, map[faults.Kind]int{tc.fault(key).Kind: 1}, h.inj.Fired(), "the one fault fired")
+			h.waitEvents(1, 30*time.Second, final) // the next delivery settles it
+		})
+	}
 }
