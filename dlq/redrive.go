@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"slices"
 	"strconv"
 	"time"
 
@@ -75,10 +74,10 @@ type Moved struct {
 	Type  string `json:"type"`
 	Key   string `json:"idempotencyKey,omitempty"`
 	// DroppedAttributes names the attributes the work queue's copy could
-	// not carry within SQS's limits (10 attributes; 1 MiB with the body).
-	// The copy keeps, while they fit, AttrFirstSentAt, then the producer's
-	// attributes by name, then AttrRedrivenFrom. Empty when it carries them
-	// all.
+	// not carry within SQS's limits (10 attributes; 1 MiB with the body),
+	// in FitAttributes' order: the copy keeps AttrRedrivenFrom and
+	// AttrFirstSentAt first, then the trace context, then the producer's
+	// attributes by name. Empty when it carries them all.
 	DroppedAttributes []string `json:"droppedAttributes,omitempty"`
 }
 
@@ -415,53 +414,30 @@ func (q *Queue) outgoing(m *Message) outgoing {
 	return outgoing{m: m, entry: e, size: size, dropped: dropped}
 }
 
-// copyAttributes are the attributes of m's copy to the work queue: when
-// its work was first sent (AttrFirstSentAt: the worker and later redrives
-// judge its age by it, not by the copy's new SentTimestamp), its producer's
-// trace context (traceparent and tracestate, or its AWSTraceHeader as
-// traceparent: the redriven delivery's span links to the original
-// producer), its producer's other attributes, and where it came from
-// (AttrRedrivenFrom). They are taken in that order of precedence — the
-// trace context worth less than ddbworker's own, more than a producer's
-// arbitrary attribute — the producer's by name, each while the copy
-// stays within SQS's limits: sqsbatch.MaxAttributes attributes, and
-// sqsbatch.MaxMessageBytes with the body (SQS refuses a larger copy, and a
-// call holding it, as a whole). dropped names the others, in the same
-// order.
+// copyAttributes are the attributes of m's copy to the work queue, as
+// FitAttributes ranks and fits them within SQS's limits (10 attributes;
+// sqsbatch.MaxMessageBytes with the body: SQS refuses a larger copy, and a
+// call holding it, as a whole): where it came from (AttrRedrivenFrom: the
+// worker keeps a redriven message off a single-write route's fresh path,
+// which would bypass the failure recorded for its work), when its work was
+// first sent (AttrFirstSentAt: the worker and later redrives judge its age
+// by it, not by the copy's new SentTimestamp), its producer's trace context
+// (traceparent and tracestate, or its AWSTraceHeader as traceparent: the
+// redriven delivery's span links to the original producer) and its
+// producer's other attributes. dropped names the others, in that order.
 func copyAttributes(m *Message) (attrs map[string]types.MessageAttributeValue, dropped []string) {
-	type attr struct {
-		name string
-		v    types.MessageAttributeValue
-	}
-	var want []attr
+	candidates := m.ProducerAttributes()
+	trace := tracing.Carry(tracing.Extract(candidates, map[string]string{tracing.SystemAttrAWSTraceHeader: m.AWSTraceHeader}))
+	// As extracted: a malformed traceparent or tracestate is not copied.
+	delete(candidates, tracing.AttrTraceparent)
+	delete(candidates, tracing.AttrTracestate)
+	maps.Copy(candidates, trace)
 	if !m.FirstSentAt.IsZero() {
-		want = append(want, attr{AttrFirstSentAt, types.MessageAttributeValue{DataType: aws.String("Number"),
-			StringValue: aws.String(strconv.FormatInt(m.FirstSentAt.UnixMilli(), 10))}})
+		candidates[AttrFirstSentAt] = types.MessageAttributeValue{DataType: aws.String("Number"),
+			StringValue: aws.String(strconv.FormatInt(m.FirstSentAt.UnixMilli(), 10))}
 	}
-	producer := m.ProducerAttributes()
-	trace := tracing.Carry(tracing.Extract(producer, map[string]string{tracing.SystemAttrAWSTraceHeader: m.AWSTraceHeader}))
-	for _, k := range []string{tracing.AttrTraceparent, tracing.AttrTracestate} {
-		if v, ok := trace[k]; ok {
-			want = append(want, attr{k, v})
-		}
-		delete(producer, k) // as extracted: a malformed one is not copied
-	}
-	for _, k := range slices.Sorted(maps.Keys(producer)) {
-		want = append(want, attr{k, producer[k]})
-	}
-	want = append(want, attr{AttrRedrivenFrom, types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(m.ID)}})
-	attrs = make(map[string]types.MessageAttributeValue, len(want))
-	size := len(m.Body)
-	for _, a := range want {
-		n := sqsbatch.AttributeSize(a.name, a.v)
-		if len(attrs) >= sqsbatch.MaxAttributes || size+n > sqsbatch.MaxMessageBytes {
-			dropped = append(dropped, a.name)
-			continue
-		}
-		attrs[a.name] = a.v
-		size += n
-	}
-	return attrs, dropped
+	candidates[AttrRedrivenFrom] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(m.ID)}
+	return FitAttributes(m.Body, candidates, sqsbatch.MaxMessageBytes)
 }
 
 // pacer spaces sends to a rate: a batch of n waits until the previous

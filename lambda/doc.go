@@ -34,8 +34,11 @@
 // invocation's awsRequestId, and inside a span its traceId and spanId),
 // the metrics as CloudWatch EMF lines on stdout (see Metrics), trace export
 // from the OTEL_* variables (OTLP/HTTP, off unless an endpoint is set; the
-// invocation's span parents the worker's, and the spans are flushed before
-// each invocation answers), building the workers once per execution
+// invocation's span parents the worker's — the relay's send spans under
+// RelayMain — and links to Lambda's X-Ray segment when X-Ray sampled the
+// invocation, or is its child with OTEL_PROPAGATORS naming xray-lambda;
+// the spans are flushed before each invocation answers; Tracing: Active
+// alone exports none of them), building the workers once per execution
 // environment — so the adaptive concurrency limit and the database health
 // gate outlive invocations — failing the init on a configuration problem,
 // and the Lambda runtime loop (github.com/aws/aws-lambda-go/lambda). It does

@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ddbworker/ddbworker"
@@ -171,7 +172,7 @@ func New(ctx context.Context, register func(reg *ddbworker.Registry, env Env) er
 	queue := "from the records' eventSourceARN"
 	if s.queueURL != "" {
 		queue = s.queueURL
-		if _, err := h.worker(""); err != nil && !transient(err) {
+		if _, err := h.worker(ctx, ""); err != nil && !transient(err) {
 			return nil, err
 		}
 	}
@@ -334,7 +335,7 @@ func (h *handler) newWorker(queueURL string) (*worker.Worker, error) {
 // handle runs an invocation inside its span (tracing on), which is
 // flushed before it answers.
 func (h *handler) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	ctx, span := h.invocations.start(ctx)
+	ctx, span := h.invocations.start(ctx, semconv.FaaSTriggerPubSub)
 	resp, err := h.records(ctx, ev)
 	h.invocations.end(ctx, span, len(resp.BatchItemFailures), h.log)
 	return resp, err
@@ -354,7 +355,7 @@ func (h *handler) records(ctx context.Context, ev events.SQSEvent) (events.SQSEv
 	}
 	for _, arn := range arns {
 		records := byARN[arn]
-		w, err := h.worker(arn)
+		w, err := h.worker(ctx, arn)
 		var out events.SQSEventResponse
 		switch {
 		case transient(err) && w != nil:
@@ -382,8 +383,11 @@ func (h *handler) records(ctx context.Context, ev events.SQSEvent) (events.SQSEv
 // worker returns the worker of the queue eventSourceARN names ("": the
 // configured queue's), built once the table is checked, at the queue's
 // first invocation. While the table cannot be checked (a transient error)
-// it returns that error with a worker that may only park the records.
-func (h *handler) worker(eventSourceARN string) (*worker.Worker, error) {
+// it returns that error with a worker that may only park the records. ctx
+// is the invocation's (or the init's): its lines carry the invocation's
+// request and trace ids; its end does not cut the table and queue checks
+// short.
+func (h *handler) worker(ctx context.Context, eventSourceARN string) (*worker.Worker, error) {
 	queueURL := worker.QueueURLFromARN(eventSourceARN)
 	if h.queueURL != "" && (queueURL == "" || queueID(queueURL) == queueID(h.queueURL)) {
 		queueURL = h.queueURL
@@ -391,7 +395,8 @@ func (h *handler) worker(eventSourceARN string) (*worker.Worker, error) {
 	if queueURL == "" {
 		return nil, fmt.Errorf("eventSourceARN %q is not an SQS queue's and %s is not set: the records' queue is unknown", eventSourceARN, envQueueURL)
 	}
-	checkErr := h.checkStore(context.Background())
+	checkCtx := context.WithoutCancel(ctx)
+	checkErr := h.checkStore(checkCtx)
 	if checkErr != nil && !transient(checkErr) {
 		return nil, checkErr
 	}
@@ -406,9 +411,9 @@ func (h *handler) worker(eventSourceARN string) (*worker.Worker, error) {
 			return nil, fmt.Errorf("lambda: the recorded inbox settings: %w", err)
 		}
 		h.workers[queueURL] = w
-		h.log.Info("worker built for the queue", "queueUrl", queueURL, "eventSourceArn", eventSourceARN, "attentionShards", h.cfg.Store.AttentionShards,
+		h.log.InfoContext(ctx, "worker built for the queue", "queueUrl", queueURL, "eventSourceArn", eventSourceARN, "attentionShards", h.cfg.Store.AttentionShards,
 			"tableChecked", checkErr == nil)
-		h.checkQueue(context.Background(), w, queueURL)
+		h.checkQueue(checkCtx, w, queueURL)
 	}
 	return w, checkErr
 }

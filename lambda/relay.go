@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/ddbworker/ddbworker/outbox"
 	"github.com/ddbworker/ddbworker/relay"
@@ -93,8 +94,11 @@ func NewRelay(ctx context.Context, lookupEnv func(string) (string, bool)) (func(
 		return rl.HandleStreamEvent, nil
 	}
 	return func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+		// The invocation's span (trigger datasource: a DynamoDB stream)
+		// parents the relay's send spans and holds its log lines.
+		ctx, span := iv.start(ctx, semconv.FaaSTriggerDatasource)
 		resp, err := rl.HandleStreamEvent(ctx, ev)
-		iv.flush(ctx, log)
+		iv.end(ctx, span, len(resp.BatchItemFailures), log)
 		return resp, err
 	}, nil
 }

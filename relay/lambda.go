@@ -42,7 +42,7 @@ func (r *Relay) HandleStreamEvent(ctx context.Context, ev events.DynamoDBEvent) 
 	var resp events.DynamoDBEventResponse
 	for i, err := range r.Publish(ctx, recs) {
 		if err != nil {
-			r.log.Warn("relay: record not published; reporting it as the batch's first failure", "eventId", recs[i].EventID,
+			r.log.WarnContext(ctx, "relay: record not published; reporting it as the batch's first failure", "eventId", recs[i].EventID,
 				"sequenceNumber", seqs[i], "error", err.Error())
 			resp.BatchItemFailures = []events.DynamoDBBatchItemFailure{{ItemIdentifier: seqs[i]}}
 			break

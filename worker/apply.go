@@ -42,6 +42,7 @@ func (w *Worker) apply(ctx context.Context, d *delivery, wk *work, o outcome, h 
 		return applied{settled: settledParked, visibility: h.park(ctx, d)}
 	case resend:
 		if err := w.resend(ctx, d, a.delay); err != nil {
+			w.stageFailed(ctx, err)
 			w.log.WarnContext(ctx, "could not re-send a deferred message; it comes back after a backoff", "sqsMessageId", d.id, "error", err.Error())
 			vis := w.cfg.Backoff.delay(infraStep(d))
 			w.changeVisibility(ctx, d.m, vis)
@@ -76,6 +77,7 @@ func (w *Worker) lastReceive(d *delivery) bool {
 func (w *Worker) parkByResend(ctx context.Context, d *delivery, h host) applied {
 	delay := min(w.cfg.Health.ParkMaxVisibility, maxSendDelay)
 	if err := w.resend(ctx, d, delay); err != nil {
+		w.stageFailed(ctx, err)
 		w.log.ErrorContext(ctx, "could not re-send a parked message on its last receive before the redrive policy's maxReceiveCount; it is parked, and the DLQ takes it at its next receive if the database is still unhealthy then",
 			"sqsMessageId", d.id, "receiveCount", d.receives, "error", truncateRunes(err.Error(), maxLoggedMessage))
 		return applied{settled: settledParked, visibility: h.park(ctx, d)}
@@ -108,6 +110,7 @@ func (w *Worker) endTerminal(ctx context.Context, d *delivery, wk *work, o outco
 		// is, its failure recorded in the inbox.
 		vis, policy = w.cfg.Backoff.Max, PolicyRedrive
 	}
+	w.stageFailed(ctx, err)
 	// Not in the DLQ yet: kept; the next delivery finds the record
 	// FAILED_TERMINAL and tries the DLQ again.
 	w.log.ErrorContext(ctx, "DLQ send failed; message kept", "sqsMessageId", d.id, "error", truncateRunes(err.Error(), maxLoggedMessage))

@@ -23,6 +23,7 @@ func (w *Worker) claim(ctx context.Context, d *delivery, wk *work, existing *inb
 		dec, err = w.gate.Acquire(ctx, wk.req)
 	}
 	if err != nil {
+		w.stageFailed(ctx, err)
 		return nil, w.claimFailed(d, wk, err)
 	}
 	switch dec.Action {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,24 +31,23 @@ func strAttr(s string) types.MessageAttributeValue {
 	return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(s)}
 }
 
-// carried are the attributes a copy of d's message keeps beside
-// ddbworker's own: its creation context (traceAttributes: traceparent and
-// tracestate, or its AWSTraceHeader as traceparent) and the producer's
-// other attributes (not ddbworker.*). A copy takes them in that order of
-// precedence, after ddbworker's (fitAttributes): the trace context is
-// worth less than the failure code a DLQ reader needs, and more than a
-// producer's arbitrary attribute.
-func carried(d *delivery) (trace, producer map[string]types.MessageAttributeValue) {
-	trace = traceAttributes(d)
-	producer = map[string]types.MessageAttributeValue{}
+// carried are the attributes of d's message a copy of it carries over
+// beside ddbworker's own: its creation context (traceAttributes:
+// traceparent and tracestate, or its AWSTraceHeader as traceparent) and
+// the producer's other attributes (not ddbworker.*).
+func carried(d *delivery) map[string]types.MessageAttributeValue {
+	out := traceAttributes(d)
+	if out == nil {
+		out = map[string]types.MessageAttributeValue{}
+	}
 	for k, v := range d.m.MessageAttributes {
-		// The message's own traceparent and tracestate are in trace (as
-		// extracted: a malformed one is dropped).
+		// The message's own traceparent and tracestate are in out as
+		// extracted: a malformed one is dropped.
 		if k != tracing.AttrTraceparent && k != tracing.AttrTracestate && !strings.HasPrefix(k, dlq.AttrPrefix) {
-			producer[k] = v
+			out[k] = v
 		}
 	}
-	return trace, producer
+	return out
 }
 
 // origin is the attributes that say when d's work was first sent
@@ -62,30 +60,28 @@ func origin(d *delivery) map[string]types.MessageAttributeValue {
 		StringValue: aws.String(strconv.FormatInt(d.origin.UnixMilli(), 10))}}
 }
 
-// sendToDLQ copies the message to the DLQ with the failure as attributes,
-// keeping its creation context and its producer's attributes (carried).
-// When body and attributes exceed the DLQ's MaximumMessageSize (read when
-// Run starts) it drops, in this order, the producer's attributes, then the
-// failure message; if even the failure code does not fit, or the DLQ
+// controls are ddbworker's control attributes a re-send of d's message
+// keeps: its origin, and the marks of a message the DLQ tooling redrove or
+// copied (AttrRedrivenFrom, AttrFailureCode), which keep the copy off a
+// single-write route's fresh path as they kept d (singleFresh).
+func controls(d *delivery) map[string]types.MessageAttributeValue {
+	out := origin(d)
+	for _, k := range []string{dlq.AttrRedrivenFrom, dlq.AttrFailureCode} {
+		if v, ok := d.m.MessageAttributes[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// sendToDLQ copies the message to the DLQ with the failure as attributes
+// (dlqAttributes). If even the failure code does not fit, or the DLQ
 // refuses the copy as too large, it returns errTooLargeForDLQ.
 func (w *Worker) sendToDLQ(ctx context.Context, d *delivery, wk *work, f *failure.Error) error {
 	body := aws.ToString(d.m.Body)
-	ours := map[string]types.MessageAttributeValue{
-		dlq.AttrFailureCode:     strAttr(f.Code),
-		dlq.AttrFailureMessage:  strAttr(orDefault(truncateRunes(f.Message, maxLoggedMessage), "-")),
-		dlq.AttrFailedAt:        strAttr(inbox.FormatTime(w.cfg.Now())),
-		dlq.AttrSourceMessageID: strAttr(d.id),
-	}
-	if wk != nil {
-		ours[dlq.AttrIdempotencyKey] = strAttr(wk.env.IdempotencyKey)
-		ours[dlq.AttrMessageType] = strAttr(wk.env.MessageType)
-	}
-	maps.Copy(ours, origin(d))
-	trace, producer := carried(d)
-	limit := w.queue.dlqMaxBytes
-	attrs := fitAttributes(body, ours, trace, producer, limit)
-	if attrs == nil {
-		return fmt.Errorf("%w: body %d bytes, the DLQ takes %d", errTooLargeForDLQ, len(body), limit)
+	attrs := w.dlqAttributes(d, wk, f)
+	if _, ok := attrs[dlq.AttrFailureCode]; !ok {
+		return fmt.Errorf("%w: body %d bytes, the DLQ takes %d", errTooLargeForDLQ, len(body), w.queue.dlqMaxBytes)
 	}
 	in := &sqs.SendMessageInput{QueueUrl: aws.String(w.cfg.DLQURL), MessageBody: d.m.Body, MessageAttributes: attrs}
 	if strings.HasSuffix(w.cfg.DLQURL, ".fifo") {
@@ -104,6 +100,27 @@ func (w *Worker) sendToDLQ(ctx context.Context, d *delivery, wk *work, f *failur
 	return nil
 }
 
+// dlqAttributes are the attributes of d's DLQ copy: the failure f, what
+// d's work is (wk: nil when the envelope did not decode) and its origin,
+// then the creation context and the producer's attributes (carried),
+// within SQS's limits and the DLQ's MaximumMessageSize (read when Run
+// starts) in dlq.FitAttributes' order — the failure code first, the
+// producer's attributes last.
+func (w *Worker) dlqAttributes(d *delivery, wk *work, f *failure.Error) map[string]types.MessageAttributeValue {
+	ours := map[string]types.MessageAttributeValue{
+		dlq.AttrFailureCode:     strAttr(f.Code),
+		dlq.AttrFailureMessage:  strAttr(orDefault(truncateRunes(f.Message, maxLoggedMessage), "-")),
+		dlq.AttrFailedAt:        strAttr(inbox.FormatTime(w.cfg.Now())),
+		dlq.AttrSourceMessageID: strAttr(d.id),
+	}
+	if wk != nil {
+		ours[dlq.AttrIdempotencyKey] = strAttr(wk.env.IdempotencyKey)
+		ours[dlq.AttrMessageType] = strAttr(wk.env.MessageType)
+	}
+	maps.Copy(ours, origin(d))
+	return fitAttributes(aws.ToString(d.m.Body), ours, carried(d), w.queue.dlqMaxBytes)
+}
+
 // tooLarge reports whether SQS refused a message for its size, whatever
 // the error's form: the code of a too-long message, or the parameter
 // refusal whose reason says the message must be shorter.
@@ -120,72 +137,22 @@ func tooLarge(err error) bool {
 	return errors.As(err, &re) && re.HTTPStatusCode() == 413
 }
 
-// fitAttributes chooses a copy's attributes: ours (ddbworker's), then the
-// trace context (traceparent, then tracestate), then the producer's
-// (sorted by name), each within SQS's limit of sqsbatch.MaxAttributes and
-// while body and attributes fit in limit bytes; without room it sheds the
-// producer's attributes and the trace context, then every attribute of
-// ours but the failure code, the source message id, the first-sent time,
-// the type and the key — and keeps traceparent after those if it fits. It
-// returns nil when not even ours[dlq.AttrFailureCode] (when ours has one)
-// fits.
-func fitAttributes(body string, ours, trace, producer map[string]types.MessageAttributeValue, limit int) map[string]types.MessageAttributeValue {
-	attrs := make(map[string]types.MessageAttributeValue, sqsbatch.MaxAttributes)
-	maps.Copy(attrs, ours)
-	names := make([]string, 0, len(trace)+len(producer))
-	for _, k := range []string{tracing.AttrTraceparent, tracing.AttrTracestate} {
-		if _, ok := trace[k]; ok {
-			names = append(names, k)
-		}
-	}
-	names = append(names, slices.Sorted(maps.Keys(producer))...)
-	value := func(k string) types.MessageAttributeValue {
-		if v, ok := trace[k]; ok {
-			return v
-		}
-		return producer[k]
-	}
-	for _, k := range names {
-		if len(attrs) >= sqsbatch.MaxAttributes || sqsbatch.MessageSize(body, attrs)+sqsbatch.AttributeSize(k, value(k)) > limit {
-			continue
-		}
-		attrs[k] = value(k)
-	}
-	if sqsbatch.MessageSize(body, attrs) <= limit {
-		return attrs
-	}
-	minimal := map[string]types.MessageAttributeValue{}
-	keep := func(k string, v types.MessageAttributeValue) {
-		if sqsbatch.MessageSize(body, minimal)+sqsbatch.AttributeSize(k, v) <= limit {
-			minimal[k] = v
-		}
-	}
-	for _, k := range []string{dlq.AttrFailureCode, dlq.AttrSourceMessageID, dlq.AttrFirstSentAt, dlq.AttrMessageType, dlq.AttrIdempotencyKey} {
-		if v, ok := ours[k]; ok {
-			keep(k, v)
-		}
-	}
-	if v, ok := trace[tracing.AttrTraceparent]; ok {
-		keep(tracing.AttrTraceparent, v)
-	}
-	if _, ok := minimal[dlq.AttrFailureCode]; !ok {
-		if _, needed := ours[dlq.AttrFailureCode]; needed {
-			return nil
-		}
-	}
-	return minimal
+// fitAttributes chooses a copy's attributes among ours (ddbworker's:
+// the failure, the origin, the marks) and carried (the trace context and
+// the producer's), ours winning a name both hold, as dlq.FitAttributes
+// ranks and fits them within SQS's limits and limit bytes with body.
+func fitAttributes(body string, ours, carried map[string]types.MessageAttributeValue, limit int) map[string]types.MessageAttributeValue {
+	candidates := make(map[string]types.MessageAttributeValue, len(ours)+len(carried))
+	maps.Copy(candidates, carried)
+	maps.Copy(candidates, ours)
+	attrs, _ := dlq.FitAttributes(body, candidates, limit)
+	return attrs
 }
 
 // resend sends a copy of a message to the work queue — deferred, or parked
-// on its last receive — delayed by delay, keeping its origin, its creation context and its producer
-// attributes, in that order of precedence within SQS's limits
-// (fitAttributes).
+// on its last receive — delayed by delay, with resendAttributes.
 func (w *Worker) resend(ctx context.Context, d *delivery, delay time.Duration) error {
-	trace, producer := carried(d)
-	attrs := fitAttributes(aws.ToString(d.m.Body), origin(d), trace, producer, maxMessageBytes)
-	if len(attrs) == 0 {
-		attrs = nil
-	}
+	attrs := resendAttributes(d)
 	in := &sqs.SendMessageInput{QueueUrl: aws.String(w.cfg.QueueURL), MessageBody: d.m.Body,
 		MessageAttributes: attrs, DelaySeconds: visibilitySeconds(min(delay, maxSendDelay))}
 	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqsCallTimeout)
@@ -194,6 +161,19 @@ func (w *Worker) resend(ctx context.Context, d *delivery, delay time.Duration) e
 		return fmt.Errorf("worker: re-send %s: %w", d.id, err)
 	}
 	return nil
+}
+
+// resendAttributes are the attributes of the re-send of d's message
+// (deferred, or parked on its last receive): its control attributes (controls: its origin, the marks of a
+// redriven or DLQ-copied message), its creation context and its
+// producer's attributes, in that order of precedence within SQS's limits
+// (dlq.FitAttributes); nil for none.
+func resendAttributes(d *delivery) map[string]types.MessageAttributeValue {
+	attrs := fitAttributes(aws.ToString(d.m.Body), controls(d), carried(d), maxMessageBytes)
+	if len(attrs) == 0 {
+		return nil
+	}
+	return attrs
 }
 
 // truncateRunes shortens s to about n bytes on a rune boundary, marking the

@@ -91,6 +91,7 @@ func (w *Worker) recordRejection(ctx context.Context, d *delivery, v rejected) o
 		// DynamoDB refuses the record for good (it can never be
 		// written): the terminal policy still accounts for the
 		// message.
+		w.stageFailed(ctx, err)
 		w.log.ErrorContext(ctx, "rejection record refused by DynamoDB; the terminal policy still applies", "sqsMessageId", d.id,
 			"code", r.Code, "error", truncateRunes(err.Error(), maxLoggedMessage))
 	}
@@ -116,6 +117,7 @@ func (w *Worker) recordTrouble(ctx context.Context, d *delivery, v troubled) out
 		if err != nil && !errors.As(err, &lost) {
 			// Not given back: the lease ends by itself; the next delivery
 			// would only find it in flight until then.
+			w.stageFailed(ctx, err)
 			wait = max(wait, w.policy.Remaining(v.lease.ExpiresAt, w.cfg.Now())+time.Second)
 		}
 	}
@@ -192,6 +194,7 @@ func (w *Worker) recordSupersede(ctx context.Context, d *delivery, wk *work, v s
 // next delivery takes the work over instead of finding it in flight. No
 // attempt is reported: none was counted.
 func (w *Worker) unrecorded(ctx context.Context, d *delivery, err error, lease *inbox.Lease) outcome {
+	w.stageFailed(ctx, err)
 	f := failure.Classify(err, failure.CodeServiceUnavailable)
 	w.log.WarnContext(ctx, "could not record the outcome in the inbox; the message comes back", "sqsMessageId", d.id, "code", f.Code,
 		"error", truncateRunes(err.Error(), maxLoggedMessage))

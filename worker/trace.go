@@ -87,9 +87,14 @@ func (w *Worker) consumed(span trace.Span, r report) {
 // nothing.
 type stageSpan struct{ s trace.Span }
 
+// stageKey holds the span of the stage a context is in (stage), for
+// stageFailed.
+type stageKey struct{}
+
 // stage starts the span of one pipeline stage under the consumer span in
 // ctx: the one helper every stage's span goes through (the handler's goes
-// through the handler middleware, traceHandler).
+// through the handler middleware, traceHandler). The stage's context
+// holds the span for stageFailed.
 func (w *Worker) stage(ctx context.Context, name string) (context.Context, stageSpan) {
 	if w.tracer == nil {
 		return ctx, stageSpan{}
@@ -102,7 +107,7 @@ func (w *Worker) stage(ctx context.Context, name string) (context.Context, stage
 	} else {
 		ctx2, s = w.tracer.t.Start(ctx, name)
 	}
-	return ctx2, stageSpan{s}
+	return context.WithValue(ctx2, stageKey{}, s), stageSpan{s}
 }
 
 // end ends the span, marking it failed with err's code (bounded) when err
@@ -112,11 +117,34 @@ func (s stageSpan) end(w *Worker, err error) {
 		return
 	}
 	if err != nil {
-		code := w.labels.code(failure.Classify(err, failure.CodeHandlerError).Code)
-		s.s.SetAttributes(semconv.ErrorTypeKey.String(code))
-		s.s.SetStatus(codes.Error, code)
+		w.failSpan(s.s, failure.Classify(err, failure.CodeHandlerError).Code)
 	}
 	s.s.End()
+}
+
+// stageFailed marks the span of the stage ctx is in failed by err, what a
+// DynamoDB or SQS call of that stage returned: a claim's gate call, a
+// write of the record stage (a failure, a supersede, a release, an end, a
+// rejection), an SQS action of the settle stage (hide, re-send, DLQ copy).
+// The stage goes on — its verdict or outcome says what became of the
+// delivery, the consumer span carries that — and its span keeps the
+// failed call's code. Outside a stage, or with tracing off, it does
+// nothing.
+func (w *Worker) stageFailed(ctx context.Context, err error) {
+	if w.tracer == nil || err == nil {
+		return
+	}
+	if s, ok := ctx.Value(stageKey{}).(trace.Span); ok {
+		w.failSpan(s, failure.Classify(err, failure.CodeServiceUnavailable).Code)
+	}
+}
+
+// failSpan sets a stage span's error.type to code (bounded: the metric
+// label's value) and its status to error.
+func (w *Worker) failSpan(s trace.Span, code string) {
+	code = w.labels.code(code)
+	s.SetAttributes(semconv.ErrorTypeKey.String(code))
+	s.SetStatus(codes.Error, code)
 }
 
 // traceHandler is the worker's own handler middleware, outside the

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -22,7 +23,11 @@ import (
 
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/dlq"
+	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/example/caseflow"
+	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/dev/faults"
 	"github.com/ddbworker/ddbworker/internal/dev/testenv"
 	"github.com/ddbworker/ddbworker/outbox"
 	"github.com/ddbworker/ddbworker/producer"
@@ -256,93 +261,140 @@ func TestTraceAWSTraceHeader(t *testing.T) {
 	require.Equal(t, "5759e988bd862e3fe1be46a994272793", c.Links()[0].SpanContext.TraceID().String())
 }
 
-// A trace started by an outbox Put inside the producer's transaction: the
-// record keeps the producer's context, the relay sends it (its own send
-// span linked to the producer), and the worker's consumer span is linked
-// to the original producer's span, not to the relay's.
-func TestTraceOutboxRelayToWorker(t *testing.T) {
+// One message followed through every hop ddbworker makes, with an
+// in-memory recorder: a producer's span writes an outbox record in the
+// producer's own transaction (the record keeps the span's context); the
+// relay sends it (send <queue>, linked to the producer); the worker's
+// consumer span links to the producer — not to the relay — and fails
+// terminal (CASE_NOT_FOUND); the DLQ copy keeps the producer's context;
+// dlq redrive (the package API `ddbworker dlq redrive` calls) copies it
+// back with it; the worker consumes the redriven copy, whose consumer span
+// links back to the original producer, and its second DLQ copy still
+// carries it. Every span is a root of its own trace, linked, never
+// parented across the queue.
+func TestTraceEndToEnd(t *testing.T) {
 	h := newHarness(t, testenv.Options{})
-	h.seedCases("c1")
 	sp := newSpans(t)
-	h.start(h.testConfig(), worker.Deps{Handlers: h.caseHandlers(), TracerProvider: sp.tp})
+	rec := &receiveRecorder{}
+	h.start(h.testConfig(), worker.Deps{Handlers: h.caseHandlers(), TracerProvider: sp.tp, SQS: sqs.NewFromConfig(h.env.AWS, h.inj.SQS, rec.install)})
+	queue := worker.QueueName(h.env.Queues.URL)
+	requireProducerContext := func(attrs map[string]types.MessageAttributeValue, producer trace.SpanContext, msgAndArgs ...any) {
+		t.Helper()
+		got := tracing.Extract(attrs, nil)
+		require.Equal(t, producer.TraceID(), got.TraceID(), msgAndArgs...)
+		require.Equal(t, producer.SpanID(), got.SpanID(), msgAndArgs...)
+	}
 
-	w, err := outbox.New(outbox.Config{Table: h.env.Table})
+	// 1. The producer's transaction: its own write and the outbox record,
+	// inside its span.
+	ob, err := outbox.New(outbox.Config{Table: h.env.Table})
 	require.NoError(t, err)
-	ctx, span := sp.tp.Tracer("producer-app").Start(context.Background(), "open case")
-	e := mustEnv(t)(caseflow.NewDeadlineRequest("k-outbox", "c1", "intake", effective))
-	put, err := w.Put(ctx, outbox.Event{Envelope: e})
+	ctx, span := sp.tp.Tracer("producer-app").Start(context.Background(), "request deadline", trace.WithSpanKind(trace.SpanKindProducer))
+	producer := span.SpanContext()
+	e := mustEnv(t)(caseflow.NewDeadlineRequest("k-e2e", "c-missing", "intake", effective))
+	put, err := ob.Put(ctx, outbox.Event{Envelope: e})
 	require.NoError(t, err)
-	_, err = h.env.DynamoDB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []ddbtypes.TransactWriteItem{put}})
+	own := ddbtypes.TransactWriteItem{Put: &ddbtypes.Put{TableName: aws.String(h.env.Table), Item: map[string]ddbtypes.AttributeValue{
+		"PK": &ddbtypes.AttributeValueMemberS{Value: "REQUEST#k-e2e"}, "SK": &ddbtypes.AttributeValueMemberS{Value: "REQUEST"}}}}
+	_, err = h.env.DynamoDB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []ddbtypes.TransactWriteItem{own, put}})
 	require.NoError(t, err)
 	span.End()
-
 	out, err := h.env.DynamoDB.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(h.env.Table), Key: map[string]ddbtypes.AttributeValue{
 		"PK": put.Put.Item["PK"], "SK": put.Put.Item["SK"]}, ConsistentRead: aws.Bool(true)})
 	require.NoError(t, err)
-	rec, err := outbox.Decode(out.Item, tables.DefaultLayout())
+	record, err := outbox.Decode(out.Item, tables.DefaultLayout())
 	require.NoError(t, err)
-	require.NotEmpty(t, rec.Traceparent, "the record keeps the producer's context")
+	require.Equal(t, aws.ToString(tracing.Carry(producer)[tracing.AttrTraceparent].StringValue), record.Traceparent,
+		"the record keeps the producer's context")
 
+	// 2. The relay sends it: its send span links to the producer.
 	r, err := relay.New(relay.Deps{DynamoDB: h.env.DynamoDB, SQS: h.env.SQS, TracerProvider: sp.tp},
 		relay.Config{Table: h.env.Table, QueueURL: h.env.Queues.URL})
 	require.NoError(t, err)
-	for _, err := range r.Publish(context.Background(), []outbox.Record{rec}) {
+	for _, err := range r.Publish(context.Background(), []outbox.Record{record}) {
 		require.NoError(t, err)
 	}
-	send := sp.wait(1, func(s sdktrace.ReadOnlySpan) bool {
-		return s.Name() == tracing.SpanSend(worker.QueueName(h.env.Queues.URL))
-	})[0]
-	require.Equal(t, "send", attrs(send)["messaging.operation.type"].AsString())
-	require.Equal(t, "aws_sqs", attrs(send)["messaging.system"].AsString())
+	send := sp.wait(1, func(s sdktrace.ReadOnlySpan) bool { return s.Name() == tracing.SpanSend(queue) })[0]
+	sa := attrs(send)
+	require.Equal(t, "aws_sqs", sa["messaging.system"].AsString())
+	require.Equal(t, queue, sa["messaging.destination.name"].AsString())
+	require.Equal(t, "send", sa["messaging.operation.type"].AsString())
+	require.Equal(t, "send", sa["messaging.operation.name"].AsString())
+	require.Equal(t, h.env.Queues.URL, sa["aws.sqs.queue.url"].AsString())
+	require.Equal(t, trace.SpanKindClient, send.SpanKind(), "a send of a message created by another span")
+	require.False(t, send.Parent().IsValid())
 	require.Len(t, send.Links(), 1)
-	require.Equal(t, span.SpanContext().SpanID(), send.Links()[0].SpanContext.SpanID(), "the relay's send links to the producer")
+	require.Equal(t, producer.TraceID(), send.Links()[0].SpanContext.TraceID(), "the relay's send links to the producer")
+	require.Equal(t, producer.SpanID(), send.Links()[0].SpanContext.SpanID())
 
-	c := sp.wait(1, consumerOf(h.env.Queues.URL))[0]
-	requireConsumer(t, c, h.env.Queues.URL, span.SpanContext())
-	require.Equal(t, worker.OutcomeApplied, attrs(c)["ddbworker.outcome"].AsString())
-}
-
-// A terminal message: its consumer span is failed with error.type; its
-// DLQ copy carries the producer's context; dlq redrive keeps it, so the
-// redriven delivery's span links back to the original producer.
-func TestTraceDLQAndRedrive(t *testing.T) {
-	h := newHarness(t, testenv.Options{})
-	sp := newSpans(t)
-	h.start(h.testConfig(), worker.Deps{Handlers: h.caseHandlers(), TracerProvider: sp.tp})
-	ctx, span := sp.tp.Tracer("producer-app").Start(context.Background(), "request deadline")
-	_, err := h.producer().SendEnvelopes(ctx, mustEnv(t)(caseflow.NewDeadlineRequest("k-dlq", "c-missing", "intake", effective)))
-	require.NoError(t, err)
-	span.End()
-
-	c := sp.wait(1, consumerOf(h.env.Queues.URL))[0]
-	requireConsumer(t, c, h.env.Queues.URL, span.SpanContext())
-	a := attrs(c)
+	// 3. The worker: a consumer span linked to the producer (not to the
+	// relay's send), failed terminal, a span per stage.
+	first := sp.wait(1, consumerOf(h.env.Queues.URL))[0]
+	requireConsumer(t, first, h.env.Queues.URL, producer)
+	require.NotEqual(t, send.SpanContext().SpanID(), first.Links()[0].SpanContext.SpanID(), "linked to the creation context, not the relay")
+	a := attrs(first)
 	require.Equal(t, worker.OutcomeTerminal, a["ddbworker.outcome"].AsString())
 	require.Equal(t, caseflow.CodeCaseNotFound, a["error.type"].AsString())
 	require.Equal(t, caseflow.CodeCaseNotFound, a["ddbworker.failure.code"].AsString())
-	require.Equal(t, codes.Error, c.Status().Code)
+	require.Equal(t, "terminal", a["ddbworker.failure.kind"].AsString())
+	require.Equal(t, caseflow.TypeDeadline, a["ddbworker.message_type"].AsString())
+	require.Equal(t, tracing.KeyHash("k-e2e"), a["ddbworker.idempotency_key.hash"].AsString())
+	require.Equal(t, codes.Error, first.Status().Code)
+	kids := sp.children(first)
+	for _, name := range []string{tracing.SpanClaim, tracing.SpanHandler, tracing.SpanCommit, tracing.SpanRecord, tracing.SpanSettle} {
+		require.Contains(t, kids, name, "a span per stage")
+	}
+	// The case's MustExist condition fails the commit, not the handler.
+	require.Equal(t, codes.Error, kids[tracing.SpanCommit].Status().Code, "the commit failed")
+	require.Equal(t, codes.Unset, kids[tracing.SpanHandler].Status().Code)
+	require.Equal(t, codes.Unset, kids[tracing.SpanSettle].Status().Code, "the DLQ copy went")
 	h.waitEvents(1, 30*time.Second, final)
 
+	// 4. The DLQ copy keeps the producer's context.
 	q, err := dlq.New(h.env.SQS, dlq.Config{DLQURL: h.env.Queues.DLQURL, QueueURL: h.env.Queues.URL})
 	require.NoError(t, err)
 	peek, err := q.Peek(context.Background(), 1)
 	require.NoError(t, err)
 	require.Len(t, peek, 1)
-	copied := tracing.Extract(peek[0].Attributes, nil)
-	require.Equal(t, span.SpanContext().SpanID(), copied.SpanID(), "the DLQ copy carries the producer's context")
+	require.Equal(t, caseflow.CodeCaseNotFound, peek[0].FailureCode)
+	requireProducerContext(peek[0].Attributes, producer, "the DLQ copy carries the producer's context")
 
+	// 5. dlq redrive copies it back with the context, and marks it.
 	rep, err := q.Redrive(context.Background(), dlq.RedriveOptions{Max: 1, Rate: 10})
 	require.NoError(t, err)
 	require.Len(t, rep.Moved, 1)
-	again := sp.wait(2, consumerOf(h.env.Queues.URL))
-	var redriven sdktrace.ReadOnlySpan
-	for _, s := range again {
-		if attrs(s)["messaging.message.id"].AsString() == rep.Moved[0].NewID {
-			redriven = s
+	require.Empty(t, rep.Moved[0].DroppedAttributes)
+	redrivenID := rep.Moved[0].NewID
+
+	// 6. The worker consumes the redriven copy: linked back to the
+	// original producer. (Its work is FAILED_TERMINAL: the gate ends it
+	// terminal again, and the terminal policy copies it to the DLQ again.)
+	var second sdktrace.ReadOnlySpan
+	for _, c := range sp.wait(2, consumerOf(h.env.Queues.URL)) {
+		if attrs(c)["messaging.message.id"].AsString() == redrivenID {
+			second = c
 		}
 	}
-	require.NotNil(t, redriven, "the redriven delivery's span")
-	requireConsumer(t, redriven, h.env.Queues.URL, span.SpanContext())
+	require.NotNil(t, second, "the redriven delivery's span")
+	requireConsumer(t, second, h.env.Queues.URL, producer)
+	require.NotEqual(t, first.SpanContext().TraceID(), second.SpanContext().TraceID())
+	require.Equal(t, worker.OutcomeTerminal, attrs(second)["ddbworker.outcome"].AsString())
+	require.Equal(t, caseflow.CodeCaseNotFound, attrs(second)["error.type"].AsString())
+	var redriven *types.Message
+	for _, m := range rec.Messages() {
+		if aws.ToString(m.MessageId) == redrivenID {
+			redriven = &m
+		}
+	}
+	require.NotNil(t, redriven, "the worker received the redriven copy")
+	requireProducerContext(redriven.MessageAttributes, producer, "the redriven copy carries the producer's context")
+	require.Equal(t, peek[0].ID, aws.ToString(redriven.MessageAttributes[dlq.AttrRedrivenFrom].StringValue), "and its mark")
+
+	h.waitEvents(2, 30*time.Second, final)
+	again, err := q.Peek(context.Background(), 1)
+	require.NoError(t, err)
+	require.Len(t, again, 1)
+	requireProducerContext(again[0].Attributes, producer, "the second DLQ copy still carries it")
 }
 
 // A team's middleware, registered once for every route: it adds a tenant
@@ -411,4 +463,139 @@ func TestNoTracerProviderNoSpans(t *testing.T) {
 	span.End()
 	h.waitEvents(1, 30*time.Second, final)
 	require.Len(t, sp.rec.Ended(), 1, "only the producer's")
+}
+
+// onInbox matches the DynamoDB calls on the inbox record of key and
+// messageType: its PutItem (the gate's claim) and UpdateItem (the record's
+// writes, a takeover).
+func onInbox(key, messageType string) func(any) bool {
+	want := (inbox.Store{}).Key(key, messageType)
+	same := func(got map[string]ddbtypes.AttributeValue) bool {
+		for k, v := range want {
+			if s, ok := got[k].(*ddbtypes.AttributeValueMemberS); !ok || s.Value != v.(*ddbtypes.AttributeValueMemberS).Value {
+				return false
+			}
+		}
+		return true
+	}
+	return func(in any) bool {
+		switch in := in.(type) {
+		case *dynamodb.PutItemInput:
+			return same(in.Item)
+		case *dynamodb.UpdateItemInput:
+			return same(in.Key)
+		}
+		return false
+	}
+}
+
+// A stage whose DynamoDB or SQS call failed says so on its span —
+// error.type (the failure's bounded code) and an error status — while the
+// stages that went well stay unset: a claim the gate's PutItem failed
+// (throttled), a record write that failed (the failure's UpdateItem, a
+// 500), an SQS action that failed (the DLQ copy's SendMessage). Each call
+// makes one attempt, so that one injected fault fails it.
+func TestTraceStageFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		caseID string // not seeded: terminal CASE_NOT_FOUND
+		fault  func(key string) faults.Rule
+		failed string // the failed stage's span
+		code   string // its error.type
+		// outcome and consumerCode are the delivery's: its consumer span's
+		// ddbworker.outcome and error.type.
+		outcome, consumerCode string
+	}{
+		{name: "the claim's PutItem", caseID: "c1", failed: tracing.SpanClaim, code: failure.CodeThrottled,
+			fault: func(key string) faults.Rule {
+				return faults.Rule{Service: "DynamoDB", Operation: "PutItem", Kind: faults.KindThrottle, Times: 1, Match: onInbox(key, caseflow.TypeDeadline)}
+			}, outcome: worker.OutcomeRetry, consumerCode: failure.CodeThrottled},
+		{name: "the record's UpdateItem", caseID: "c-missing", failed: tracing.SpanRecord, code: failure.CodeServiceUnavailable,
+			fault: func(key string) faults.Rule {
+				return faults.Rule{Service: "DynamoDB", Operation: "UpdateItem", Kind: faults.KindServerError, Times: 1, Match: onInbox(key, caseflow.TypeDeadline)}
+			}, outcome: worker.OutcomeRetry, consumerCode: failure.CodeServiceUnavailable},
+		{name: "the DLQ copy's SendMessage", caseID: "c-missing", failed: tracing.SpanSettle, code: failure.CodeServiceUnavailable,
+			fault: func(string) faults.Rule {
+				return faults.Rule{Service: "SQS", Operation: "SendMessage", Kind: faults.KindSQSError, Times: 1}
+			}, outcome: worker.OutcomeTerminal, consumerCode: caseflow.CodeCaseNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, testenv.Options{})
+			h.seedCases("c1")
+			sp := newSpans(t)
+			key := "k-stage-" + tc.failed
+			h.inj.Add(tc.fault(key))
+			cfg := h.testConfig()
+			cfg.CallAttempts = 1
+			once := func(o *sqs.Options) { o.RetryMaxAttempts = 1 }
+			h.start(cfg, worker.Deps{Handlers: h.caseHandlers(), TracerProvider: sp.tp, SQS: sqs.NewFromConfig(h.env.AWS, h.inj.SQS, once)})
+			h.send(mustEnv(t)(caseflow.NewDeadlineRequest(key, tc.caseID, "intake", effective)))
+
+			c := sp.wait(1, consumerOf(h.env.Queues.URL))[0]
+			require.Equal(t, tc.outcome, attrs(c)["ddbworker.outcome"].AsString())
+			require.Equal(t, tc.consumerCode, attrs(c)["error.type"].AsString())
+			kids := sp.children(c)
+			for _, name := range []string{tracing.SpanClaim, tracing.SpanRecord, tracing.SpanSettle} {
+				s, ok := kids[name]
+				require.True(t, ok, "a %s span", name)
+				if name != tc.failed {
+					require.Equal(t, codes.Unset, s.Status().Code, "%s went well", name)
+					require.NotContains(t, attrs(s), attribute.Key("error.type"), name)
+					continue
+				}
+				require.Equal(t, codes.Error, s.Status().Code, "%s failed", name)
+				require.Equal(t, tc.code, attrs(s)["error.type"].AsString())
+			}
+			require.Equal(t, map[faults.Kind]int{tc.fault(key).Kind: 1}, h.inj.Fired(), "the one fault fired")
+			h.waitEvents(1, 30*time.Second, final) // the next delivery settles it
+		})
+	}
+}
+
+// A deferral served by re-sending (attemptPolicy.notBefore ahead, and a
+// redrive policy of maxReceiveCount 1 that a second receive would trip):
+// the copy carries the producer's context as traceparent, and both
+// deliveries' consumer spans — the deferred original's and the copy's,
+// which applies — link to the producer's span.
+func TestTraceDeferralResend(t *testing.T) {
+	h := newHarness(t, testenv.Options{Queue: worker.QueueConfig{MaxReceiveCount: 1}})
+	h.seedCases("c1")
+	sp := newSpans(t)
+	rec := &receiveRecorder{}
+	h.start(h.testConfig(), worker.Deps{Handlers: h.caseHandlers(), TracerProvider: sp.tp, SQS: sqs.NewFromConfig(h.env.AWS, h.inj.SQS, rec.install)})
+
+	ctx, span := sp.tp.Tracer("producer-app").Start(context.Background(), "schedule deadline", trace.WithSpanKind(trace.SpanKindProducer))
+	e := mustEnv(t)(caseflow.NewDeadlineRequest("k-trace-defer", "c1", "intake", effective))
+	later := time.Now().Add(2 * time.Second)
+	e.AttemptPolicy = &envelope.AttemptPolicy{NotBefore: &later}
+	res, err := h.producer().SendEnvelopes(ctx, e)
+	require.NoError(t, err)
+	span.End()
+	original := res[0].SQSMessageID
+
+	got := sp.wait(2, consumerOf(h.env.Queues.URL))
+	byOutcome := map[string]sdktrace.ReadOnlySpan{}
+	for _, c := range got {
+		requireConsumer(t, c, h.env.Queues.URL, span.SpanContext())
+		byOutcome[attrs(c)["ddbworker.outcome"].AsString()] = c
+	}
+	deferred, applied := byOutcome[worker.OutcomeDeferred], byOutcome[worker.OutcomeApplied]
+	require.NotNil(t, deferred, "the original, deferred: %v", byOutcome)
+	require.NotNil(t, applied, "the copy, applied: %v", byOutcome)
+	require.Equal(t, original, attrs(deferred)["messaging.message.id"].AsString())
+	copyID := attrs(applied)["messaging.message.id"].AsString()
+	require.NotEqual(t, original, copyID, "the applied delivery is the re-sent copy")
+	require.NotEqual(t, deferred.SpanContext().TraceID(), applied.SpanContext().TraceID(), "each delivery a trace of its own, linked")
+
+	var copied *types.Message
+	for _, m := range rec.Messages() {
+		if aws.ToString(m.MessageId) == copyID {
+			copied = &m
+		}
+	}
+	require.NotNil(t, copied, "the copy was received")
+	want := tracing.Carry(span.SpanContext())[tracing.AttrTraceparent]
+	require.Equal(t, aws.ToString(want.StringValue), aws.ToString(copied.MessageAttributes[tracing.AttrTraceparent].StringValue),
+		"the copy's traceparent is the producer's")
+	require.NotContains(t, copied.MessageAttributes, tracing.AttrTracestate, "the producer's context had none")
 }

@@ -720,6 +720,7 @@ func (w *Worker) changeVisibilityWithin(ctx context.Context, m types.Message, d 
 	})
 	if err != nil && ctx.Err() == nil {
 		// Harmless: the message reappears when its current visibility ends.
+		w.stageFailed(ctx, err)
 		w.log.WarnContext(ctx, "change visibility failed", "sqsMessageId", aws.ToString(m.MessageId), "visibility", d.String(), "error", err.Error())
 	}
 }

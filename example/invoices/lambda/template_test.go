@@ -177,6 +177,8 @@ func TestTemplate(t *testing.T) {
 
 	vars := props.m("Environment").m("Variables")
 	require.Equal(t, map[string]any{"Ref": "MetricsNamespace"}, vars["DDBWORKER_METRICS_NAMESPACE"], "the namespace the alarms read")
+	require.Equal(t, map[string]any{"Fn::If": []any{"ExportSpans", map[string]any{"Ref": "OtlpEndpoint"}, map[string]any{"Ref": "AWS::NoValue"}}},
+		vars["OTEL_EXPORTER_OTLP_ENDPOINT"], "spans exported over OTLP when the OtlpEndpoint parameter is set, and only then")
 }
 
 // roleGrants is the function role's grants: action → the template
@@ -299,6 +301,7 @@ func TestTemplateEnvironment(t *testing.T) {
 		"Table":            table,
 		"WorkQueue":        "https://sqs.eu-west-1.amazonaws.com/123456789012/invoices",
 		"DeadLetterQueue":  "https://sqs.eu-west-1.amazonaws.com/123456789012/invoices-dlq",
+		"OtlpEndpoint":     "http://127.0.0.1:4318", // the parameter given: nothing listens, and nothing is exported here
 	}
 	env := map[string]string{}
 	for k, v := range vars {

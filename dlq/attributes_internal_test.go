@@ -1,0 +1,151 @@
+package dlq
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ddbworker/ddbworker/internal/sqsbatch"
+	"github.com/ddbworker/ddbworker/tracing"
+)
+
+func strAttr(s string) types.MessageAttributeValue {
+	return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(s)}
+}
+
+// producerAttrs are n producer attributes p0…p<n-1>, by name in that
+// order, plus extra name-value pairs.
+func producerAttrs(n int, extra ...string) map[string]types.MessageAttributeValue {
+	out := map[string]types.MessageAttributeValue{}
+	for i := range n {
+		out[fmt.Sprintf("p%d", i)] = strAttr("v")
+	}
+	for i := 0; i < len(extra); i += 2 {
+		out[extra[i]] = strAttr(extra[i+1])
+	}
+	return out
+}
+
+// One ranking for every copy: ddbworker's control attributes, its other
+// attributes, the trace context, the producer's by name — each kept while
+// the copy stays within 10 attributes and the size limit; a large one that
+// does not fit lets smaller ones after it in.
+func TestFitAttributes(t *testing.T) {
+	all := producerAttrs(3, AttrFailureCode, "C", AttrRedrivenFrom, "d-1", AttrFirstSentAt, "1", AttrSourceMessageID, "s-1",
+		AttrMessageType, "T", AttrIdempotencyKey, "k", AttrFailedAt, "t", AttrFailureMessage, "m", "ddbworker.other", "o",
+		tracing.AttrTraceparent, "tp", tracing.AttrTracestate, "ts")
+	order := []string{AttrFailureCode, AttrRedrivenFrom, AttrFirstSentAt, AttrSourceMessageID, AttrMessageType, AttrIdempotencyKey,
+		AttrFailedAt, AttrFailureMessage, "ddbworker.other", tracing.AttrTraceparent, tracing.AttrTracestate, "p0", "p1", "p2"}
+	for _, tt := range []struct {
+		name       string
+		candidates map[string]types.MessageAttributeValue
+		body       string
+		limit      int
+		kept       []string
+		dropped    []string
+	}{
+		{name: "the precedence, cut at 10", candidates: all, limit: sqsbatch.MaxMessageBytes, kept: order[:10], dropped: order[10:]},
+		{name: "all fit", candidates: producerAttrs(2, AttrRedrivenFrom, "d-1", tracing.AttrTraceparent, "tp"), limit: sqsbatch.MaxMessageBytes,
+			kept: []string{AttrRedrivenFrom, tracing.AttrTraceparent, "p0", "p1"}},
+		{name: "a large attribute that does not fit lets the smaller ones after it in",
+			candidates: producerAttrs(2, AttrFailureCode, "C", AttrFailureMessage, strings.Repeat("m", 500), tracing.AttrTraceparent, "tp"),
+			body:       strings.Repeat("b", 1000), limit: 1000 + 200,
+			kept: []string{AttrFailureCode, tracing.AttrTraceparent, "p0", "p1"}, dropped: []string{AttrFailureMessage}},
+		{name: "nothing fits", candidates: producerAttrs(1, AttrRedrivenFrom, "d-1"), body: "bb", limit: 2,
+			dropped: []string{AttrRedrivenFrom, "p0"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			kept, dropped := FitAttributes(tt.body, tt.candidates, tt.limit)
+			require.NotNil(t, kept)
+			require.ElementsMatch(t, tt.kept, slices.Collect(maps.Keys(kept)))
+			require.Equal(t, tt.dropped, dropped, "in order of precedence")
+			require.LessOrEqual(t, sqsbatch.MessageSize(tt.body, kept), tt.limit)
+			for k, v := range kept {
+				require.Equal(t, tt.candidates[k], v)
+			}
+		})
+	}
+}
+
+// Redrive's copy of a message that already carries 8 to 10 attributes of
+// its own, with its trace context as traceparent/tracestate or
+// AWSTraceHeader (converted to traceparent: one attribute more): the copy
+// keeps ddbworker.redrivenFrom — the mark that keeps the redriven message
+// off a single-write route's fresh path — and firstSentAt, then the trace
+// context, and sheds the producer's last attributes by name.
+func TestCopyAttributes(t *testing.T) {
+	const (
+		tp   = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+		xray = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+		// xrayTP is xray as a traceparent.
+		xrayTP = "00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-01"
+	)
+	first := time.UnixMilli(1_790_000_000_000).UTC()
+	worker := func(attrs map[string]types.MessageAttributeValue) map[string]types.MessageAttributeValue {
+		// What the worker's DLQ copy adds (7 attributes), which Redrive
+		// strips.
+		out := maps.Clone(attrs)
+		for k, v := range producerAttrs(0, AttrFailureCode, "C", AttrFailureMessage, "m", AttrFailedAt, "t", AttrSourceMessageID, "s",
+			AttrMessageType, "T", AttrIdempotencyKey, "k", AttrFirstSentAt, "1790000000000") {
+			out[k] = v
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		name    string
+		attrs   map[string]types.MessageAttributeValue
+		xray    string
+		noFirst bool
+		kept    []string
+		dropped []string
+		tp      string
+	}{
+		{name: "8 attributes and AWSTraceHeader", attrs: producerAttrs(8), xray: xray,
+			kept:    []string{AttrRedrivenFrom, AttrFirstSentAt, tracing.AttrTraceparent, "p0", "p1", "p2", "p3", "p4", "p5", "p6"},
+			dropped: []string{"p7"}, tp: xrayTP},
+		{name: "9 attributes and AWSTraceHeader", attrs: producerAttrs(9), xray: xray,
+			kept:    []string{AttrRedrivenFrom, AttrFirstSentAt, tracing.AttrTraceparent, "p0", "p1", "p2", "p3", "p4", "p5", "p6"},
+			dropped: []string{"p7", "p8"}, tp: xrayTP},
+		{name: "10 attributes and AWSTraceHeader", attrs: producerAttrs(10), xray: xray,
+			kept:    []string{AttrRedrivenFrom, AttrFirstSentAt, tracing.AttrTraceparent, "p0", "p1", "p2", "p3", "p4", "p5", "p6"},
+			dropped: []string{"p7", "p8", "p9"}, tp: xrayTP},
+		{name: "8 attributes, traceparent and tracestate", attrs: producerAttrs(8, tracing.AttrTraceparent, tp, tracing.AttrTracestate, "v=1"),
+			kept: []string{AttrRedrivenFrom, AttrFirstSentAt, tracing.AttrTraceparent, tracing.AttrTracestate,
+				"p0", "p1", "p2", "p3", "p4", "p5"},
+			dropped: []string{"p6", "p7"}, tp: tp},
+		{name: "9 attributes and traceparent, AWSTraceHeader too", attrs: producerAttrs(9, tracing.AttrTraceparent, tp), xray: xray,
+			kept:    []string{AttrRedrivenFrom, AttrFirstSentAt, tracing.AttrTraceparent, "p0", "p1", "p2", "p3", "p4", "p5", "p6"},
+			dropped: []string{"p7", "p8"}, tp: tp},
+		{name: "the worker's copy: its attributes stripped, 3 of the producer's", attrs: worker(producerAttrs(2, tracing.AttrTraceparent, tp)),
+			kept: []string{AttrRedrivenFrom, AttrFirstSentAt, tracing.AttrTraceparent, "p0", "p1"}, tp: tp},
+		{name: "a malformed traceparent is not copied", attrs: producerAttrs(8, tracing.AttrTraceparent, "00-nonsense"),
+			kept:    []string{AttrRedrivenFrom, AttrFirstSentAt, "p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7"},
+			dropped: nil},
+		{name: "no first send known", attrs: producerAttrs(9), xray: xray, noFirst: true,
+			kept:    []string{AttrRedrivenFrom, tracing.AttrTraceparent, "p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7"},
+			dropped: []string{"p8"}, tp: xrayTP},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			require.LessOrEqual(t, len(tt.attrs), sqsbatch.MaxAttributes, "a message SQS accepts")
+			m := Message{ID: "dlq-1", Body: `{"messageType":"T"}`, Attributes: tt.attrs, AWSTraceHeader: tt.xray, FirstSentAt: first}
+			if tt.noFirst {
+				m.FirstSentAt = time.Time{}
+			}
+			attrs, dropped := copyAttributes(&m)
+			require.ElementsMatch(t, tt.kept, slices.Collect(maps.Keys(attrs)))
+			require.Equal(t, tt.dropped, dropped)
+			require.Equal(t, "dlq-1", aws.ToString(attrs[AttrRedrivenFrom].StringValue), "the mark survives a full copy")
+			require.Equal(t, tt.tp, aws.ToString(attrs[tracing.AttrTraceparent].StringValue))
+			if !tt.noFirst {
+				require.Equal(t, "1790000000000", aws.ToString(attrs[AttrFirstSentAt].StringValue))
+			}
+		})
+	}
+}

@@ -1,0 +1,210 @@
+package worker
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ddbworker/ddbworker"
+	"github.com/ddbworker/ddbworker/dlq"
+	"github.com/ddbworker/ddbworker/envelope"
+	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/sqsbatch"
+	"github.com/ddbworker/ddbworker/tracing"
+)
+
+const (
+	testTraceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	testXRay        = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+	// testXRayAsW3C is testXRay as the traceparent a copy carries.
+	testXRayAsW3C = "00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-01"
+)
+
+// producerAttrs are n producer attributes p0…p<n-1>, by name in that
+// order.
+func producerAttrs(n int) map[string]types.MessageAttributeValue {
+	out := map[string]types.MessageAttributeValue{}
+	for i := range n {
+		out[fmt.Sprintf("p%d", i)] = strAttr("v")
+	}
+	return out
+}
+
+func names(attrs map[string]types.MessageAttributeValue) []string {
+	return slices.Sorted(maps.Keys(attrs))
+}
+
+func strValue(attrs map[string]types.MessageAttributeValue, name string) string {
+	return aws.ToString(attrs[name].StringValue)
+}
+
+// The copies the worker makes within SQS's 10 attributes when the message
+// carries 8 to 10 attributes of its own with its trace context as
+// traceparent/tracestate or AWSTraceHeader: ddbworker's attributes first
+// (the failure, the origin, the marks of a redriven or DLQ-copied
+// message), then traceparent and tracestate, then the producer's by name.
+func TestFitAttributes(t *testing.T) {
+	sent := time.UnixMilli(1_790_000_000_000)
+	failedAt := time.UnixMilli(1_790_000_100_000).UTC()
+	withTrace := func(n int, trace ...string) map[string]types.MessageAttributeValue {
+		out := producerAttrs(n)
+		if len(trace) > 0 {
+			out[tracing.AttrTraceparent] = strAttr(trace[0])
+		}
+		if len(trace) > 1 {
+			out[tracing.AttrTracestate] = strAttr(trace[1])
+		}
+		return out
+	}
+	plus := func(a map[string]types.MessageAttributeValue, kv ...string) map[string]types.MessageAttributeValue {
+		out := maps.Clone(a)
+		for i := 0; i < len(kv); i += 2 {
+			out[kv[i]] = strAttr(kv[i+1])
+		}
+		return out
+	}
+	ours := []string{dlq.AttrFailureCode, dlq.AttrFailureMessage, dlq.AttrFailedAt, dlq.AttrSourceMessageID,
+		dlq.AttrIdempotencyKey, dlq.AttrMessageType, dlq.AttrFirstSentAt}
+	tests := []struct {
+		name string
+		// copy is "dlq" (the terminal policy's copy) or "resend" (a
+		// deferral's).
+		copy  string
+		attrs map[string]types.MessageAttributeValue
+		xray  string // the AWSTraceHeader system attribute
+		// message is the failure's message ("": a short one).
+		message string
+		body    int // bytes; 0: a small body
+		limit   int // the DLQ's MaximumMessageSize; 0: 1 MiB
+		want    []string
+		wantTP  string // the copy's traceparent ("": none)
+	}{
+		{name: "dlq: 8 attributes, traceparent and tracestate", copy: "dlq", attrs: withTrace(8, testTraceparent, "vendor=1"),
+			want: append(slices.Clone(ours), tracing.AttrTraceparent, tracing.AttrTracestate, "p0"), wantTP: testTraceparent},
+		{name: "dlq: 9 attributes and AWSTraceHeader", copy: "dlq", attrs: producerAttrs(9), xray: testXRay,
+			want: append(slices.Clone(ours), tracing.AttrTraceparent, "p0", "p1"), wantTP: testXRayAsW3C},
+		{name: "dlq: 10 attributes", copy: "dlq", attrs: producerAttrs(10),
+			want: append(slices.Clone(ours), "p0", "p1", "p2")},
+		{name: "dlq: traceparent wins over AWSTraceHeader", copy: "dlq", attrs: withTrace(9, testTraceparent), xray: testXRay,
+			want: append(slices.Clone(ours), tracing.AttrTraceparent, "p0", "p1"), wantTP: testTraceparent},
+		{name: "dlq: a malformed traceparent yields to AWSTraceHeader", copy: "dlq", attrs: withTrace(8, "00-nonsense"), xray: testXRay,
+			want: append(slices.Clone(ours), tracing.AttrTraceparent, "p0", "p1"), wantTP: testXRayAsW3C},
+		{name: "dlq: ddbworker's attributes of an earlier copy are replaced, not kept", copy: "dlq",
+			attrs: plus(withTrace(7, testTraceparent), dlq.AttrRedrivenFrom, "dlq-1", dlq.AttrFailureCode, "OLD_CODE"),
+			want:  append(slices.Clone(ours), tracing.AttrTraceparent, "p0", "p1"), wantTP: testTraceparent},
+		// 236 bytes for the 6 attributes above the failure message, 72 for
+		// traceparent, 9 for each producer attribute: the message (230)
+		// does not fit, traceparent does.
+		{name: "dlq: no room for the failure message keeps the trace context", copy: "dlq", attrs: withTrace(8, testTraceparent),
+			message: strings.Repeat("m", 200), body: 1000, limit: 1000 + 236 + 72 + 3*9,
+			want: []string{dlq.AttrFailureCode, dlq.AttrFailedAt, dlq.AttrSourceMessageID, dlq.AttrIdempotencyKey, dlq.AttrMessageType,
+				dlq.AttrFirstSentAt, tracing.AttrTraceparent, "p0", "p1", "p2"}, wantTP: testTraceparent},
+		// Without its failure code the copy is not sent (sendToDLQ:
+		// errTooLargeForDLQ).
+		{name: "dlq: no room for the failure code", copy: "dlq", attrs: producerAttrs(1), body: 1000, limit: 1000 + 10, want: []string{"p0"}},
+		{name: "resend: 8 attributes, traceparent and tracestate", copy: "resend", attrs: withTrace(8, testTraceparent, "vendor=1"),
+			want:   []string{dlq.AttrFirstSentAt, tracing.AttrTraceparent, tracing.AttrTracestate, "p0", "p1", "p2", "p3", "p4", "p5", "p6"},
+			wantTP: testTraceparent},
+		{name: "resend: a redriven message with 8 attributes and AWSTraceHeader keeps its mark", copy: "resend",
+			attrs: plus(producerAttrs(8), dlq.AttrRedrivenFrom, "dlq-1"), xray: testXRay,
+			want:   []string{dlq.AttrFirstSentAt, dlq.AttrRedrivenFrom, tracing.AttrTraceparent, "p0", "p1", "p2", "p3", "p4", "p5", "p6"},
+			wantTP: testXRayAsW3C},
+		{name: "resend: a DLQ copy moved back with 10 attributes keeps its failure code", copy: "resend",
+			attrs:  plus(withTrace(7, testTraceparent), dlq.AttrFailureCode, "CASE_NOT_FOUND", dlq.AttrSourceMessageID, "m-0"),
+			want:   []string{dlq.AttrFailureCode, dlq.AttrFirstSentAt, tracing.AttrTraceparent, "p0", "p1", "p2", "p3", "p4", "p5", "p6"},
+			wantTP: testTraceparent},
+		{name: "resend: a redriven DLQ copy with 10 attributes keeps both marks", copy: "resend",
+			attrs: plus(withTrace(6, testTraceparent, "vendor=1"), dlq.AttrRedrivenFrom, "dlq-1", dlq.AttrFailureCode, "CASE_NOT_FOUND"),
+			want: []string{dlq.AttrFailureCode, dlq.AttrRedrivenFrom, dlq.AttrFirstSentAt, tracing.AttrTraceparent, tracing.AttrTracestate,
+				"p0", "p1", "p2", "p3", "p4"}, wantTP: testTraceparent},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.LessOrEqual(t, len(tt.attrs), sqsbatch.MaxAttributes, "a message SQS accepts")
+			m := types.Message{MessageId: aws.String("m-1"), Body: aws.String(strings.Repeat("b", max(tt.body, 10))), MessageAttributes: tt.attrs,
+				Attributes: map[string]string{string(types.MessageSystemAttributeNameSentTimestamp): strconv.FormatInt(sent.UnixMilli(), 10)}}
+			if tt.xray != "" {
+				m.Attributes[tracing.SystemAttrAWSTraceHeader] = tt.xray
+			}
+			d := newDelivery(m, time.Now())
+			var got map[string]types.MessageAttributeValue
+			switch tt.copy {
+			case "dlq":
+				w := &Worker{cfg: Config{Now: func() time.Time { return failedAt }}, queue: queueFacts{dlqMaxBytes: cmp.Or(tt.limit, maxMessageBytes)}}
+				wk := &work{env: &envelope.Envelope{IdempotencyKey: "k-1", MessageType: "case.deadline"}}
+				got = w.dlqAttributes(d, wk, failure.NewTerminal("CASE_NOT_FOUND", cmp.Or(tt.message, "the case is gone")))
+			case "resend":
+				got = resendAttributes(d)
+			}
+			require.ElementsMatch(t, tt.want, names(got))
+			require.LessOrEqual(t, len(got), sqsbatch.MaxAttributes)
+			require.LessOrEqual(t, sqsbatch.MessageSize(aws.ToString(m.Body), got), cmp.Or(tt.limit, maxMessageBytes))
+			require.Equal(t, tt.wantTP, strValue(got, tracing.AttrTraceparent))
+			if _, ok := got[dlq.AttrFirstSentAt]; ok {
+				require.Equal(t, strconv.FormatInt(sent.UnixMilli(), 10), strValue(got, dlq.AttrFirstSentAt))
+			}
+			if _, ok := got[dlq.AttrFailureCode]; ok && tt.copy == "dlq" {
+				require.Equal(t, "CASE_NOT_FOUND", strValue(got, dlq.AttrFailureCode), "the copy's own failure, not an earlier copy's")
+				require.Equal(t, "m-1", strValue(got, dlq.AttrSourceMessageID))
+				require.Equal(t, inbox.FormatTime(failedAt), strValue(got, dlq.AttrFailedAt))
+			}
+			for _, mark := range []string{dlq.AttrRedrivenFrom, dlq.AttrFailureCode} {
+				if _, ok := tt.attrs[mark]; ok && tt.copy == "resend" {
+					require.Equal(t, strValue(tt.attrs, mark), strValue(got, mark), "the re-send keeps the mark %s", mark)
+				}
+			}
+		})
+	}
+}
+
+// A message the DLQ tooling redrove or copied never takes a single-write
+// route's fresh path, nor claims by its commit (it would bypass the failure recorded for its work),
+// and neither does a deferral's re-send of it, however many attributes of
+// its own it carries.
+func TestResendKeepsItOffTheFreshPath(t *testing.T) {
+	w := &Worker{}
+	wk := &work{route: ddbworker.Route{SingleWrite: true}, env: &envelope.Envelope{IdempotencyKey: "k-1"}}
+	fresh := func(attrs map[string]types.MessageAttributeValue, xray string) bool {
+		m := types.Message{MessageId: aws.String("m"), Body: aws.String("{}"), MessageAttributes: attrs,
+			Attributes: map[string]string{string(types.MessageSystemAttributeNameApproximateReceiveCount): "1",
+				string(types.MessageSystemAttributeNameSentTimestamp): "1790000000000", tracing.SystemAttrAWSTraceHeader: xray}}
+		return w.claimsByCommit(newDelivery(m, time.Now()), wk)
+	}
+	for _, tt := range []struct {
+		name  string
+		attrs map[string]types.MessageAttributeValue
+		fresh bool
+	}{
+		{"a producer's message", producerAttrs(9), true},
+		{"redriven", func() map[string]types.MessageAttributeValue {
+			a := producerAttrs(8)
+			a[dlq.AttrRedrivenFrom] = strAttr("dlq-1")
+			return a
+		}(), false},
+		{"copied from the DLQ", func() map[string]types.MessageAttributeValue {
+			a := producerAttrs(9)
+			a[dlq.AttrFailureCode] = strAttr("CASE_NOT_FOUND")
+			return a
+		}(), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.fresh, fresh(tt.attrs, testXRay))
+			m := types.Message{MessageId: aws.String("m"), Body: aws.String("{}"), MessageAttributes: tt.attrs,
+				Attributes: map[string]string{string(types.MessageSystemAttributeNameSentTimestamp): "1790000000000",
+					tracing.SystemAttrAWSTraceHeader: testXRay}}
+			copied := resendAttributes(newDelivery(m, time.Now()))
+			require.Len(t, copied, sqsbatch.MaxAttributes, "a full copy")
+			require.Equal(t, tt.fresh, fresh(copied, ""), "the re-send is judged as the message was")
+		})
+	}
+}
