@@ -228,7 +228,9 @@ func TestRegressLambdaWorkEndsAtInvocationDeadline(t *testing.T) {
 // worker assumed every DLQ takes 1 MiB: a 256 KiB DLQ refused a message
 // near 256 KiB plus the failure attributes with an error that was not the
 // too-large case, and the message came back every backoff step, never
-// reaching the DLQ.
+// reaching the DLQ. The third case catches the refusal's fallback alone
+// (the size read at start in place): a DLQ that shrank after the worker
+// read its size refuses the copy, which must go to the redrive policy.
 func TestRegressDLQSmallerThan1MiB(t *testing.T) {
 	const dlqMax = 256 << 10
 	for _, tc := range []struct {
@@ -237,22 +239,39 @@ func TestRegressDLQSmallerThan1MiB(t *testing.T) {
 		// the copy fits once the producer's attribute is shed; or no copy
 		// fits, and the redrive policy takes the message as it is
 		fits bool
+		// the DLQ takes 1 MiB when the worker reads its size and dlqMax
+		// when the message fails: only SQS's refusal says it is too large
+		shrinks bool
 	}{
-		{"the copy fits without the producer's attribute", dlqMax - 200, true},
-		{"no copy fits", dlqMax, false},
+		{"the copy fits without the producer's attribute", dlqMax - 200, true, false},
+		{"no copy fits", dlqMax, false, false},
+		// The size read at start is stale (or could not be read: 1 MiB is
+		// assumed); the copy the DLQ refuses as too long goes to the
+		// redrive policy as well.
+		{"the DLQ shrank after the worker read its size", dlqMax - 200, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, testenv.Options{})
-			_, err := h.env.SQS.SetQueueAttributes(context.Background(), &sqs.SetQueueAttributesInput{QueueUrl: aws.String(h.env.Queues.DLQURL),
-				Attributes: map[string]string{string(types.QueueAttributeNameMaximumMessageSize): fmt.Sprint(dlqMax)}})
-			require.NoError(t, err)
-			body := strings.Repeat("x", tc.body) // not JSON: terminal INVALID_ENVELOPE
-			_, err = h.env.SQS.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(h.env.Queues.URL), MessageBody: aws.String(body),
-				MessageAttributes: map[string]types.MessageAttributeValue{"trace": {DataType: aws.String("String"), StringValue: aws.String(strings.Repeat("t", 300))}}})
-			require.NoError(t, err)
+			setDLQMax := func(n int) {
+				_, err := h.env.SQS.SetQueueAttributes(context.Background(), &sqs.SetQueueAttributesInput{QueueUrl: aws.String(h.env.Queues.DLQURL),
+					Attributes: map[string]string{string(types.QueueAttributeNameMaximumMessageSize): fmt.Sprint(n)}})
+				require.NoError(t, err)
+			}
 			cfg := h.testConfig()
 			cfg.Backoff.Max = 20 * time.Second
-			h.start(cfg, worker.Deps{Handlers: h.caseHandlers()})
+			if tc.shrinks {
+				setDLQMax(1 << 20)
+				run := h.start(cfg, worker.Deps{Handlers: h.caseHandlers()})
+				require.Equal(t, 1<<20, run.w.Prepare(context.Background()).DLQMaxMessageSize, "read when Run starts")
+			}
+			setDLQMax(dlqMax)
+			body := strings.Repeat("x", tc.body) // not JSON: terminal INVALID_ENVELOPE
+			_, err := h.env.SQS.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(h.env.Queues.URL), MessageBody: aws.String(body),
+				MessageAttributes: map[string]types.MessageAttributeValue{"trace": {DataType: aws.String("String"), StringValue: aws.String(strings.Repeat("t", 300))}}})
+			require.NoError(t, err)
+			if !tc.shrinks {
+				h.start(cfg, worker.Deps{Handlers: h.caseHandlers()})
+			}
 
 			ev := h.waitEvents(1, 30*time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeTerminal })[0]
 			if tc.fits {
