@@ -96,21 +96,32 @@ func TestNewConfigurationErrors(t *testing.T) {
 func TestNewChecksTheTable(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t)
-	recorded := inbox.Store{Table: w.env.Table, AttentionShards: 8, TTL: inbox.TTL{Completed: 40 * 24 * time.Hour}}
+	const failedTTL = 50 * 24 * time.Hour // not the default
+	require.NotEqual(t, inbox.DefaultFailedTTL, failedTTL)
+	recorded := inbox.Store{Table: w.env.Table, AttentionShards: 8, TTL: inbox.TTL{Completed: 40 * 24 * time.Hour, Failed: failedTTL}}
 	recorded, err := recorded.WithDefaults()
 	require.NoError(t, err)
 	require.NoError(t, inbox.RecordSettings(ctx, w.env.DynamoDB, recorded, "ops"))
 
 	handle, err := lambda.New(ctx, registerInvoices, lookup(w.functionEnv(true)))
 	require.NoError(t, err)
-	// The worker writes with the recorded shards: a failed record lands in
-	// one of 8 attention partitions.
-	w.send(request(t, "k-shard", invoices.InvoiceRequested{OrderID: "o-none", AmountCents: 1, Currency: "EUR"}))
+	// The worker writes with the recorded shards and TTLs: a failed record
+	// lands in one of 8 attention partitions (a key whose shard of 8
+	// differs from its shard of the default 16: "k-shard" is 7 of either,
+	// and could not tell them apart) and lives for the recorded failedTTL.
+	const key = "k-shard-1"
+	require.NotEqual(t, inbox.Shard(key, 8), inbox.Shard(key, inbox.DefaultAttentionShards), "a key whose shard tells the recorded count from the default")
+	w.send(request(t, key, invoices.InvoiceRequested{OrderID: "o-none", AmountCents: 1, Currency: "EUR"}))
 	ev := w.receive(1, time.Minute)
+	before := time.Now()
 	_, err = handle(ctx, ev)
 	require.NoError(t, err)
-	rec := w.inboxRecord("k-shard")
-	require.Equal(t, inbox.AttentionPK(inbox.StatusFailedTerminal, inbox.Shard("k-shard", 8)), rec.GSI2PK, "the recorded attention shards")
+	after := time.Now()
+	rec := w.inboxRecord(key)
+	require.Equal(t, inbox.StatusFailedTerminal, rec.Status)
+	require.Equal(t, inbox.AttentionPK(inbox.StatusFailedTerminal, inbox.Shard(key, 8)), rec.GSI2PK, "the recorded attention shards")
+	require.GreaterOrEqual(t, rec.TTL, before.Add(failedTTL).Unix(), "the recorded failedTtlSeconds")
+	require.LessOrEqual(t, rec.TTL, after.Add(failedTTL).Unix()+1, "the recorded failedTtlSeconds")
 
 	env := w.functionEnv(true)
 	env["DDBWORKER_ATTENTION_SHARDS"] = "4"

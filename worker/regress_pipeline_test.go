@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -98,42 +99,128 @@ func TestRegressUnansweredGateWriteCostsNothing(t *testing.T) {
 // Before, each record got the invocation's time from its own start: with
 // one slot and three records the invocation answered after its deadline
 // (Lambda had ended it: the whole batch came back) and the last record's
-// failure was never written.
+// failure was never written. The second case catches the per-record
+// timeout alone (the slot wait and the too-little-left check in place): a
+// record that started late ran past the invocation's deadline less the
+// margin, which the first case cannot see, its later records never
+// starting.
 func TestRegressLambdaWorkEndsAtInvocationDeadline(t *testing.T) {
-	h := newHarness(t, testenv.Options{})
-	var runs atomic.Int32
-	reg := ddbworker.NewRegistry()
-	require.NoError(t, reg.Register(caseflow.TypeDeadline, ddbworker.HandlerFunc(func(ctx context.Context, _ *ddbworker.Message) (ddbworker.Result, error) {
-		runs.Add(1)
-		<-ctx.Done() // runs as long as the worker lets it
-		return ddbworker.Result{}, ctx.Err()
-	})))
-	cfg := h.testConfig()
-	cfg.Concurrency = 1
-	w := h.lambdaWorker(cfg, worker.Deps{Handlers: reg})
-	for _, k := range []string{"k-1", "k-2", "k-3"} {
-		h.send(mustEnv(t)(caseflow.NewDeadlineRequest(k, "c1", "intake", effective)))
+	// workEnds records the deadline of each run's context, by key.
+	type workEnds struct {
+		sync.Mutex
+		by map[string]time.Time
 	}
-	ev := h.sqsEvent(3, 30*time.Second)
-
-	deadline := time.Now().Add(worker.LambdaSettleMargin + 1500*time.Millisecond)
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
-	resp, err := w.HandleSQSEvent(ctx, ev)
-	answered := time.Now()
-	require.NoError(t, err)
-	require.True(t, answered.Before(deadline), "answered %s after the deadline", answered.Sub(deadline))
-	require.Len(t, resp.BatchItemFailures, 3)
-	require.EqualValues(t, 1, runs.Load(), "the records behind the first had no time left: not started")
-	var recorded int
-	for _, k := range []string{"k-1", "k-2", "k-3"} {
-		if rec := h.record(k, caseflow.TypeDeadline); rec != nil {
-			recorded++
-			require.Equal(t, inbox.StatusFailedRetryable, rec.Status, k)
-			require.Equal(t, failure.CodeMessageTimeout, rec.FailureCode, "%s: the run that overran is recorded", k)
+	note := func(e *workEnds, ctx context.Context, key string) {
+		dl, _ := ctx.Deadline()
+		e.Lock()
+		e.by[key] = dl
+		e.Unlock()
+	}
+	requireWithin := func(t *testing.T, e *workEnds, until time.Time) {
+		t.Helper()
+		e.Lock()
+		defer e.Unlock()
+		past := map[string]string{}
+		for k, dl := range e.by {
+			require.False(t, dl.IsZero(), "%s: its work has no deadline", k)
+			if dl.After(until) {
+				past[k] = dl.Sub(until).String()
+			}
 		}
+		require.Empty(t, past, "work allowed to run past the invocation's deadline less LambdaSettleMargin, by key")
 	}
-	require.Equal(t, 1, recorded)
+
+	t.Run("records behind the first have no time left", func(t *testing.T) {
+		h := newHarness(t, testenv.Options{})
+		var runs atomic.Int32
+		ends := &workEnds{by: map[string]time.Time{}}
+		reg := ddbworker.NewRegistry()
+		require.NoError(t, reg.Register(caseflow.TypeDeadline, ddbworker.HandlerFunc(func(ctx context.Context, m *ddbworker.Message) (ddbworker.Result, error) {
+			runs.Add(1)
+			note(ends, ctx, m.Key())
+			<-ctx.Done() // runs as long as the worker lets it
+			return ddbworker.Result{}, ctx.Err()
+		})))
+		cfg := h.testConfig()
+		cfg.Concurrency = 1
+		w := h.lambdaWorker(cfg, worker.Deps{Handlers: reg})
+		for _, k := range []string{"k-1", "k-2", "k-3"} {
+			h.send(mustEnv(t)(caseflow.NewDeadlineRequest(k, "c1", "intake", effective)))
+		}
+		ev := h.sqsEvent(3, 30*time.Second)
+
+		// 3 s of work: the first record starts within it even on a loaded
+		// machine (its claim is a DynamoDB call).
+		deadline := time.Now().Add(worker.LambdaSettleMargin + 3*time.Second)
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		defer cancel()
+		resp, err := w.HandleSQSEvent(ctx, ev)
+		answered := time.Now()
+		require.NoError(t, err)
+		require.True(t, answered.Before(deadline), "answered %s after the deadline", answered.Sub(deadline))
+		require.Len(t, resp.BatchItemFailures, 3)
+		require.EqualValues(t, 1, runs.Load(), "the records behind the first had no time left: not started")
+		requireWithin(t, ends, deadline.Add(-worker.LambdaSettleMargin))
+		var recorded int
+		for _, k := range []string{"k-1", "k-2", "k-3"} {
+			if rec := h.record(k, caseflow.TypeDeadline); rec != nil {
+				recorded++
+				require.Equal(t, inbox.StatusFailedRetryable, rec.Status, k)
+				require.Equal(t, failure.CodeMessageTimeout, rec.FailureCode, "%s: the run that overran is recorded", k)
+			}
+		}
+		require.Equal(t, 1, recorded)
+	})
+
+	t.Run("a record that waited for a slot gets what is left", func(t *testing.T) {
+		h := newHarness(t, testenv.Options{})
+		var runs atomic.Int32
+		ends := &workEnds{by: map[string]time.Time{}}
+		reg := ddbworker.NewRegistry()
+		require.NoError(t, reg.Register(caseflow.TypeDeadline, ddbworker.HandlerFunc(func(ctx context.Context, m *ddbworker.Message) (ddbworker.Result, error) {
+			note(ends, ctx, m.Key())
+			if runs.Add(1) == 1 {
+				time.Sleep(time.Second) // the slot's first holder, done well within the invocation
+				return ddbworker.Result{}, nil
+			}
+			<-ctx.Done() // runs as long as the worker lets it
+			return ddbworker.Result{}, ctx.Err()
+		})))
+		cfg := h.testConfig()
+		cfg.Concurrency = 1
+		w := h.lambdaWorker(cfg, worker.Deps{Handlers: reg})
+		for _, k := range []string{"k-1", "k-2"} {
+			h.send(mustEnv(t)(caseflow.NewDeadlineRequest(k, "c1", "intake", effective)))
+		}
+		ev := h.sqsEvent(2, 30*time.Second)
+
+		// The second record gets the slot 1 s in or later, with up to 4 s
+		// of work left: it starts, and must stop at the invocation's
+		// deadline less the margin, not 5 s after its own start.
+		deadline := time.Now().Add(worker.LambdaSettleMargin + 5*time.Second)
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		defer cancel()
+		resp, err := w.HandleSQSEvent(ctx, ev)
+		answered := time.Now()
+		require.NoError(t, err)
+		require.True(t, answered.Before(deadline), "answered %s after the deadline", answered.Sub(deadline))
+		require.EqualValues(t, 2, runs.Load(), "the record behind the first had time left: started")
+		requireWithin(t, ends, deadline.Add(-worker.LambdaSettleMargin))
+		require.Len(t, resp.BatchItemFailures, 1)
+		var completed, timedOut int
+		for _, k := range []string{"k-1", "k-2"} {
+			rec := h.record(k, caseflow.TypeDeadline)
+			require.NotNil(t, rec, k)
+			switch rec.Status {
+			case inbox.StatusCompleted:
+				completed++
+			case inbox.StatusFailedRetryable:
+				timedOut++
+				require.Equal(t, failure.CodeMessageTimeout, rec.FailureCode, "%s: the run that reached the deadline is recorded", k)
+			}
+		}
+		require.Equal(t, []int{1, 1}, []int{completed, timedOut})
+	})
 }
 
 // The DLQ copy is sized to the DLQ's own MaximumMessageSize, and a copy the
@@ -141,7 +228,9 @@ func TestRegressLambdaWorkEndsAtInvocationDeadline(t *testing.T) {
 // worker assumed every DLQ takes 1 MiB: a 256 KiB DLQ refused a message
 // near 256 KiB plus the failure attributes with an error that was not the
 // too-large case, and the message came back every backoff step, never
-// reaching the DLQ.
+// reaching the DLQ. The third case catches the refusal's fallback alone
+// (the size read at start in place): a DLQ that shrank after the worker
+// read its size refuses the copy, which must go to the redrive policy.
 func TestRegressDLQSmallerThan1MiB(t *testing.T) {
 	const dlqMax = 256 << 10
 	for _, tc := range []struct {
@@ -150,22 +239,39 @@ func TestRegressDLQSmallerThan1MiB(t *testing.T) {
 		// the copy fits once the producer's attribute is shed; or no copy
 		// fits, and the redrive policy takes the message as it is
 		fits bool
+		// the DLQ takes 1 MiB when the worker reads its size and dlqMax
+		// when the message fails: only SQS's refusal says it is too large
+		shrinks bool
 	}{
-		{"the copy fits without the producer's attribute", dlqMax - 200, true},
-		{"no copy fits", dlqMax, false},
+		{"the copy fits without the producer's attribute", dlqMax - 200, true, false},
+		{"no copy fits", dlqMax, false, false},
+		// The size read at start is stale (or could not be read: 1 MiB is
+		// assumed); the copy the DLQ refuses as too long goes to the
+		// redrive policy as well.
+		{"the DLQ shrank after the worker read its size", dlqMax - 200, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, testenv.Options{})
-			_, err := h.env.SQS.SetQueueAttributes(context.Background(), &sqs.SetQueueAttributesInput{QueueUrl: aws.String(h.env.Queues.DLQURL),
-				Attributes: map[string]string{string(types.QueueAttributeNameMaximumMessageSize): fmt.Sprint(dlqMax)}})
-			require.NoError(t, err)
-			body := strings.Repeat("x", tc.body) // not JSON: terminal INVALID_ENVELOPE
-			_, err = h.env.SQS.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(h.env.Queues.URL), MessageBody: aws.String(body),
-				MessageAttributes: map[string]types.MessageAttributeValue{"trace": {DataType: aws.String("String"), StringValue: aws.String(strings.Repeat("t", 300))}}})
-			require.NoError(t, err)
+			setDLQMax := func(n int) {
+				_, err := h.env.SQS.SetQueueAttributes(context.Background(), &sqs.SetQueueAttributesInput{QueueUrl: aws.String(h.env.Queues.DLQURL),
+					Attributes: map[string]string{string(types.QueueAttributeNameMaximumMessageSize): fmt.Sprint(n)}})
+				require.NoError(t, err)
+			}
 			cfg := h.testConfig()
 			cfg.Backoff.Max = 20 * time.Second
-			h.start(cfg, worker.Deps{Handlers: h.caseHandlers()})
+			if tc.shrinks {
+				setDLQMax(1 << 20)
+				run := h.start(cfg, worker.Deps{Handlers: h.caseHandlers()})
+				require.Equal(t, 1<<20, run.w.Prepare(context.Background()).DLQMaxMessageSize, "read when Run starts")
+			}
+			setDLQMax(dlqMax)
+			body := strings.Repeat("x", tc.body) // not JSON: terminal INVALID_ENVELOPE
+			_, err := h.env.SQS.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(h.env.Queues.URL), MessageBody: aws.String(body),
+				MessageAttributes: map[string]types.MessageAttributeValue{"trace": {DataType: aws.String("String"), StringValue: aws.String(strings.Repeat("t", 300))}}})
+			require.NoError(t, err)
+			if !tc.shrinks {
+				h.start(cfg, worker.Deps{Handlers: h.caseHandlers()})
+			}
 
 			ev := h.waitEvents(1, 30*time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeTerminal })[0]
 			if tc.fits {
