@@ -233,14 +233,18 @@ func Fused() RouteOption { return func(r *Route) { r.Fused = true } }
 // that also records, in the item, which work set that version: the
 // idempotency key and request hash in FenceKeyAttr and FenceHashAttr (and
 // the version attribute itself, which the handler may set only to the
-// guard's version). A fresh message costs that one call and no inbox
-// record.
+// guard's version). The write's condition also requires that the fence
+// does not name the work's key already, so a key applies at most once
+// whatever version its messages carry. A fresh message costs that one
+// call and no inbox record.
 //
-// The fence decides what a delivery of work whose version is no longer
-// below the item's means: the same key and hash applied already (a
-// duplicate: acked, no write); the same version set by other work is
-// terminal IDEMPOTENCY_HASH_MISMATCH with the alert; a newer version
-// supersedes it (acked, nothing written). Failures are recorded in the
+// When the condition fails, the item as it was decides: a fence naming
+// this key and hash means the work applied already (a duplicate: acked,
+// no write); a fence naming this key with another hash is the key reused
+// for other work, terminal IDEMPOTENCY_HASH_MISMATCH with the alert; and
+// otherwise, by the item's version, the same version set by other work is
+// terminal IDEMPOTENCY_HASH_MISMATCH with the alert, and a newer version
+// supersedes the delivery (acked, nothing written). Failures are recorded in the
 // inbox as on every route, and a redelivery (a receive count above one,
 // or a message the DLQ tooling redrove) takes the gated path: the gate's
 // lease and attempts, and the fenced write committed with the inbox flip.

@@ -33,11 +33,24 @@ type Fence struct {
 	Attr string
 	// Version is the version the write sets: the guard holds below it.
 	Version int64
-	// Render renders the write again so that it also sets the string
-	// attributes of set and sets Attr to Version (which the handler may have set to
-	// Version itself). It refuses a write that sets Attr otherwise or
-	// touches an attribute of set.
-	Render func(set map[string]string) (types.TransactWriteItem, error)
+	// Render renders the write again with m: it also sets the string
+	// attributes of m.Set and sets Attr to Version (which the handler may
+	// have set to Version itself), and its condition also requires each
+	// attribute of m.Unless to be absent or to hold another value. It
+	// refuses a write that sets Attr otherwise or touches an attribute of
+	// m.Set.
+	Render func(m Marks) (types.TransactWriteItem, error)
+}
+
+// Marks is what Fenced has Fence.Render add to a write: the fence it sets,
+// and the fence it must not find.
+type Marks struct {
+	// Set are string attributes the write also sets.
+	Set map[string]string
+	// Unless are string attributes the write's condition also requires to
+	// be absent or to hold another value (attribute_not_exists(a) OR
+	// a <> v): the write does not apply over an item that holds one.
+	Unless map[string]string
 }
 
 // Stamp is the work a single-write commit fences its write with.
@@ -64,20 +77,35 @@ var ErrNotSingleWrite = errors.New("mutation: a single-write route's result must
 
 // Fenced renders the one write of a single-write route's result with its
 // fence: the write also sets FenceKeyAttr and FenceHashAttr to s, and its
-// version attribute to its version, and its judge reads the fence first —
-// on an item whose version is not below the write's (its version guard
-// failed):
+// version attribute to its version, and its condition also requires that
+// the fence does not name s's key (attribute_not_exists(FenceKeyAttr) OR
+// FenceKeyAttr <> key) — so that a key applies at most once, whatever the
+// version its messages carry. Its judge reads the fence first:
 //
-//   - the fence names this work (key and hash): Duplicate, it applied
-//     already;
-//   - the version is the write's own, set by other work (another key, or
-//     this key with another hash): Fail with IDEMPOTENCY_HASH_MISMATCH;
-//   - a newer version: Supersede (an older version arrived late).
+//   - the fence names this key with this work (key and hash): Duplicate,
+//     it applied already (whatever the item's version now: a lost
+//     response's retry, a redelivery);
+//   - the fence names this key with another request hash: Fail with
+//     IDEMPOTENCY_HASH_MISMATCH (the key was reused for other work);
 //
-// Otherwise (the version guard held, another guard failed) the write's
-// own judge decides. A result of another shape — no write or more than
-// one, a Delete, a Check, a Raw write, a write without exactly one version
-// guard — is a terminal INVALID_HANDLER_RESULT wrapping ErrNotSingleWrite.
+// and otherwise the item's version, when it is not below the write's
+// (its version guard failed):
+//
+//   - the write's own version, set by other work (another key, or no
+//     fence): Fail with IDEMPOTENCY_HASH_MISMATCH;
+//   - a newer version: Supersede — this delivery applies nothing because
+//     the item holds a newer version already. The fence names only the
+//     work of the item's newest version, so a key that applied earlier
+//     and was overtaken is superseded here too: Supersede means "not
+//     applied by this delivery", not "never applied"; and a key reused
+//     for other work is caught only while the fence still names it.
+//
+// Otherwise (the fence is not this key's and the version guard held:
+// another guard failed) the write's own judge decides. A result of another
+// shape — more than one write, a Delete, a Check, a Raw write, a write
+// without exactly one version guard — is a terminal INVALID_HANDLER_RESULT
+// wrapping ErrNotSingleWrite (so is no write at all: the worker does not
+// fence a result with no write, it completes it without a call).
 func Fenced(writes []Write, s Stamp) (Write, error) {
 	refuse := func(why string) (Write, error) {
 		return Write{}, failure.Wrap(failure.Terminal, failure.CodeInvalidResult, fmt.Errorf("%w: %s", ErrNotSingleWrite, why))
@@ -90,7 +118,7 @@ func Fenced(writes []Write, s Stamp) (Write, error) {
 	}
 	w := writes[0]
 	f := w.Fence
-	item, err := f.Render(map[string]string{FenceKeyAttr: s.Key, FenceHashAttr: s.Hash})
+	item, err := f.Render(Marks{Set: map[string]string{FenceKeyAttr: s.Key, FenceHashAttr: s.Hash}, Unless: map[string]string{FenceKeyAttr: s.Key}})
 	if err != nil {
 		return Write{}, failure.Wrap(failure.Terminal, failure.CodeInvalidResult, fmt.Errorf("%w: %w", ErrNotSingleWrite, err))
 	}
@@ -108,28 +136,34 @@ func Fenced(writes []Write, s Stamp) (Write, error) {
 }
 
 // fenceVerdict is the fence's judgement of old: decided is false while
-// the item's version is below f's (the version guard holds).
+// the fence does not name s's key and the item's version is below f's
+// (the fence's part of the condition holds).
 func fenceVerdict(old map[string]types.AttributeValue, f *Fence, s Stamp) (Verdict, bool) {
-	n, ok := old[f.Attr].(*types.AttributeValueMemberN)
-	if !ok {
-		return Verdict{}, false
-	}
-	have, err := strconv.ParseInt(n.Value, 10, 64)
-	if err != nil || have < f.Version {
-		return Verdict{}, false
-	}
 	key, _ := old[FenceKeyAttr].(*types.AttributeValueMemberS)
 	hash, _ := old[FenceHashAttr].(*types.AttributeValueMemberS)
-	if key != nil && hash != nil && key.Value == s.Key && s.same(hash.Value) {
-		return Verdict{Kind: Duplicate}, true
+	n, _ := old[f.Attr].(*types.AttributeValueMemberN)
+	have, err := int64(0), error(nil)
+	if n != nil {
+		have, err = strconv.ParseInt(n.Value, 10, 64)
+	}
+	if key != nil && key.Value == s.Key {
+		if hash != nil && s.same(hash.Value) {
+			return Verdict{Kind: Duplicate}, true
+		}
+		at := "the item's fence"
+		if n != nil && err == nil {
+			at = fmt.Sprintf("%s %d of the item", f.Attr, have)
+		}
+		return Verdict{Kind: Fail, Code: failure.CodeHashMismatch,
+			Message: fmt.Sprintf("%s was set by this key's work with another request hash: the key was reused for other work", at)}, true
+	}
+	if n == nil || err != nil || have < f.Version {
+		return Verdict{}, false
 	}
 	if have == f.Version {
 		by := "work the item does not name"
 		if key != nil {
 			by = fmt.Sprintf("the work of key %q", key.Value)
-			if key.Value == s.Key {
-				by = "this key's work with another request hash"
-			}
 		}
 		return Verdict{Kind: Fail, Code: failure.CodeHashMismatch,
 			Message: fmt.Sprintf("%s %d of the item was set by %s", f.Attr, f.Version, by)}, true

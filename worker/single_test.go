@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker"
@@ -147,6 +148,45 @@ func TestSingleWrite(t *testing.T) {
 				require.Equal(t, failure.CodeHashMismatch, rej.FailureCode)
 				require.Contains(t, rej.FailureMessage, "set by")
 				require.Equal(t, other.RequestHash, rej.RequestHash)
+				require.Equal(t, failure.CodeHashMismatch, aws.ToString(h.dlq(1)[0].MessageAttributes[dlq.AttrFailureCode].StringValue))
+				h.requireQueueEmpty()
+			})
+		}
+	})
+
+	t.Run("a key reused at another version: IDEMPOTENCY_HASH_MISMATCH", func(t *testing.T) {
+		// The version guard holds (or fails as for a late version), but the
+		// fence names this key with other work: a key applies at most once.
+		for _, tc := range []struct {
+			name         string
+			first, reuse int64
+		}{
+			{"a newer version", 1, 2},
+			{"an older version", 2, 1},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				h := newHarness(t, testenv.Options{})
+				h.seedCases("c1")
+				metrics, err := worker.NewMetrics(nil)
+				require.NoError(t, err)
+				h.start(singleConfig(h), worker.Deps{Handlers: singleRoute(h, 0, nil), Metrics: metrics})
+				h.send(stageChange(t, "k-reused", "review", tc.first))
+				require.Equal(t, worker.OutcomeApplied, h.waitEvents(1, 20*time.Second, final)[0].Outcome)
+				before := h.item(caseflow.CaseKey("c1"))
+				reuse := stageChange(t, "k-reused", "appeal", tc.reuse)
+				h.send(reuse)
+				ev := h.waitEvents(2, 20*time.Second, final)[1]
+				require.Equal(t, worker.OutcomeTerminal, ev.Outcome)
+				require.Equal(t, failure.CodeHashMismatch, ev.Code)
+				require.Equal(t, before, h.item(caseflow.CaseKey("c1")), "the item is untouched")
+				require.Equal(t, 1.0, testutil.ToFloat64(metrics.HashMismatches), "the alert")
+				rej, err := (inbox.Store{}).Decode(h.item((inbox.Store{}).RejectionKey(ev.SQSMessageID)))
+				require.NoError(t, err)
+				require.True(t, rej.Rejection)
+				require.Equal(t, failure.CodeHashMismatch, rej.FailureCode)
+				require.Contains(t, rej.FailureMessage, "the key was reused for other work")
+				require.Equal(t, reuse.RequestHash, rej.RequestHash)
+				require.Nil(t, h.record("k-reused", caseflow.TypeStageChanged), "the key's own record is not written")
 				require.Equal(t, failure.CodeHashMismatch, aws.ToString(h.dlq(1)[0].MessageAttributes[dlq.AttrFailureCode].StringValue))
 				h.requireQueueEmpty()
 			})
