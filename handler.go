@@ -258,12 +258,24 @@ func Fused() RouteOption { return func(r *Route) { r.Fused = true } }
 // default.
 func SingleWrite() RouteOption { return func(r *Route) { r.SingleWrite = true } }
 
-// The attributes the single-write commit keeps in the domain item: the
-// idempotency key and the request hash of the work that set its version.
+// The attributes the single-write commit keeps in the domain item, one
+// pair per version attribute: the idempotency key and the request hash of
+// the work that set that version attribute, named by the prefix followed
+// by the version attribute's name (ddbworkerKey_stageVersion).
 const (
-	FenceKeyAttr  = mutation.FenceKeyAttr
-	FenceHashAttr = mutation.FenceHashAttr
+	FenceKeyPrefix  = mutation.FenceKeyPrefix
+	FenceHashPrefix = mutation.FenceHashPrefix
 )
+
+// FenceKeyAttr is the attribute that holds the idempotency key of the work
+// that set versionAttr on a single-write route (FenceKeyPrefix +
+// versionAttr).
+func FenceKeyAttr(versionAttr string) string { return mutation.FenceKeyAttr(versionAttr) }
+
+// FenceHashAttr is the attribute that holds the request hash of the work
+// that set versionAttr on a single-write route (FenceHashPrefix +
+// versionAttr).
+func FenceHashAttr(versionAttr string) string { return mutation.FenceHashAttr(versionAttr) }
 
 // ErrRouteOptions reports a registration whose options contradict each
 // other.

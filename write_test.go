@@ -267,12 +267,12 @@ func TestSingleWriteFence(t *testing.T) {
 			}
 		}
 		require.Equal(t, map[string]types.AttributeValue{"stage": s("review"), "v": n("3"),
-			ddbworker.FenceKeyAttr: s("k1"), ddbworker.FenceHashAttr: s("v2:aa")}, set)
+			ddbworker.FenceKeyAttr("v"): s("k1"), ddbworker.FenceHashAttr("v"): s("v2:aa")}, set)
 	})
 	t.Run("a put carries them in its item", func(t *testing.T) {
 		f := fenced(t, guarded(ddbworker.Put("t", key, ddbworker.Item{"stage": "review"})))
 		require.Equal(t, map[string]types.AttributeValue{"PK": s("CASE#1"), "SK": s("CASE"), "stage": s("review"), "v": n("3"),
-			ddbworker.FenceKeyAttr: s("k1"), ddbworker.FenceHashAttr: s("v2:aa")}, f.Item.Put.Item)
+			ddbworker.FenceKeyAttr("v"): s("k1"), ddbworker.FenceHashAttr("v"): s("v2:aa")}, f.Item.Put.Item)
 	})
 	t.Run("its condition: the fence does not name its key", func(t *testing.T) {
 		for _, w := range []ddbworker.Write{guarded(ddbworker.Update("t", key).Set("stage", "review")), guarded(ddbworker.Put("t", key, ddbworker.Item{"stage": "review"}))} {
@@ -287,7 +287,7 @@ func TestSingleWriteFence(t *testing.T) {
 				cond, names, values = p.ConditionExpression, p.ExpressionAttributeNames, p.ExpressionAttributeValues
 			}
 			require.Contains(t, plainCondition(aws.ToString(cond), names, values),
-				"(attribute_not_exists ("+ddbworker.FenceKeyAttr+")) OR ("+ddbworker.FenceKeyAttr+" <> k1)")
+				"(attribute_not_exists ("+ddbworker.FenceKeyAttr("v")+")) OR ("+ddbworker.FenceKeyAttr("v")+" <> k1)")
 		}
 	})
 	t.Run("the handler may set the version to the guard's", func(t *testing.T) {
@@ -315,7 +315,7 @@ func TestSingleWriteFence(t *testing.T) {
 		{"a check", []ddbworker.Write{ddbworker.Check("t", key, ddbworker.NewerVersion("v", 3))}},
 		{"the version set to another value", []ddbworker.Write{guarded(ddbworker.Update("t", key).Set("v", 4))}},
 		{"the version added to", []ddbworker.Write{guarded(ddbworker.Update("t", key).Add("v", 1))}},
-		{"the fence set by the handler", []ddbworker.Write{guarded(ddbworker.Update("t", key).Set(ddbworker.FenceKeyAttr, "x"))}},
+		{"the fence set by the handler", []ddbworker.Write{guarded(ddbworker.Update("t", key).Set(ddbworker.FenceKeyAttr("v"), "x"))}},
 		{"a put with another version", []ddbworker.Write{guarded(ddbworker.Put("t", key, ddbworker.Item{"v": 2}))}},
 	} {
 		t.Run("refused: "+tc.name, func(t *testing.T) {
@@ -338,7 +338,7 @@ func TestSingleWriteFence(t *testing.T) {
 	item := func(v string, fenceKey, fenceHash string) map[string]types.AttributeValue {
 		it := map[string]types.AttributeValue{"PK": s("CASE#1"), "SK": s("CASE"), "v": n(v)}
 		if fenceKey != "" {
-			it[ddbworker.FenceKeyAttr], it[ddbworker.FenceHashAttr] = s(fenceKey), s(fenceHash)
+			it[ddbworker.FenceKeyAttr("v")], it[ddbworker.FenceHashAttr("v")] = s(fenceKey), s(fenceHash)
 		}
 		return it
 	}

@@ -15,13 +15,26 @@ import (
 
 // The attributes of the fence a single-write commit records in the domain
 // item, beside the version the write sets: which work set that version.
+// There is one fence per version attribute (FenceKeyAttr, FenceHashAttr),
+// so that routes guarding one item on different version attributes (a
+// case's stageVersion and its noteVersion) do not overwrite each other's.
 const (
-	// FenceKeyAttr holds the idempotency key of the work that set the
-	// item's version.
-	FenceKeyAttr = "ddbworkerKey"
-	// FenceHashAttr holds that work's request hash (its stored form).
-	FenceHashAttr = "ddbworkerHash"
+	// FenceKeyPrefix, followed by a version attribute's name, names the
+	// attribute that holds the idempotency key of the work that set that
+	// version attribute.
+	FenceKeyPrefix = "ddbworkerKey_"
+	// FenceHashPrefix, followed by a version attribute's name, names the
+	// attribute that holds that work's request hash (its stored form).
+	FenceHashPrefix = "ddbworkerHash_"
 )
+
+// FenceKeyAttr is the attribute that holds the idempotency key of the work
+// that set versionAttr: FenceKeyPrefix + versionAttr.
+func FenceKeyAttr(versionAttr string) string { return FenceKeyPrefix + versionAttr }
+
+// FenceHashAttr is the attribute that holds the request hash of the work
+// that set versionAttr: FenceHashPrefix + versionAttr.
+func FenceHashAttr(versionAttr string) string { return FenceHashPrefix + versionAttr }
 
 // Fence is what a write guarded by a version (ddbworker.NewerVersion:
 // "the item's Attr is absent or lower than Version") tells a single-write
@@ -76,11 +89,13 @@ func (s Stamp) same(stored string) bool {
 var ErrNotSingleWrite = errors.New("mutation: a single-write route's result must be one Put or Update guarded by ddbworker.NewerVersion")
 
 // Fenced renders the one write of a single-write route's result with its
-// fence: the write also sets FenceKeyAttr and FenceHashAttr to s, and its
-// version attribute to its version, and its condition also requires that
-// the fence does not name s's key (attribute_not_exists(FenceKeyAttr) OR
-// FenceKeyAttr <> key) — so that a key applies at most once, whatever the
-// version its messages carry. Its judge reads the fence first:
+// fence — the fence of its version attribute f.Attr: the write also sets
+// FenceKeyAttr(f.Attr) and FenceHashAttr(f.Attr) to s, and f.Attr to its
+// version, and its condition also requires that this fence does not name
+// s's key (attribute_not_exists(FenceKeyAttr(f.Attr)) OR
+// FenceKeyAttr(f.Attr) <> key) — so that a key applies at most once,
+// whatever the version its messages carry. Its judge reads that fence
+// first:
 //
 //   - the fence names this key with this work (key and hash): Duplicate,
 //     it applied already (whatever the item's version now: a lost
@@ -118,7 +133,8 @@ func Fenced(writes []Write, s Stamp) (Write, error) {
 	}
 	w := writes[0]
 	f := w.Fence
-	item, err := f.Render(Marks{Set: map[string]string{FenceKeyAttr: s.Key, FenceHashAttr: s.Hash}, Unless: map[string]string{FenceKeyAttr: s.Key}})
+	keyAttr, hashAttr := FenceKeyAttr(f.Attr), FenceHashAttr(f.Attr)
+	item, err := f.Render(Marks{Set: map[string]string{keyAttr: s.Key, hashAttr: s.Hash}, Unless: map[string]string{keyAttr: s.Key}})
 	if err != nil {
 		return Write{}, failure.Wrap(failure.Terminal, failure.CodeInvalidResult, fmt.Errorf("%w: %w", ErrNotSingleWrite, err))
 	}
@@ -139,8 +155,8 @@ func Fenced(writes []Write, s Stamp) (Write, error) {
 // the fence does not name s's key and the item's version is below f's
 // (the fence's part of the condition holds).
 func fenceVerdict(old map[string]types.AttributeValue, f *Fence, s Stamp) (Verdict, bool) {
-	key, _ := old[FenceKeyAttr].(*types.AttributeValueMemberS)
-	hash, _ := old[FenceHashAttr].(*types.AttributeValueMemberS)
+	key, _ := old[FenceKeyAttr(f.Attr)].(*types.AttributeValueMemberS)
+	hash, _ := old[FenceHashAttr(f.Attr)].(*types.AttributeValueMemberS)
 	n, _ := old[f.Attr].(*types.AttributeValueMemberN)
 	have, err := int64(0), error(nil)
 	if n != nil {
@@ -150,7 +166,7 @@ func fenceVerdict(old map[string]types.AttributeValue, f *Fence, s Stamp) (Verdi
 		if hash != nil && s.same(hash.Value) {
 			return Verdict{Kind: Duplicate}, true
 		}
-		at := "the item's fence"
+		at := fmt.Sprintf("the item's %s fence", f.Attr)
 		if n != nil && err == nil {
 			at = fmt.Sprintf("%s %d of the item", f.Attr, have)
 		}

@@ -78,7 +78,7 @@ func TestCommitSingle(t *testing.T) {
 			if tc.want == nil {
 				require.NoError(t, err)
 				after := f.raw(key)
-				require.Equal(t, tc.then.key, after[mutation.FenceKeyAttr].(*types.AttributeValueMemberS).Value)
+				require.Equal(t, tc.then.key, after[mutation.FenceKeyAttr("version")].(*types.AttributeValueMemberS).Value)
 				require.Equal(t, strconv.Itoa(len(tc.applied)+1), after["n"].(*types.AttributeValueMemberN).Value)
 				return
 			}

@@ -98,8 +98,8 @@ func TestSingleWrite(t *testing.T) {
 		require.Equal(t, map[string]int{"DynamoDB.UpdateItem": 1}, ddbCalls(h.inj.Calls()))
 		require.Nil(t, h.record("k-single", caseflow.TypeStageChanged), "no inbox record on the success path")
 		c := h.item(caseflow.CaseKey("c1"))
-		require.Equal(t, "k-single", str(c, ddbworker.FenceKeyAttr))
-		require.Equal(t, env.RequestHash, str(c, ddbworker.FenceHashAttr))
+		require.Equal(t, "k-single", str(c, ddbworker.FenceKeyAttr(caseflow.AttrStageVersion)))
+		require.Equal(t, env.RequestHash, str(c, ddbworker.FenceHashAttr(caseflow.AttrStageVersion)))
 		require.EqualValues(t, 1, num(t, c, caseflow.AttrStageVersion), "the worker sets the version the guard fences")
 		require.Equal(t, "review", str(c, caseflow.AttrStage))
 		require.EqualValues(t, 1, num(t, c, attrStageChanges))
@@ -193,6 +193,53 @@ func TestSingleWrite(t *testing.T) {
 		}
 	})
 
+	t.Run("two routes on one item, by different version attributes: a fence each", func(t *testing.T) {
+		// Stage changes guard the case item by stageVersion, notes by
+		// noteVersion: each route's fence is its version attribute's, so
+		// neither overwrites the other's and a duplicate of either, after
+		// the other applied, is still a duplicate.
+		h := newHarness(t, testenv.Options{})
+		h.seedCases("c1")
+		metrics, err := worker.NewMetrics(nil)
+		require.NoError(t, err)
+		reg := singleRoute(h, 0, nil)
+		require.NoError(t, reg.Register(caseflow.TypeNote, ddbworker.JSON((&caseflow.Handlers{Table: h.env.Table}).NoteInOrder), ddbworker.SingleWrite()))
+		h.start(singleConfig(h), worker.Deps{Handlers: reg, Metrics: metrics})
+		stage1, stage2 := stageChange(t, "k-stage-1", "review", 1), stageChange(t, "k-stage-2", "decision", 2)
+		note1 := mustEnv(t)(caseflow.NewNote("k-note-1", "c1", "first note", 1))
+		n := 0
+		for _, step := range []struct {
+			env  *envelope.Envelope
+			want string
+		}{
+			{stage1, worker.OutcomeApplied},
+			{note1, worker.OutcomeApplied},
+			{stage1, worker.OutcomeDuplicate}, // its stageVersion is 1 still; the note's fence is not its
+			{note1, worker.OutcomeDuplicate},
+			{stage2, worker.OutcomeApplied},
+			{note1, worker.OutcomeDuplicate}, // noteVersion 1, fenced by the note, whatever the stage did
+			{stage2, worker.OutcomeDuplicate},
+		} {
+			h.send(step.env)
+			n++
+			ev := h.waitEvents(n, 20*time.Second, final)[n-1]
+			require.Equal(t, step.want, ev.Outcome, "delivery %d, %s: %+v", n, step.env.IdempotencyKey, ev)
+			require.Equal(t, step.env.IdempotencyKey, ev.IdempotencyKey)
+		}
+		c := h.item(caseflow.CaseKey("c1"))
+		require.EqualValues(t, 2, num(t, c, attrStageChanges), "each stage change applied once")
+		require.EqualValues(t, 1, num(t, c, caseflow.AttrNoteCount), "the note applied once")
+		require.EqualValues(t, 2, num(t, c, caseflow.AttrStageVersion))
+		require.EqualValues(t, 1, num(t, c, caseflow.AttrNoteVersion))
+		require.Equal(t, "decision", str(c, caseflow.AttrStage))
+		require.Equal(t, "k-stage-2", str(c, ddbworker.FenceKeyAttr(caseflow.AttrStageVersion)))
+		require.Equal(t, stage2.RequestHash, str(c, ddbworker.FenceHashAttr(caseflow.AttrStageVersion)))
+		require.Equal(t, "k-note-1", str(c, ddbworker.FenceKeyAttr(caseflow.AttrNoteVersion)))
+		require.Equal(t, note1.RequestHash, str(c, ddbworker.FenceHashAttr(caseflow.AttrNoteVersion)))
+		require.Zero(t, testutil.ToFloat64(metrics.HashMismatches), "no mismatch")
+		h.requireQueueEmpty()
+	})
+
 	t.Run("an older version: superseded, nothing written", func(t *testing.T) {
 		h := newHarness(t, testenv.Options{})
 		h.seedCases("c1")
@@ -251,7 +298,7 @@ func TestSingleWrite(t *testing.T) {
 		require.Equal(t, inbox.StatusCompleted, rec.Status, "the recorded failure is completed with the fenced write")
 		require.Equal(t, 1, rec.Attempts)
 		c := h.item(caseflow.CaseKey("c1"))
-		require.Equal(t, "k-retry", str(c, ddbworker.FenceKeyAttr))
+		require.Equal(t, "k-retry", str(c, ddbworker.FenceKeyAttr(caseflow.AttrStageVersion)))
 		require.EqualValues(t, 1, num(t, c, attrStageChanges))
 		h.requireQueueEmpty()
 	})
