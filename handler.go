@@ -270,6 +270,16 @@ func Fused() RouteOption { return func(r *Route) { r.Fused = true } }
 //     the work each fence names; for any other key it cannot tell applied
 //     and overtaken from superseded or not applied.
 //
+// A result with no write at all — the handler decided there is nothing
+// to do — is accepted: it completes with no DynamoDB call, reported with
+// its outcome (applied, or Result.Outcome when the handler names one, such
+// as NOTHING_TO_DO, which the log line shows as its result and the
+// outcome metric counts as applied, like any handler's own outcome), with
+// no commit time and no inbox record. Nothing remembers it: a duplicate or
+// a redelivery runs the handler again and commits what it returns then,
+// so return no write only for a decision a later run would make the same
+// way (or may revisit).
+//
 // What else it gives up, and so what it is not for: a result of another
 // shape is refused (terminal INVALID_HANDLER_RESULT, at its first
 // message); a new message for work whose earlier message failed

@@ -39,6 +39,9 @@ func (w *Worker) run(ctx context.Context, d *delivery, wk *work, c *claimed, r *
 	} else {
 		wk.fresh = inbox.NewRecord(&wk.req.Work, w.cfg.Now())
 		wk.fresh.LeaseToken, wk.fresh.LeaseOwner = gate.NewToken(), w.gate.Owner()
+		// A single-write route's fresh path writes the work no record
+		// unless it records a failure (recordFailure).
+		wk.unrecorded = wk.route.SingleWrite
 	}
 	for run := 0; ; run++ {
 		msg := &ddbworker.Message{Envelope: wk.env, SQSMessageID: d.id, ReceiveCount: d.receives, Attempt: 1, Run: run}
@@ -99,13 +102,20 @@ func (w *Worker) commit(ctx context.Context, wk *work, c *claimed, beat *heartbe
 		writes = []mutation.Write{fenced}
 	}
 	ctx, span := w.stage(ctx, tracing.SpanCommit)
+	if c == nil && wk.route.SingleWrite && len(writes) == 0 {
+		// A single-write handler that decided there is nothing to do:
+		// nothing to write, nothing to fence, no call — and no commit time
+		// (the commit latency is of calls made). The work completes with
+		// its outcome (applied, or the handler's own); nothing records
+		// it, so a redelivery runs the handler again.
+		span.end(w, nil)
+		return 0, nil
+	}
 	start := w.cfg.Now()
 	var err error
 	switch {
 	case c != nil:
 		beat.hold(func() { err = w.committer.Commit(ctx, c.lease, writes, done, run) })
-	case wk.route.SingleWrite && len(writes) == 0:
-		// Nothing to write, nothing to fence: the work is done.
 	case wk.route.SingleWrite:
 		err = w.committer.CommitSingle(ctx, writes[0])
 	default:

@@ -10,7 +10,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker"
@@ -385,6 +388,54 @@ func TestSingleWrite(t *testing.T) {
 		}
 	})
 
+	t.Run("a result with no write: completed without a call, no commit time, no record", func(t *testing.T) {
+		for _, tc := range []struct{ name, outcome, want string }{
+			{"default outcome", "", worker.OutcomeApplied},
+			{"the handler's own outcome", "NOTHING_TO_DO", "nothing_to_do"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				h := newHarness(t, testenv.Options{})
+				h.seedCases("c1")
+				h.inj.ResetCalls()
+				metrics, err := worker.NewMetrics(nil)
+				require.NoError(t, err)
+				h.start(singleConfig(h), worker.Deps{Metrics: metrics, Handlers: singleRoute(h, 0, func(caseflow.StageChanged, int64) ddbworker.Result {
+					return ddbworker.Result{Outcome: tc.outcome}
+				})})
+				h.send(stageChange(t, "k-nothing", "review", 1))
+				ev := h.waitEvents(1, 20*time.Second, final)[0]
+				require.Equal(t, tc.want, ev.Outcome)
+				require.Empty(t, ddbCalls(h.inj.Calls()), "no DynamoDB call")
+				require.Nil(t, h.record("k-nothing", caseflow.TypeStageChanged), "nothing recorded")
+				require.Zero(t, histogramCount(t, metrics.Commit), "no commit latency: no commit call was made")
+				require.Zero(t, testutil.CollectAndCount(metrics.InboxRecordBytes), "no record, no record size")
+				require.Equal(t, 1.0, testutil.ToFloat64(metrics.Outcomes.WithLabelValues(caseflow.TypeStageChanged, worker.OutcomeApplied)))
+				h.requireQueueEmpty()
+			})
+		}
+	})
+
+	t.Run("the inbox record size: observed only for work that has a record", func(t *testing.T) {
+		h := newHarness(t, testenv.Options{})
+		h.seedCases("c1")
+		metrics, err := worker.NewMetrics(nil)
+		require.NoError(t, err)
+		h.start(singleConfig(h), worker.Deps{Metrics: metrics, Handlers: singleRoute(h, 0, nil)})
+		v2 := stageChange(t, "k-size-2", "appeal", 2)
+		h.send(v2)
+		h.waitEvents(1, 20*time.Second, final)
+		h.send(v2, stageChange(t, "k-size-1", "review", 1)) // a duplicate, a late version
+		evs := h.waitEvents(3, 20*time.Second, final)
+		require.ElementsMatch(t, []string{worker.OutcomeApplied, worker.OutcomeDuplicate, worker.OutcomeSuperseded},
+			[]string{evs[0].Outcome, evs[1].Outcome, evs[2].Outcome})
+		require.Zero(t, testutil.CollectAndCount(metrics.InboxRecordBytes), "the fresh path wrote no record")
+		// A redriven message takes the gated path: the gate writes its record.
+		h.sendWithAttributes(stageChange(t, "k-size-3", "decision", 3), map[string]types.MessageAttributeValue{dlq.AttrRedrivenFrom: stringAttr("dlq")})
+		require.Equal(t, worker.OutcomeApplied, h.waitEvents(4, 20*time.Second, final)[3].Outcome)
+		require.NotNil(t, h.record("k-size-3", caseflow.TypeStageChanged))
+		require.Equal(t, 1, testutil.CollectAndCount(metrics.InboxRecordBytes), "observed for the recorded work")
+	})
+
 	t.Run("the handler may set the version itself", func(t *testing.T) {
 		h := newHarness(t, testenv.Options{})
 		h.seedCases("c1")
@@ -407,4 +458,12 @@ func ddbCalls(calls map[string]int) map[string]int {
 		}
 	}
 	return out
+}
+
+// histogramCount is how many observations h holds.
+func histogramCount(t *testing.T, h prometheus.Histogram) uint64 {
+	t.Helper()
+	var m dto.Metric
+	require.NoError(t, h.Write(&m))
+	return m.GetHistogram().GetSampleCount()
 }
