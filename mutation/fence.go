@@ -227,6 +227,18 @@ func (c *Committer) CommitSingle(ctx context.Context, w Write) error {
 	return fmt.Errorf("mutation: single-write commit of %s: %w", aws.ToString(tableOf(w.Item)), err)
 }
 
+// SingleOperation names the DynamoDB operation CommitSingle calls for w:
+// UpdateItem or PutItem ("" for a write it refuses).
+func SingleOperation(w Write) string {
+	switch {
+	case w.Item.Update != nil:
+		return "UpdateItem"
+	case w.Item.Put != nil:
+		return "PutItem"
+	}
+	return ""
+}
+
 func tableOf(it types.TransactWriteItem) *string {
 	switch {
 	case it.Update != nil:

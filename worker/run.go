@@ -16,7 +16,6 @@ import (
 	"github.com/ddbworker/ddbworker/internal/hooks"
 	"github.com/ddbworker/ddbworker/internal/judge"
 	"github.com/ddbworker/ddbworker/mutation"
-	"github.com/ddbworker/ddbworker/tracing"
 )
 
 // run runs the handler and commits its writes — under the lease c, renewed
@@ -82,8 +81,8 @@ func (w *Worker) judgement(ctx context.Context, err error, outcome string, run i
 }
 
 // commit renders a handler's writes and commits them with the inbox flip
-// (or, fused, with the COMPLETED record), and says how long the
-// transaction took.
+// (or, fused, with the COMPLETED record; on a single-write route's fresh
+// path, fenced and alone), and says how long its call took (0: none).
 func (w *Worker) commit(ctx context.Context, wk *work, c *claimed, beat *heartbeat, res ddbworker.Result, run int) (time.Duration, error) {
 	writes := make([]mutation.Write, len(res.Writes))
 	for i, wr := range res.Writes {
@@ -101,8 +100,16 @@ func (w *Worker) commit(ctx context.Context, wk *work, c *claimed, beat *heartbe
 		}
 		writes = []mutation.Write{fenced}
 	}
-	ctx, span := w.stage(ctx, tracing.SpanCommit)
-	if c == nil && wk.route.SingleWrite && len(writes) == 0 {
+	single := c == nil && wk.route.SingleWrite
+	op := "TransactWriteItems" // the commit's one DynamoDB call
+	switch {
+	case single && len(writes) == 0:
+		op = "" // no write, no call
+	case single:
+		op = mutation.SingleOperation(writes[0])
+	}
+	ctx, span := w.commitStage(ctx, op)
+	if single && len(writes) == 0 {
 		// A single-write handler that decided there is nothing to do:
 		// nothing to write, nothing to fence, no call — and no commit time
 		// (the commit latency is of calls made). The work completes with

@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/dlq"
@@ -25,6 +27,7 @@ import (
 	"github.com/ddbworker/ddbworker/internal/dev/faults"
 	"github.com/ddbworker/ddbworker/internal/dev/testenv"
 	"github.com/ddbworker/ddbworker/internal/hooks"
+	"github.com/ddbworker/ddbworker/tracing"
 	"github.com/ddbworker/ddbworker/worker"
 )
 
@@ -434,6 +437,49 @@ func TestSingleWrite(t *testing.T) {
 		require.Equal(t, worker.OutcomeApplied, h.waitEvents(4, 20*time.Second, final)[3].Outcome)
 		require.NotNil(t, h.record("k-size-3", caseflow.TypeStageChanged))
 		require.Equal(t, 1, testutil.CollectAndCount(metrics.InboxRecordBytes), "observed for the recorded work")
+	})
+
+	t.Run("the commit span names the call made: UpdateItem, PutItem, or none", func(t *testing.T) {
+		h := newHarness(t, testenv.Options{})
+		h.seedCases("c1")
+		sp := newSpans(t)
+		h.start(singleConfig(h), worker.Deps{TracerProvider: sp.tp, Handlers: singleRoute(h, 0, func(p caseflow.StageChanged, v int64) ddbworker.Result {
+			switch p.Stage {
+			case "review":
+				return ddbworker.Apply(stageWrite(h.env.Table, p, v))
+			case "appeal":
+				k := caseflow.CaseKey(p.CaseID)
+				key := ddbworker.Key{caseflow.AttrPK: k[caseflow.AttrPK].(*ddbtypes.AttributeValueMemberS).Value,
+					caseflow.AttrSK: k[caseflow.AttrSK].(*ddbtypes.AttributeValueMemberS).Value}
+				return ddbworker.Apply(ddbworker.Put(h.env.Table, key, ddbworker.Item{caseflow.AttrStage: p.Stage}).
+					Guard(ddbworker.NewerVersion(caseflow.AttrStageVersion, v)))
+			}
+			return ddbworker.Result{} // nothing to do
+		})})
+		for i, tc := range []struct {
+			stage string
+			op    string // "": no db attributes
+		}{
+			{"review", "UpdateItem"},
+			{"appeal", "PutItem"},
+			{"intake", ""},
+		} {
+			h.send(stageChange(t, "k-span-"+tc.stage, tc.stage, int64(i+1)))
+			require.Equal(t, worker.OutcomeApplied, h.waitEvents(i+1, 20*time.Second, final)[i].Outcome)
+			consumer := sp.wait(i+1, consumerOf(h.env.Queues.URL))[i]
+			commit := sp.children(consumer)[tracing.SpanCommit]
+			require.NotNil(t, commit, "a commit span for %s", tc.stage)
+			a := attrs(commit)
+			if tc.op == "" {
+				require.NotContains(t, a, attribute.Key("db.operation.name"), "nothing written: no db attributes")
+				require.NotContains(t, a, attribute.Key("db.system.name"))
+				require.Equal(t, trace.SpanKindInternal, commit.SpanKind())
+				continue
+			}
+			require.Equal(t, tc.op, a["db.operation.name"].AsString(), tc.stage)
+			require.Equal(t, "aws.dynamodb", a["db.system.name"].AsString())
+			require.Equal(t, trace.SpanKindClient, commit.SpanKind())
+		}
 	})
 
 	t.Run("the handler may set the version itself", func(t *testing.T) {
