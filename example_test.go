@@ -50,5 +50,5 @@ func ExampleSingleWrite() {
 	fmt.Println("sets and reads:", names)
 	// Output:
 	// single write: true
-	// sets and reads: [PK ddbworkerHash ddbworkerKey stage stageVersion]
+	// sets and reads: [PK ddbworkerHash_stageVersion ddbworkerKey_stageVersion stage stageVersion]
 }

@@ -231,35 +231,81 @@ func Fused() RouteOption { return func(r *Route) { r.Fused = true } }
 // message's aggregateVersion, or a per-aggregate sequence) and any other
 // guards; the worker commits it with one conditional UpdateItem or PutItem
 // that also records, in the item, which work set that version: the
-// idempotency key and request hash in FenceKeyAttr and FenceHashAttr (and
-// the version attribute itself, which the handler may set only to the
-// guard's version). A fresh message costs that one call and no inbox
-// record.
+// idempotency key and request hash in the fence of the guard's version
+// attribute, FenceKeyAttr(attr) and FenceHashAttr(attr) (and the version
+// attribute itself, which the handler may set only to the guard's
+// version). Each version attribute has its own fence, so routes guarding
+// one item by different version attributes do not disturb each other. The
+// write's condition also requires that the fence does not name the work's
+// key already, so a key applies at most once whatever version its
+// messages carry. A fresh message costs that one call and no inbox record.
 //
-// The fence decides what a delivery of work whose version is no longer
-// below the item's means: the same key and hash applied already (a
-// duplicate: acked, no write); the same version set by other work is
-// terminal IDEMPOTENCY_HASH_MISMATCH with the alert; a newer version
-// supersedes it (acked, nothing written). Failures are recorded in the
-// inbox as on every route, and a redelivery (a receive count above one,
-// or a message the DLQ tooling redrove) takes the gated path: the gate's
-// lease and attempts, and the fenced write committed with the inbox flip.
+// When the condition fails, the item as it was decides: a fence naming
+// this key and hash means the work applied already (a duplicate: acked,
+// no write); a fence naming this key with another hash is the key reused
+// for other work, terminal IDEMPOTENCY_HASH_MISMATCH with the alert; and
+// otherwise, by the item's version, the same version set by other work is
+// terminal IDEMPOTENCY_HASH_MISMATCH with the alert, and a newer version
+// supersedes the delivery (acked, nothing written). Failures are recorded
+// in the inbox as on every route, and a redelivery (a receive count above
+// one, or a message the DLQ tooling redrove) takes the gated path: the
+// gate's lease and attempts, and the fenced write committed with the inbox
+// flip.
 //
-// What it gives up, and so what it is not for: a result of another shape
-// is refused (terminal INVALID_HANDLER_RESULT, at its first message);
-// a new message for work whose earlier message failed terminally runs
-// again instead of failing the same way (the fresh path reads no inbox
-// record); and a late duplicate of work an even newer version followed is
-// reported superseded, not duplicate. For several writes, use Fused or the
-// default.
+// The fence names only the work of the item's newest version, and no
+// inbox record is written for applied work (that is the route's point),
+// so what a delivery of older work finds cannot say whether that work
+// applied before. Hence, on this route:
+//
+//   - superseded (the outcome label, the worker_message_superseded log
+//     line, and the COMPLETED SUPERSEDED record a redelivery on the gated
+//     path writes) means "not applied by this delivery: the item already
+//     holds a newer version" — the work may have applied earlier. A late
+//     duplicate of work K1@v1 that applied before K2@v2 is reported
+//     superseded, not duplicate; the item's state is right either way;
+//   - key reuse is detected only against the newest fence: after K1@v1
+//     and K2@v2, a message reusing K1 for other work at v3 applies (at v1,
+//     it is superseded);
+//   - `ddbworker inbox get KEY --item …` can answer "applied" only for
+//     the work each fence names; for any other key it cannot tell applied
+//     and overtaken from superseded or not applied.
+//
+// A result with no write at all — the handler decided there is nothing
+// to do — is accepted: it completes with no DynamoDB call, reported with
+// its outcome (applied, or Result.Outcome when the handler names one, such
+// as NOTHING_TO_DO, which the log line shows as its result and the
+// outcome metric counts as applied, like any handler's own outcome), with
+// no commit time and no inbox record. Nothing remembers it: a duplicate or
+// a redelivery runs the handler again and commits what it returns then,
+// so return no write only for a decision a later run would make the same
+// way (or may revisit).
+//
+// What else it gives up, and so what it is not for: a result of another
+// shape is refused (terminal INVALID_HANDLER_RESULT, at its first
+// message); a new message for work whose earlier message failed
+// terminally runs again instead of failing the same way (the fresh path
+// reads no inbox record). For several writes, or to answer for every key,
+// use Fused or the default.
 func SingleWrite() RouteOption { return func(r *Route) { r.SingleWrite = true } }
 
-// The attributes the single-write commit keeps in the domain item: the
-// idempotency key and the request hash of the work that set its version.
+// The attributes the single-write commit keeps in the domain item, one
+// pair per version attribute: the idempotency key and the request hash of
+// the work that set that version attribute, named by the prefix followed
+// by the version attribute's name (ddbworkerKey_stageVersion).
 const (
-	FenceKeyAttr  = mutation.FenceKeyAttr
-	FenceHashAttr = mutation.FenceHashAttr
+	FenceKeyPrefix  = mutation.FenceKeyPrefix
+	FenceHashPrefix = mutation.FenceHashPrefix
 )
+
+// FenceKeyAttr is the attribute that holds the idempotency key of the work
+// that set versionAttr on a single-write route (FenceKeyPrefix +
+// versionAttr).
+func FenceKeyAttr(versionAttr string) string { return mutation.FenceKeyAttr(versionAttr) }
+
+// FenceHashAttr is the attribute that holds the request hash of the work
+// that set versionAttr on a single-write route (FenceHashPrefix +
+// versionAttr).
+func FenceHashAttr(versionAttr string) string { return mutation.FenceHashAttr(versionAttr) }
 
 // ErrRouteOptions reports a registration whose options contradict each
 // other.

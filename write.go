@@ -396,14 +396,35 @@ func (w Write) fence() *mutation.Fence {
 	if vg == nil || strings.ContainsAny(vg.attr, ".[") {
 		return nil // the fence reads a top-level version attribute
 	}
-	return &mutation.Fence{Attr: vg.attr, Version: vg.v, Render: func(set map[string]string) (types.TransactWriteItem, error) {
-		s, err := w.stamped(vg, set)
+	return &mutation.Fence{Attr: vg.attr, Version: vg.v, Render: func(marks mutation.Marks) (types.TransactWriteItem, error) {
+		s, err := w.stamped(vg, marks.Set)
 		if err != nil {
 			return types.TransactWriteItem{}, err
+		}
+		for _, name := range slices.Sorted(maps.Keys(marks.Unless)) {
+			s = s.Guard(notHolding(name, marks.Unless[name]))
 		}
 		m, err := s.render()
 		return m.Item, err
 	}}
+}
+
+// notHolding holds when the item's attr is absent or not the string v
+// (attribute_not_exists(attr) OR attr <> v): a fenced write's condition
+// that the fence does not name its key already. Policy: Fail with
+// IDEMPOTENCY_HASH_MISMATCH (the fence's judge, mutation.Fenced, decides
+// first: a duplicate when the work is the same).
+func notHolding(attr, v string) Guard {
+	return Guard{
+		cond: func(string) expression.ConditionBuilder {
+			return expression.AttributeNotExists(expression.Name(attr)).Or(expression.Name(attr).NotEqual(expression.Value(v)))
+		},
+		holds: func(_ string, old map[string]types.AttributeValue) bool {
+			s, ok := attribute(old, attr).(*types.AttributeValueMemberS)
+			return !ok || s.Value != v
+		},
+		policy: Fail(failure.CodeHashMismatch, fmt.Sprintf("the item's %s names %q already", attr, v)),
+	}
 }
 
 // stamped is w setting the string attributes of set and its version

@@ -3,6 +3,8 @@ package ddbworker_test
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -265,12 +267,28 @@ func TestSingleWriteFence(t *testing.T) {
 			}
 		}
 		require.Equal(t, map[string]types.AttributeValue{"stage": s("review"), "v": n("3"),
-			ddbworker.FenceKeyAttr: s("k1"), ddbworker.FenceHashAttr: s("v2:aa")}, set)
+			ddbworker.FenceKeyAttr("v"): s("k1"), ddbworker.FenceHashAttr("v"): s("v2:aa")}, set)
 	})
 	t.Run("a put carries them in its item", func(t *testing.T) {
 		f := fenced(t, guarded(ddbworker.Put("t", key, ddbworker.Item{"stage": "review"})))
 		require.Equal(t, map[string]types.AttributeValue{"PK": s("CASE#1"), "SK": s("CASE"), "stage": s("review"), "v": n("3"),
-			ddbworker.FenceKeyAttr: s("k1"), ddbworker.FenceHashAttr: s("v2:aa")}, f.Item.Put.Item)
+			ddbworker.FenceKeyAttr("v"): s("k1"), ddbworker.FenceHashAttr("v"): s("v2:aa")}, f.Item.Put.Item)
+	})
+	t.Run("its condition: the fence does not name its key", func(t *testing.T) {
+		for _, w := range []ddbworker.Write{guarded(ddbworker.Update("t", key).Set("stage", "review")), guarded(ddbworker.Put("t", key, ddbworker.Item{"stage": "review"}))} {
+			f := fenced(t, w)
+			var cond *string
+			var names map[string]string
+			var values map[string]types.AttributeValue
+			if u := f.Item.Update; u != nil {
+				cond, names, values = u.ConditionExpression, u.ExpressionAttributeNames, u.ExpressionAttributeValues
+			} else {
+				p := f.Item.Put
+				cond, names, values = p.ConditionExpression, p.ExpressionAttributeNames, p.ExpressionAttributeValues
+			}
+			require.Contains(t, plainCondition(aws.ToString(cond), names, values),
+				"(attribute_not_exists ("+ddbworker.FenceKeyAttr("v")+")) OR ("+ddbworker.FenceKeyAttr("v")+" <> k1)")
+		}
 	})
 	t.Run("the handler may set the version to the guard's", func(t *testing.T) {
 		f := fenced(t, guarded(ddbworker.Update("t", key).Set("v", 3)))
@@ -297,7 +315,7 @@ func TestSingleWriteFence(t *testing.T) {
 		{"a check", []ddbworker.Write{ddbworker.Check("t", key, ddbworker.NewerVersion("v", 3))}},
 		{"the version set to another value", []ddbworker.Write{guarded(ddbworker.Update("t", key).Set("v", 4))}},
 		{"the version added to", []ddbworker.Write{guarded(ddbworker.Update("t", key).Add("v", 1))}},
-		{"the fence set by the handler", []ddbworker.Write{guarded(ddbworker.Update("t", key).Set(ddbworker.FenceKeyAttr, "x"))}},
+		{"the fence set by the handler", []ddbworker.Write{guarded(ddbworker.Update("t", key).Set(ddbworker.FenceKeyAttr("v"), "x"))}},
 		{"a put with another version", []ddbworker.Write{guarded(ddbworker.Put("t", key, ddbworker.Item{"v": 2}))}},
 	} {
 		t.Run("refused: "+tc.name, func(t *testing.T) {
@@ -320,7 +338,7 @@ func TestSingleWriteFence(t *testing.T) {
 	item := func(v string, fenceKey, fenceHash string) map[string]types.AttributeValue {
 		it := map[string]types.AttributeValue{"PK": s("CASE#1"), "SK": s("CASE"), "v": n(v)}
 		if fenceKey != "" {
-			it[ddbworker.FenceKeyAttr], it[ddbworker.FenceHashAttr] = s(fenceKey), s(fenceHash)
+			it[ddbworker.FenceKeyAttr("v")], it[ddbworker.FenceHashAttr("v")] = s(fenceKey), s(fenceHash)
 		}
 		return it
 	}
@@ -337,7 +355,11 @@ func TestSingleWriteFence(t *testing.T) {
 		{"another key at its version: mismatch", item("3", "k0", "v2:00"), true, mutation.Verdict{Kind: mutation.Fail, Code: failure.CodeHashMismatch,
 			Message: `v 3 of the item was set by the work of key "k0"`}},
 		{"its key, another hash: mismatch", item("3", "k1", "v2:bb"), true, mutation.Verdict{Kind: mutation.Fail, Code: failure.CodeHashMismatch,
-			Message: "v 3 of the item was set by this key's work with another request hash"}},
+			Message: "v 3 of the item was set by this key's work with another request hash: the key was reused for other work"}},
+		{"its key, another hash, under an older version: mismatch (key reuse)", item("2", "k1", "v2:bb"), true, mutation.Verdict{Kind: mutation.Fail,
+			Code: failure.CodeHashMismatch, Message: "v 2 of the item was set by this key's work with another request hash: the key was reused for other work"}},
+		{"its key, another hash, under a newer version: mismatch (key reuse)", item("5", "k1", "v2:bb"), true, mutation.Verdict{Kind: mutation.Fail,
+			Code: failure.CodeHashMismatch, Message: "v 5 of the item was set by this key's work with another request hash: the key was reused for other work"}},
 		{"its version, no fence: mismatch", item("3", "", ""), true, mutation.Verdict{Kind: mutation.Fail, Code: failure.CodeHashMismatch,
 			Message: "v 3 of the item was set by work the item does not name"}},
 		{"a newer version: superseded", item("4", "k0", "v2:00"), true, mutation.Verdict{Kind: mutation.Supersede}},
@@ -368,4 +390,22 @@ func TestRegisterRefusesFusedSingleWrite(t *testing.T) {
 	rt, ok := reg.Lookup("T")
 	require.True(t, ok)
 	require.True(t, rt.SingleWrite)
+}
+
+// plainCondition is cond with its placeholders replaced by the names and
+// (string and number) values they stand for.
+func plainCondition(cond string, names map[string]string, values map[string]types.AttributeValue) string {
+	var pairs []string
+	for _, ph := range slices.SortedFunc(maps.Keys(names), func(a, b string) int { return len(b) - len(a) }) {
+		pairs = append(pairs, ph, names[ph])
+	}
+	for _, ph := range slices.SortedFunc(maps.Keys(values), func(a, b string) int { return len(b) - len(a) }) {
+		switch v := values[ph].(type) {
+		case *types.AttributeValueMemberS:
+			pairs = append(pairs, ph, v.Value)
+		case *types.AttributeValueMemberN:
+			pairs = append(pairs, ph, v.Value)
+		}
+	}
+	return strings.NewReplacer(pairs...).Replace(cond)
 }

@@ -16,16 +16,32 @@ import (
 )
 
 // itemFence is what `inbox get KEY --item …` shows of a domain item a
-// single-write route fences: which work set its version.
+// single-write route fences: which work set each of its fenced version
+// attributes.
 type itemFence struct {
 	Table string            `json:"table"`
 	Item  map[string]string `json:"item"`
 	Found bool              `json:"found"`
-	// Key and Hash are the fence: the idempotency key and the request
-	// hash of the work that set the item's version (empty: no fence).
-	Key  string `json:"fenceKey,omitempty"`
-	Hash string `json:"fenceHash,omitempty"`
-	// NamesKey says whether the fence names the key asked about.
+	// Fences are the item's fences, one per version attribute a
+	// single-write route guards it by, by that attribute's name (empty:
+	// no fence).
+	Fences []versionFence `json:"fences"`
+	// NamesKey says whether one of them names the key asked about.
+	NamesKey bool `json:"namesKey"`
+}
+
+// versionFence is one version attribute's fence: the idempotency key and
+// request hash of the work that set the attribute's current value. Only
+// that work: the fence of an older value was overwritten.
+type versionFence struct {
+	// VersionAttr is the version attribute (the fence's attributes are
+	// mutation.FenceKeyAttr and FenceHashAttr of it).
+	VersionAttr string `json:"versionAttr"`
+	// Version is its value, as DynamoDB holds the number ("" when absent).
+	Version string `json:"version,omitempty"`
+	Key     string `json:"fenceKey"`
+	Hash    string `json:"fenceHash,omitempty"`
+	// NamesKey says whether Key is the key asked about.
 	NamesKey bool `json:"namesKey"`
 }
 
@@ -46,8 +62,9 @@ func parseItemKey(pairs []string) (map[string]string, error) {
 	return key, nil
 }
 
-// readFence reads the domain item at key in table (strongly consistent)
-// and its fence, as it bears on idempotency key asked.
+// readFence reads the domain item at key in table (strongly consistent,
+// the whole item: the fences' names depend on the version attributes) and
+// its fences, as they bear on idempotency key asked.
 func readFence(ctx context.Context, ddb interface {
 	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 }, table string, key map[string]string, asked string) (*itemFence, error) {
@@ -55,19 +72,27 @@ func readFence(ctx context.Context, ddb interface {
 	for k, v := range key {
 		av[k] = &types.AttributeValueMemberS{Value: v}
 	}
-	out, err := ddb.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: av, ConsistentRead: aws.Bool(true),
-		ProjectionExpression: aws.String("#k, #h"), ExpressionAttributeNames: map[string]string{"#k": mutation.FenceKeyAttr, "#h": mutation.FenceHashAttr}})
+	out, err := ddb.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: av, ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return nil, fmt.Errorf("read item %s of table %s: %w", formatItemKey(key), table, err)
 	}
-	f := &itemFence{Table: table, Item: key, Found: out.Item != nil}
-	if s, ok := out.Item[mutation.FenceKeyAttr].(*types.AttributeValueMemberS); ok {
-		f.Key = s.Value
+	f := &itemFence{Table: table, Item: key, Found: out.Item != nil, Fences: []versionFence{}}
+	for _, name := range slices.Sorted(maps.Keys(out.Item)) {
+		attr, ok := strings.CutPrefix(name, mutation.FenceKeyPrefix)
+		k, isS := out.Item[name].(*types.AttributeValueMemberS)
+		if !ok || !isS || attr == "" {
+			continue
+		}
+		vf := versionFence{VersionAttr: attr, Key: k.Value, NamesKey: k.Value == asked}
+		if h, ok := out.Item[mutation.FenceHashAttr(attr)].(*types.AttributeValueMemberS); ok {
+			vf.Hash = h.Value
+		}
+		if v, ok := out.Item[attr].(*types.AttributeValueMemberN); ok {
+			vf.Version = v.Value
+		}
+		f.Fences = append(f.Fences, vf)
+		f.NamesKey = f.NamesKey || vf.NamesKey
 	}
-	if s, ok := out.Item[mutation.FenceHashAttr].(*types.AttributeValueMemberS); ok {
-		f.Hash = s.Value
-	}
-	f.NamesKey = f.Key != "" && f.Key == asked
 	return f, nil
 }
 
@@ -79,18 +104,29 @@ func formatItemKey(key map[string]string) string {
 	return "{" + strings.Join(parts, ", ") + "}"
 }
 
-// printFence says, for people, what the item's fence tells of key.
+// printFence says, for people, what the item's fences tell of key. A
+// fence names only the work of its version attribute's current value: of
+// work it does not name, it cannot say whether it applied earlier.
 func printFence(w io.Writer, f *itemFence, key string) {
 	where := fmt.Sprintf("item %s of table %s", formatItemKey(f.Item), f.Table)
 	switch {
 	case !f.Found:
 		fmt.Fprintf(w, "%s: no such item\n", where)
-	case f.Key == "":
-		fmt.Fprintf(w, "%s: no fence (%s): no single-write route has written it\n", where, mutation.FenceKeyAttr)
-	case f.NamesKey:
-		fmt.Fprintf(w, "%s: its fence names %s (request hash %s): that work set the item's current version — applied\n", where, key, f.Hash)
-	default:
-		fmt.Fprintf(w, "%s: its fence names other work, %s (request hash %s): %s did not set the current version — it applied before it, was superseded, or has not applied; its inbox records above say what failed\n",
-			where, f.Key, f.Hash, key)
+		return
+	case len(f.Fences) == 0:
+		fmt.Fprintf(w, "%s: no fence (%s<version attribute>): no single-write route has written it\n", where, mutation.FenceKeyPrefix)
+		return
+	}
+	for _, vf := range f.Fences {
+		at := vf.VersionAttr
+		if vf.Version != "" {
+			at += " " + vf.Version
+		}
+		if vf.NamesKey {
+			fmt.Fprintf(w, "%s: its %s fence names %s (request hash %s): that work set %s, the current value — applied\n", where, vf.VersionAttr, key, vf.Hash, at)
+			continue
+		}
+		fmt.Fprintf(w, "%s: its %s fence names other work, %s (request hash %s), which set %s: the fence names only the newest version's work, so it cannot tell whether %s applied before that version (and was overtaken), was superseded, or has not applied; its inbox records above say what failed\n",
+			where, vf.VersionAttr, vf.Key, vf.Hash, at, key)
 	}
 }

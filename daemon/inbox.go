@@ -66,9 +66,14 @@ delivery was rejected has no record, only rejections.
 rejection record (as --rejection <SQS message id> does).
 
 A single-write route (ddbworker.SingleWrite) records only failures in the
-inbox: its applied work lives in the domain item's fence (ddbworkerKey,
-ddbworkerHash). --item NAME=VALUE … reads that item and says whether its fence
-names KEY, i.e. whether KEY's work set the item's current version.`,
+inbox: its applied work lives in the domain item's fence, one per version
+attribute (ddbworkerKey_<attr>, ddbworkerHash_<attr>: the key and request hash
+of the work that set <attr>'s current value). --item NAME=VALUE … reads that
+item and lists every fence on it, saying for each which version attribute it
+fences and whether it names KEY, i.e. whether KEY's work set that attribute's
+current value. A fence names only the newest version's work: for work it does
+not name, it cannot tell "applied, then overtaken by a newer version" from
+"superseded" or "not applied"; the inbox records say what failed.`,
 		Example: examples(g.app.name(),
 			"inbox get case-42:stage:7",
 			"inbox get case-42:stage:7 --type StageChanged -o json",
@@ -123,7 +128,7 @@ names KEY, i.e. whether KEY's work set the item's current version.`,
 	}
 	get.Flags().StringVar(&f.msgType, "type", "", "message type (default: every type under KEY)")
 	get.Flags().BoolVar(&f.rejection, "rejection", false, "KEY is the SQS message id of a message rejected before it had a key")
-	get.Flags().StringArrayVar(&f.item, "item", nil, "a single-write route's domain item, by its key attributes NAME=VALUE (strings; repeat for each): show whether its fence names KEY — the work that set its current version")
+	get.Flags().StringArrayVar(&f.item, "item", nil, "a single-write route's domain item, by its key attributes NAME=VALUE (strings; repeat for each): show its fences (one per version attribute) and whether one names KEY — the work that set that attribute's current value")
 	get.Flags().StringVar(&f.itemTable, "item-table", "", "the --item's table (default: the inbox's, as in a single-table application)")
 
 	list := &cobra.Command{
@@ -450,7 +455,7 @@ type inboxJSONDoc struct {
 	// Rejections are `inbox get`'s rejected deliveries of the key.
 	Rejections []inboxJSONRecord `json:"rejections,omitempty"`
 	Next       string            `json:"next"`
-	// Fence is `inbox get --item`'s domain item fence.
+	// Fence is `inbox get --item`'s domain item and its fences.
 	Fence *itemFence `json:"fence,omitempty"`
 }
 

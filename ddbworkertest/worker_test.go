@@ -629,14 +629,14 @@ func TestSingleWriteRoute(t *testing.T) {
 	fresh := kit(write).RequireWork(t, m)
 	fresh.RequireApplied(t)
 	require.Len(t, fresh.Writes, 1)
-	require.Contains(t, fresh.Writes[0].String(), ddbworker.FenceKeyAttr, "the fence is part of the write: %s", fresh.Writes[0])
+	require.Contains(t, fresh.Writes[0].String(), ddbworker.FenceKeyAttr("v"), "the fence is part of the write: %s", fresh.Writes[0])
 
-	fence := ddbworker.Item{"v": 3, ddbworker.FenceKeyAttr: "k-1", ddbworker.FenceHashAttr: fresh.Envelope.RequestHash}
+	fence := ddbworker.Item{"v": 3, ddbworker.FenceKeyAttr("v"): "k-1", ddbworker.FenceHashAttr("v"): fresh.Envelope.RequestHash}
 	at := func(item ddbworker.Item) ddbworkertest.Existing {
 		return ddbworkertest.Existing{Table: "t", Key: caseKey, Item: item}
 	}
 	kit(write).Before(at(fence)).RequireWork(t, m).RequireDuplicate(t)
-	other := ddbworker.Item{"v": 3, ddbworker.FenceKeyAttr: "k-0", ddbworker.FenceHashAttr: "v2:00"}
+	other := ddbworker.Item{"v": 3, ddbworker.FenceKeyAttr("v"): "k-0", ddbworker.FenceHashAttr("v"): "v2:00"}
 	kit(write).Before(at(other)).RequireWork(t, m).RequireTerminal(t, failure.CodeHashMismatch)
 	kit(write).Before(at(ddbworker.Item{"v": 4})).RequireWork(t, m).RequireSuperseded(t, "SUPERSEDED")
 	kit(write, write).RequireWork(t, m).RequireTerminal(t, failure.CodeInvalidResult)

@@ -15,13 +15,26 @@ import (
 
 // The attributes of the fence a single-write commit records in the domain
 // item, beside the version the write sets: which work set that version.
+// There is one fence per version attribute (FenceKeyAttr, FenceHashAttr),
+// so that routes guarding one item on different version attributes (a
+// case's stageVersion and its noteVersion) do not overwrite each other's.
 const (
-	// FenceKeyAttr holds the idempotency key of the work that set the
-	// item's version.
-	FenceKeyAttr = "ddbworkerKey"
-	// FenceHashAttr holds that work's request hash (its stored form).
-	FenceHashAttr = "ddbworkerHash"
+	// FenceKeyPrefix, followed by a version attribute's name, names the
+	// attribute that holds the idempotency key of the work that set that
+	// version attribute.
+	FenceKeyPrefix = "ddbworkerKey_"
+	// FenceHashPrefix, followed by a version attribute's name, names the
+	// attribute that holds that work's request hash (its stored form).
+	FenceHashPrefix = "ddbworkerHash_"
 )
+
+// FenceKeyAttr is the attribute that holds the idempotency key of the work
+// that set versionAttr: FenceKeyPrefix + versionAttr.
+func FenceKeyAttr(versionAttr string) string { return FenceKeyPrefix + versionAttr }
+
+// FenceHashAttr is the attribute that holds the request hash of the work
+// that set versionAttr: FenceHashPrefix + versionAttr.
+func FenceHashAttr(versionAttr string) string { return FenceHashPrefix + versionAttr }
 
 // Fence is what a write guarded by a version (ddbworker.NewerVersion:
 // "the item's Attr is absent or lower than Version") tells a single-write
@@ -33,11 +46,24 @@ type Fence struct {
 	Attr string
 	// Version is the version the write sets: the guard holds below it.
 	Version int64
-	// Render renders the write again so that it also sets the string
-	// attributes of set and sets Attr to Version (which the handler may have set to
-	// Version itself). It refuses a write that sets Attr otherwise or
-	// touches an attribute of set.
-	Render func(set map[string]string) (types.TransactWriteItem, error)
+	// Render renders the write again with m: it also sets the string
+	// attributes of m.Set and sets Attr to Version (which the handler may
+	// have set to Version itself), and its condition also requires each
+	// attribute of m.Unless to be absent or to hold another value. It
+	// refuses a write that sets Attr otherwise or touches an attribute of
+	// m.Set.
+	Render func(m Marks) (types.TransactWriteItem, error)
+}
+
+// Marks is what Fenced has Fence.Render add to a write: the fence it sets,
+// and the fence it must not find.
+type Marks struct {
+	// Set are string attributes the write also sets.
+	Set map[string]string
+	// Unless are string attributes the write's condition also requires to
+	// be absent or to hold another value (attribute_not_exists(a) OR
+	// a <> v): the write does not apply over an item that holds one.
+	Unless map[string]string
 }
 
 // Stamp is the work a single-write commit fences its write with.
@@ -63,21 +89,38 @@ func (s Stamp) same(stored string) bool {
 var ErrNotSingleWrite = errors.New("mutation: a single-write route's result must be one Put or Update guarded by ddbworker.NewerVersion")
 
 // Fenced renders the one write of a single-write route's result with its
-// fence: the write also sets FenceKeyAttr and FenceHashAttr to s, and its
-// version attribute to its version, and its judge reads the fence first —
-// on an item whose version is not below the write's (its version guard
-// failed):
+// fence — the fence of its version attribute f.Attr: the write also sets
+// FenceKeyAttr(f.Attr) and FenceHashAttr(f.Attr) to s, and f.Attr to its
+// version, and its condition also requires that this fence does not name
+// s's key (attribute_not_exists(FenceKeyAttr(f.Attr)) OR
+// FenceKeyAttr(f.Attr) <> key) — so that a key applies at most once,
+// whatever the version its messages carry. Its judge reads that fence
+// first:
 //
-//   - the fence names this work (key and hash): Duplicate, it applied
-//     already;
-//   - the version is the write's own, set by other work (another key, or
-//     this key with another hash): Fail with IDEMPOTENCY_HASH_MISMATCH;
-//   - a newer version: Supersede (an older version arrived late).
+//   - the fence names this key with this work (key and hash): Duplicate,
+//     it applied already (whatever the item's version now: a lost
+//     response's retry, a redelivery);
+//   - the fence names this key with another request hash: Fail with
+//     IDEMPOTENCY_HASH_MISMATCH (the key was reused for other work);
 //
-// Otherwise (the version guard held, another guard failed) the write's
-// own judge decides. A result of another shape — no write or more than
-// one, a Delete, a Check, a Raw write, a write without exactly one version
-// guard — is a terminal INVALID_HANDLER_RESULT wrapping ErrNotSingleWrite.
+// and otherwise the item's version, when it is not below the write's
+// (its version guard failed):
+//
+//   - the write's own version, set by other work (another key, or no
+//     fence): Fail with IDEMPOTENCY_HASH_MISMATCH;
+//   - a newer version: Supersede — this delivery applies nothing because
+//     the item holds a newer version already. The fence names only the
+//     work of the item's newest version, so a key that applied earlier
+//     and was overtaken is superseded here too: Supersede means "not
+//     applied by this delivery", not "never applied"; and a key reused
+//     for other work is caught only while the fence still names it.
+//
+// Otherwise (the fence is not this key's and the version guard held:
+// another guard failed) the write's own judge decides. A result of another
+// shape — more than one write, a Delete, a Check, a Raw write, a write
+// without exactly one version guard — is a terminal INVALID_HANDLER_RESULT
+// wrapping ErrNotSingleWrite (so is no write at all: the worker does not
+// fence a result with no write, it completes it without a call).
 func Fenced(writes []Write, s Stamp) (Write, error) {
 	refuse := func(why string) (Write, error) {
 		return Write{}, failure.Wrap(failure.Terminal, failure.CodeInvalidResult, fmt.Errorf("%w: %s", ErrNotSingleWrite, why))
@@ -90,7 +133,8 @@ func Fenced(writes []Write, s Stamp) (Write, error) {
 	}
 	w := writes[0]
 	f := w.Fence
-	item, err := f.Render(map[string]string{FenceKeyAttr: s.Key, FenceHashAttr: s.Hash})
+	keyAttr, hashAttr := FenceKeyAttr(f.Attr), FenceHashAttr(f.Attr)
+	item, err := f.Render(Marks{Set: map[string]string{keyAttr: s.Key, hashAttr: s.Hash}, Unless: map[string]string{keyAttr: s.Key}})
 	if err != nil {
 		return Write{}, failure.Wrap(failure.Terminal, failure.CodeInvalidResult, fmt.Errorf("%w: %w", ErrNotSingleWrite, err))
 	}
@@ -108,28 +152,34 @@ func Fenced(writes []Write, s Stamp) (Write, error) {
 }
 
 // fenceVerdict is the fence's judgement of old: decided is false while
-// the item's version is below f's (the version guard holds).
+// the fence does not name s's key and the item's version is below f's
+// (the fence's part of the condition holds).
 func fenceVerdict(old map[string]types.AttributeValue, f *Fence, s Stamp) (Verdict, bool) {
-	n, ok := old[f.Attr].(*types.AttributeValueMemberN)
-	if !ok {
-		return Verdict{}, false
+	key, _ := old[FenceKeyAttr(f.Attr)].(*types.AttributeValueMemberS)
+	hash, _ := old[FenceHashAttr(f.Attr)].(*types.AttributeValueMemberS)
+	n, _ := old[f.Attr].(*types.AttributeValueMemberN)
+	have, err := int64(0), error(nil)
+	if n != nil {
+		have, err = strconv.ParseInt(n.Value, 10, 64)
 	}
-	have, err := strconv.ParseInt(n.Value, 10, 64)
-	if err != nil || have < f.Version {
-		return Verdict{}, false
+	if key != nil && key.Value == s.Key {
+		if hash != nil && s.same(hash.Value) {
+			return Verdict{Kind: Duplicate}, true
+		}
+		at := fmt.Sprintf("the item's %s fence", f.Attr)
+		if n != nil && err == nil {
+			at = fmt.Sprintf("%s %d of the item", f.Attr, have)
+		}
+		return Verdict{Kind: Fail, Code: failure.CodeHashMismatch,
+			Message: fmt.Sprintf("%s was set by this key's work with another request hash: the key was reused for other work", at)}, true
 	}
-	key, _ := old[FenceKeyAttr].(*types.AttributeValueMemberS)
-	hash, _ := old[FenceHashAttr].(*types.AttributeValueMemberS)
-	if key != nil && hash != nil && key.Value == s.Key && s.same(hash.Value) {
-		return Verdict{Kind: Duplicate}, true
+	if n == nil || err != nil || have < f.Version {
+		return Verdict{}, false
 	}
 	if have == f.Version {
 		by := "work the item does not name"
 		if key != nil {
 			by = fmt.Sprintf("the work of key %q", key.Value)
-			if key.Value == s.Key {
-				by = "this key's work with another request hash"
-			}
 		}
 		return Verdict{Kind: Fail, Code: failure.CodeHashMismatch,
 			Message: fmt.Sprintf("%s %d of the item was set by %s", f.Attr, f.Version, by)}, true
@@ -175,6 +225,18 @@ func (c *Committer) CommitSingle(ctx context.Context, w Write) error {
 		return failure.Wrap(failure.Terminal, failure.CodeInvalidTransaction, err)
 	}
 	return fmt.Errorf("mutation: single-write commit of %s: %w", aws.ToString(tableOf(w.Item)), err)
+}
+
+// SingleOperation names the DynamoDB operation CommitSingle calls for w:
+// UpdateItem or PutItem ("" for a write it refuses).
+func SingleOperation(w Write) string {
+	switch {
+	case w.Item.Update != nil:
+		return "UpdateItem"
+	case w.Item.Put != nil:
+		return "PutItem"
+	}
+	return ""
 }
 
 func tableOf(it types.TransactWriteItem) *string {

@@ -118,7 +118,8 @@ type Metrics struct {
 	// InboxRecordBytes is the size of each work item's COMPLETED inbox
 	// record as DynamoDB counts it, by message type: over 1 KB, each
 	// write of it costs two units (the worker warns once per type from
-	// 900 bytes).
+	// 900 bytes). Not observed for work that has no record: a
+	// single-write route's fresh path, unless it recorded a failure.
 	InboxRecordBytes *prometheus.HistogramVec
 }
 
@@ -135,7 +136,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		HashMismatches: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "hash_mismatches_total", Help: "Deliveries whose idempotency key holds other work (alert on any)."}),
 		Processing: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "processing_seconds", Help: "Time from dispatch to disposition.",
 			Buckets: prometheus.ExponentialBuckets(0.002, 2, 14)}, []string{"message_type"}),
-		Commit: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "transaction_seconds", Help: "TransactWriteItems latency of commits.",
+		Commit: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "transaction_seconds", Help: "Latency of commits: the TransactWriteItems of a gated or fused commit, the one UpdateItem or PutItem of a single-write commit (a single-write result with no write makes no call and is not observed).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 		InFlight:    prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "in_flight", Help: "Messages being processed."}),
 		Concurrency: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "concurrency_limit", Help: "Current concurrency limit."}),

@@ -90,6 +90,9 @@ type work struct {
 	// fresh is the record a fused run creates (COMPLETED with the commit,
 	// or failed or superseded by record), nil on a gated route.
 	fresh *inbox.Record
+	// unrecorded: the work has no inbox record — a single-write route's
+	// fresh path, which writes one only for a failure.
+	unrecorded bool
 }
 
 // claimed is a held lease and the attempts policy in effect for it.

@@ -139,6 +139,7 @@ func (w *Worker) recordFailure(ctx context.Context, d *delivery, wk *work, v fai
 		err = w.committer.Fail(ctx, *v.lease, f)
 	} else {
 		err = w.committer.FailFresh(ctx, wk.fresh, f)
+		wk.unrecorded = wk.unrecorded && err != nil
 	}
 	var lost *inbox.LeaseLostError
 	var exists *mutation.ExistsError

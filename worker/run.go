@@ -16,7 +16,6 @@ import (
 	"github.com/ddbworker/ddbworker/internal/hooks"
 	"github.com/ddbworker/ddbworker/internal/judge"
 	"github.com/ddbworker/ddbworker/mutation"
-	"github.com/ddbworker/ddbworker/tracing"
 )
 
 // run runs the handler and commits its writes — under the lease c, renewed
@@ -39,6 +38,9 @@ func (w *Worker) run(ctx context.Context, d *delivery, wk *work, c *claimed, r *
 	} else {
 		wk.fresh = inbox.NewRecord(&wk.req.Work, w.cfg.Now())
 		wk.fresh.LeaseToken, wk.fresh.LeaseOwner = gate.NewToken(), w.gate.Owner()
+		// A single-write route's fresh path writes the work no record
+		// unless it records a failure (recordFailure).
+		wk.unrecorded = wk.route.SingleWrite
 	}
 	for run := 0; ; run++ {
 		msg := &ddbworker.Message{Envelope: wk.env, SQSMessageID: d.id, ReceiveCount: d.receives, Attempt: 1, Run: run}
@@ -79,8 +81,8 @@ func (w *Worker) judgement(ctx context.Context, err error, outcome string, run i
 }
 
 // commit renders a handler's writes and commits them with the inbox flip
-// (or, fused, with the COMPLETED record), and says how long the
-// transaction took.
+// (or, fused, with the COMPLETED record; on a single-write route's fresh
+// path, fenced and alone), and says how long its call took (0: none).
 func (w *Worker) commit(ctx context.Context, wk *work, c *claimed, beat *heartbeat, res ddbworker.Result, run int) (time.Duration, error) {
 	writes := make([]mutation.Write, len(res.Writes))
 	for i, wr := range res.Writes {
@@ -98,14 +100,29 @@ func (w *Worker) commit(ctx context.Context, wk *work, c *claimed, beat *heartbe
 		}
 		writes = []mutation.Write{fenced}
 	}
-	ctx, span := w.stage(ctx, tracing.SpanCommit)
+	single := c == nil && wk.route.SingleWrite
+	op := "TransactWriteItems" // the commit's one DynamoDB call
+	switch {
+	case single && len(writes) == 0:
+		op = "" // no write, no call
+	case single:
+		op = mutation.SingleOperation(writes[0])
+	}
+	ctx, span := w.commitStage(ctx, op)
+	if single && len(writes) == 0 {
+		// A single-write handler that decided there is nothing to do:
+		// nothing to write, nothing to fence, no call — and no commit time
+		// (the commit latency is of calls made). The work completes with
+		// its outcome (applied, or the handler's own); nothing records
+		// it, so a redelivery runs the handler again.
+		span.end(w, nil)
+		return 0, nil
+	}
 	start := w.cfg.Now()
 	var err error
 	switch {
 	case c != nil:
 		beat.hold(func() { err = w.committer.Commit(ctx, c.lease, writes, done, run) })
-	case wk.route.SingleWrite && len(writes) == 0:
-		// Nothing to write, nothing to fence: the work is done.
 	case wk.route.SingleWrite:
 		err = w.committer.CommitSingle(ctx, writes[0])
 	default:

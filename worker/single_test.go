@@ -10,7 +10,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/dlq"
@@ -21,6 +27,7 @@ import (
 	"github.com/ddbworker/ddbworker/internal/dev/faults"
 	"github.com/ddbworker/ddbworker/internal/dev/testenv"
 	"github.com/ddbworker/ddbworker/internal/hooks"
+	"github.com/ddbworker/ddbworker/tracing"
 	"github.com/ddbworker/ddbworker/worker"
 )
 
@@ -97,8 +104,8 @@ func TestSingleWrite(t *testing.T) {
 		require.Equal(t, map[string]int{"DynamoDB.UpdateItem": 1}, ddbCalls(h.inj.Calls()))
 		require.Nil(t, h.record("k-single", caseflow.TypeStageChanged), "no inbox record on the success path")
 		c := h.item(caseflow.CaseKey("c1"))
-		require.Equal(t, "k-single", str(c, ddbworker.FenceKeyAttr))
-		require.Equal(t, env.RequestHash, str(c, ddbworker.FenceHashAttr))
+		require.Equal(t, "k-single", str(c, ddbworker.FenceKeyAttr(caseflow.AttrStageVersion)))
+		require.Equal(t, env.RequestHash, str(c, ddbworker.FenceHashAttr(caseflow.AttrStageVersion)))
 		require.EqualValues(t, 1, num(t, c, caseflow.AttrStageVersion), "the worker sets the version the guard fences")
 		require.Equal(t, "review", str(c, caseflow.AttrStage))
 		require.EqualValues(t, 1, num(t, c, attrStageChanges))
@@ -151,6 +158,92 @@ func TestSingleWrite(t *testing.T) {
 				h.requireQueueEmpty()
 			})
 		}
+	})
+
+	t.Run("a key reused at another version: IDEMPOTENCY_HASH_MISMATCH", func(t *testing.T) {
+		// The version guard holds (or fails as for a late version), but the
+		// fence names this key with other work: a key applies at most once.
+		for _, tc := range []struct {
+			name         string
+			first, reuse int64
+		}{
+			{"a newer version", 1, 2},
+			{"an older version", 2, 1},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				h := newHarness(t, testenv.Options{})
+				h.seedCases("c1")
+				metrics, err := worker.NewMetrics(nil)
+				require.NoError(t, err)
+				h.start(singleConfig(h), worker.Deps{Handlers: singleRoute(h, 0, nil), Metrics: metrics})
+				h.send(stageChange(t, "k-reused", "review", tc.first))
+				require.Equal(t, worker.OutcomeApplied, h.waitEvents(1, 20*time.Second, final)[0].Outcome)
+				before := h.item(caseflow.CaseKey("c1"))
+				reuse := stageChange(t, "k-reused", "appeal", tc.reuse)
+				h.send(reuse)
+				ev := h.waitEvents(2, 20*time.Second, final)[1]
+				require.Equal(t, worker.OutcomeTerminal, ev.Outcome)
+				require.Equal(t, failure.CodeHashMismatch, ev.Code)
+				require.Equal(t, before, h.item(caseflow.CaseKey("c1")), "the item is untouched")
+				require.Equal(t, 1.0, testutil.ToFloat64(metrics.HashMismatches), "the alert")
+				rej, err := (inbox.Store{}).Decode(h.item((inbox.Store{}).RejectionKey(ev.SQSMessageID)))
+				require.NoError(t, err)
+				require.True(t, rej.Rejection)
+				require.Equal(t, failure.CodeHashMismatch, rej.FailureCode)
+				require.Contains(t, rej.FailureMessage, "the key was reused for other work")
+				require.Equal(t, reuse.RequestHash, rej.RequestHash)
+				require.Nil(t, h.record("k-reused", caseflow.TypeStageChanged), "the key's own record is not written")
+				require.Equal(t, failure.CodeHashMismatch, aws.ToString(h.dlq(1)[0].MessageAttributes[dlq.AttrFailureCode].StringValue))
+				h.requireQueueEmpty()
+			})
+		}
+	})
+
+	t.Run("two routes on one item, by different version attributes: a fence each", func(t *testing.T) {
+		// Stage changes guard the case item by stageVersion, notes by
+		// noteVersion: each route's fence is its version attribute's, so
+		// neither overwrites the other's and a duplicate of either, after
+		// the other applied, is still a duplicate.
+		h := newHarness(t, testenv.Options{})
+		h.seedCases("c1")
+		metrics, err := worker.NewMetrics(nil)
+		require.NoError(t, err)
+		reg := singleRoute(h, 0, nil)
+		require.NoError(t, reg.Register(caseflow.TypeNote, ddbworker.JSON((&caseflow.Handlers{Table: h.env.Table}).NoteInOrder), ddbworker.SingleWrite()))
+		h.start(singleConfig(h), worker.Deps{Handlers: reg, Metrics: metrics})
+		stage1, stage2 := stageChange(t, "k-stage-1", "review", 1), stageChange(t, "k-stage-2", "decision", 2)
+		note1 := mustEnv(t)(caseflow.NewNote("k-note-1", "c1", "first note", 1))
+		n := 0
+		for _, step := range []struct {
+			env  *envelope.Envelope
+			want string
+		}{
+			{stage1, worker.OutcomeApplied},
+			{note1, worker.OutcomeApplied},
+			{stage1, worker.OutcomeDuplicate}, // its stageVersion is 1 still; the note's fence is not its
+			{note1, worker.OutcomeDuplicate},
+			{stage2, worker.OutcomeApplied},
+			{note1, worker.OutcomeDuplicate}, // noteVersion 1, fenced by the note, whatever the stage did
+			{stage2, worker.OutcomeDuplicate},
+		} {
+			h.send(step.env)
+			n++
+			ev := h.waitEvents(n, 20*time.Second, final)[n-1]
+			require.Equal(t, step.want, ev.Outcome, "delivery %d, %s: %+v", n, step.env.IdempotencyKey, ev)
+			require.Equal(t, step.env.IdempotencyKey, ev.IdempotencyKey)
+		}
+		c := h.item(caseflow.CaseKey("c1"))
+		require.EqualValues(t, 2, num(t, c, attrStageChanges), "each stage change applied once")
+		require.EqualValues(t, 1, num(t, c, caseflow.AttrNoteCount), "the note applied once")
+		require.EqualValues(t, 2, num(t, c, caseflow.AttrStageVersion))
+		require.EqualValues(t, 1, num(t, c, caseflow.AttrNoteVersion))
+		require.Equal(t, "decision", str(c, caseflow.AttrStage))
+		require.Equal(t, "k-stage-2", str(c, ddbworker.FenceKeyAttr(caseflow.AttrStageVersion)))
+		require.Equal(t, stage2.RequestHash, str(c, ddbworker.FenceHashAttr(caseflow.AttrStageVersion)))
+		require.Equal(t, "k-note-1", str(c, ddbworker.FenceKeyAttr(caseflow.AttrNoteVersion)))
+		require.Equal(t, note1.RequestHash, str(c, ddbworker.FenceHashAttr(caseflow.AttrNoteVersion)))
+		require.Zero(t, testutil.ToFloat64(metrics.HashMismatches), "no mismatch")
+		h.requireQueueEmpty()
 	})
 
 	t.Run("an older version: superseded, nothing written", func(t *testing.T) {
@@ -211,7 +304,7 @@ func TestSingleWrite(t *testing.T) {
 		require.Equal(t, inbox.StatusCompleted, rec.Status, "the recorded failure is completed with the fenced write")
 		require.Equal(t, 1, rec.Attempts)
 		c := h.item(caseflow.CaseKey("c1"))
-		require.Equal(t, "k-retry", str(c, ddbworker.FenceKeyAttr))
+		require.Equal(t, "k-retry", str(c, ddbworker.FenceKeyAttr(caseflow.AttrStageVersion)))
 		require.EqualValues(t, 1, num(t, c, attrStageChanges))
 		h.requireQueueEmpty()
 	})
@@ -298,6 +391,97 @@ func TestSingleWrite(t *testing.T) {
 		}
 	})
 
+	t.Run("a result with no write: completed without a call, no commit time, no record", func(t *testing.T) {
+		for _, tc := range []struct{ name, outcome, want string }{
+			{"default outcome", "", worker.OutcomeApplied},
+			{"the handler's own outcome", "NOTHING_TO_DO", "nothing_to_do"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				h := newHarness(t, testenv.Options{})
+				h.seedCases("c1")
+				h.inj.ResetCalls()
+				metrics, err := worker.NewMetrics(nil)
+				require.NoError(t, err)
+				h.start(singleConfig(h), worker.Deps{Metrics: metrics, Handlers: singleRoute(h, 0, func(caseflow.StageChanged, int64) ddbworker.Result {
+					return ddbworker.Result{Outcome: tc.outcome}
+				})})
+				h.send(stageChange(t, "k-nothing", "review", 1))
+				ev := h.waitEvents(1, 20*time.Second, final)[0]
+				require.Equal(t, tc.want, ev.Outcome)
+				require.Empty(t, ddbCalls(h.inj.Calls()), "no DynamoDB call")
+				require.Nil(t, h.record("k-nothing", caseflow.TypeStageChanged), "nothing recorded")
+				require.Zero(t, histogramCount(t, metrics.Commit), "no commit latency: no commit call was made")
+				require.Zero(t, testutil.CollectAndCount(metrics.InboxRecordBytes), "no record, no record size")
+				require.Equal(t, 1.0, testutil.ToFloat64(metrics.Outcomes.WithLabelValues(caseflow.TypeStageChanged, worker.OutcomeApplied)))
+				h.requireQueueEmpty()
+			})
+		}
+	})
+
+	t.Run("the inbox record size: observed only for work that has a record", func(t *testing.T) {
+		h := newHarness(t, testenv.Options{})
+		h.seedCases("c1")
+		metrics, err := worker.NewMetrics(nil)
+		require.NoError(t, err)
+		h.start(singleConfig(h), worker.Deps{Metrics: metrics, Handlers: singleRoute(h, 0, nil)})
+		v2 := stageChange(t, "k-size-2", "appeal", 2)
+		h.send(v2)
+		h.waitEvents(1, 20*time.Second, final)
+		h.send(v2, stageChange(t, "k-size-1", "review", 1)) // a duplicate, a late version
+		evs := h.waitEvents(3, 20*time.Second, final)
+		require.ElementsMatch(t, []string{worker.OutcomeApplied, worker.OutcomeDuplicate, worker.OutcomeSuperseded},
+			[]string{evs[0].Outcome, evs[1].Outcome, evs[2].Outcome})
+		require.Zero(t, testutil.CollectAndCount(metrics.InboxRecordBytes), "the fresh path wrote no record")
+		// A redriven message takes the gated path: the gate writes its record.
+		h.sendWithAttributes(stageChange(t, "k-size-3", "decision", 3), map[string]types.MessageAttributeValue{dlq.AttrRedrivenFrom: stringAttr("dlq")})
+		require.Equal(t, worker.OutcomeApplied, h.waitEvents(4, 20*time.Second, final)[3].Outcome)
+		require.NotNil(t, h.record("k-size-3", caseflow.TypeStageChanged))
+		require.Equal(t, 1, testutil.CollectAndCount(metrics.InboxRecordBytes), "observed for the recorded work")
+	})
+
+	t.Run("the commit span names the call made: UpdateItem, PutItem, or none", func(t *testing.T) {
+		h := newHarness(t, testenv.Options{})
+		h.seedCases("c1")
+		sp := newSpans(t)
+		h.start(singleConfig(h), worker.Deps{TracerProvider: sp.tp, Handlers: singleRoute(h, 0, func(p caseflow.StageChanged, v int64) ddbworker.Result {
+			switch p.Stage {
+			case "review":
+				return ddbworker.Apply(stageWrite(h.env.Table, p, v))
+			case "appeal":
+				k := caseflow.CaseKey(p.CaseID)
+				key := ddbworker.Key{caseflow.AttrPK: k[caseflow.AttrPK].(*ddbtypes.AttributeValueMemberS).Value,
+					caseflow.AttrSK: k[caseflow.AttrSK].(*ddbtypes.AttributeValueMemberS).Value}
+				return ddbworker.Apply(ddbworker.Put(h.env.Table, key, ddbworker.Item{caseflow.AttrStage: p.Stage}).
+					Guard(ddbworker.NewerVersion(caseflow.AttrStageVersion, v)))
+			}
+			return ddbworker.Result{} // nothing to do
+		})})
+		for i, tc := range []struct {
+			stage string
+			op    string // "": no db attributes
+		}{
+			{"review", "UpdateItem"},
+			{"appeal", "PutItem"},
+			{"intake", ""},
+		} {
+			h.send(stageChange(t, "k-span-"+tc.stage, tc.stage, int64(i+1)))
+			require.Equal(t, worker.OutcomeApplied, h.waitEvents(i+1, 20*time.Second, final)[i].Outcome)
+			consumer := sp.wait(i+1, consumerOf(h.env.Queues.URL))[i]
+			commit := sp.children(consumer)[tracing.SpanCommit]
+			require.NotNil(t, commit, "a commit span for %s", tc.stage)
+			a := attrs(commit)
+			if tc.op == "" {
+				require.NotContains(t, a, attribute.Key("db.operation.name"), "nothing written: no db attributes")
+				require.NotContains(t, a, attribute.Key("db.system.name"))
+				require.Equal(t, trace.SpanKindInternal, commit.SpanKind())
+				continue
+			}
+			require.Equal(t, tc.op, a["db.operation.name"].AsString(), tc.stage)
+			require.Equal(t, "aws.dynamodb", a["db.system.name"].AsString())
+			require.Equal(t, trace.SpanKindClient, commit.SpanKind())
+		}
+	})
+
 	t.Run("the handler may set the version itself", func(t *testing.T) {
 		h := newHarness(t, testenv.Options{})
 		h.seedCases("c1")
@@ -320,4 +504,12 @@ func ddbCalls(calls map[string]int) map[string]int {
 		}
 	}
 	return out
+}
+
+// histogramCount is how many observations h holds.
+func histogramCount(t *testing.T, h prometheus.Histogram) uint64 {
+	t.Helper()
+	var m dto.Metric
+	require.NoError(t, h.Write(&m))
+	return m.GetHistogram().GetSampleCount()
 }

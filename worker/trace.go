@@ -99,14 +99,20 @@ func (w *Worker) stage(ctx context.Context, name string) (context.Context, stage
 	if w.tracer == nil {
 		return ctx, stageSpan{}
 	}
-	var ctx2 context.Context
-	var s trace.Span
-	if name == tracing.SpanCommit {
-		ctx2, s = w.tracer.t.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient),
-			trace.WithAttributes(semconv.DBSystemNameAWSDynamoDB, semconv.DBOperationName("TransactWriteItems")))
-	} else {
-		ctx2, s = w.tracer.t.Start(ctx, name)
+	ctx2, s := w.tracer.t.Start(ctx, name)
+	return context.WithValue(ctx2, stageKey{}, s), stageSpan{s}
+}
+
+// commitStage starts the commit stage's span: a client span of the one
+// DynamoDB call the commit makes, op (TransactWriteItems; a single-write
+// commit's UpdateItem or PutItem), or — op "", nothing is written — a
+// plain stage span with no db attributes.
+func (w *Worker) commitStage(ctx context.Context, op string) (context.Context, stageSpan) {
+	if w.tracer == nil || op == "" {
+		return w.stage(ctx, tracing.SpanCommit)
 	}
+	ctx2, s := w.tracer.t.Start(ctx, tracing.SpanCommit, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(semconv.DBSystemNameAWSDynamoDB, semconv.DBOperationName(op)))
 	return context.WithValue(ctx2, stageKey{}, s), stageSpan{s}
 }
 

@@ -94,8 +94,9 @@ func Verify(ctx context.Context, api ScanAPI, table string, plan *Plan, dlq []st
 // there); it is superseded when its counter is absent, its version is not
 // its case's newest and its record, if any, is SUPERSEDED. A case's newest
 // stage change must be applied, and the case item must carry its fence
-// (FenceKeyAttr, FenceHashAttr), its version and its stage. With Outcomes,
-// a superseded stage change must have been reported applied by none of its
+// (ddbworker.FenceKeyAttr and FenceHashAttr of AttrStageVersion: the
+// stage version's own), its version and its stage. With Outcomes, a
+// superseded stage change must have been reported applied by none of its
 // messages; without a record, also duplicate by none (only the fence
 // reports that then, naming this work; with one, the gate reports any
 // COMPLETED record a duplicate) and superseded by at least one (the fresh
@@ -411,7 +412,7 @@ func caseFence(c string, it map[string]types.AttributeValue, newest WorkItem, ve
 			out = append(out, fmt.Sprintf("case %s counts applications of %s, which no stage change has", c, attr))
 		}
 	}
-	key, hash := s(it, ddbworker.FenceKeyAttr), s(it, ddbworker.FenceHashAttr)
+	key, hash := s(it, ddbworker.FenceKeyAttr(AttrStageVersion)), s(it, ddbworker.FenceHashAttr(AttrStageVersion))
 	if newest.Key == "" {
 		if key != "" || hash != "" {
 			out = append(out, fmt.Sprintf("case %s has no stage change, yet its fence names %q", c, key))

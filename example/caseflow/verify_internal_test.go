@@ -77,17 +77,17 @@ func TestCaseFence(t *testing.T) {
 	newest := WorkItem{Key: "stage-9", Version: 3, Stage: "appeal", RequestHash: "v2:cc"}
 	ok := func() map[string]types.AttributeValue {
 		return map[string]types.AttributeValue{AttrStage: str("appeal"), AttrStageVersion: num("3"),
-			ddbworker.FenceKeyAttr: str("stage-9"), ddbworker.FenceHashAttr: str("v2:cc"),
+			ddbworker.FenceKeyAttr(AttrStageVersion): str("stage-9"), ddbworker.FenceHashAttr(AttrStageVersion): str("v2:cc"),
 			StageApplicationsAttr(1): num("1"), StageApplicationsAttr(3): num("1")}
 	}
 	versions := map[int64]bool{1: true, 2: true, 3: true}
 	require.Empty(t, caseFence("c1", ok(), newest, versions))
 
 	it := ok()
-	it[ddbworker.FenceKeyAttr] = str("stage-8")
+	it[ddbworker.FenceKeyAttr(AttrStageVersion)] = str("stage-8")
 	require.Len(t, caseFence("c1", it, newest, versions), 1, "fenced by other work")
 	it = ok()
-	it[ddbworker.FenceHashAttr] = str("v2:dd")
+	it[ddbworker.FenceHashAttr(AttrStageVersion)] = str("v2:dd")
 	require.Len(t, caseFence("c1", it, newest, versions), 1, "fenced by this key with another payload")
 	it = ok()
 	it[AttrStage] = str("intake")

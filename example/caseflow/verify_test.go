@@ -147,7 +147,7 @@ func TestVerifySingleWrite(t *testing.T) {
 	undo = set(caseflow.StageApplicationsAttr(99), num(1))
 	violated(opts, "which no stage change has")
 	undo()
-	undo = set(ddbworker.FenceKeyAttr, &ddbtypes.AttributeValueMemberS{Value: older.Key})
+	undo = set(ddbworker.FenceKeyAttr(caseflow.AttrStageVersion), &ddbtypes.AttributeValueMemberS{Value: older.Key})
 	violated(opts, "want its newest stage change")
 	undo()
 	reported := cloneOutcomes(outcomes)

@@ -726,8 +726,8 @@ func readBack(ctx context.Context, ddb *dynamodb.Client, table string, ms *messa
 		a.twice += max(0, got-want[c])
 		missing := max(0, want[c]-got)
 		if n := newest[c]; inOrder && n != nil {
-			key, _ := it[ddbworker.FenceKeyAttr].(*ddbtypes.AttributeValueMemberS)
-			hash, _ := it[ddbworker.FenceHashAttr].(*ddbtypes.AttributeValueMemberS)
+			key, _ := it[ddbworker.FenceKeyAttr(caseflow.AttrNoteVersion)].(*ddbtypes.AttributeValueMemberS)
+			hash, _ := it[ddbworker.FenceHashAttr(caseflow.AttrNoteVersion)].(*ddbtypes.AttributeValueMemberS)
 			fenced := key == nil && hash == nil || key != nil && hash != nil && key.Value == n.IdempotencyKey && hash.Value == n.RequestHash
 			if number(it, caseflow.AttrNoteVersion) != *n.AggregateVersion || !fenced {
 				missing = max(1, missing) // the newest note is not in place

@@ -166,7 +166,7 @@ func TestReadBack(t *testing.T) {
 		update := "SET noteCount = :n, noteVersion = :v"
 		if fence != nil {
 			values[":k"], values[":h"] = &ddbtypes.AttributeValueMemberS{Value: *fence}, &ddbtypes.AttributeValueMemberS{Value: "v2:x"}
-			update += ", " + ddbworker.FenceKeyAttr + " = :k, " + ddbworker.FenceHashAttr + " = :h"
+			update += ", " + ddbworker.FenceKeyAttr(caseflow.AttrNoteVersion) + " = :k, " + ddbworker.FenceHashAttr(caseflow.AttrNoteVersion) + " = :h"
 		}
 		_, err := ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(env.Table), Key: caseflow.CaseKey(caseID),
 			UpdateExpression: aws.String(update), ExpressionAttributeValues: values})

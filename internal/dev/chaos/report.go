@@ -176,6 +176,9 @@ func (r *Report) Print(out io.Writer) {
 	sorted(r.Logs.Terminal, "terminal ")
 	sorted(r.Logs.Retries, "retry ")
 	sorted(r.Logs.Late, "longer than a lease: ")
+	for _, typ := range slices.Sorted(maps.Keys(r.Logs.Redelivered)) {
+		sorted(r.Logs.Redelivered[typ], "redelivered "+typ+": ")
+	}
 	row("hash-mismatch alerts", r.Logs.Alerts)
 	sorted(r.Logs.Events, "log: ")
 	sorted(r.Logs.ErrorCodes, "error code ")

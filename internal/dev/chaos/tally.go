@@ -45,6 +45,7 @@ type LogLine struct {
 	FailureCode    string `json:"failureCode"`
 	TerminalPolicy string `json:"terminalPolicy"`
 	IdempotencyKey string `json:"idempotencyKey"`
+	MessageType    string `json:"messageType"`
 	ProcessingMs   int64  `json:"processingMs"`
 	ReceiveCount   int    `json:"receiveCount"`
 	Error          string `json:"error"`
@@ -137,6 +138,7 @@ type Tally struct {
 	dlqFailed map[string]bool           // pending: the next terminal line of this id is not final
 	receives  map[string]int            // highest receive count logged per SQS message id
 	byKey     map[string]map[string]int // final outcomes per idempotency key
+	redeliv   map[string]map[string]int // final outcomes of redeliveries (receive count > 1) per message type
 	lastBad   []string                  // the last unparsed lines
 }
 
@@ -145,7 +147,7 @@ type Tally struct {
 func NewTally(lease time.Duration) *Tally {
 	return &Tally{long: lease, late: map[string]int{}, faults: map[string]int{}, killed: map[string]int{}, outcomes: map[string]int{}, terminal: map[string]int{},
 		retries: map[string]int{}, codes: map[string]int{}, events: map[string]int{}, final: map[string]bool{}, dlqFailed: map[string]bool{},
-		receives: map[string]int{}, byKey: map[string]map[string]int{}}
+		receives: map[string]int{}, byKey: map[string]map[string]int{}, redeliv: map[string]map[string]int{}}
 }
 
 // Observe tallies one raw log line. It returns the parsed line and whether
@@ -212,6 +214,12 @@ func (t *Tally) Observe(raw []byte) (LogLine, bool) {
 				}
 				t.byKey[l.IdempotencyKey][l.Outcome]++
 			}
+			if l.ReceiveCount > 1 && l.MessageType != "" {
+				if t.redeliv[l.MessageType] == nil {
+					t.redeliv[l.MessageType] = map[string]int{}
+				}
+				t.redeliv[l.MessageType][l.Outcome]++
+			}
 		}
 	case msgHashMismatch:
 		t.alerts++
@@ -249,9 +257,13 @@ func (t *Tally) Settled(ids []string) int {
 func (t *Tally) KeyOutcomes() map[string]map[string]int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make(map[string]map[string]int, len(t.byKey))
-	for k, m := range t.byKey {
-		out[k] = maps.Clone(m)
+	return cloneNested(t.byKey)
+}
+
+func cloneNested(m map[string]map[string]int) map[string]map[string]int {
+	out := make(map[string]map[string]int, len(m))
+	for k, inner := range m {
+		out[k] = maps.Clone(inner)
 	}
 	return out
 }
@@ -283,9 +295,15 @@ type Snapshot struct {
 	// Late are the outcomes of deliveries that took at least a lease (a
 	// paused worker, a delayed commit): applied only while the heartbeat
 	// kept the lease, otherwise fenced (duplicate, lease_lost).
-	Late         map[string]int `json:"lateDeliveries"`
-	Final        int            `json:"messagesSettled"`
-	LastUnparsed []string       `json:"lastUnparsed,omitempty"`
+	Late map[string]int `json:"lateDeliveries"`
+	// Redelivered are the final outcomes of redeliveries (SQS receive
+	// count above 1: a worker killed or paused while it held the message,
+	// a lost delete, an expired visibility) by message type. A
+	// redelivery that ends duplicate found its work applied by an earlier
+	// delivery that never acked it.
+	Redelivered  map[string]map[string]int `json:"redeliveredFinalOutcomes"`
+	Final        int                       `json:"messagesSettled"`
+	LastUnparsed []string                  `json:"lastUnparsed,omitempty"`
 }
 
 // Snapshot copies the tallies.
@@ -294,7 +312,8 @@ func (t *Tally) Snapshot() Snapshot {
 	defer t.mu.Unlock()
 	return Snapshot{Lines: t.lines, Unparsed: t.unparsed, Faults: maps.Clone(t.faults), FailpointKills: maps.Clone(t.killed),
 		Outcomes: maps.Clone(t.outcomes), Terminal: maps.Clone(t.terminal), Retries: maps.Clone(t.retries), ErrorCodes: maps.Clone(t.codes),
-		Events: maps.Clone(t.events), Alerts: t.alerts, Late: maps.Clone(t.late), Final: len(t.final), LastUnparsed: append([]string(nil), t.lastBad...)}
+		Events: maps.Clone(t.events), Alerts: t.alerts, Late: maps.Clone(t.late), Redelivered: cloneNested(t.redeliv), Final: len(t.final),
+		LastUnparsed: append([]string(nil), t.lastBad...)}
 }
 
 // FailpointKillTotal is the total of failpoint kills.

@@ -141,3 +141,21 @@ func TestTallyReceiveCount(t *testing.T) {
 	require.Zero(t, tl.MaxReceiveCount(nil))
 	require.Equal(t, 1, tl.Snapshot().Outcomes["parked"])
 }
+
+// Redeliveries' final outcomes by message type: a redelivery of work that
+// applied (a worker killed between its commit and its ack) ends duplicate.
+func TestTallyRedelivered(t *testing.T) {
+	tl := NewTally(0)
+	for _, line := range []string{
+		`{"level":"INFO","msg":"worker_message_completed","sqsMessageId":"a","result":"applied","receiveCount":1,"messageType":"S"}`,
+		`{"level":"INFO","msg":"worker_message_duplicate","sqsMessageId":"a","result":"duplicate","receiveCount":2,"messageType":"S"}`,
+		`{"level":"INFO","msg":"worker_message_duplicate","sqsMessageId":"b","result":"duplicate","receiveCount":1,"messageType":"S"}`,
+		`{"level":"WARN","msg":"worker_message_retry","sqsMessageId":"c","result":"retry","receiveCount":2,"messageType":"S"}`,
+		`{"level":"INFO","msg":"worker_message_superseded","sqsMessageId":"d","result":"superseded","receiveCount":3,"messageType":"S"}`,
+		`{"level":"INFO","msg":"worker_message_completed","sqsMessageId":"e","result":"applied","receiveCount":2,"messageType":"T"}`,
+	} {
+		tl.Observe([]byte(line))
+	}
+	require.Equal(t, map[string]map[string]int{"S": {"duplicate": 1, "superseded": 1}, "T": {"applied": 1}}, tl.Snapshot().Redelivered,
+		"final outcomes only, receive count above 1 only")
+}

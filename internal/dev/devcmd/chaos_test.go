@@ -44,6 +44,12 @@ func TestChaosSingleWriteShort(t *testing.T) {
 		"the single-write check ran: %v", rep.Checks)
 	require.Positive(t, rep.Logs.Outcomes["superseded"], "out-of-order stage changes were superseded")
 	require.Positive(t, rep.Rejections["IDEMPOTENCY_HASH_MISMATCH"])
+	// Kills, pauses and lost deletes hit stage changes between their write
+	// and their ack: redelivered, they took the gated path (a record) and
+	// the fence answered — duplicate, or superseded once a newer version
+	// had applied (the route's account of "not applied by this delivery").
+	require.Positive(t, rep.Logs.Redelivered["CaseStageChanged"]["duplicate"]+rep.SingleWriteStages["APPLIED, record COMPLETED SUPERSEDED"],
+		"a single-write stage change redelivered after it applied: %v; %v", rep.Logs.Redelivered["CaseStageChanged"], rep.SingleWriteStages)
 }
 
 func chaosShort(t *testing.T, singleWrite bool) *chaos.Report {

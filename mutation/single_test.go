@@ -1,0 +1,92 @@
+package mutation_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ddbworker/ddbworker"
+	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/mutation"
+)
+
+// singleWork is one single-write work item for TestCommitSingle: key and
+// request hash, the version its write sets, and the stage it writes.
+type singleWork struct {
+	key, hash string
+	version   int64
+	stage     string
+}
+
+// CommitSingle on DynamoDB Local: the one conditional write decides
+// duplicate, key reuse, mismatch and superseded from the item it returns
+// (ALL_OLD), with no other call, and writes nothing when its condition
+// fails.
+func TestCommitSingle(t *testing.T) {
+	f := newFixture(t, false)
+	n := 0
+	commit := func(t *testing.T, item map[string]types.AttributeValue, w singleWork) error {
+		t.Helper()
+		pk := item["PK"].(*types.AttributeValueMemberS).Value
+		m, err := ddbworker.Update(f.env.Table, ddbworker.Key{"PK": pk, "SK": "ITEM"}).Set("stage", w.stage).Add("n", 1).
+			Guard(ddbworker.NewerVersion("version", w.version)).Mutation()
+		require.NoError(t, err)
+		fenced, err := mutation.Fenced([]mutation.Write{m}, mutation.Stamp{Key: w.key, Hash: w.hash})
+		require.NoError(t, err)
+		return f.c.CommitSingle(context.Background(), fenced)
+	}
+	for _, tc := range []struct {
+		name    string
+		applied []singleWork // committed first, each applying
+		then    singleWork
+		want    *mutation.Verdict // nil: it applies
+	}{
+		{"the same work again: duplicate", []singleWork{{"k1", "h1", 1, "review"}}, singleWork{"k1", "h1", 1, "review"},
+			&mutation.Verdict{Kind: mutation.Duplicate}},
+		{"its key reused at a newer version: mismatch", []singleWork{{"k1", "h1", 1, "review"}}, singleWork{"k1", "h2", 2, "appeal"},
+			&mutation.Verdict{Kind: mutation.Fail, Code: failure.CodeHashMismatch,
+				Message: "version 1 of the item was set by this key's work with another request hash: the key was reused for other work"}},
+		{"its key reused at an older version: mismatch", []singleWork{{"k1", "h1", 2, "review"}}, singleWork{"k1", "h2", 1, "appeal"},
+			&mutation.Verdict{Kind: mutation.Fail, Code: failure.CodeHashMismatch,
+				Message: "version 2 of the item was set by this key's work with another request hash: the key was reused for other work"}},
+		{"another key at the same version: mismatch", []singleWork{{"k1", "h1", 1, "review"}}, singleWork{"k2", "h2", 1, "appeal"},
+			&mutation.Verdict{Kind: mutation.Fail, Code: failure.CodeHashMismatch, Message: `version 1 of the item was set by the work of key "k1"`}},
+		{"an older version: superseded", []singleWork{{"k2", "h2", 2, "appeal"}}, singleWork{"k1", "h1", 1, "review"},
+			&mutation.Verdict{Kind: mutation.Supersede}},
+		// The fence names only the newest version's work: a duplicate of
+		// work a newer version overtook is superseded (it applied earlier),
+		// and a key reused behind that newer version is not recognised.
+		{"a duplicate overtaken by a newer version: superseded", []singleWork{{"k1", "h1", 1, "review"}, {"k2", "h2", 2, "appeal"}},
+			singleWork{"k1", "h1", 1, "review"}, &mutation.Verdict{Kind: mutation.Supersede}},
+		{"a key reused behind a newer version's fence: applies (the limit)", []singleWork{{"k1", "h1", 1, "review"}, {"k2", "h2", 2, "appeal"}},
+			singleWork{"k1", "h3", 3, "decision"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n++
+			key := dkey("SINGLE#"+strconv.Itoa(n), "ITEM")
+			for _, w := range tc.applied {
+				require.NoError(t, commit(t, key, w))
+			}
+			before := f.raw(key)
+			f.inj.ResetCalls()
+			err := commit(t, key, tc.then)
+			require.Equal(t, map[string]int{opUpd: 1}, f.inj.Calls(), "one conditional write, no read")
+			if tc.want == nil {
+				require.NoError(t, err)
+				after := f.raw(key)
+				require.Equal(t, tc.then.key, after[mutation.FenceKeyAttr("version")].(*types.AttributeValueMemberS).Value)
+				require.Equal(t, strconv.Itoa(len(tc.applied)+1), after["n"].(*types.AttributeValueMemberN).Value)
+				return
+			}
+			var ge *mutation.GuardError
+			require.True(t, errors.As(err, &ge), "a guard error: %v", err)
+			require.Equal(t, *tc.want, ge.Verdict)
+			require.Equal(t, before, ge.Old, "the item as it was comes back with the failed condition")
+			require.Equal(t, before, f.raw(key), "nothing written")
+		})
+	}
+}
