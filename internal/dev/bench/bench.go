@@ -39,8 +39,23 @@ var leasePolicy = stale.Policy{Lease: 10 * time.Second}
 type Config struct {
 	// Messages per run (fresh + duplicates). Default: 2000.
 	Messages int
-	// DuplicateRatio of each run's messages. Default: 0.25.
-	DuplicateRatio float64
+	// Duplicates is the sweep of duplicate ratios: each run's share of
+	// duplicates (earlier work re-sent in a new SQS message), each within
+	// [0, 1). At every concurrency, every ratio runs every kind. Default:
+	// 0.25.
+	Duplicates []float64
+	// Mix runs each measurement as one phase whose stream interleaves the
+	// duplicates among the fresh messages, as production does: each is sent
+	// MixDistanceMin to MixDistanceMax fresh messages after its original
+	// (drawn uniformly; at the end of a stream too short for that), so most
+	// arrive after their original committed and a few while it is in
+	// flight. The per-message figures are then over all messages (Result's
+	// All). Default (false): two phases per measurement, each through a
+	// consumer of its own on a queue of its own — every fresh message, then
+	// every duplicate — so that their costs are counted apart (Result's
+	// Fresh and Duplicate); the fused read ahead, which runs only while
+	// duplicates arrive, sees 0 % of them, then 100 %.
+	Mix bool
 	// LateRatio is the share of each run's fresh messages that are late: a
 	// case's note sent after its next one (NoteInOrder supersedes it; the
 	// other handlers apply every note). Within [0, 0.5]; negative: none.
@@ -88,6 +103,9 @@ type Config struct {
 	// Progress receives one line per finished measurement. Default: none.
 	Progress io.Writer
 
+	// mixDistance overrides MixDistanceMin and MixDistanceMax: the package's
+	// test mixes a few dozen messages.
+	mixDistance [2]int
 	// throttleWaitTime is the long-poll wait of the throttled scenario's
 	// worker. Default (zero): the worker's, 20s, so SQS calls per message
 	// are a deployed worker's; but a worker's shutdown waits for its poll
@@ -99,8 +117,11 @@ func (c *Config) defaults() error {
 	if c.Messages == 0 {
 		c.Messages = 2000
 	}
-	if c.DuplicateRatio == 0 {
-		c.DuplicateRatio = 0.25
+	if len(c.Duplicates) == 0 {
+		c.Duplicates = []float64{0.25}
+	}
+	if c.mixDistance == [2]int{} {
+		c.mixDistance = [2]int{MixDistanceMin, MixDistanceMax}
 	}
 	if c.LateRatio == 0 {
 		c.LateRatio = 0.1
@@ -133,8 +154,16 @@ func (c *Config) defaults() error {
 	if c.ThrottleSeed == 0 {
 		c.ThrottleSeed = ThrottleSeedDefault
 	}
-	if c.Messages < 10 || c.DuplicateRatio < 0 || c.DuplicateRatio >= 1 || c.LateRatio > 0.5 {
-		return errors.New("bench: need at least 10 messages, a duplicate ratio in [0, 1) and a late ratio in [0, 0.5]")
+	if c.Messages < 10 || c.LateRatio > 0.5 {
+		return errors.New("bench: need at least 10 messages and a late ratio in [0, 0.5]")
+	}
+	for _, r := range c.Duplicates {
+		if !(r >= 0 && r < 1) {
+			return fmt.Errorf("bench: duplicate ratio %v must be within [0, 1)", r)
+		}
+	}
+	if c.mixDistance[0] < 1 || c.mixDistance[1] < c.mixDistance[0] {
+		return fmt.Errorf("bench: mix distance %v: need 1 <= min <= max", c.mixDistance)
 	}
 	if c.KeyBytes < 0 || c.KeyBytes > envelope.DefaultMaxKeyBytes {
 		return fmt.Errorf("bench: KeyBytes %d must be within 0..%d", c.KeyBytes, envelope.DefaultMaxKeyBytes)
@@ -155,9 +184,20 @@ func (c *Config) defaults() error {
 	return nil
 }
 
-// shape is what a run's messages look like.
-func (c *Config) shape() shape {
-	return shape{dupRatio: c.DuplicateRatio, lateRatio: c.LateRatio, noteBytes: c.NoteBytes, keyBytes: c.KeyBytes}
+// The distance, in fresh messages, from a duplicate to its original in a
+// mixed stream (Config.Mix): drawn uniformly within these bounds.
+const (
+	MixDistanceMin = 50
+	MixDistanceMax = 500
+)
+
+// shape is what a run's messages look like, at the duplicate ratio dups.
+func (c *Config) shape(dups float64) shape {
+	sh := shape{dupRatio: dups, lateRatio: c.LateRatio, noteBytes: c.NoteBytes, keyBytes: c.KeyBytes}
+	if c.Mix {
+		sh.mixNear, sh.mixFar = c.mixDistance[0], c.mixDistance[1]
+	}
+	return sh
 }
 
 // Env says where to run.
@@ -175,7 +215,11 @@ type Env struct {
 
 // Phase is the measurement of one message set through one consumer.
 type Phase struct {
-	Messages      int             `json:"messages"`
+	Messages int `json:"messages"`
+	// Work counts the messages that carried work no earlier message of
+	// the run did: every one of a fresh phase, none of a duplicate phase,
+	// the fresh ones of a mixed phase.
+	Work          int             `json:"workItems"`
 	Elapsed       time.Duration   `json:"elapsedNs"`
 	DynamoDBCalls int             `json:"dynamodbCalls"`
 	SQSCalls      int             `json:"sqsCalls"`
@@ -192,43 +236,91 @@ type Phase struct {
 	// Outcomes are the worker's final outcomes by label (none for the
 	// bare loops).
 	Outcomes map[string]int `json:"outcomes,omitempty"`
-	// superseded are the keys of the messages the worker superseded.
+	// Kept are the outcomes of the worker's deliveries that kept their
+	// message for a later receive, by label: in_flight and lease_lost
+	// (another delivery of the same work held it: a duplicate that arrived
+	// while its original was in flight), retry (a transaction conflict,
+	// say).
+	Kept map[string]int `json:"keptOutcomes,omitempty"`
+	// superseded are the keys of the work the worker superseded: a
+	// delivery superseded, none applied.
 	superseded map[string]bool
 }
 
-// Measure is a consumer's fresh and duplicate phases together.
+// Measure is a consumer's phases together: the fresh and the duplicate
+// phase, or the one mixed phase (Config.Mix); the other's are zero and
+// left out of the JSON.
 type Measure struct {
-	Fresh      Phase         `json:"fresh"`
-	Duplicate  Phase         `json:"duplicate"`
+	Fresh     Phase `json:"fresh,omitzero"`
+	Duplicate Phase `json:"duplicate,omitzero"`
+	// Mixed is the one phase of a mixed run: the fresh messages with the
+	// duplicates interleaved.
+	Mixed      Phase         `json:"mixed,omitzero"`
 	Throughput float64       `json:"messagesPerSecond"`
 	P50        time.Duration `json:"p50Ns"`
 	P99        time.Duration `json:"p99Ns"`
 }
 
-// Result is one worker at one concurrency.
+// phases are m's phases that ran: the mixed one, or fresh and duplicate.
+func (m *Measure) phases() []*Phase {
+	if m.Mixed.Messages > 0 {
+		return []*Phase{&m.Mixed}
+	}
+	return []*Phase{&m.Fresh, &m.Duplicate}
+}
+
+// superseded is the work the worker superseded: the fresh phase's, or
+// the mixed phase's (a duplicate superseded after its original applied —
+// the case moved on — is not).
+func (m *Measure) superseded() map[string]bool {
+	if m.Mixed.Messages > 0 {
+		return m.Mixed.superseded
+	}
+	return m.Fresh.superseded
+}
+
+// Cost is what a message costs on average over a class of messages: the
+// fresh ones, the duplicates, or all of a mixed run.
+type Cost struct {
+	DynamoDBCalls float64 `json:"dynamodbCalls"`
+	SQSCalls      float64 `json:"sqsCalls"`
+	// LocalWCU is the write capacity DynamoDB Local reported.
+	LocalWCU float64 `json:"localWcu"`
+	// AWSWCU and AWSRCU are the write and read units in AWS terms (units).
+	AWSWCU float64 `json:"awsWcu"`
+	AWSRCU float64 `json:"awsRcu"`
+}
+
+// Result is one worker at one concurrency and duplicate ratio.
 type Result struct {
-	Kind        Kind    `json:"kind"`
-	Concurrency int     `json:"concurrency"`
-	Messages    int     `json:"messages"`
-	Duplicates  int     `json:"duplicates"`
+	Kind        Kind `json:"kind"`
+	Concurrency int  `json:"concurrency"`
+	Messages    int  `json:"messages"`
+	Duplicates  int  `json:"duplicates"`
+	// DuplicateRatio is the ratio the run was made with (Config.Duplicates).
+	DuplicateRatio float64 `json:"duplicateRatio"`
+	// Mixed says the duplicates were interleaved among the fresh messages
+	// in one phase (Config.Mix): the per-message figures are All's.
+	Mixed       bool    `json:"mixed"`
 	InboxBefore int     `json:"inboxRecordsBefore"`
 	Worker      Measure `json:"worker"`
 	Ceiling     Measure `json:"ceiling"`
 	Efficiency  float64 `json:"efficiency"`
 	VsNaive     float64 `json:"throughputVsNaive"`
-	// Per message.
-	DynamoDBFresh float64       `json:"dynamodbCallsPerFresh"`
-	DynamoDBDup   float64       `json:"dynamodbCallsPerDuplicate"`
-	SQSFresh      float64       `json:"sqsCallsPerFresh"`
-	SQSDup        float64       `json:"sqsCallsPerDuplicate"`
+	// Per message: per fresh message and per duplicate in a two-phase run
+	// (Duplicate nil when the run had none), All nil; per message of a
+	// mixed run, fresh and duplicates together, in All, the other two nil.
+	Fresh     *Cost `json:"perFresh,omitempty"`
+	Duplicate *Cost `json:"perDuplicate,omitempty"`
+	All       *Cost `json:"perMessage,omitempty"`
+	// CPUPerMessage is over all messages, in either mode.
 	CPUPerMessage time.Duration `json:"cpuPerMessageNs"`
 	PeakRSS       int64         `json:"peakRssBytes"`
-	LocalWCUFresh float64       `json:"localWcuPerFresh"`
-	LocalWCUDup   float64       `json:"localWcuPerDuplicate"`
-	AWSWCUFresh   float64       `json:"awsWcuPerFresh"`
-	AWSWCUDup     float64       `json:"awsWcuPerDuplicate"`
-	AWSRCUFresh   float64       `json:"awsRcuPerFresh"`
-	AWSRCUDup     float64       `json:"awsRcuPerDuplicate"`
+	// Kept counts the worker's deliveries that kept their message for a
+	// later receive (Phase.Kept), InFlight those of them kept because
+	// another delivery of the same work held it (in_flight, lease_lost).
+	Kept     int `json:"kept"`
+	InFlight int `json:"inFlight"`
 	// ItemBytes is the case item's size as a run left it (DynamoDB's
 	// rules), RecordBytes the COMPLETED inbox record's (0: none).
 	ItemBytes   int `json:"caseItemBytes"`
@@ -258,8 +350,8 @@ type Report struct {
 	Throttled []ThrottledResult `json:"throttled"`
 }
 
-// Run runs the concurrency sweep for every kind, then the size sweep, then
-// the throttled scenario.
+// Run runs the concurrency sweep — at each concurrency, each duplicate
+// ratio, every kind — then the size sweep, then the throttled scenario.
 func Run(ctx context.Context, env Env, cfg Config) (*Report, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
@@ -274,7 +366,7 @@ func Run(ctx context.Context, env Env, cfg Config) (*Report, error) {
 	if sweeps {
 		// Warm DynamoDB Local's JIT up before anything is measured.
 		fmt.Fprintln(cfg.Progress, "[bench] warming up the emulators …")
-		warm, err := runOne(ctx, env, cfg, KindDefault, 16, min(cfg.Messages, 500), 0)
+		warm, err := runOne(ctx, env, cfg, KindDefault, 16, min(cfg.Messages, 500), cfg.Duplicates[0], 0)
 		if err != nil {
 			return nil, fmt.Errorf("bench: warm-up: %w", err)
 		}
@@ -285,26 +377,28 @@ func Run(ctx context.Context, env Env, cfg Config) (*Report, error) {
 		concurrency = nil
 	}
 	for _, conc := range concurrency {
-		var naive float64
-		for _, kind := range cfg.Kinds {
-			res, err := runOne(ctx, env, cfg, kind, conc, cfg.Messages, inboxRecords)
-			if err != nil {
-				return nil, err
+		for _, dups := range cfg.Duplicates {
+			var naive float64
+			for _, kind := range cfg.Kinds {
+				res, err := runOne(ctx, env, cfg, kind, conc, cfg.Messages, dups, inboxRecords)
+				if err != nil {
+					return nil, err
+				}
+				inboxRecords += inboxWrites(res)
+				if kind == KindNaive {
+					naive = res.Worker.Throughput
+				}
+				if naive > 0 {
+					res.VsNaive = res.Worker.Throughput / naive
+				}
+				fmt.Fprintf(cfg.Progress, "[bench] %-11s c=%-3d dups %3.0f%% %s %6.0f msg/s  ceiling %6.0f  efficiency %.2f\n",
+					kind, conc, 100*dups, mode(cfg.Mix), res.Worker.Throughput, res.Ceiling.Throughput, res.Efficiency)
+				r.Concurrency = append(r.Concurrency, *res)
 			}
-			inboxRecords += inboxWrites(res)
-			if kind == KindNaive {
-				naive = res.Worker.Throughput
-			}
-			if naive > 0 {
-				res.VsNaive = res.Worker.Throughput / naive
-			}
-			fmt.Fprintf(cfg.Progress, "[bench] %-7s c=%-3d %6.0f msg/s  ceiling %6.0f  efficiency %.2f\n",
-				kind, conc, res.Worker.Throughput, res.Ceiling.Throughput, res.Efficiency)
-			r.Concurrency = append(r.Concurrency, *res)
 		}
 	}
 	for _, n := range cfg.Sizes {
-		res, err := runOne(ctx, env, cfg, KindDefault, cfg.SizeConcurrency, n, inboxRecords)
+		res, err := runOne(ctx, env, cfg, KindDefault, cfg.SizeConcurrency, n, cfg.Duplicates[0], inboxRecords)
 		if err != nil {
 			return nil, err
 		}
@@ -321,6 +415,14 @@ func Run(ctx context.Context, env Env, cfg Config) (*Report, error) {
 	return r, nil
 }
 
+// mode names a run's mode in progress lines.
+func mode(mix bool) string {
+	if mix {
+		return "mixed"
+	}
+	return "2-phase"
+}
+
 // inboxWrites is how many inbox records a result's runs left in the table:
 // its kind's per work item, for the worker's and the ceiling's runs alike.
 func inboxWrites(r *Result) int {
@@ -332,6 +434,10 @@ func inboxWrites(r *Result) int {
 type shape struct {
 	dupRatio, lateRatio float64
 	noteBytes, keyBytes int
+	// mixNear and mixFar bound the distance, in fresh messages, from a
+	// duplicate to its original in the mixed stream; zero: no mixed stream
+	// (two-phase).
+	mixNear, mixFar int
 }
 
 // notesPerCase is how many fresh notes a case receives in a run (of up to
@@ -341,15 +447,21 @@ const notesPerCase = 4
 // messageSet is one run's messages.
 type messageSet struct {
 	fresh, dups []string
-	envs        map[string]*envelope.Envelope // by body
-	cases       []string
+	// mixed is the mixed stream (shape.mixNear > 0): fresh and dups, each
+	// duplicate some fresh messages after its original.
+	mixed []string
+	envs  map[string]*envelope.Envelope // by body
+	cases []string
 	// late counts the fresh messages sent after their case's next note.
 	late int
 }
 
 // makeMessages builds a run's messages: fresh notes, version after version
 // per case, a share of them late (sent after the case's next note, many
-// messages later), then the duplicates (earlier work in a new SQS message).
+// messages later), then the duplicates (earlier work in a new SQS message),
+// and, for a mixed run, the stream with the duplicates among the fresh
+// notes (interleave). The same arguments make the same messages but for
+// their message IDs.
 func makeMessages(kind Kind, run string, n int, sh shape) (*messageSet, error) {
 	rng := rand.New(rand.NewPCG(uint64(len(run)), uint64(n)))
 	nDup := int(float64(n) * sh.dupRatio)
@@ -394,8 +506,10 @@ func makeMessages(kind Kind, run string, n int, sh shape) (*messageSet, error) {
 		ms.fresh = append(ms.fresh, string(body))
 		ms.envs[string(body)] = env
 	}
-	for range nDup {
-		env := caseflow.Resend(originals[rng.IntN(len(originals))])
+	origins := make([]int, nDup) // the fresh position of each duplicate's original
+	for k := range nDup {
+		origins[k] = rng.IntN(len(originals))
+		env := caseflow.Resend(originals[origins[k]])
 		body, err := envelope.Encode(env)
 		if err != nil {
 			return nil, err
@@ -403,15 +517,38 @@ func makeMessages(kind Kind, run string, n int, sh shape) (*messageSet, error) {
 		ms.dups = append(ms.dups, string(body))
 		ms.envs[string(body)] = env
 	}
+	if sh.mixNear > 0 {
+		ms.mixed = interleave(rng, ms.fresh, ms.dups, origins, sh.mixNear, sh.mixFar)
+	}
 	return ms, nil
 }
 
-func runOne(ctx context.Context, env Env, cfg Config, kind Kind, conc, n, inboxBefore int) (*Result, error) {
+// interleave is the mixed stream: the fresh messages in order, duplicate k
+// sent right after the fresh message near to far (drawn uniformly)
+// positions after its original, fresh[origins[k]] — after the last one
+// when the stream ends sooner. Every duplicate comes after its original.
+func interleave(rng *rand.Rand, fresh, dups []string, origins []int, near, far int) []string {
+	after := make([][]string, len(fresh)) // the duplicates sent right after fresh[i]
+	for k, body := range dups {
+		at := min(origins[k]+near+rng.IntN(far-near+1), len(fresh)-1)
+		after[at] = append(after[at], body)
+	}
+	stream := make([]string, 0, len(fresh)+len(dups))
+	for i, body := range fresh {
+		stream = append(stream, body)
+		stream = append(stream, after[i]...)
+	}
+	return stream
+}
+
+// runOne measures kind at concurrency conc on runs of n messages, a share
+// dups of them duplicates: the worker and its ceiling, twice each.
+func runOne(ctx context.Context, env Env, cfg Config, kind Kind, conc, n int, dups float64, inboxBefore int) (*Result, error) {
 	sp, err := kindOf(kind)
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Kind: kind, Concurrency: conc, Messages: n, InboxBefore: inboxBefore}
+	res := &Result{Kind: kind, Concurrency: conc, Messages: n, DuplicateRatio: dups, Mixed: cfg.Mix, InboxBefore: inboxBefore}
 	// ABBA order: worker, ceiling, ceiling, worker — drift in the emulators
 	// (JIT, table growth, a busy neighbour) hits both sides alike.
 	var workerRuns, ceilingRuns []*Measure
@@ -425,7 +562,7 @@ func runOne(ctx context.Context, env Env, cfg Config, kind Kind, conc, n, inboxB
 		// redone with new messages, at most twice; the report counts them.
 		for try := 0; ; try++ {
 			var err error
-			ms, err = makeMessages(kind, caseflow.NewID("")[:10], n, cfg.shape())
+			ms, err = makeMessages(kind, caseflow.NewID("")[:10], n, cfg.shape(dups))
 			if err != nil {
 				return nil, err
 			}
@@ -435,7 +572,11 @@ func runOne(ctx context.Context, env Env, cfg Config, kind Kind, conc, n, inboxB
 			if m, err = measure(ctx, env, cfg, sp, kind, conc, ms, ceiling); err != nil {
 				return nil, err
 			}
-			if m.Fresh.LostReceives+m.Duplicate.LostReceives == 0 || try == 2 {
+			lost := 0
+			for _, p := range m.phases() {
+				lost += p.LostReceives
+			}
+			if lost == 0 || try == 2 {
 				break
 			}
 			res.Redone++
@@ -447,8 +588,8 @@ func runOne(ctx context.Context, env Env, cfg Config, kind Kind, conc, n, inboxB
 		}
 		workerRuns = append(workerRuns, m)
 		res.Late += ms.late
-		res.Superseded += len(m.Fresh.superseded)
-		rb, err := readBack(ctx, setup, env.Table, ms, m.Fresh.superseded, sp.inOrder)
+		res.Superseded += len(m.superseded())
+		rb, err := readBack(ctx, setup, env.Table, ms, m.superseded(), sp.inOrder)
 		if err != nil {
 			return nil, err
 		}
@@ -462,23 +603,48 @@ func runOne(ctx context.Context, env Env, cfg Config, kind Kind, conc, n, inboxB
 		written = s
 	}
 	res.Worker, res.Ceiling = combine(workerRuns), combine(ceilingRuns)
-	units := sp.units(written, usageOf(&res.Worker))
-	res.AWSWCUFresh, res.AWSWCUDup, res.AWSRCUFresh, res.AWSRCUDup = units.WriteFresh, units.WriteDup, units.ReadFresh, units.ReadDup
 	res.Messages *= len(workerRuns)
 	res.Duplicates *= len(workerRuns)
 	w := res.Worker
 	res.Efficiency = w.Throughput / res.Ceiling.Throughput
-	nf, nd := float64(w.Fresh.Messages), float64(max(1, w.Duplicate.Messages))
-	res.DynamoDBFresh, res.DynamoDBDup = float64(w.Fresh.DynamoDBCalls)/nf, float64(w.Duplicate.DynamoDBCalls)/nd
-	res.SQSFresh, res.SQSDup = float64(w.Fresh.SQSCalls)/nf, float64(w.Duplicate.SQSCalls)/nd
-	res.LocalWCUFresh, res.LocalWCUDup = w.Fresh.LocalCapacity/nf, w.Duplicate.LocalCapacity/nd
-	res.CPUPerMessage = (w.Fresh.CPU + w.Duplicate.CPU) / time.Duration(w.Fresh.Messages+w.Duplicate.Messages)
-	res.PeakRSS = max(w.Fresh.PeakRSS, w.Duplicate.PeakRSS)
+	if cfg.Mix {
+		res.All = costOf(sp, written, w.Mixed)
+	} else {
+		res.Fresh, res.Duplicate = costOf(sp, written, w.Fresh), costOf(sp, written, w.Duplicate)
+	}
+	var cpu time.Duration
+	messages := 0
+	for _, p := range w.phases() {
+		cpu += p.CPU
+		messages += p.Messages
+		res.PeakRSS = max(res.PeakRSS, p.PeakRSS)
+		for outcome, k := range p.Kept {
+			res.Kept += k
+			if outcome == worker.OutcomeInFlight || outcome == worker.OutcomeLeaseLost {
+				res.InFlight += k
+			}
+		}
+	}
+	res.CPUPerMessage = cpu / time.Duration(max(1, messages))
 	return res, nil
 }
 
+// costOf is what a message of phase p cost on average (nil: p had none),
+// its AWS units by sp's rules from the items the run wrote (s) and what
+// the phase sent.
+func costOf(sp spec, s sizes, p Phase) *Cost {
+	if p.Messages == 0 {
+		return nil
+	}
+	n := float64(p.Messages)
+	u := sp.units(s, usageOf(p))
+	return &Cost{DynamoDBCalls: float64(p.DynamoDBCalls) / n, SQSCalls: float64(p.SQSCalls) / n, LocalWCU: p.LocalCapacity / n,
+		AWSWCU: u.Write, AWSRCU: u.Read}
+}
+
 // measure runs the fresh messages, then the duplicates, each through a
-// consumer started for that phase on a queue of its own.
+// consumer started for that phase on a queue of its own; or, mixed
+// (Config.Mix), the mixed stream through one.
 func measure(ctx context.Context, env Env, cfg Config, sp spec, kind Kind, conc int, ms *messageSet, ceiling bool) (*Measure, error) {
 	var preps map[string]*prepared
 	if ceiling {
@@ -497,28 +663,36 @@ func measure(ctx context.Context, env Env, cfg Config, sp spec, kind Kind, conc 
 		}
 	}
 	m := &Measure{}
-	for i, bodies := range [][]string{ms.fresh, ms.dups} {
-		ph, err := phase(ctx, env, cfg, sp, kind, conc, bodies, preps)
+	type run struct {
+		into   *Phase
+		bodies []string
+		work   int // how many of bodies carry new work
+	}
+	runs := []run{{&m.Fresh, ms.fresh, len(ms.fresh)}, {&m.Duplicate, ms.dups, 0}}
+	if cfg.Mix {
+		runs = []run{{&m.Mixed, ms.mixed, len(ms.fresh)}}
+	}
+	for _, r := range runs {
+		ph, err := phase(ctx, env, cfg, sp, kind, conc, r.bodies, preps)
 		if err != nil {
 			return nil, err
 		}
-		if i == 0 {
-			m.Fresh = *ph
-		} else {
-			m.Duplicate = *ph
-		}
+		ph.Work = r.work
+		*r.into = *ph
 	}
 	c := combine([]*Measure{m})
-	c.Fresh.superseded, c.Duplicate.superseded = m.Fresh.superseded, m.Duplicate.superseded
+	c.Fresh.superseded, c.Duplicate.superseded, c.Mixed.superseded = m.Fresh.superseded, m.Duplicate.superseded, m.Mixed.superseded
 	return &c, nil
 }
 
-// combine adds measurements of the same consumer up: messages, time, calls
-// and CPU add; latencies pool; peak memory is the highest.
+// combine adds measurements of the same consumer up, phase by phase (all
+// of one mode): messages, time, calls and CPU add; latencies pool; peak
+// memory is the highest.
 func combine(ms []*Measure) Measure {
 	var out Measure
 	add := func(into *Phase, p Phase) {
 		into.Messages += p.Messages
+		into.Work += p.Work
 		into.Elapsed += p.Elapsed
 		into.DynamoDBCalls += p.DynamoDBCalls
 		into.SQSCalls += p.SQSCalls
@@ -540,13 +714,29 @@ func combine(ms []*Measure) Measure {
 			}
 			into.Outcomes[k] += v
 		}
+		for k, v := range p.Kept {
+			if into.Kept == nil {
+				into.Kept = map[string]int{}
+			}
+			into.Kept[k] += v
+		}
 	}
 	for _, m := range ms {
+		if m.Mixed.Messages > 0 {
+			add(&out.Mixed, m.Mixed)
+			continue
+		}
 		add(&out.Fresh, m.Fresh)
 		add(&out.Duplicate, m.Duplicate)
 	}
-	out.Throughput = float64(out.Fresh.Messages+out.Duplicate.Messages) / (out.Fresh.Elapsed + out.Duplicate.Elapsed).Seconds()
-	all := append(slices.Clone(out.Fresh.Latencies), out.Duplicate.Latencies...)
+	messages, elapsed := 0, time.Duration(0)
+	var all []time.Duration
+	for _, p := range out.phases() {
+		messages += p.Messages
+		elapsed += p.Elapsed
+		all = append(all, p.Latencies...)
+	}
+	out.Throughput = float64(messages) / elapsed.Seconds()
 	slices.Sort(all)
 	if len(all) > 0 {
 		out.P50, out.P99 = all[len(all)/2], all[min(len(all)-1, len(all)*99/100)]
@@ -577,6 +767,7 @@ func phase(ctx context.Context, env Env, cfg Config, sp spec, kind Kind, conc in
 	sq := sqs.NewFromConfig(env.AWS, append(slices.Clone(env.SQS), met.sqs)...)
 
 	var mu sync.Mutex
+	applied := map[string]bool{} // the keys a delivery of the worker applied
 	lat := make([]time.Duration, 0, len(bodies))
 	done := make(chan struct{})
 	var last time.Time
@@ -621,7 +812,7 @@ func phase(ctx context.Context, env Env, cfg Config, sp spec, kind Kind, conc in
 		if err := sp.route(reg, env.Table); err != nil {
 			return nil, err
 		}
-		ph.Outcomes, ph.superseded = map[string]int{}, map[string]bool{}
+		ph.Outcomes, ph.Kept, ph.superseded = map[string]int{}, map[string]int{}, map[string]bool{}
 		wcfg := worker.Config{Store: inbox.Store{Table: env.Table}, QueueURL: q.URL, DLQURL: q.DLQURL, Concurrency: conc, BatchSize: cfg.BatchSize,
 			VisibilityTimeout: leasePolicy.Lease, WaitTime: time.Second}
 		if sp.config != nil {
@@ -629,13 +820,18 @@ func phase(ctx context.Context, env Env, cfg Config, sp spec, kind Kind, conc in
 		}
 		w, err := worker.New(worker.Deps{DynamoDB: ddb, SQS: sq, Handlers: reg, Logger: slog.New(slog.DiscardHandler),
 			OnEvent: func(ev worker.Event) {
+				mu.Lock()
 				if !ev.Final {
+					ph.Kept[ev.Outcome]++
+					mu.Unlock()
 					return
 				}
-				mu.Lock()
 				ph.Outcomes[ev.Outcome]++
-				if ev.Outcome == worker.OutcomeSuperseded {
+				switch ev.Outcome {
+				case worker.OutcomeSuperseded:
 					ph.superseded[ev.IdempotencyKey] = true
+				case worker.OutcomeApplied:
+					applied[ev.IdempotencyKey] = true
 				}
 				mu.Unlock()
 				settled(ev.Duration)
@@ -662,6 +858,12 @@ func phase(ctx context.Context, env Env, cfg Config, sp spec, kind Kind, conc in
 	r := met.read()
 	ph.DynamoDBCalls, ph.SQSCalls, ph.LocalCapacity, ph.Calls, ph.LostReceives, ph.ReadKeys = r.DynamoDB, r.SQS, r.Capacity, r.Calls, r.LostReceives, r.ReadKeys
 	ph.Latencies = lat
+	// Work superseded is work no delivery applied: in a mixed run, a
+	// duplicate superseded because its case moved on after its original
+	// applied is not.
+	for k := range applied {
+		delete(ph.superseded, k)
+	}
 	return ph, nil
 }
 

@@ -54,29 +54,32 @@ type spec struct {
 	// than its case's is superseded, and the case item must end with its
 	// newest note's version.
 	inOrder bool
-	// units is what a fresh and a duplicate message cost in AWS terms,
-	// from the sizes of the items the run wrote and, for what varies with
-	// the batches (the read ahead), the calls the worker made.
+	// units is what a message of a phase cost in AWS terms, on average:
+	// from the sizes of the items the run wrote and what the phase sent and
+	// applied (usage), so that it holds for a phase of fresh messages, of
+	// duplicates, or of both mixed.
 	units func(s sizes, u usage) capacity
 }
 
 var kinds = map[Kind]spec{
-	KindNaive: {prepare: prepareNaive, bare: bareUpdate, units: func(s sizes, _ usage) capacity {
-		// An unconditional UpdateItem; a duplicate is applied again.
-		return capacity{WriteFresh: kb(s.Domain), WriteDup: kb(s.Domain)}
+	KindNaive: {prepare: prepareNaive, bare: bareUpdate, units: func(s sizes, u usage) capacity {
+		// An unconditional UpdateItem per message; a duplicate is applied
+		// again.
+		return capacity{Write: u.Updates * kb(s.Domain)}
 	}},
 	KindDefault: {
 		route: func(reg *ddbworker.Registry, table string) error {
 			return (&caseflow.Handlers{Table: table}).Register(reg)
 		},
 		prepare: prepareDefault, bare: bareGated, records: 1,
-		units: func(s sizes, _ usage) capacity {
-			// The gate's PutItem (and its aggregate index entry), then a
-			// transaction of the domain update and the inbox flip, each
-			// item charged twice, by the larger of its before and after
-			// images; a duplicate is the gate's failed condition.
+		units: func(s sizes, u usage) capacity {
+			// The gate's PutItem (and, for new work, its aggregate index
+			// entry), then a transaction of the domain update and the inbox
+			// flip, each item charged twice, by the larger of its before
+			// and after images. A duplicate is the gate's failed condition,
+			// one more for each time it found its original in flight.
 			gate := kb(s.Processing)
-			return capacity{WriteFresh: gate + kb(s.Index) + 2*kb(s.Domain) + 2*math.Max(kb(s.Completed), gate), WriteDup: gate}
+			return capacity{Write: u.Puts*gate + u.Work*kb(s.Index) + u.Tx*(2*kb(s.Domain)+2*math.Max(kb(s.Completed), gate))}
 		},
 	},
 	KindFused: {
@@ -99,46 +102,48 @@ var kinds = map[Kind]spec{
 			return reg.Register(caseflow.TypeNote, ddbworker.JSON((&caseflow.Handlers{Table: table}).NoteInOrder), ddbworker.SingleWrite())
 		},
 		prepare: prepareSingle, bare: bareUpdate, inOrder: true,
-		units: func(s sizes, _ usage) capacity {
+		units: func(s sizes, u usage) capacity {
 			// One conditional UpdateItem with the fence in the item; a
 			// duplicate's or a late note's failed condition is charged by
 			// the item's size all the same.
-			return capacity{WriteFresh: kb(s.Domain), WriteDup: kb(s.Domain)}
+			return capacity{Write: u.Updates * kb(s.Domain)}
 		},
 	},
 }
 
 // fusedUnits: each transaction writes the domain update and the COMPLETED
-// record (with its index entry); a duplicate's transaction is cancelled,
-// counted as if it had applied (an upper bound). With the read ahead, a
-// receive batch's keys are read first, eventually consistent, each charged
-// as a read of the record (a key with no item is charged the minimum, the
-// same half unit), and a duplicate found COMPLETED makes no transaction:
-// the transactions and reads per message are the worker's own.
+// record; new work's also writes the record's index entry, once. A
+// duplicate's transaction is cancelled, counted as if it had applied (an
+// upper bound). With the read ahead, a receive batch's keys are read
+// first, eventually consistent, each charged as a read of the record (a
+// key with no item is charged the minimum, the same half unit), and a
+// duplicate found COMPLETED makes no transaction: the transactions and
+// reads per message are the worker's own, whatever the phase's mix.
 func fusedUnits(s sizes, u usage) capacity {
 	tx := 2*kb(s.Domain) + 2*kb(s.Completed)
-	read := readUnits(s.Completed, false)
-	return capacity{WriteFresh: u.FreshTx * (tx + kb(s.Index)), WriteDup: u.DupTx * tx,
-		ReadFresh: u.FreshReads * read, ReadDup: u.DupReads * read}
+	return capacity{Write: u.Tx*tx + u.Work*kb(s.Index), Read: u.Reads * readUnits(s.Completed, false)}
 }
 
-// usage is what the worker sent per message, fresh and duplicate:
-// transactions and keys read by BatchGetItem.
+// usage is what a phase's worker (or bare loop) sent and applied, per
+// message of the phase, as its meter counted it.
 type usage struct {
-	FreshTx, DupTx       float64
-	FreshReads, DupReads float64
+	// Puts, Updates and Tx are its PutItem, UpdateItem and
+	// TransactWriteItems calls.
+	Puts, Updates, Tx float64
+	// Reads are the keys its BatchGetItems read (the fused read ahead).
+	Reads float64
+	// Work is the share of the phase's messages that carried new work,
+	// each applied once (read back): 1 fresh, 0 duplicates, mixed the
+	// share of fresh messages.
+	Work float64
 }
 
-// usageOf reads a run's usage from its meter's counts.
-func usageOf(m *Measure) usage {
-	per := func(p Phase) (tx, reads float64) {
-		n := float64(max(1, p.Messages))
-		return float64(p.Calls["DynamoDB.TransactWriteItems"]) / n, float64(p.ReadKeys) / n
-	}
-	var u usage
-	u.FreshTx, u.FreshReads = per(m.Fresh)
-	u.DupTx, u.DupReads = per(m.Duplicate)
-	return u
+// usageOf reads a phase's usage from its meter's counts.
+func usageOf(p Phase) usage {
+	n := float64(max(1, p.Messages))
+	per := func(op string) float64 { return float64(p.Calls["DynamoDB."+op]) / n }
+	return usage{Puts: per("PutItem"), Updates: per("UpdateItem"), Tx: per("TransactWriteItems"),
+		Reads: float64(p.ReadKeys) / n, Work: float64(p.Work) / n}
 }
 
 // kindOf looks a kind up.
@@ -170,8 +175,7 @@ type sizes struct {
 // started 4 KB (readUnits), an eventually consistent one half of it, a
 // transactional one 2.
 type capacity struct {
-	WriteFresh, WriteDup float64
-	ReadFresh, ReadDup   float64
+	Write, Read float64
 }
 
 // readUnits are the read units of reading an item of size bytes: 1 per

@@ -17,46 +17,69 @@ import (
 	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/internal/dev/testenv"
 	"github.com/ddbworker/ddbworker/tables"
+	"github.com/ddbworker/ddbworker/worker"
 )
 
-// What a message costs per kind, from the sizes of the items it writes.
+// What a message costs per kind, from the sizes of the items it writes
+// and what its phase sent: fresh messages, duplicates, or both mixed (a
+// mixed phase costs the mean of its fresh and duplicate messages, plus what
+// the duplicates that found their original in flight sent again).
 func TestUnits(t *testing.T) {
 	small := sizes{Domain: 1000, Completed: 600, Processing: 580, Index: 300}
 	bigItem := sizes{Domain: 1100, Completed: 600, Processing: 580, Index: 300}
 	bigRecord := sizes{Domain: 1000, Completed: 1100, Processing: 1050, Index: 300}
 	tests := []struct {
+		name string
 		kind Kind
 		s    sizes
 		u    usage
 		want capacity
 	}{
-		{KindNaive, small, usage{}, capacity{WriteFresh: 1, WriteDup: 1}},
-		{KindNaive, bigItem, usage{}, capacity{WriteFresh: 2, WriteDup: 2}},
+		// An unconditional update per message.
+		{"fresh", KindNaive, small, usage{Updates: 1, Work: 1}, capacity{Write: 1}},
+		{"duplicate", KindNaive, small, usage{Updates: 1}, capacity{Write: 1}},
+		{"fresh, item over 1 KB", KindNaive, bigItem, usage{Updates: 1, Work: 1}, capacity{Write: 2}},
 		// gate 1 + index 1 + transaction 2 × (1 + 1); a duplicate: the gate.
-		{KindDefault, small, usage{}, capacity{WriteFresh: 6, WriteDup: 1}},
-		{KindDefault, bigRecord, usage{}, capacity{WriteFresh: 2 + 1 + 2 + 4, WriteDup: 2}},
+		{"fresh", KindDefault, small, usage{Puts: 1, Tx: 1, Work: 1}, capacity{Write: 6}},
+		{"duplicate", KindDefault, small, usage{Puts: 1}, capacity{Write: 1}},
+		{"fresh, record over 1 KB", KindDefault, bigRecord, usage{Puts: 1, Tx: 1, Work: 1}, capacity{Write: 2 + 1 + 2 + 4}},
+		{"duplicate, record over 1 KB", KindDefault, bigRecord, usage{Puts: 1}, capacity{Write: 2}},
+		// 90 fresh and 10 duplicates, 2 of which found their original in
+		// flight and came back: (90 × 6 + 10 × 1 + 2 × 1) / 100.
+		{"mixed", KindDefault, small, usage{Puts: 1.02, Tx: 0.9, Work: 0.9}, capacity{Write: 5.52}},
 		// transaction 2 × (1 + 1) + index 1; a duplicate: the cancelled transaction.
-		{KindFusedPlain, small, usage{FreshTx: 1, DupTx: 1}, capacity{WriteFresh: 5, WriteDup: 4}},
-		{KindFusedPlain, bigItem, usage{FreshTx: 1, DupTx: 1}, capacity{WriteFresh: 7, WriteDup: 6}},
-		// the read ahead: every key read (half a unit), a duplicate found
+		{"fresh", KindFusedPlain, small, usage{Tx: 1, Work: 1}, capacity{Write: 5}},
+		{"duplicate", KindFusedPlain, small, usage{Tx: 1}, capacity{Write: 4}},
+		{"fresh, item over 1 KB", KindFusedPlain, bigItem, usage{Tx: 1, Work: 1}, capacity{Write: 7}},
+		{"duplicate, item over 1 KB", KindFusedPlain, bigItem, usage{Tx: 1}, capacity{Write: 6}},
+		// A quarter duplicates: 0.75 × 5 + 0.25 × 4.
+		{"mixed", KindFusedPlain, small, usage{Tx: 1, Work: 0.75}, capacity{Write: 4.75}},
+		// The read ahead: every key read (half a unit), a duplicate found
 		// completed makes no transaction; a tenth of them was not found
 		// (read in a batch under the threshold).
-		{KindFused, small, usage{FreshTx: 1, FreshReads: 1, DupTx: 0.1, DupReads: 0.9}, capacity{WriteFresh: 5, WriteDup: 0.4, ReadFresh: 0.5, ReadDup: 0.45}},
-		// one conditional update; a duplicate's failed condition costs the item's units.
-		{KindSingle, small, usage{}, capacity{WriteFresh: 1, WriteDup: 1}},
-		{KindSingle, bigItem, usage{}, capacity{WriteFresh: 2, WriteDup: 2}},
+		{"fresh", KindFused, small, usage{Tx: 1, Reads: 1, Work: 1}, capacity{Write: 5, Read: 0.5}},
+		{"duplicate", KindFused, small, usage{Tx: 0.1, Reads: 0.9}, capacity{Write: 0.4, Read: 0.45}},
+		// 90 fresh and 10 duplicates, every key read, 8 duplicates found
+		// completed: 92 transactions, 90 index entries, 100 keys read.
+		{"mixed", KindFused, small, usage{Tx: 0.92, Reads: 1, Work: 0.9}, capacity{Write: 0.92*4 + 0.9, Read: 0.5}},
+		// One conditional update; a duplicate's failed condition costs the item's units.
+		{"fresh", KindSingle, small, usage{Updates: 1, Work: 1}, capacity{Write: 1}},
+		{"duplicate", KindSingle, small, usage{Updates: 1}, capacity{Write: 1}},
+		{"fresh, item over 1 KB", KindSingle, bigItem, usage{Updates: 1, Work: 1}, capacity{Write: 2}},
+		{"duplicate, item over 1 KB", KindSingle, bigItem, usage{Updates: 1}, capacity{Write: 2}},
 	}
 	for _, tt := range tests {
-		t.Run(string(tt.kind), func(t *testing.T) {
+		t.Run(string(tt.kind)+"/"+tt.name, func(t *testing.T) {
 			sp, err := kindOf(tt.kind)
 			require.NoError(t, err)
 			got := sp.units(tt.s, tt.u)
-			require.InDelta(t, tt.want.WriteFresh, got.WriteFresh, 1e-9)
-			require.InDelta(t, tt.want.WriteDup, got.WriteDup, 1e-9)
-			require.InDelta(t, tt.want.ReadFresh, got.ReadFresh, 1e-9)
-			require.InDelta(t, tt.want.ReadDup, got.ReadDup, 1e-9)
+			require.InDelta(t, tt.want.Write, got.Write, 1e-9)
+			require.InDelta(t, tt.want.Read, got.Read, 1e-9)
 		})
 	}
+	require.Equal(t, usage{Puts: 0.5, Updates: 0.25, Tx: 0.5, Reads: 1.5, Work: 0.75},
+		usageOf(Phase{Messages: 4, Work: 3, ReadKeys: 6, Calls: map[string]int{"DynamoDB.PutItem": 2, "DynamoDB.UpdateItem": 1,
+			"DynamoDB.TransactWriteItems": 2, "DynamoDB.BatchGetItem": 1, "SQS.ReceiveMessage": 3}}), "per message of the phase")
 	require.Equal(t, 1.0, readUnits(1, true))
 	require.Equal(t, 1.0, readUnits(4096, true))
 	require.Equal(t, 2.0, readUnits(4097, true))
@@ -135,6 +158,83 @@ func TestMakeMessages(t *testing.T) {
 	require.Empty(t, none.dups)
 	_, err = makeMessages(KindSingle, "r1", 40, shape{noteBytes: 10, keyBytes: 10})
 	require.ErrorContains(t, err, "as long already")
+}
+
+// The mixed stream: the fresh messages in their order, each duplicate
+// after its original — near to far fresh messages after it, or at the end
+// of a stream too short for that — the duplicates' share as asked, and the
+// same stream for the same arguments.
+func TestMixedStream(t *testing.T) {
+	tests := []struct {
+		name      string
+		n         int
+		dups      float64
+		near, far int
+		// atEnd: how many of the duplicates may come after the last fresh
+		// message, at most.
+		atEnd float64
+	}{
+		{"production distances", 2000, 0.1, MixDistanceMin, MixDistanceMax, 0.25},
+		{"a third duplicates", 3000, 0.3, MixDistanceMin, MixDistanceMax, 0.25},
+		{"one distance", 300, 0.2, 7, 7, 0.1},
+		{"shorter than the distances", 40, 0.25, MixDistanceMin, MixDistanceMax, 1},
+		{"no duplicates", 200, 0, MixDistanceMin, MixDistanceMax, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sh := shape{dupRatio: tt.dups, lateRatio: 0.1, noteBytes: 10, mixNear: tt.near, mixFar: tt.far}
+			ms, err := makeMessages(KindFused, "mix", tt.n, sh)
+			require.NoError(t, err)
+			nDup := int(float64(tt.n) * tt.dups)
+			require.Len(t, ms.dups, nDup)
+			require.Len(t, ms.mixed, tt.n, "every message once")
+			dup := map[string]bool{}
+			for _, b := range ms.dups {
+				dup[b] = true
+			}
+			original := map[string]int{} // key → fresh position of its original
+			var keys []string
+			fresh, dups, atEnd := 0, 0, 0
+			for _, body := range ms.mixed {
+				key := ms.envs[body].IdempotencyKey
+				keys = append(keys, key)
+				if !dup[body] {
+					require.Equal(t, ms.fresh[fresh], body, "the fresh messages in their order")
+					original[key] = fresh
+					fresh++
+					continue
+				}
+				dups++
+				j, ok := original[key]
+				require.True(t, ok, "a duplicate comes after its original")
+				d := fresh - 1 - j // fresh messages from the original to the one it follows
+				require.LessOrEqual(t, d, tt.far)
+				if fresh == len(ms.fresh) {
+					atEnd++
+				} else {
+					require.GreaterOrEqual(t, d, tt.near)
+				}
+			}
+			require.Equal(t, len(ms.fresh), fresh)
+			require.Equal(t, nDup, dups)
+			require.InDelta(t, tt.dups, float64(dups)/float64(len(ms.mixed)), 1.0/float64(tt.n), "the share of duplicates")
+			require.LessOrEqual(t, float64(atEnd), tt.atEnd*float64(nDup), "most duplicates among the fresh messages")
+			if tt.near >= len(ms.fresh) {
+				require.Equal(t, nDup, atEnd, "a stream shorter than the distances sends every duplicate at its end")
+			}
+
+			again, err := makeMessages(KindFused, "mix", tt.n, sh)
+			require.NoError(t, err)
+			var againKeys []string
+			for _, body := range again.mixed {
+				againKeys = append(againKeys, again.envs[body].IdempotencyKey)
+			}
+			require.Equal(t, keys, againKeys, "deterministic: the same stream for the same arguments")
+		})
+	}
+	twoPhase, err := makeMessages(KindFused, "mix", 100, shape{dupRatio: 0.25, noteBytes: 10})
+	require.NoError(t, err)
+	require.Nil(t, twoPhase.mixed, "two-phase: no mixed stream")
 }
 
 // benchEnv is an Env on the emulators with a table of its own.
@@ -226,15 +326,19 @@ func TestSweep(t *testing.T) {
 	require.Len(t, r.Concurrency, len(kindOrder))
 	byKind := map[Kind]Result{}
 	for _, x := range r.Concurrency {
+		require.False(t, x.Mixed, x.Kind)
+		require.NotNil(t, x.Fresh, x.Kind)
+		require.NotNil(t, x.Duplicate, x.Kind)
+		require.Nil(t, x.All, "%s: two phases, no figure over all", x.Kind)
 		t.Logf("%s: DDB %.2f/%.2f WCU %g/%g item %d B record %d B late %d superseded %d twice %d lost %d outcomes %v %v",
-			x.Kind, x.DynamoDBFresh, x.DynamoDBDup, x.AWSWCUFresh, x.AWSWCUDup, x.ItemBytes, x.RecordBytes, x.Late, x.Superseded,
+			x.Kind, x.Fresh.DynamoDBCalls, x.Duplicate.DynamoDBCalls, x.Fresh.AWSWCU, x.Duplicate.AWSWCU, x.ItemBytes, x.RecordBytes, x.Late, x.Superseded,
 			x.DoubleApplies, x.Lost, x.Worker.Fresh.Outcomes, x.Worker.Duplicate.Outcomes)
 		byKind[x.Kind] = x
 		require.Zero(t, x.Lost, x.Kind)
 		require.Equal(t, 160, x.Messages, "two worker runs of 80")
 		require.Positive(t, x.Late, "the seed makes late notes")
 		if x.Kind != KindFused {
-			require.Zero(t, x.AWSRCUFresh+x.AWSRCUDup, "%s reads nothing", x.Kind)
+			require.Zero(t, x.Fresh.AWSRCU+x.Duplicate.AWSRCU, "%s reads nothing", x.Kind)
 		}
 		require.Positive(t, x.VsNaive, x.Kind)
 		require.LessOrEqual(t, x.ItemBytes, 1024, "%s: the case item fits one write unit", x.Kind)
@@ -247,29 +351,90 @@ func TestSweep(t *testing.T) {
 		require.Zero(t, byKind[k].Superseded, "%s applies every note", k)
 	}
 	d := byKind[KindDefault]
-	require.Equal(t, [4]float64{2, 1, 6, 1}, [4]float64{d.DynamoDBFresh, d.DynamoDBDup, d.AWSWCUFresh, d.AWSWCUDup})
+	require.Equal(t, [4]float64{2, 1, 6, 1}, [4]float64{d.Fresh.DynamoDBCalls, d.Duplicate.DynamoDBCalls, d.Fresh.AWSWCU, d.Duplicate.AWSWCU})
 	p := byKind[KindFusedPlain]
-	require.Equal(t, [4]float64{1, 1, 5, 4}, [4]float64{p.DynamoDBFresh, p.DynamoDBDup, p.AWSWCUFresh, p.AWSWCUDup}, "fused without the read ahead")
+	require.Equal(t, [4]float64{1, 1, 5, 4}, [4]float64{p.Fresh.DynamoDBCalls, p.Duplicate.DynamoDBCalls, p.Fresh.AWSWCU, p.Duplicate.AWSWCU}, "fused without the read ahead")
 	require.Zero(t, p.Worker.Fresh.ReadKeys+p.Worker.Duplicate.ReadKeys)
 	// With it, a duplicate the read found completed makes no transaction;
 	// every key read costs half a read unit, and the reads are the worker's
 	// own (how many depends on how the receives batch the messages).
 	f := byKind[KindFused]
-	require.Equal(t, 5.0, f.AWSWCUFresh)
-	require.LessOrEqual(t, f.AWSWCUDup, 4.0)
-	require.InDelta(t, 0.5*float64(f.Worker.Duplicate.ReadKeys)/float64(f.Worker.Duplicate.Messages), f.AWSRCUDup, 1e-9)
+	require.Equal(t, 5.0, f.Fresh.AWSWCU)
+	require.LessOrEqual(t, f.Duplicate.AWSWCU, 4.0)
+	require.InDelta(t, 0.5*float64(f.Worker.Duplicate.ReadKeys)/float64(f.Worker.Duplicate.Messages), f.Duplicate.AWSRCU, 1e-9)
 	if f.Worker.Duplicate.ReadKeys > 0 {
-		require.Less(t, f.AWSWCUDup, 4.0, "a duplicate read ahead costs no write")
-		require.Less(t, f.DynamoDBDup, 1.0, "a batch of duplicates costs its one read")
+		require.Less(t, f.Duplicate.AWSWCU, 4.0, "a duplicate read ahead costs no write")
+		require.Less(t, f.Duplicate.DynamoDBCalls, 1.0, "a batch of duplicates costs its one read")
 	}
 	s := byKind[KindSingle]
-	require.Equal(t, [4]float64{1, 1, 1, 1}, [4]float64{s.DynamoDBFresh, s.DynamoDBDup, s.AWSWCUFresh, s.AWSWCUDup})
+	require.Equal(t, [4]float64{1, 1, 1, 1}, [4]float64{s.Fresh.DynamoDBCalls, s.Duplicate.DynamoDBCalls, s.Fresh.AWSWCU, s.Duplicate.AWSWCU})
 	require.Equal(t, map[string]int{"DynamoDB.UpdateItem": 120}, ddbOnly(s.Worker.Fresh.Calls), "fresh: one conditional update each")
 	require.Equal(t, map[string]int{"DynamoDB.UpdateItem": 40}, ddbOnly(s.Worker.Duplicate.Calls), "duplicates: one failed conditional update each")
 	// A late note is far behind its next one (a case count of messages,
 	// four times the concurrency): it always finds it applied.
 	require.Equal(t, s.Late, s.Superseded, "every late note superseded")
 	require.Zero(t, s.RecordBytes, "no inbox record")
+
+	// Mixed, small: the duplicates interleaved a few messages after their
+	// originals, fused beside fused-plain. Still nothing lost or applied
+	// twice; the figures are per message over all, the phases' apart are
+	// not reported at all; the fused worker's read ahead reads among the
+	// fresh messages and the duplicates, its units its own calls'.
+	mixed, err := Run(context.Background(), benchEnv(t), Config{Messages: 60, Duplicates: []float64{0.3}, Mix: true, Concurrency: []int{4},
+		Kinds: []Kind{KindFused, KindFusedPlain}, mixDistance: [2]int{4, 20}, Progress: testWriter{t}})
+	require.NoError(t, err)
+	require.Len(t, mixed.Concurrency, 2)
+	const work, dups = 2 * 42, 2 * 18 // two worker runs of 60, 30 % duplicates
+	byKind = map[Kind]Result{}
+	for _, x := range mixed.Concurrency {
+		w := x.Worker.Mixed
+		t.Logf("%s mixed: DDB %.2f WCU %g RCU %g read keys %d calls %v outcomes %v kept %v",
+			x.Kind, x.All.DynamoDBCalls, x.All.AWSWCU, x.All.AWSRCU, w.ReadKeys, ddbOnly(w.Calls), w.Outcomes, w.Kept)
+		byKind[x.Kind] = x
+		require.True(t, x.Mixed, x.Kind)
+		require.Equal(t, 0.3, x.DuplicateRatio, x.Kind)
+		require.Nil(t, x.Fresh, x.Kind)
+		require.Nil(t, x.Duplicate, x.Kind)
+		require.NotNil(t, x.All, x.Kind)
+		require.Zero(t, x.Lost, x.Kind)
+		require.Zero(t, x.DoubleApplies, x.Kind)
+		require.Equal(t, [2]int{work + dups, dups}, [2]int{x.Messages, x.Duplicates}, x.Kind)
+		require.Equal(t, [2]int{work + dups, work}, [2]int{w.Messages, w.Work}, x.Kind)
+		require.Equal(t, work+dups, x.Ceiling.Mixed.Messages, "%s: the ceiling runs the same mixed stream", x.Kind)
+		require.Zero(t, x.Worker.Fresh.Messages+x.Worker.Duplicate.Messages+x.Ceiling.Fresh.Messages+x.Ceiling.Duplicate.Messages, x.Kind)
+		require.Equal(t, map[string]int{worker.OutcomeApplied: work, worker.OutcomeDuplicate: dups}, w.Outcomes, x.Kind)
+		require.Equal(t, x.Kept, sum(w.Kept), x.Kind)
+		// A transaction writes 2 × (1 + 1) units, new work one index entry
+		// more (the case item and the record are under 1 KB).
+		n := float64(w.Messages)
+		require.Less(t, x.RecordBytes, 1024, x.Kind)
+		require.InDelta(t, 4*float64(w.Calls["DynamoDB.TransactWriteItems"])/n+float64(work)/n, x.All.AWSWCU, 1e-9, x.Kind)
+		require.InDelta(t, 0.5*float64(w.ReadKeys)/n, x.All.AWSRCU, 1e-9, x.Kind)
+
+		var js map[string]any
+		b, err := json.Marshal(x)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, &js))
+		require.Contains(t, js, "perMessage", x.Kind)
+		require.NotContains(t, js, "perFresh", x.Kind)
+		require.NotContains(t, js, "perDuplicate", x.Kind)
+		require.Contains(t, js["worker"], "mixed", x.Kind)
+		require.NotContains(t, js["worker"], "fresh", x.Kind)
+		require.NotContains(t, js["worker"], "duplicate", x.Kind)
+	}
+	f = byKind[KindFused]
+	require.Positive(t, f.Worker.Mixed.ReadKeys, "the read ahead read with duplicates mixed in")
+	p = byKind[KindFusedPlain]
+	require.Zero(t, p.Worker.Mixed.ReadKeys)
+	require.GreaterOrEqual(t, p.Worker.Mixed.Calls["DynamoDB.TransactWriteItems"], work+dups, "without the read ahead every message is a transaction")
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
 
 func ddbOnly(calls map[string]int) map[string]int {

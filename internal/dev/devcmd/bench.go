@@ -2,6 +2,7 @@ package devcmd
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -23,6 +24,7 @@ func newBenchCmd(g daemonext.Globals) *cobra.Command {
 	var (
 		cfg      bench.Config
 		conc     string
+		dups     string
 		sizes    string
 		kinds    string
 		throttle string
@@ -34,17 +36,34 @@ func newBenchCmd(g daemonext.Globals) *cobra.Command {
 		Use:   "bench",
 		Short: "Measure naive, default, fused and single-write workers against a bare-calls ceiling, and the default worker under throttling, on local emulators",
 		Long: `bench runs the same CaseNoteRecorded messages (one ~1 KB case item per message,
-its version among its case's notes, a share of them late, a share of duplicates)
-through each worker at each concurrency, and through a bare loop that issues
-exactly that worker's DynamoDB and SQS calls with no worker around them: naive
-(the update, no inbox), default (gate + transaction), fused (one transaction
-with the inbox record), single (the single-write route: one conditional update
-fenced in the case item, guarded by the note's version, late notes superseded).
-Efficiency is the worker's throughput divided by its ceiling's. Calls per
-message are counted by SDK middleware, separately for fresh messages and
-duplicates; WCU are shown as DynamoDB Local reports them and, with read units,
-computed in AWS terms from item sizes. Applied twice and lost are read back
-from the case items.
+its version among its case's notes, a share of them late, a share of
+duplicates) through each worker at each concurrency, and through a bare loop
+that issues exactly that worker's DynamoDB and SQS calls with no worker around
+them: naive (the update, no inbox), default (gate + transaction), fused (one
+transaction with the inbox record, a receive batch's records read ahead with
+one BatchGetItem while duplicates arrive), fused-plain (fused without the read
+ahead), single (the single-write route: one conditional update fenced in the
+case item, guarded by the note's version, late notes superseded). Efficiency is
+the worker's throughput divided by its ceiling's. Calls per message are counted
+by SDK middleware; WCU are shown as DynamoDB Local reports them and, with read
+units, computed in AWS terms from item sizes and the calls made. Applied twice
+and lost are read back from the case items. --duplicates is a sweep: at each
+concurrency, each ratio runs every worker (the size sweep runs the first).
+
+By default each measurement runs in two phases, each through a consumer of its
+own on a queue of its own: every fresh message, then every duplicate, so that
+their costs are counted apart (the "fresh" and "dup" columns). With --mix it is
+one phase whose stream interleaves the duplicates among the fresh messages, as
+production does: each duplicate is sent 50 to 500 fresh messages after its
+original (at the end of a shorter stream), so most arrive after their original
+committed and a few while it is in flight; the per-message columns are then
+over all messages ("/msg"), and "kept/in flight" counts the deliveries put back
+for later, those of them because their original was in flight. Only a mixed
+stream shows the fused read ahead as it runs in production: it reads while at
+least 5 % of a worker's recent fused deliveries were duplicates, so a fresh
+phase turns it off after its first couple of hundred messages and a duplicate
+phase keeps it on. At concurrency 1 a receive holds one message and the read
+ahead never runs (fused and fused-plain are the same worker there).
 
 The throttled scenario (--throttle) runs the default worker against DynamoDB
 Local through a proxy that throttles a share of the requests at random, once as
@@ -62,6 +81,9 @@ the concurrency limit, dead-lettered messages and business attempts used.`,
 				cfg.SkipConcurrency = true
 			} else if cfg.Concurrency, err = ints(conc); err != nil {
 				return fmt.Errorf("--concurrency: %w", err)
+			}
+			if cfg.Duplicates, err = ratios(dups); err != nil {
+				return fmt.Errorf("--duplicates: %w", err)
 			}
 			if cfg.Throttle, err = fractions(throttle); err != nil {
 				return fmt.Errorf("--throttle: %w", err)
@@ -110,7 +132,8 @@ the concurrency limit, dead-lettered messages and business attempts used.`,
 	}
 	f := cmd.Flags()
 	f.IntVar(&cfg.Messages, "count", 2000, "messages per run (fresh + duplicates)")
-	f.Float64Var(&cfg.DuplicateRatio, "duplicates", 0.25, "share of duplicates in each run")
+	f.StringVar(&dups, "duplicates", "0.25", "duplicate ratio sweep: each run's share of duplicates, comma-separated, each within [0, 1) (e.g. 0,0.1,0.3)")
+	f.BoolVar(&cfg.Mix, "mix", false, "interleave the duplicates among the fresh messages in one phase per run, each 50-500 fresh messages after its original (default: two phases, fresh then duplicates)")
 	f.StringVar(&conc, "concurrency", "1,4,16,64", `concurrency sweep, comma-separated ("": skip it)`)
 	f.StringVar(&sizes, "sizes", "", "size sweep: messages per run, comma-separated (e.g. 1000,10000,50000); the inbox keeps growing")
 	f.IntVar(&cfg.SizeConcurrency, "size-concurrency", 16, "concurrency of the size sweep")
@@ -144,6 +167,25 @@ func ints(s string) ([]int, error) {
 	return out, nil
 }
 
+// ratios parses --duplicates: ratios within [0, 1), at least one.
+func ratios(s string) ([]float64, error) {
+	var out []float64
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		f, err := strconv.ParseFloat(p, 64)
+		if err != nil || !(f >= 0 && f < 1) {
+			return nil, fmt.Errorf("%q is not a ratio within [0, 1)", p)
+		}
+		out = append(out, f)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no ratio")
+	}
+	return out, nil
+}
+
 // fractions parses --throttle: fractions in (0, 1]; "" or only zeros: none.
 func fractions(s string) ([]float64, error) {
 	var out []float64
@@ -163,48 +205,87 @@ func fractions(s string) ([]float64, error) {
 }
 
 func printBench(out io.Writer, r *bench.Report, took time.Duration) {
+	c := r.Config
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	header := "worker\tconc\tmsg/s\tceiling\tefficiency\tvs naive\tp50\tp99\tCPU/msg\tpeak RSS\tDDB fresh\tDDB dup\tSQS fresh\tSQS dup\tWCU AWS fresh/dup\tRCU AWS fresh/dup\tWCU Local fresh/dup\titem/record B\tlate/superseded\tapplied twice\tlost\tredone\t"
-	rows := func(title string, results []bench.Result) {
+	// Two-phase: per fresh message and per duplicate; mixed: per message
+	// over all of them, one column each.
+	perMessage := "DDB fresh\tDDB dup\tSQS fresh\tSQS dup\tWCU AWS fresh/dup\tRCU AWS fresh/dup\tWCU Local fresh/dup"
+	if c.Mix {
+		perMessage = "DDB/msg\tSQS/msg\tWCU AWS/msg\tRCU AWS/msg\tWCU Local/msg"
+	}
+	header := "worker\tconc\tdups\tmsg/s\tceiling\tefficiency\tvs naive\tp50\tp99\tCPU/msg\tpeak RSS\t" + perMessage +
+		"\titem/record B\tlate/superseded\tkept/in flight\tapplied twice\tlost\tredone\t"
+	rows := func(title string, results []bench.Result, sizes bool) {
 		if len(results) == 0 {
 			return
 		}
+		if c.Mix {
+			title += " — MIXED: duplicates interleaved with the fresh messages, one phase per run; per message = over all messages"
+		}
 		fmt.Fprintf(tw, "\n%s\n", title)
 		h := header
-		if title != "CONCURRENCY SWEEP" {
+		if sizes {
 			h = "inbox before\t" + h
 		}
 		fmt.Fprintln(tw, h)
 		for _, x := range results {
-			prefix := ""
-			if title != "CONCURRENCY SWEEP" {
-				prefix = fmt.Sprintf("%d\t", x.InboxBefore)
+			if sizes {
+				fmt.Fprintf(tw, "%d\t", x.InboxBefore)
 			}
 			vs := "-"
 			if x.VsNaive > 0 {
 				vs = fmt.Sprintf("%.2f", x.VsNaive)
 			}
-			fmt.Fprintf(tw, "%s%s\t%d\t%.0f\t%.0f\t%.2f\t%s\t%s\t%s\t%s\t%.0f MiB\t%.2f\t%.2f\t%.2f\t%.2f\t%s / %s\t%s / %s\t%.1f / %.1f\t%d / %d\t%d / %d\t%d\t%d\t%d\t\n",
-				prefix, x.Kind, x.Concurrency, x.Worker.Throughput, x.Ceiling.Throughput, x.Efficiency, vs,
-				ms(x.Worker.P50), ms(x.Worker.P99), us(x.CPUPerMessage), float64(x.PeakRSS)/(1<<20),
-				x.DynamoDBFresh, x.DynamoDBDup, x.SQSFresh, x.SQSDup, capUnits(x.AWSWCUFresh), capUnits(x.AWSWCUDup), capUnits(x.AWSRCUFresh), capUnits(x.AWSRCUDup),
-				x.LocalWCUFresh, x.LocalWCUDup, x.ItemBytes, x.RecordBytes, x.Late, x.Superseded, x.DoubleApplies, x.Lost, x.Redone)
+			fmt.Fprintf(tw, "%s\t%d\t%.0f%%\t%.0f\t%.0f\t%.2f\t%s\t%s\t%s\t%s\t%.0f MiB\t",
+				x.Kind, x.Concurrency, 100*x.DuplicateRatio, x.Worker.Throughput, x.Ceiling.Throughput, x.Efficiency, vs,
+				ms(x.Worker.P50), ms(x.Worker.P99), us(x.CPUPerMessage), float64(x.PeakRSS)/(1<<20))
+			if x.Mixed {
+				a := cellsOf(x.All)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t", a.ddb, a.sqs, a.wcu, a.rcu, a.local)
+			} else {
+				f, d := cellsOf(x.Fresh), cellsOf(x.Duplicate)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s / %s\t%s / %s\t%s / %s\t",
+					f.ddb, d.ddb, f.sqs, d.sqs, f.wcu, d.wcu, f.rcu, d.rcu, f.local, d.local)
+			}
+			fmt.Fprintf(tw, "%d / %d\t%d / %d\t%d / %d\t%d\t%d\t%d\t\n",
+				x.ItemBytes, x.RecordBytes, x.Late, x.Superseded, x.Kept, x.InFlight, x.DoubleApplies, x.Lost, x.Redone)
 		}
 	}
-	rows("CONCURRENCY SWEEP", r.Concurrency)
-	rows("SIZE SWEEP (default worker)", r.Sizes)
+	rows("CONCURRENCY SWEEP", r.Concurrency, false)
+	rows("SIZE SWEEP (default worker)", r.Sizes, true)
 	_ = tw.Flush()
 	if len(r.Concurrency)+len(r.Sizes) > 0 {
-		c := r.Config
 		keys := "keys as generated"
 		if c.KeyBytes > 0 {
 			keys = fmt.Sprintf("%d-byte keys", c.KeyBytes)
 		}
-		fmt.Fprintf(out, "\n%d messages per run, %.0f%% duplicates, %.0f%% of the fresh ones late, %d-byte notes, %s\n",
-			c.Messages, 100*c.DuplicateRatio, 100*c.LateRatio, c.NoteBytes, keys)
+		dups := make([]string, len(c.Duplicates))
+		for i, d := range c.Duplicates {
+			dups[i] = fmt.Sprintf("%.0f%%", 100*d)
+		}
+		fmt.Fprintf(out, "\n%d messages per run, %s duplicates, %.0f%% of the fresh ones late, %d-byte notes, %s\n",
+			c.Messages, strings.Join(dups, ", "), 100*c.LateRatio, c.NoteBytes, keys)
+		if c.Mix {
+			fmt.Fprintf(out, "Mixed: one phase per run, each duplicate sent %d-%d fresh messages after its original (at the end of a shorter stream).\n",
+				bench.MixDistanceMin, bench.MixDistanceMax)
+		} else {
+			fmt.Fprintln(out, "Two phases per run, each through a consumer of its own: every fresh message, then every duplicate.")
+		}
 	}
 	printThrottled(out, r)
 	fmt.Fprintf(out, "\ntook %s\n", took.Round(time.Second))
+}
+
+// cells are a Cost's figures as printed: "-" each when its class of
+// messages did not run (a run without duplicates).
+type cells struct{ ddb, sqs, wcu, rcu, local string }
+
+func cellsOf(c *bench.Cost) cells {
+	if c == nil {
+		return cells{"-", "-", "-", "-", "-"}
+	}
+	return cells{ddb: fmt.Sprintf("%.2f", c.DynamoDBCalls), sqs: fmt.Sprintf("%.2f", c.SQSCalls),
+		wcu: capUnits(c.AWSWCU), rcu: capUnits(c.AWSRCU), local: fmt.Sprintf("%.1f", c.LocalWCU)}
 }
 
 // printThrottled prints the throttled scenario's table.
