@@ -171,9 +171,20 @@ type lambdaHost struct{ w *Worker }
 func (lambdaHost) ack(*delivery) {}
 
 func (h lambdaHost) park(ctx context.Context, d *delivery) time.Duration {
-	vis := h.w.cappedHide(h.w.cfg.Health.lambdaPark(d.receives, h.w.queue.maxReceives), d.receivedAt)
+	vis := h.w.cfg.Health.lambdaHide(d.receives, h.w.queue.maxReceives, h.w.cfg.Now().Sub(d.receivedAt))
 	h.w.changeVisibility(ctx, d.m, vis)
 	return vis
+}
+
+// lambdaHide is how long the adapter hides a record received for the
+// receives-th time while the database is unhealthy, since after the
+// mapping received it: lambdaPark, capped by SQS's 12-hour limit
+// (capHide). A record's receipt is taken to be maxBatchingWindow before
+// its invocation, so a hide at ParkMaxVisibility (12h) is at most
+// 12h - hideMargin - maxBatchingWindow = 11h54m. OutageCover adds up the
+// same hides.
+func (c HealthConfig) lambdaHide(receives, maxReceives int, since time.Duration) time.Duration {
+	return capHide(c.lambdaPark(receives, maxReceives), since)
 }
 
 // lambdaPark is how long a record received for the receives-th time is
@@ -197,20 +208,25 @@ func (c HealthConfig) lambdaPark(receives, maxReceives int) time.Duration {
 
 // OutageCover is the longest DynamoDB outage a Lambda function survives
 // without a healthy message reaching the DLQ through a redrive policy of
-// maxReceiveCount: the sum of the hidings of its receives (lambdaPark),
-// each received again as soon as it ends. With the defaults (1 minute,
-// growing fourfold, 12 hours on the last receive) maxReceiveCount 5
-// covers 13h25m and 3 covers 12h05m. A message that reached its last
-// receive comes back up to ParkMaxVisibility after the database recovered:
-// the price of not dead-lettering it. No redrive policy (0) covers any
-// outage (up to the queue's retention).
+// maxReceiveCount: the sum of the hides the adapter gives its receives
+// (lambdaHide, the same function), each received again as soon as its
+// hide ends and parked as soon as its invocation starts (a capped hide is
+// shorter by the time an invocation takes to reach its records: a probe
+// at most). With the defaults (1 minute, growing fourfold, 12 hours on
+// the last receive, each capped at 11h54m: 12 hours after the receipt less
+// a minute's margin, the receipt taken to be the 5-minute batching window
+// before the invocation) maxReceiveCount 5 covers 13h19m (1m + 4m + 16m +
+// 64m + 11h54m) and 3 covers 11h59m. A message that reached its last
+// receive comes back up to that hide after the database recovered: the
+// price of not dead-lettering it. No redrive policy (0) covers any outage
+// (up to the queue's retention).
 func (c HealthConfig) OutageCover(maxReceiveCount int) time.Duration {
 	if maxReceiveCount <= 0 {
 		return math.MaxInt64
 	}
 	var total time.Duration
 	for k := 1; k <= maxReceiveCount; k++ {
-		total += c.lambdaPark(k, maxReceiveCount)
+		total += c.lambdaHide(k, maxReceiveCount, maxBatchingWindow)
 	}
 	return total
 }

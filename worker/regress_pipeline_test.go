@@ -225,18 +225,92 @@ func TestRegressLambdaOutageHidesLongerEachReceive(t *testing.T) {
 }
 
 // The longest outage a Lambda function survives for a given
-// maxReceiveCount is stated by HealthConfig.OutageCover.
+// maxReceiveCount is stated by HealthConfig.OutageCover, from the hides
+// the adapter really gives.
+//
+// The arithmetic, with the defaults (ParkVisibility 1m, growing fourfold
+// per receive, ParkMaxVisibility 12h, and 12h outright on the last receive
+// the redrive policy allows): SQS hides a message at most 12h after its
+// receipt; the adapter keeps a minute's margin and takes a record's
+// receipt to be the event source mapping's longest batching window (5m)
+// before its invocation, so no hide is longer than 12h - 1m - 5m = 11h54m.
+//
+//	maxReceiveCount 5:  1m + 4m + 16m + 64m + min(12h, 11h54m) = 85m + 11h54m = 13h19m
+//	maxReceiveCount 3:  1m + 4m + min(12h, 11h54m)             =  5m + 11h54m = 11h59m
+//	maxReceiveCount 1:  min(12h, 11h54m)                                      = 11h54m
+//	maxReceiveCount 7:  1m + 4m + 16m + 64m + 256m + 2 × 11h54m (receive 6's 1024m
+//	                    exceeds 12h: capped too) = 341m + 23h48m = 29h29m
+//
+// (It said 13h25m, 12h05m and 12h before: 12h for each capped hide, six
+// minutes more than the adapter hides.) Short parkings are never capped:
+// 1s, 4s, 16s, then 30s twice (the last receive's 30s) add up to 81s.
 func TestOutageCover(t *testing.T) {
 	def, err := worker.HealthConfig{}.WithDefaults()
 	require.NoError(t, err)
-	require.Equal(t, 13*time.Hour+25*time.Minute, def.OutageCover(5), "1m + 4m + 16m + 64m, then 12h on the last receive")
-	require.Equal(t, 12*time.Hour+5*time.Minute, def.OutageCover(3))
-	require.Equal(t, 12*time.Hour, def.OutageCover(1))
-	require.Greater(t, def.OutageCover(0), 100*24*time.Hour, "no redrive policy: any outage")
-	c := worker.HealthConfig{ParkVisibility: time.Second, ParkMaxVisibility: 30 * time.Second}
-	c, err = c.WithDefaults()
+	const capped = 12*time.Hour - time.Minute - 5*time.Minute
+	short, err := worker.HealthConfig{ParkVisibility: time.Second, ParkMaxVisibility: 30 * time.Second}.WithDefaults()
 	require.NoError(t, err)
-	require.Equal(t, (1+4+16+30+30)*time.Second, c.OutageCover(5))
+	for _, tc := range []struct {
+		name            string
+		cfg             worker.HealthConfig
+		maxReceiveCount int
+		want            time.Duration
+	}{
+		{"defaults, maxReceiveCount 5", def, 5, (1+4+16+64)*time.Minute + capped},
+		{"defaults, maxReceiveCount 3", def, 3, (1+4)*time.Minute + capped},
+		{"defaults, maxReceiveCount 1", def, 1, capped},
+		{"defaults, maxReceiveCount 7", def, 7, (1+4+16+64+256)*time.Minute + 2*capped},
+		{"short parkings, never capped", short, 5, (1 + 4 + 16 + 30 + 30) * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, tc.cfg.OutageCover(tc.maxReceiveCount))
+		})
+	}
+	require.Equal(t, 13*time.Hour+19*time.Minute, def.OutageCover(5))
+	require.Equal(t, 29*time.Hour+29*time.Minute, def.OutageCover(7))
+	require.Greater(t, def.OutageCover(0), 100*24*time.Hour, "no redrive policy: any outage")
+}
+
+// OutageCover adds up the hides the adapter really gives: under Lambda,
+// in an outage, a record's receives are hidden for what OutageCover
+// counts, the last one capped below SQS's 12 hours (11h54m), less only
+// the time the invocation took to reach the record. Before, OutageCover
+// counted 12 hours for a hide the adapter capped at 11h54m.
+func TestLambdaOutageCoverIsTheHidesGiven(t *testing.T) {
+	const maxReceives = 2
+	h := newHarness(t, testenv.Options{Queue: worker.QueueConfig{MaxReceiveCount: maxReceives, VisibilityTimeout: 2 * time.Second}})
+	proxy, err := ddbproxy.Start(ddbproxy.Config{Target: os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	ddb := dynamodb.NewFromConfig(h.env.AWS, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(proxy.URL()) })
+	h.seedCases("c1")
+	cfg := h.testConfig()
+	cfg.CallTimeout = time.Second
+	// ParkMaxVisibility keeps its default (12h): the last receive's hide
+	// is capped.
+	cfg.Health = worker.HealthConfig{ConsecutiveFailures: 1, ProbeInterval: time.Hour, ProbeMaxInterval: time.Hour, ParkVisibility: time.Second}
+	w := h.lambdaWorker(cfg, worker.Deps{DynamoDB: ddb, Handlers: h.caseHandlers()})
+	h.send(mustEnv(t)(caseflow.NewDeadlineRequest("k-cover", "c1", "intake", effective)))
+
+	proxy.SetMode(ddbproxy.Throttle)
+	var total time.Duration
+	for receive := 1; receive <= maxReceives; receive++ {
+		ev := h.sqsEvent(1, 30*time.Second)
+		require.Equal(t, fmt.Sprint(receive), ev.Records[0].Attributes["ApproximateReceiveCount"])
+		_, err := w.HandleSQSEvent(context.Background(), ev)
+		require.NoError(t, err)
+		parked := h.waitEvents(receive, 5*time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeParked })
+		total += parked[receive-1].Visibility
+		if receive < maxReceives {
+			h.makeVisible(ev)
+		}
+	}
+	health, err := worker.HealthConfig{ParkVisibility: time.Second}.WithDefaults()
+	require.NoError(t, err)
+	cover := health.OutageCover(maxReceives)
+	require.Equal(t, time.Second+12*time.Hour-6*time.Minute, cover, "1s, then 12h capped: 12h - 1m margin - 5m batching window")
+	require.LessOrEqual(t, total, cover, "OutageCover never counts more than the adapter hides")
+	require.InDelta(t, cover, total, float64(5*time.Second), "only the invocation's own time apart")
 }
 
 // A deploy (SIGTERM, then a new worker) in the middle of an outage charges
