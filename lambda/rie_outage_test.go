@@ -28,8 +28,10 @@ import (
 // response does not report — costs no healthy message the DLQ and no
 // business attempt: each poll that finds a record hides it longer, so its
 // receive count stays within the redrive policy's, and every order is
-// invoiced exactly once after the recovery. Orders arrive before and during
-// the outage. Before, each poll hid a record for the same ParkVisibility,
+// invoiced exactly once after the recovery — counted: the function is the
+// example's with an application counter written in the same transaction
+// as the invoice (testdata/counting), so a second application of an order
+// would show as 2. Orders arrive before and during the outage. Before, each poll hid a record for the same ParkVisibility,
 // and an outage longer than maxReceiveCount × ParkVisibility dead-lettered
 // everything (measured: 28 of 40 messages, 20 orders never invoiced).
 func TestRIEOutageLongerThanTheRedriveBudget(t *testing.T) {
@@ -47,7 +49,7 @@ func TestRIEOutageLongerThanTheRedriveBudget(t *testing.T) {
 	env["DDBWORKER_PARK_VISIBILITY"] = "1s"
 	env["DDBWORKER_PARK_MAX_VISIBILITY"] = "20s"
 	env["DDBWORKER_PROBE_MAX_INTERVAL"] = "2s"
-	f := startFunction(t, examplePkg, env)
+	f := startFunction(t, countingPkg, env)
 
 	const before, during = 10, 10
 	orders := make([]string, before+during)
@@ -97,10 +99,15 @@ func TestRIEOutageLongerThanTheRedriveBudget(t *testing.T) {
 		rec := w.inboxRecord("k-" + o)
 		require.Equal(t, inbox.StatusCompleted, rec.Status, o)
 		require.Zero(t, rec.Attempts, "%s: the outage cost no business attempt", o)
-		require.Equal(t, "INV-k-"+o, w.item("ORDER#"+o, "INVOICE")[invoices.AttrInvoiceNumber], "%s invoiced once, under its key", o)
+		require.Equal(t, "INV-k-"+o, w.item("ORDER#"+o, "INVOICE")[invoices.AttrInvoiceNumber], "%s invoiced under its key", o)
+		require.Equal(t, float64(1), w.item("ORDER#"+o, countingSK)[countingAttr], "%s: applied exactly once", o)
 	}
 	require.NotEmpty(t, f.logs(map[string]string{"result": worker.OutcomeParked}), "records were parked")
 }
+
+// The application counter testdata/counting writes with each invoice: its
+// item's sort key (under the order's PK) and attribute.
+const countingSK, countingAttr = "APPLICATIONS", "applications"
 
 // poll is one receive of the event source mapping: up to n messages,
 // whatever is there within a second, with every attribute.
