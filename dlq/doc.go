@@ -22,13 +22,13 @@
 // Redrive sends a message's original body and its producer's attributes
 // (the ddbworker.* ones stripped, AttrFirstSentAt and AttrRedrivenFrom
 // added; its trace context kept, an AWSTraceHeader as traceparent, so the
-// redriven delivery's span links to the original producer) to the work queue and deletes it from the DLQ only after the send
-// succeeded. A copy keeps within SQS's limits (10 attributes, 1 MiB with the
-// body): an attribute that does not fit is left off (AttrRedrivenFrom
-// first, then the producer's; Moved.DroppedAttributes names them), and
-// calls are sized by package internal/sqsbatch, a message larger than a
-// call's payload limit alone. A crash or an
-// error between the two leaves the message in the DLQ as well: a later
+// redriven delivery's span links to the original producer) to the work
+// queue and deletes it from the DLQ only after the send succeeded. A copy
+// keeps within SQS's limits (10 attributes, 1 MiB with the body): an
+// attribute that does not fit is left off (AttrRedrivenFrom first, then
+// the producer's; Moved.DroppedAttributes names them), and calls are sized
+// by package internal/sqsbatch, a message larger than a call's payload
+// limit alone. A crash or an error between the two leaves the message in the DLQ as well: a later
 // redrive sends it again, and the consumer's idempotency gate absorbs the
 // copy — a COMPLETED work item comes back as a duplicate, a FAILED_TERMINAL
 // one fails again with its recorded code. Its report says what was left
