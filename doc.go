@@ -1,7 +1,12 @@
 // Package ddbworker is the front door for handler authors: everything a
 // handler needs is here, in one import.
 //
-//   - Register typed handlers by message type (Registry, JSON, Fused).
+//   - Register typed handlers by message type (Registry, JSON), and choose
+//     per route how its work commits: the default (the gate's PutItem,
+//     then the writes with the inbox flip), Fused (the inbox record
+//     written COMPLETED inside the handler's transaction) or SingleWrite
+//     (one version-guarded item write that records the work in the item,
+//     FenceKeyAttr and FenceHashAttr, and no inbox record).
 //   - Read the message (Message: the envelope's fields, the attempt, the SQS
 //     delivery).
 //   - Build guarded writes without touching DynamoDB's attribute values:
@@ -14,7 +19,7 @@
 //     mutation.Write — its transaction item and the judge of its guards,
 //     which reads the item as it was by DynamoDB's rules — and Raw hands
 //     over a write the builders do not cover.
-//   - Return typed failures (Retryable, Terminal).
+//   - Return typed failures (Retryable, Terminal, IsTerminal).
 //   - Read messages a team already sends, per route (Adapt with a
 //     BodyAdapter: SNS, EventBridge, JSONBody): an SNS notification, an
 //     EventBridge event or a service's own JSON becomes the envelope the
@@ -29,8 +34,9 @@
 //
 // A handler never writes by itself: it returns its writes in a Result, and
 // the worker commits them together with the inbox record's PROCESSING →
-// COMPLETED flip in one DynamoDB transaction, fenced by the lease — so each
-// work item's effect applies exactly once, or not at all.
+// COMPLETED flip in one DynamoDB transaction, fenced by the lease (on a
+// single-write route, the one write carries the work's fence instead) — so
+// each work item's effect applies exactly once, or not at all.
 //
 // This package does not run anything: the worker (package worker), the
 // daemon (package daemon) and the Lambda adapter (package lambda) do, and

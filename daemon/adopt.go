@@ -69,7 +69,7 @@ variables.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.DurationVar(&f.wait, "wait", time.Hour, "how long to wait for each index's backfill (and for the table to take each update)")
+	fl.DurationVar(&f.wait, "wait", tables.DefaultAdoptWait, "how long to wait for each index's backfill (and for the table to take each update)")
 	fl.BoolVar(&f.stream, "stream", false, "also turn the table's DynamoDB Stream on (NEW_IMAGE), for `relay` (the outbox)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan only; change nothing")
 	fl.StringVarP(&f.output, "output", "o", "table", "output: table or json (progress then goes to stderr)")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/effects"
+	"github.com/ddbworker/ddbworker/gate"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/daemonext"
 	"github.com/ddbworker/ddbworker/outbox"
@@ -23,7 +24,10 @@ import (
 // Every flag that sets a library setting defaults to the library's own
 // constant: a default changed in worker, inbox, s3payload, … changes the
 // flag with it. A flag whose 0 means "computed" (--batch-size,
-// --call-timeout) defaults to 0.
+// --call-timeout) or the library's zero default (--max-wcu,
+// --sweep-interval) defaults to 0. The flags with no library setting
+// behind them (--startup-timeout, --depth-interval, --metrics-addr,
+// dlq peek's --max and --body-chars, --log-level) are the daemon's own.
 func TestFlagDefaultsAreTheLibraryConstants(t *testing.T) {
 	layout := tables.DefaultLayout()
 	for _, tc := range []struct {
@@ -39,7 +43,9 @@ func TestFlagDefaultsAreTheLibraryConstants(t *testing.T) {
 			"message-timeout":     worker.DefaultMessageTimeout,
 			"drain-timeout":       worker.DefaultDrainTimeout,
 			"max-attempts":        worker.DefaultMaxAttempts,
-			"max-takeovers":       worker.DefaultMaxTakeovers,
+			"max-takeovers":       gate.DefaultMaxTakeovers,
+			"read-ahead":          worker.DefaultReadAhead,
+			"max-wcu":             0,
 			"terminal-policy":     worker.DefaultTerminalPolicy,
 			"call-timeout":        time.Duration(0),
 			"health-min-failures": worker.DefaultHealthMinFailures,
@@ -66,9 +72,16 @@ func TestFlagDefaultsAreTheLibraryConstants(t *testing.T) {
 		{[]string{"sweep"}, map[string]any{
 			"lease":      worker.DefaultVisibilityTimeout,
 			"clock-skew": worker.DefaultClockSkew,
+			"grace":      stale.DefaultGrace,
 		}},
 		{[]string{"queues", "create"}, map[string]any{
 			"visibility-timeout": worker.DefaultVisibilityTimeout,
+			"max-receive-count":  worker.DefaultMaxReceiveCount,
+		}},
+		{[]string{"tables", "create"}, map[string]any{"wait": tables.DefaultWaitTimeout}},
+		{[]string{"tables", "adopt"}, map[string]any{
+			"wait":        tables.DefaultAdoptWait,
+			"max-indexes": tables.DefaultMaxIndexes,
 		}},
 		{[]string{"relay"}, map[string]any{
 			"relay-name":         relay.DefaultName,
@@ -79,8 +92,15 @@ func TestFlagDefaultsAreTheLibraryConstants(t *testing.T) {
 			"published-ttl":      relay.DefaultPublishedTTL,
 			"drain-timeout":      relay.DefaultDrainTimeout,
 			"sweep-age":          relay.DefaultSweepAge,
+			"sweep-interval":     time.Duration(0), // relay.Config.SweepInterval's: never
 		}},
-		{[]string{"dlq", "redrive"}, map[string]any{"max-age": dlq.DefaultMaxAge}},
+		{[]string{"dlq", "stats"}, map[string]any{"hide": dlq.DefaultHide}},
+		{[]string{"dlq", "redrive"}, map[string]any{
+			"hide":    dlq.DefaultHide,
+			"max":     dlq.DefaultMax,
+			"rate":    dlq.DefaultRate,
+			"max-age": dlq.DefaultMaxAge,
+		}},
 		{[]string{"inbox", "list"}, map[string]any{"limit": inbox.DefaultPageLimit}},
 		{[]string{"effects", "list"}, map[string]any{"limit": effects.DefaultPageLimit}},
 	} {

@@ -39,11 +39,11 @@ func newDLQCmd(g *globals) *cobra.Command {
 		Short: "Inspect the dead-letter queue and redrive it, a few at a time",
 		Long: `dlq reads a dead-letter queue without losing anything (every message it
 receives is made visible again) and moves selected messages back to the work
-queue. Redrive a few first, never all at once: --max defaults to 10.`,
+queue. Redrive a few first, never all at once: --max defaults to ` + fmt.Sprint(dlq.DefaultMax) + `.`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.dlqURL, "dlq-url", "", "dead-letter queue URL (required)")
-	pf.DurationVar(&f.hide, "hide", 30*time.Second, "how long a scan holds received messages hidden before it makes them visible again")
+	pf.DurationVar(&f.hide, "hide", dlq.DefaultHide, "how long a scan holds received messages hidden before it makes them visible again")
 	pf.StringVarP(&f.output, "output", "o", "table", "output: table or json")
 
 	stats := &cobra.Command{
@@ -158,8 +158,8 @@ terminal one fails the same way again and returns to the DLQ.`,
 	}
 	rf := redrive.Flags()
 	rf.StringVar(&f.queueURL, "queue-url", "", "work queue to redrive to (required unless --dry-run)")
-	rf.IntVar(&f.max, "max", 10, "move at most this many messages")
-	rf.Float64Var(&f.rate, "rate", 10, "send at most this many messages per second")
+	rf.IntVar(&f.max, "max", dlq.DefaultMax, "move at most this many messages")
+	rf.Float64Var(&f.rate, "rate", dlq.DefaultRate, "send at most this many messages per second")
 	rf.DurationVar(&f.maxAge, "max-age", dlq.DefaultMaxAge, "leave in the DLQ messages whose work was first sent longer ago (keep it below the workers' COMPLETED-record TTL, 35 days by default: an older replay could apply twice)")
 	rf.StringArrayVar(&f.filters, "filter", nil, "select by exact match: code=CODE or type=TYPE (repeatable, all must match)")
 	rf.BoolVar(&f.dryRun, "dry-run", false, "list what would move; move nothing")

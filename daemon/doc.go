@@ -6,9 +6,11 @@
 // tables adopt (the plan of tables.Plan printed for people or as JSON,
 // applied with progress lines, blockers named by their flags; both record
 // the inbox store's settings in the table), queues create, inbox, dlq,
-// sweep, relay, effects and envelope; the DDBWORKER_*
-// environment binding of every flag; and the merging of explicit inbox
-// flags with the settings the table records (inbox.ReadRecorded).
+// sweep, relay, effects and envelope; the DDBWORKER_* environment binding
+// of every flag, each flag that sets a library setting defaulting to that
+// library's DefaultX constant (none restates one: defaults_test.go); and
+// the merging of explicit inbox flags with the settings the table records
+// (inbox.ReadRecorded).
 //
 // The development tools (demo, bench, chaos, send, emulators, faultproxy,
 // and the fault-injection flags of run and relay) are not here: they are

@@ -57,7 +57,7 @@ func newTablesCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	create.Flags().DurationVar(&wait, "wait", 5*time.Minute, "how long to wait for the table to become ACTIVE")
+	create.Flags().DurationVar(&wait, "wait", tables.DefaultWaitTimeout, "how long to wait for the table to become ACTIVE")
 	create.Flags().BoolVar(&stream, "stream", false, "also turn the table's DynamoDB Stream on (NEW_IMAGE), for `relay` (the outbox)")
 	cmd.AddCommand(create, newAdoptCmd(g))
 	return cmd
@@ -96,7 +96,7 @@ func newQueuesCmd(g *globals) *cobra.Command {
 	f.StringVar(&qc.DLQName, "dlq", "", "DLQ name (default: <queue>-dlq)")
 	f.BoolVar(&qc.FIFO, "fifo", false, "create FIFO queues")
 	f.DurationVar(&qc.VisibilityTimeout, "visibility-timeout", worker.DefaultVisibilityTimeout, "work queue visibility timeout; keep it equal to the worker's --visibility-timeout")
-	f.IntVar(&qc.MaxReceiveCount, "max-receive-count", 10, "receives before SQS moves a message to the DLQ")
+	f.IntVar(&qc.MaxReceiveCount, "max-receive-count", worker.DefaultMaxReceiveCount, "receives before SQS moves a message to the DLQ")
 	cmd.AddCommand(create)
 	return cmd
 }

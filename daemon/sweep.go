@@ -66,7 +66,7 @@ ddbworker_stuck_records{state} and ddbworker_sweep_marked_total on
 		},
 	}
 	fl := cmd.Flags()
-	fl.DurationVar(&f.grace, "grace", time.Hour, "mark a record abandoned once its lease expired this long ago")
+	fl.DurationVar(&f.grace, "grace", stale.DefaultGrace, "mark a record abandoned once its lease expired this long ago")
 	fl.DurationVar(&f.lease, "lease", worker.DefaultVisibilityTimeout, "the workers' lease (their --visibility-timeout)")
 	fl.DurationVar(&f.skew, "clock-skew", worker.DefaultClockSkew, "the workers' --clock-skew")
 	fl.BoolVar(&f.useIndex, "use-index", false, "page the attention index instead of scanning the table (the default with --index-processing)")

@@ -1,6 +1,7 @@
 package dlq
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -51,7 +52,7 @@ const (
 // maxBatch is SQS's limit of entries per batch call and messages per receive.
 const maxBatch = sqsbatch.MaxEntries
 
-// The defaults of Config, applied by New.
+// The defaults of Config, applied by WithDefaults.
 const (
 	DefaultHide           = 30 * time.Second
 	DefaultWaitTime       = time.Second
@@ -81,20 +82,23 @@ type Config struct {
 	// Hide is the visibility timeout of every receive: how long a scan may
 	// hold what it received before it makes it visible again. Keep it above
 	// the operation's duration; a message whose Hide ran out mid-scan is
-	// received again and counted once. Default: 30s. Whole seconds, 1s..12h.
+	// received again and counted once. Default: DefaultHide. Whole
+	// seconds, 1s..12h.
 	Hide time.Duration
-	// WaitTime is the long-poll wait of each receive. Default: 1s. 0..20s.
+	// WaitTime is the long-poll wait of each receive. Default:
+	// DefaultWaitTime. 0..20s.
 	WaitTime time.Duration
 	// EmptyReceives ends a scan after this many receives in a row brought
-	// no message it had not seen. Default: 2.
+	// no message it had not seen. Default: DefaultEmptyReceives.
 	EmptyReceives int
 	// MaxScan bounds the messages one Stats, Peek or Redrive receives (and
-	// holds hidden). Default: 100,000 (below SQS's 120,000 in-flight limit).
+	// holds hidden). Default: DefaultMaxScan (100,000: below SQS's 120,000
+	// in-flight limit).
 	MaxScan int
 	// ReleaseTimeout bounds the calls that make held messages visible again
 	// and that delete moved ones; they run on a context detached from the
 	// caller's, so that a cancelled operation still releases everything.
-	// Default: 30s.
+	// Default: DefaultReleaseTimeout.
 	ReleaseTimeout time.Duration
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
@@ -108,52 +112,56 @@ type Queue struct {
 	sleep func(ctx context.Context, d time.Duration) error
 }
 
-// New validates cfg and returns a Queue; every problem is reported, joined.
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	c.Hide = cmp.Or(c.Hide, DefaultHide)
+	c.WaitTime = cmp.Or(c.WaitTime, DefaultWaitTime)
+	c.EmptyReceives = cmp.Or(c.EmptyReceives, DefaultEmptyReceives)
+	c.MaxScan = cmp.Or(c.MaxScan, DefaultMaxScan)
+	c.ReleaseTimeout = cmp.Or(c.ReleaseTimeout, DefaultReleaseTimeout)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// validate returns every problem of a Config with its defaults applied
+// (New joins them).
+func (c Config) validate() []error {
+	var errs []error
+	if c.DLQURL == "" {
+		errs = append(errs, errors.New("dlq: Config.DLQURL is required"))
+	}
+	if c.QueueURL != "" && c.QueueURL == c.DLQURL {
+		errs = append(errs, errors.New("dlq: Config.QueueURL must not be the DLQ itself"))
+	}
+	if c.Hide < time.Second || c.Hide > 12*time.Hour || c.Hide%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("dlq: Config.Hide %s must be whole seconds within 1s..12h", c.Hide))
+	}
+	if c.WaitTime < 0 || c.WaitTime > 20*time.Second || c.WaitTime%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("dlq: Config.WaitTime %s must be whole seconds within 0..20s", c.WaitTime))
+	}
+	if c.EmptyReceives < 1 {
+		errs = append(errs, fmt.Errorf("dlq: Config.EmptyReceives %d must be at least 1", c.EmptyReceives))
+	}
+	if c.MaxScan < 1 {
+		errs = append(errs, fmt.Errorf("dlq: Config.MaxScan %d must be at least 1", c.MaxScan))
+	}
+	if c.ReleaseTimeout < 0 {
+		errs = append(errs, errors.New("dlq: Config.ReleaseTimeout must not be negative"))
+	}
+	return errs
+}
+
+// New applies cfg's defaults (WithDefaults), validates it and returns a
+// Queue; every problem is reported, joined.
 func New(api API, cfg Config) (*Queue, error) {
 	var errs []error
 	if api == nil {
 		errs = append(errs, errors.New("dlq: API is required"))
 	}
-	if cfg.DLQURL == "" {
-		errs = append(errs, errors.New("dlq: Config.DLQURL is required"))
-	}
-	if cfg.QueueURL != "" && cfg.QueueURL == cfg.DLQURL {
-		errs = append(errs, errors.New("dlq: Config.QueueURL must not be the DLQ itself"))
-	}
-	if cfg.Hide == 0 {
-		cfg.Hide = DefaultHide
-	}
-	if cfg.Hide < time.Second || cfg.Hide > 12*time.Hour || cfg.Hide%time.Second != 0 {
-		errs = append(errs, fmt.Errorf("dlq: Config.Hide %s must be whole seconds within 1s..12h", cfg.Hide))
-	}
-	if cfg.WaitTime == 0 {
-		cfg.WaitTime = DefaultWaitTime
-	}
-	if cfg.WaitTime < 0 || cfg.WaitTime > 20*time.Second || cfg.WaitTime%time.Second != 0 {
-		errs = append(errs, fmt.Errorf("dlq: Config.WaitTime %s must be whole seconds within 0..20s", cfg.WaitTime))
-	}
-	if cfg.EmptyReceives == 0 {
-		cfg.EmptyReceives = DefaultEmptyReceives
-	}
-	if cfg.EmptyReceives < 1 {
-		errs = append(errs, fmt.Errorf("dlq: Config.EmptyReceives %d must be at least 1", cfg.EmptyReceives))
-	}
-	if cfg.MaxScan == 0 {
-		cfg.MaxScan = DefaultMaxScan
-	}
-	if cfg.MaxScan < 1 {
-		errs = append(errs, fmt.Errorf("dlq: Config.MaxScan %d must be at least 1", cfg.MaxScan))
-	}
-	if cfg.ReleaseTimeout == 0 {
-		cfg.ReleaseTimeout = DefaultReleaseTimeout
-	}
-	if cfg.ReleaseTimeout < 0 {
-		errs = append(errs, errors.New("dlq: Config.ReleaseTimeout must not be negative"))
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if err := errors.Join(errs...); err != nil {
+	cfg = cfg.WithDefaults()
+	if err := errors.Join(append(errs, cfg.validate()...)...); err != nil {
 		return nil, err
 	}
 	return &Queue{api: api, cfg: cfg, sleep: sleepCtx}, nil

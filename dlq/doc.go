@@ -29,8 +29,9 @@
 // one ranking of every copy ddbworker makes, AttrRedrivenFrom and
 // AttrFirstSentAt kept first, the producer's attributes shed first
 // (Moved.DroppedAttributes names them) —, and calls are sized by package
-// internal/sqsbatch, a message larger than a call's payload limit alone. A crash or an
-// error between the two leaves the message in the DLQ as well: a later
+// internal/sqsbatch, a message larger than a call's payload limit alone. A
+// crash or an error between the two leaves the message in the DLQ as well: a
+// later
 // redrive sends it again, and the consumer's idempotency gate absorbs the
 // copy — a COMPLETED work item comes back as a duplicate, a FAILED_TERMINAL
 // one fails again with its recorded code. Its report says what was left

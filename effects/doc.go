@@ -30,8 +30,14 @@
 //	UNKNOWN  → NOT_DONE    Resolve: the operator found it was not done
 //	NOT_DONE → STARTED     the next attempt calls again (same key)
 //
+// It also owns the effect record's keys (Key, HashedKey) and request hash
+// (RequestHash), the Log's metrics (ddbworker_effect_*: calls, answers from
+// the log, UNKNOWN effects, request mismatches, deferred completions, call
+// durations), and the operator's side: Admin (Get, List, Resolve), on which
+// the commands `ddbworker effects list|get|resolve` (package daemon) are
+// built.
+//
 // The package does not run handlers, commit transactions (package mutation
 // and the worker do) or talk to any provider itself: the handler's function
-// makes the call. The operator commands (`ddbworker effects list|get|
-// resolve`) live in package daemon on top of Reader and Resolve.
+// makes the call.
 package effects

@@ -1,6 +1,7 @@
 package effects
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/stale"
 )
 
 // Status is an effect record's status.
@@ -93,13 +95,17 @@ type API interface {
 	TransactWriteItems(ctx context.Context, params *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 }
 
-// Defaults.
+// The defaults of Config, applied by WithDefaults.
 const (
 	DefaultCallTimeout  = 10 * time.Second
 	DefaultWriteTimeout = 10 * time.Second
 	// DefaultSkew is added to a call lease: how far the clocks of two
-	// workers may disagree.
-	DefaultSkew = 2 * time.Second
+	// workers may disagree (the inbox lease's margin, stale.DefaultSkew).
+	DefaultSkew = stale.DefaultSkew
+)
+
+// Limits of an Outcome.
+const (
 	// MaxResultBytes bounds Outcome.Result (it lives in the record).
 	MaxResultBytes = 4096
 	// MaxRefBytes bounds Outcome.Ref.
@@ -118,14 +124,14 @@ type Config struct {
 	// CallTimeout bounds one provider call: the context the call function
 	// gets ends then, and another holder of the work waits out the call
 	// lease (CallTimeout + Skew) before it treats the call as over.
-	// Default: 10s.
+	// Default: DefaultCallTimeout.
 	CallTimeout time.Duration
 	// Skew is added to call leases for clock differences between workers.
-	// Default: 2s.
+	// Default: DefaultSkew.
 	Skew time.Duration
 	// WriteTimeout bounds the write that records a call's outcome. It runs
 	// even when the work's context has ended (the provider's answer must
-	// not be lost). Default: 10s.
+	// not be lost). Default: DefaultWriteTimeout.
 	WriteTimeout time.Duration
 	// TTL is how long a settled record (COMPLETED, FAILED, NOT_DONE,
 	// STARTED) lives after its last change: at least as long as the
@@ -162,49 +168,61 @@ type store struct {
 	attnIdx string
 }
 
-// New returns a Log writing to ddb. It validates cfg and reports every
-// problem at once.
+// WithDefaults returns c with every zero field set to its default: the
+// Inbox's (when it names a table; what it cannot fix, validate reports),
+// then Table and TTL, which derive from it.
+func (c Config) WithDefaults() Config {
+	if c.Inbox.Table != "" {
+		c.Inbox, _ = c.Inbox.WithDefaults()
+	}
+	c.Table = cmp.Or(c.Table, c.Inbox.Table)
+	c.CallTimeout = cmp.Or(c.CallTimeout, DefaultCallTimeout)
+	c.Skew = cmp.Or(c.Skew, DefaultSkew)
+	c.WriteTimeout = cmp.Or(c.WriteTimeout, DefaultWriteTimeout)
+	c.TTL = cmp.Or(c.TTL, minTTL(c.Inbox))
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	}
+	return c
+}
+
+// validate returns every problem of a Config with its defaults applied
+// (New joins them).
+func (c Config) validate() []error {
+	var errs []error
+	if c.Inbox.Table == "" {
+		errs = append(errs, errors.New("effects: Config.Inbox is required (the worker's inbox store: claims are fenced on it)"))
+	} else if _, err := c.Inbox.WithDefaults(); err != nil {
+		errs = append(errs, fmt.Errorf("effects: Config.Inbox: %w", err))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"CallTimeout", c.CallTimeout}, {"Skew", c.Skew}, {"WriteTimeout", c.WriteTimeout}, {"TTL", c.TTL}} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("effects: Config.%s %s must not be negative", d.name, d.v))
+		}
+	}
+	if c.TTL > 0 && c.Inbox.TTL.Completed > 0 && c.TTL < c.Inbox.TTL.Completed {
+		errs = append(errs, fmt.Errorf("effects: Config.TTL %s is shorter than the inbox's COMPLETED TTL %s: a late redelivery could find the work done but its effect forgotten", c.TTL, c.Inbox.TTL.Completed))
+	} else if c.TTL > 0 && c.TTL < c.Inbox.TTL.Failed {
+		errs = append(errs, fmt.Errorf("effects: Config.TTL %s is shorter than the inbox's FAILED TTL %s: work retried, or reopened and redriven, while its FAILED record lives could find its effect forgotten and call the provider again", c.TTL, c.Inbox.TTL.Failed))
+	}
+	return errs
+}
+
+// New returns a Log writing to ddb. It applies cfg's defaults
+// (WithDefaults), validates it and reports every problem at once.
 func New(ddb API, cfg Config) (*Log, error) {
 	var errs []error
 	if ddb == nil {
 		errs = append(errs, errors.New("effects: a DynamoDB client is required"))
 	}
-	if cfg.Inbox.Table == "" {
-		errs = append(errs, errors.New("effects: Config.Inbox is required (the worker's inbox store: claims are fenced on it)"))
-	} else {
-		s, err := cfg.Inbox.WithDefaults()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("effects: Config.Inbox: %w", err))
-		}
-		cfg.Inbox = s
-	}
-	if cfg.Table == "" {
-		cfg.Table = cfg.Inbox.Table
-	}
-	for _, d := range []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{{"CallTimeout", &cfg.CallTimeout, DefaultCallTimeout}, {"Skew", &cfg.Skew, DefaultSkew},
-		{"WriteTimeout", &cfg.WriteTimeout, DefaultWriteTimeout}, {"TTL", &cfg.TTL, minTTL(cfg.Inbox)}} {
-		if *d.v < 0 {
-			errs = append(errs, fmt.Errorf("effects: Config.%s %s must not be negative", d.name, *d.v))
-		}
-		if *d.v == 0 {
-			*d.v = d.def
-		}
-	}
-	if cfg.TTL > 0 && cfg.Inbox.TTL.Completed > 0 && cfg.TTL < cfg.Inbox.TTL.Completed {
-		errs = append(errs, fmt.Errorf("effects: Config.TTL %s is shorter than the inbox's COMPLETED TTL %s: a late redelivery could find the work done but its effect forgotten", cfg.TTL, cfg.Inbox.TTL.Completed))
-	} else if cfg.TTL > 0 && cfg.TTL < cfg.Inbox.TTL.Failed {
-		errs = append(errs, fmt.Errorf("effects: Config.TTL %s is shorter than the inbox's FAILED TTL %s: work retried, or reopened and redriven, while its FAILED record lives could find its effect forgotten and call the provider again", cfg.TTL, cfg.Inbox.TTL.Failed))
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
-	}
+	cfg = cfg.WithDefaults()
+	errs = append(errs, cfg.validate()...)
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		errs = append(errs, err)

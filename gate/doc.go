@@ -17,6 +17,13 @@
 // by an older worker in an older canonical form is compared with the
 // request's hash in that form.
 //
+// A claim whose write got no answer that says whether it applied (the
+// PutItem's or a takeover's UpdateItem: throttled past the SDK's retries,
+// a 5xx, a timeout, a lost response) is a *ClaimError naming the lease the
+// write would have taken, so that the caller can give it back (a Release
+// fenced on its token) and the next delivery takes the work over at once,
+// charged nothing.
+//
 // The gate writes no failure: an Exhausted or HashMismatch decision is
 // recorded by the caller (mutation's Committer). It does not run handlers,
 // commit domain writes (mutation) or touch SQS (worker).

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -41,7 +42,8 @@ type Config struct {
 	// outcome (Decide). Default: DefaultMaxTakeovers.
 	MaxTakeovers int
 	// MaxRaces bounds how often one Acquire re-decides after another worker
-	// changed the record between its read and its takeover. Default: 3.
+	// changed the record between its read and its takeover. Default:
+	// DefaultMaxRaces.
 	MaxRaces int
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
@@ -49,8 +51,60 @@ type Config struct {
 	NewToken func() string
 }
 
-// DefaultMaxTakeovers is Config.MaxTakeovers's default.
-const DefaultMaxTakeovers = 5
+// The defaults of Config, applied by WithDefaults.
+const (
+	// DefaultMaxTakeovers is Config.MaxTakeovers's default: the one
+	// source of the takeover bound (worker.DefaultMaxTakeovers, the
+	// daemon's --max-takeovers and the Lambda adapter's
+	// DDBWORKER_MAX_TAKEOVERS read it).
+	DefaultMaxTakeovers = 5
+	// DefaultMaxRaces is Config.MaxRaces's default.
+	DefaultMaxRaces = 3
+)
+
+// WithDefaults returns c with every zero field set to its default. The
+// Store and Policy get theirs too; what they cannot fix, validate (New)
+// reports.
+func (c Config) WithDefaults() Config {
+	c.Store, _ = c.Store.WithDefaults()
+	c.Policy, _ = c.Policy.WithDefaults()
+	if c.Owner == "" {
+		host, _ := os.Hostname()
+		c.Owner = host + "/" + strconv.Itoa(os.Getpid())
+	}
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, failure.DefaultMaxAttempts)
+	c.MaxTakeovers = cmp.Or(c.MaxTakeovers, DefaultMaxTakeovers)
+	c.MaxRaces = cmp.Or(c.MaxRaces, DefaultMaxRaces)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.NewToken == nil {
+		c.NewToken = NewToken
+	}
+	return c
+}
+
+// validate returns every problem of a Config with its defaults applied
+// (New joins them).
+func (c Config) validate() []error {
+	var errs []error
+	if _, err := c.Store.WithDefaults(); err != nil {
+		errs = append(errs, fmt.Errorf("gate: Config: %w", err))
+	}
+	if _, err := c.Policy.WithDefaults(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.MaxAttempts < 1 || c.MaxAttempts > 100 {
+		errs = append(errs, fmt.Errorf("gate: Config.MaxAttempts %d must be within 1..100", c.MaxAttempts))
+	}
+	if c.MaxTakeovers < 1 || c.MaxTakeovers > 100 {
+		errs = append(errs, fmt.Errorf("gate: Config.MaxTakeovers %d must be within 1..100", c.MaxTakeovers))
+	}
+	if c.MaxRaces < 1 {
+		errs = append(errs, fmt.Errorf("gate: Config.MaxRaces %d must be at least 1", c.MaxRaces))
+	}
+	return errs
+}
 
 // Request describes the work item a delivery wants to claim.
 type Request struct {
@@ -173,48 +227,15 @@ type Gate struct {
 	cfg Config
 }
 
-// New validates cfg and returns a Gate.
+// New applies cfg's defaults (WithDefaults), validates it and returns a
+// Gate; every problem is reported, joined.
 func New(api API, cfg Config) (*Gate, error) {
 	var errs []error
 	if api == nil {
 		errs = append(errs, errors.New("gate: API is required"))
 	}
-	var err error
-	if cfg.Store, err = cfg.Store.WithDefaults(); err != nil {
-		errs = append(errs, fmt.Errorf("gate: Config: %w", err))
-	}
-	if cfg.Owner == "" {
-		host, _ := os.Hostname()
-		cfg.Owner = host + "/" + strconv.Itoa(os.Getpid())
-	}
-	if cfg.Policy, err = cfg.Policy.WithDefaults(); err != nil {
-		errs = append(errs, err)
-	}
-	if cfg.MaxAttempts == 0 {
-		cfg.MaxAttempts = failure.DefaultMaxAttempts
-	}
-	if cfg.MaxAttempts < 1 || cfg.MaxAttempts > 100 {
-		errs = append(errs, fmt.Errorf("gate: Config.MaxAttempts %d must be within 1..100", cfg.MaxAttempts))
-	}
-	if cfg.MaxTakeovers == 0 {
-		cfg.MaxTakeovers = DefaultMaxTakeovers
-	}
-	if cfg.MaxTakeovers < 1 || cfg.MaxTakeovers > 100 {
-		errs = append(errs, fmt.Errorf("gate: Config.MaxTakeovers %d must be within 1..100", cfg.MaxTakeovers))
-	}
-	if cfg.MaxRaces == 0 {
-		cfg.MaxRaces = 3
-	}
-	if cfg.MaxRaces < 1 {
-		errs = append(errs, fmt.Errorf("gate: Config.MaxRaces %d must be at least 1", cfg.MaxRaces))
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.NewToken == nil {
-		cfg.NewToken = NewToken
-	}
-	if err := errors.Join(errs...); err != nil {
+	cfg = cfg.WithDefaults()
+	if err := errors.Join(append(errs, cfg.validate()...)...); err != nil {
 		return nil, err
 	}
 	return &Gate{api: api, cfg: cfg}, nil

@@ -933,3 +933,45 @@ func TestAcquireUnansweredClaim(t *testing.T) {
 	require.Zero(t, rec.Takeovers)
 	require.Zero(t, rec.Attempts)
 }
+
+// TestTakeoverUnansweredClaim: the takeover's UpdateItem applies but every
+// SDK attempt loses its response. As for the PutItem
+// (TestAcquireUnansweredClaim), the error names the lease the write took,
+// no business attempt is counted, and once the caller gives it back the
+// next delivery takes the work over at once. The one takeover counted is
+// the abandoned lease's, which the unanswered write took over.
+func TestTakeoverUnansweredClaim(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	g := f.gate()
+	req := request("k-unanswered-takeover")
+	first, err := g.Acquire(ctx, req)
+	require.NoError(t, err)
+	f.clock.Advance(lease + skew + time.Second) // its holder crashed
+	f.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "UpdateItem", Kind: faults.KindLostResponse, Times: 1})
+	f.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "UpdateItem", Kind: faults.KindServerError, Times: 5})
+
+	_, err = g.Acquire(ctx, req)
+	require.Equal(t, 1, f.inj.Fired()[faults.KindLostResponse])
+	require.Positive(t, f.inj.Fired()[faults.KindServerError], "the SDK retried; no attempt got an answer")
+	f.inj.Clear()
+	var ce *gate.ClaimError
+	require.ErrorAs(t, err, &ce)
+	require.ErrorIs(t, err, gate.ErrClaim)
+	require.Equal(t, failure.CodeServiceUnavailable, failure.Classify(err, "").Code, "infrastructure trouble: no attempt")
+	rec, _ := f.record(req.Key)
+	require.Equal(t, ce.Lease.Token, rec.LeaseToken, "the takeover applied under the lease the error names")
+	require.NotEqual(t, first.Lease.Token, rec.LeaseToken)
+	require.Equal(t, 1, rec.Takeovers, "the abandoned lease, taken over")
+	require.Zero(t, rec.Attempts)
+
+	require.NoError(t, f.committer().Release(ctx, ce.Lease, failure.Classify(err, "")))
+	d, err := g.Acquire(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, gate.Acquired, d.Action, "given back: taken over at once, no wait for its expiry")
+	require.Equal(t, 1, d.Lease.Attempt)
+	rec, _ = f.record(req.Key)
+	require.Equal(t, 1, rec.Takeovers, "a lease given back is no abandoned one")
+	require.Zero(t, rec.Attempts)
+	require.NoError(t, f.committer().Commit(ctx, d.Lease, nil, mutation.Completion{}, 0))
+}

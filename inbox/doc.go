@@ -1,6 +1,10 @@
 // Package inbox owns the inbox record (DESIGN §2) and its state machine:
-// the record's keys (PK = IDEMP#<idempotencyKey>, SK = WORKER#<messageType>),
-// statuses and outcomes, the timestamp format, the lease a worker holds,
+// the one configuration of the inbox (Store: table, layout, attention
+// shards, IndexProcessing, and TTL — how long a record of each status
+// lives, the value of its TTL attribute — with their DefaultX constants),
+// the record's encoding (Encode, Decode) and keys (PK =
+// IDEMP#<idempotencyKey>, SK = WORKER#<messageType>), statuses and
+// outcomes, the timestamp format, the lease a worker holds,
 // the index keys derived from a record, rejection records for messages that
 // cannot be filed under an idempotency key; every transition of a record
 // (transition.go: Complete, Fail, Release, Renew, Takeover, End, Reopen,

@@ -8,16 +8,42 @@
 //		})
 //	}
 //
-// Each record runs the same protocol as under the daemon — gate → handle →
-// commit, see worker.HandleSQSEvent — and the response's batchItemFailures
-// lists the records that must come back: applied work, duplicates, and
-// terminal work its policy settled are successes (the mapping deletes
-// them); a retryable failure is hidden for its backoff with
-// ChangeMessageVisibility on the record's receipt handle, then reported. A
-// record's lease ends with the invocation's deadline. On a FIFO queue a
-// group stops at its first failure and reports the rest. While DynamoDB is
-// unhealthy the whole batch is hidden and reported without touching the
-// table.
+// Each record runs the same pipeline as under the daemon — admit, claim,
+// run, record, apply; see worker.HandleSQSEvent — and the response's
+// batchItemFailures lists the records that must come back: applied work,
+// duplicates, terminal work its policy settled and work deferred by a
+// re-sent copy are successes (the mapping deletes them); a retryable
+// failure is hidden for its backoff with ChangeMessageVisibility on the
+// record's receipt handle, then reported. A record's lease ends with the
+// invocation's deadline, and its work ends worker.LambdaSettleMargin (2s)
+// before it, measured from the invocation: a record left too little time
+// is not started. On a FIFO queue a group stops at its first failure and
+// reports the rest.
+//
+// While DynamoDB is unhealthy an invocation touches no table (a probe at
+// most, on the probe schedule) and parks every record: hidden
+// DDBWORKER_PARK_VISIBILITY on its first receive, four times longer on
+// each later one up to DDBWORKER_PARK_MAX_VISIBILITY, and that outright on
+// the last receive the queue's redrive policy allows — each capped below
+// SQS's 12 hours after the receipt — then reported. An event source
+// mapping cannot be paused from inside and counts a receive on every
+// poll; hiding longer each time makes an outage cost the least of the
+// redrive budget. The longest outage a queue survives is
+// worker.HealthConfig.OutageCover(maxReceiveCount): 13h19m for
+// maxReceiveCount 5 with the defaults.
+//
+// At cold start (New) the adapter checks what it will write to: the store
+// settings the table records (DDBWORKER#CONFIG, written by `tables create`
+// or a daemon's first `run`) replace the environment's defaults — a
+// variable set explicitly to another value fails the init, naming it, and
+// a table that records none gets the function's — and the table must
+// exist and fit the layout (keys, indexes, TTL attribute). A cold start in
+// a DynamoDB outage does not fail the init: the check is retried by the
+// invocations, one request each on the probes' schedule, and until it
+// passes they park their records. A queue's redrive policy is read when
+// its worker is built (at cold start for DDBWORKER_QUEUE_URL, else at the
+// queue's first invocation), with a warning when it covers a shorter
+// outage than DDBWORKER_MIN_OUTAGE_COVER.
 //
 // The outbox relay runs as a function too: RelayMain (or NewRelay) reads a
 // table's DynamoDB stream events, publishes the outbox records to SQS and
@@ -41,7 +67,8 @@
 // alone exports none of them), building the workers once per execution
 // environment — so the adaptive concurrency limit and the database health
 // gate outlive invocations — failing the init on a configuration problem,
-// and the Lambda runtime loop (github.com/aws/aws-lambda-go/lambda). It does
+// the cold-start check of the inbox table and of the settings it records,
+// the warning about a queue's outage cover, and the Lambda runtime loop (github.com/aws/aws-lambda-go/lambda). It does
 // not own the protocol (package worker), the handlers' API (package
 // ddbworker), the table or the queues (example/invoices/template.yaml shows
 // them), nor the event source mapping's deletes: a function never deletes
@@ -62,14 +89,19 @@
 //	DDBWORKER_CLOCK_SKEW            lease margin before a takeover (2s; 0: none)
 //	DDBWORKER_MAX_WCU               write budget of one execution environment (0: unpaced)
 //	DDBWORKER_PAYLOAD_MAX_BYTES     largest payload fetched by S3 reference (4 MiB)
+//	DDBWORKER_MAX_TAKEOVERS         expired leases taken over before MAX_TAKEOVERS_EXCEEDED (5; 1..100)
+//	DDBWORKER_READ_AHEAD            fused records of one batch read ahead while duplicates arrive (2; 0: never)
 //	DDBWORKER_HEALTH_MIN_FAILURES   health gate: failures in the window that trip it (5)
 //	DDBWORKER_HEALTH_WINDOW         health gate: how far back calls count (10s)
 //	DDBWORKER_PROBE_MAX_INTERVAL    health gate: longest wait between probes (15s)
-//	DDBWORKER_ATTENTION_SHARDS      inbox store (16)
-//	DDBWORKER_INDEX_PROCESSING      inbox store (false)
-//	DDBWORKER_COMPLETED_TTL         inbox record lifetime (840h; at least 672h)
-//	DDBWORKER_FAILED_TTL            inbox record lifetime (840h)
-//	DDBWORKER_PROCESSING_TTL        inbox record lifetime (168h)
+//	DDBWORKER_PARK_VISIBILITY       health gate: a parked record's first hiding (1m; 1s..1h)
+//	DDBWORKER_PARK_MAX_VISIBILITY   health gate: its longest, and the last receive's (12h; at least the first)
+//	DDBWORKER_MIN_OUTAGE_COVER      warn when a queue's redrive policy covers a shorter outage (6h)
+//	DDBWORKER_ATTENTION_SHARDS      inbox store (16; the table's recorded value unless set)
+//	DDBWORKER_INDEX_PROCESSING      inbox store (false; likewise)
+//	DDBWORKER_COMPLETED_TTL         inbox record lifetime (840h, at least 672h; likewise)
+//	DDBWORKER_FAILED_TTL            inbox record lifetime (840h; likewise)
+//	DDBWORKER_PROCESSING_TTL        inbox record lifetime (168h; likewise)
 //	DDBWORKER_LOG_LEVEL             debug, info (default), warn or error
 //	DDBWORKER_METRICS_NAMESPACE     CloudWatch namespace of the EMF metrics (ddbworker)
 //

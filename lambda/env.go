@@ -84,8 +84,9 @@ var notUnderLambda = map[string]string{
 // lambdaLease is the worker's VisibilityTimeout under Lambda. The
 // invocation's deadline is every record's lease; this bounds
 // DDBWORKER_CALL_TIMEOUT and DDBWORKER_CLOCK_SKEW and is the wait of a
-// record found in flight elsewhere whose lease cannot be read.
-const lambdaLease = 30 * time.Second
+// record found in flight elsewhere whose lease cannot be read: the
+// daemon's default lease.
+const lambdaLease = worker.DefaultVisibilityTimeout
 
 // sqsMaxVisibility is SQS's longest visibility timeout.
 const sqsMaxVisibility = 12 * time.Hour

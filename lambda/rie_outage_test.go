@@ -30,10 +30,13 @@ import (
 // the last receive the redrive policy allows (here within 15 s of the
 // outage's 30) the record is re-sent as a new message and not reported, so
 // its receive count starts afresh; every order is invoiced exactly once
-// after the recovery. Orders arrive before and during the outage. Before,
-// each poll hid a record for the same ParkVisibility, and an outage longer
-// than maxReceiveCount × ParkVisibility dead-lettered everything (measured:
-// 28 of 40 messages, 20 orders never invoiced); and a record hidden on its
+// after the recovery — counted: the function is the example's with an
+// application counter written in the same transaction as the invoice
+// (testdata/counting), so a second application of an order would show as
+// 2. Orders arrive before and during the outage. Before, each poll hid a
+// record for the same ParkVisibility, and an outage longer than
+// maxReceiveCount × ParkVisibility dead-lettered everything (measured: 28
+// of 40 messages, 20 orders never invoiced); and a record hidden on its
 // last receive, however long, went to the DLQ at its next.
 func TestRIEOutageLongerThanTheRedriveBudget(t *testing.T) {
 	if testing.Short() {
@@ -50,7 +53,7 @@ func TestRIEOutageLongerThanTheRedriveBudget(t *testing.T) {
 	env["DDBWORKER_PARK_VISIBILITY"] = "1s"
 	env["DDBWORKER_PARK_MAX_VISIBILITY"] = "5s"
 	env["DDBWORKER_PROBE_MAX_INTERVAL"] = "2s"
-	f := startFunction(t, examplePkg, env)
+	f := startFunction(t, countingPkg, env)
 
 	const before, during = 10, 10
 	orders := make([]string, before+during)
@@ -100,11 +103,16 @@ func TestRIEOutageLongerThanTheRedriveBudget(t *testing.T) {
 		rec := w.inboxRecord("k-" + o)
 		require.Equal(t, inbox.StatusCompleted, rec.Status, o)
 		require.Zero(t, rec.Attempts, "%s: the outage cost no business attempt", o)
-		require.Equal(t, "INV-k-"+o, w.item("ORDER#"+o, "INVOICE")[invoices.AttrInvoiceNumber], "%s invoiced once, under its key", o)
+		require.Equal(t, "INV-k-"+o, w.item("ORDER#"+o, "INVOICE")[invoices.AttrInvoiceNumber], "%s invoiced under its key", o)
+		require.Equal(t, float64(1), w.item("ORDER#"+o, countingSK)[countingAttr], "%s: applied exactly once", o)
 	}
 	require.NotEmpty(t, f.logs(map[string]string{"result": worker.OutcomeParked}), "records were parked")
 	require.NotEmpty(t, f.logs(map[string]string{"result": worker.OutcomeParked, "resent": "true"}), "records on their last receive were re-sent")
 }
+
+// The application counter testdata/counting writes with each invoice: its
+// item's sort key (under the order's PK) and attribute.
+const countingSK, countingAttr = "APPLICATIONS", "applications"
 
 // poll is one receive of the event source mapping: up to n messages,
 // whatever is there within a second, with every attribute.

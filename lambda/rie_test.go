@@ -52,8 +52,9 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 // Packages the tests build into a bootstrap.
 const (
-	examplePkg = "./example/invoices/lambda"
-	flakyPkg   = "./lambda/testdata/flaky"
+	examplePkg  = "./example/invoices/lambda"
+	flakyPkg    = "./lambda/testdata/flaky"
+	countingPkg = "./lambda/testdata/counting"
 )
 
 // repoRoot is the module's root (the test runs in lambda/).

@@ -9,7 +9,8 @@
 //
 //	PK  = OUTBOX#<aggregateType>#<aggregateId>
 //	SK  = EVENT#<sequence>#<eventId>
-//	status = PENDING (a relay sets PUBLISHED, publishedAt and the TTL)
+//	status = PENDING (a relay sets PUBLISHED, publishedAt and the TTL;
+//	         with Config.PendingTTL a record has a TTL from its write on)
 //	eventId, aggregateType, aggregateId, messageType, body (the encoded
 //	envelope), destination (optional queue URL), createdAt,
 //	traceparent and tracestate (the producer's trace context, optional)

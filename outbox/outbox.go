@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -81,29 +82,41 @@ type Config struct {
 // Writer builds outbox records. It is safe for concurrent use.
 type Writer struct{ cfg Config }
 
-// New validates cfg.
-func New(cfg Config) (*Writer, error) {
+// WithDefaults returns c with every zero field set to its default (the
+// Layout's too; what it cannot fix, validate reports).
+func (c Config) WithDefaults() Config {
+	c.Layout, _ = c.Layout.WithDefaults()
+	c.Shards = cmp.Or(c.Shards, DefaultShards)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// validate returns every problem of a Config with its defaults applied
+// (New joins them).
+func (c Config) validate() []error {
 	var errs []error
-	if cfg.Table == "" {
+	if c.Table == "" {
 		errs = append(errs, errors.New("outbox: Config.Table is required"))
 	}
-	var err error
-	if cfg.Layout, err = cfg.Layout.WithDefaults(); err != nil {
+	if _, err := c.Layout.WithDefaults(); err != nil {
 		errs = append(errs, err)
 	}
-	if cfg.Shards == 0 {
-		cfg.Shards = DefaultShards
+	if c.Shards < 1 || c.Shards > 100 {
+		errs = append(errs, fmt.Errorf("outbox: Config.Shards %d must be 1..100", c.Shards))
 	}
-	if cfg.Shards < 1 || cfg.Shards > 100 {
-		errs = append(errs, fmt.Errorf("outbox: Config.Shards %d must be 1..100", cfg.Shards))
-	}
-	if cfg.PendingTTL < 0 {
+	if c.PendingTTL < 0 {
 		errs = append(errs, errors.New("outbox: Config.PendingTTL must not be negative"))
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if err := errors.Join(errs...); err != nil {
+	return errs
+}
+
+// New applies cfg's defaults (WithDefaults) and validates it; every
+// problem is reported, joined.
+func New(cfg Config) (*Writer, error) {
+	cfg = cfg.WithDefaults()
+	if err := errors.Join(cfg.validate()...); err != nil {
 		return nil, err
 	}
 	return &Writer{cfg: cfg}, nil

@@ -3,10 +3,11 @@
 // occurredAt with its offset, the producer's name, schema version 1),
 // validates each body with the same decoder the worker runs, and sends
 // them to SQS in batches (SendMessageBatch: at most 10 entries and
-// Config.MaxBatchBytes per call, a larger message alone), FIFO aware (MessageGroupId = aggregateId,
-// MessageDeduplicationId from the idempotency key and the request hash),
-// retrying entries SQS failed on its side and returning every other
-// failure per message as a typed *EntryError. Payloads above
+// Config.MaxBatchBytes per call, by package internal/sqsbatch's rule, a
+// larger message alone), FIFO aware (MessageGroupId = aggregateId by
+// default, MessageDeduplicationId from the idempotency key and the request
+// hash), retrying entries SQS failed on its side and returning every other
+// failure per message as a typed *EntryError — never a silent drop. Payloads above
 // Config.OffloadAbove go to an Offloader (S3) and travel as a payloadRef.
 // Every message carries the trace context of the ctx it was sent with as
 // traceparent and tracestate message attributes (tracing.Inject): the

@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -34,7 +35,7 @@ type Offloader interface {
 	Offload(ctx context.Context, messageType string, payload []byte) (envelope.PayloadRef, error)
 }
 
-// Defaults of Config's zero fields.
+// The defaults of Config's zero fields, applied by WithDefaults.
 const (
 	DefaultOffloadAbove    = 200 << 10 // bytes of payload
 	DefaultMaxMessageBytes = 256 << 10 // a queue's MaximumMessageSize unless raised (at most 1 MiB)
@@ -69,17 +70,18 @@ type Config struct {
 	// payloadRef instead. Default: nil, payloads are always inline.
 	Offloader Offloader
 	// OffloadAbove is the payload size in bytes above which the Offloader
-	// takes the payload (only with an Offloader). Default: 200 KiB. The
-	// choice depends only on the payload's bytes, so the same work is
-	// always sent the same way (the request hash covers a reference's
-	// content, not the inline payload).
+	// takes the payload (only with an Offloader). Default:
+	// DefaultOffloadAbove (200 KiB). The choice depends only on the
+	// payload's bytes, so the same work is always sent the same way (the
+	// request hash covers a reference's content, not the inline payload).
 	OffloadAbove int
 	// MaxMessageBytes is the queue's MaximumMessageSize: body plus message
-	// attributes. Default: 256 KiB; at most 1 MiB.
+	// attributes. Default: DefaultMaxMessageBytes (256 KiB); at most 1 MiB.
 	MaxMessageBytes int
 	// DLQHeadroom is kept free under MaxMessageBytes for the attributes the
 	// worker adds to a dead-lettered copy (failure code and message, key,
-	// type, times: up to about 5 KiB). Default: 8 KiB; -1 for none.
+	// type, times: up to about 5 KiB). Default: DefaultDLQHeadroom (8 KiB);
+	// -1 for none.
 	DLQHeadroom int
 	// MaxBatchBytes bounds one SendMessageBatch call (bodies and
 	// attributes); a message larger than it is sent alone, in a call of
@@ -89,10 +91,10 @@ type Config struct {
 	MaxBatchBytes int
 	// MaxAttempts bounds how often an entry SQS failed on its side
 	// (SenderFault false) is offered again. Call errors are retried by the
-	// SDK's retryer, not here. Default: 3.
+	// SDK's retryer, not here. Default: DefaultMaxAttempts.
 	MaxAttempts int
 	// RetryDelay is the first pause before re-offering failed entries,
-	// doubled each time, with jitter. Default: 100ms.
+	// doubled each time, with jitter. Default: DefaultRetryDelay.
 	RetryDelay time.Duration
 	// GroupID is a FIFO message's MessageGroupId. Default: the aggregateId,
 	// so each aggregate's messages stay in order.
@@ -161,63 +163,80 @@ type Producer struct {
 	fifo bool
 }
 
-// New validates cfg and returns a Producer; all problems are reported
-// together.
+// WithDefaults returns c with every zero field set to its default, and a
+// DLQHeadroom of -1 (none) as 0: apply it once (New does).
+func (c Config) WithDefaults() Config {
+	c.OffloadAbove = cmp.Or(c.OffloadAbove, DefaultOffloadAbove)
+	c.MaxMessageBytes = cmp.Or(c.MaxMessageBytes, DefaultMaxMessageBytes)
+	// At least a message's size: an invalid MaxMessageBytes is reported
+	// once, for itself.
+	c.MaxBatchBytes = cmp.Or(c.MaxBatchBytes, max(DefaultMaxBatchBytes, min(c.MaxMessageBytes, maxSQSBytes)))
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, DefaultMaxAttempts)
+	switch c.DLQHeadroom {
+	case 0:
+		c.DLQHeadroom = DefaultDLQHeadroom
+	case -1:
+		c.DLQHeadroom = 0
+	}
+	c.RetryDelay = cmp.Or(c.RetryDelay, DefaultRetryDelay)
+	if c.GroupID == nil {
+		c.GroupID = func(e *envelope.Envelope) string { return e.AggregateID }
+	}
+	if c.DeduplicationID == nil {
+		c.DeduplicationID = DeduplicationID
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.NewMessageID == nil {
+		c.NewMessageID = NewMessageID
+	}
+	return c
+}
+
+// validate returns every problem of a Config with its defaults applied
+// (New joins them).
+func (c Config) validate() []error {
+	var errs []error
+	if c.QueueURL == "" {
+		errs = append(errs, errors.New("producer: Config.QueueURL is required"))
+	}
+	if c.Producer == "" {
+		errs = append(errs, errors.New("producer: Config.Producer is required"))
+	}
+	for _, l := range []struct {
+		name   string
+		v, max int
+	}{{"OffloadAbove", c.OffloadAbove, maxSQSBytes}, {"MaxMessageBytes", c.MaxMessageBytes, maxSQSBytes},
+		{"MaxBatchBytes", c.MaxBatchBytes, maxSQSBytes}, {"MaxAttempts", c.MaxAttempts, 100}} {
+		if l.v < 1 || l.v > l.max {
+			errs = append(errs, fmt.Errorf("producer: Config.%s %d must be within 1..%d", l.name, l.v, l.max))
+		}
+	}
+	if c.DLQHeadroom < 0 {
+		errs = append(errs, fmt.Errorf("producer: Config.DLQHeadroom %d must be positive, or -1 for none", c.DLQHeadroom))
+	}
+	if c.DLQHeadroom >= c.MaxMessageBytes {
+		errs = append(errs, fmt.Errorf("producer: Config.DLQHeadroom %d leaves no room under MaxMessageBytes %d", c.DLQHeadroom, c.MaxMessageBytes))
+	}
+	if c.RetryDelay < 0 {
+		errs = append(errs, fmt.Errorf("producer: Config.RetryDelay %s must not be negative", c.RetryDelay))
+	}
+	return errs
+}
+
+// New applies cfg's defaults (WithDefaults), validates it and returns a
+// Producer; all problems are reported together.
 func New(api API, cfg Config) (*Producer, error) {
 	var errs []error
 	if api == nil {
 		errs = append(errs, errors.New("producer: API is required"))
 	}
-	if cfg.QueueURL == "" {
-		errs = append(errs, errors.New("producer: Config.QueueURL is required"))
-	}
-	if cfg.Producer == "" {
-		errs = append(errs, errors.New("producer: Config.Producer is required"))
-	}
+	cfg = cfg.WithDefaults()
+	errs = append(errs, cfg.validate()...)
 	dec, err := envelope.NewDecoder(cfg.Envelope)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("producer: Config.Envelope: %w", err))
-	}
-	limit := func(name string, v *int, def, max int) {
-		switch {
-		case *v == 0:
-			*v = def
-		case *v < 0 || *v > max:
-			errs = append(errs, fmt.Errorf("producer: Config.%s %d must be within 1..%d", name, *v, max))
-		}
-	}
-	limit("OffloadAbove", &cfg.OffloadAbove, DefaultOffloadAbove, maxSQSBytes)
-	limit("MaxMessageBytes", &cfg.MaxMessageBytes, DefaultMaxMessageBytes, maxSQSBytes)
-	limit("MaxBatchBytes", &cfg.MaxBatchBytes, max(DefaultMaxBatchBytes, cfg.MaxMessageBytes), maxSQSBytes)
-	limit("MaxAttempts", &cfg.MaxAttempts, DefaultMaxAttempts, 100)
-	switch {
-	case cfg.DLQHeadroom == 0:
-		cfg.DLQHeadroom = DefaultDLQHeadroom
-	case cfg.DLQHeadroom == -1:
-		cfg.DLQHeadroom = 0
-	case cfg.DLQHeadroom < 0:
-		errs = append(errs, fmt.Errorf("producer: Config.DLQHeadroom %d must be positive, or -1 for none", cfg.DLQHeadroom))
-	}
-	if cfg.DLQHeadroom >= cfg.MaxMessageBytes {
-		errs = append(errs, fmt.Errorf("producer: Config.DLQHeadroom %d leaves no room under MaxMessageBytes %d", cfg.DLQHeadroom, cfg.MaxMessageBytes))
-	}
-	if cfg.RetryDelay < 0 {
-		errs = append(errs, fmt.Errorf("producer: Config.RetryDelay %s must not be negative", cfg.RetryDelay))
-	}
-	if cfg.RetryDelay == 0 {
-		cfg.RetryDelay = DefaultRetryDelay
-	}
-	if cfg.GroupID == nil {
-		cfg.GroupID = func(e *envelope.Envelope) string { return e.AggregateID }
-	}
-	if cfg.DeduplicationID == nil {
-		cfg.DeduplicationID = DeduplicationID
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.NewMessageID == nil {
-		cfg.NewMessageID = NewMessageID
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -59,7 +60,7 @@ type Deps struct {
 	TracerProvider trace.TracerProvider
 }
 
-// The defaults of Config, applied by withDefaults; the daemon's flags and
+// The defaults of Config, applied by WithDefaults; the daemon's flags and
 // the Lambda adapter read them.
 const (
 	DefaultName              = "default"
@@ -121,7 +122,34 @@ type Config struct {
 	Now func() time.Time
 }
 
-func (c Config) withDefaults() (Config, error) {
+// WithDefaults returns c with every zero field set to its default (the
+// Layout's too; what it cannot fix, validate reports).
+func (c Config) WithDefaults() Config {
+	c.Layout, _ = c.Layout.WithDefaults()
+	c.Shards = cmp.Or(c.Shards, outbox.DefaultShards)
+	c.Name = cmp.Or(c.Name, DefaultName)
+	if c.Owner == "" {
+		host, _ := os.Hostname()
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		c.Owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	c.LeaseDuration = cmp.Or(c.LeaseDuration, DefaultLeaseDuration)
+	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
+	c.DiscoveryInterval = cmp.Or(c.DiscoveryInterval, DefaultDiscoveryInterval)
+	c.PublishedTTL = cmp.Or(c.PublishedTTL, DefaultPublishedTTL)
+	c.DrainTimeout = cmp.Or(c.DrainTimeout, DefaultDrainTimeout)
+	c.SweepAge = cmp.Or(c.SweepAge, DefaultSweepAge)
+	c.SendAttempts = cmp.Or(c.SendAttempts, DefaultSendAttempts)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// validate returns every problem of a Config with its defaults applied
+// (New joins them).
+func (c Config) validate() []error {
 	var errs []error
 	if c.Table == "" {
 		errs = append(errs, errors.New("relay: Config.Table is required"))
@@ -129,40 +157,22 @@ func (c Config) withDefaults() (Config, error) {
 	if c.QueueURL == "" {
 		errs = append(errs, errors.New("relay: Config.QueueURL is required"))
 	}
-	var err error
-	if c.Layout, err = c.Layout.WithDefaults(); err != nil {
+	if _, err := c.Layout.WithDefaults(); err != nil {
 		errs = append(errs, err)
-	}
-	if c.Shards == 0 {
-		c.Shards = outbox.DefaultShards
 	}
 	if c.Shards < 1 || c.Shards > 100 {
 		errs = append(errs, fmt.Errorf("relay: Config.Shards %d must be 1..100", c.Shards))
 	}
-	if c.Name == "" {
-		c.Name = DefaultName
-	}
 	if strings.Contains(c.Name, "#") {
 		errs = append(errs, fmt.Errorf("relay: Config.Name %q must not contain '#'", c.Name))
 	}
-	if c.Owner == "" {
-		host, _ := os.Hostname()
-		var b [4]byte
-		_, _ = rand.Read(b[:])
-		c.Owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
-	}
 	for _, d := range []struct {
-		v    *time.Duration
-		def  time.Duration
+		v    time.Duration
 		name string
-	}{{&c.LeaseDuration, DefaultLeaseDuration, "LeaseDuration"}, {&c.PollInterval, DefaultPollInterval, "PollInterval"},
-		{&c.DiscoveryInterval, DefaultDiscoveryInterval, "DiscoveryInterval"}, {&c.PublishedTTL, DefaultPublishedTTL, "PublishedTTL"},
-		{&c.DrainTimeout, DefaultDrainTimeout, "DrainTimeout"}, {&c.SweepAge, DefaultSweepAge, "SweepAge"}} {
-		if *d.v < 0 {
+	}{{c.LeaseDuration, "LeaseDuration"}, {c.PollInterval, "PollInterval"}, {c.DiscoveryInterval, "DiscoveryInterval"},
+		{c.PublishedTTL, "PublishedTTL"}, {c.DrainTimeout, "DrainTimeout"}, {c.SweepAge, "SweepAge"}} {
+		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("relay: Config.%s must not be negative", d.name))
-		}
-		if *d.v == 0 {
-			*d.v = d.def
 		}
 	}
 	if c.SweepInterval < 0 {
@@ -171,14 +181,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.LeaseDuration < 3*time.Millisecond*100 {
 		errs = append(errs, fmt.Errorf("relay: Config.LeaseDuration %s must be at least 300ms", c.LeaseDuration))
 	}
-	if c.SendAttempts == 0 {
-		c.SendAttempts = DefaultSendAttempts
-	}
 	if c.SendAttempts < 1 {
 		errs = append(errs, errors.New("relay: Config.SendAttempts must be positive"))
 	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	return c, errors.Join(errs...)
+	return errs
 }

@@ -18,14 +18,15 @@
 //
 // Publish re-reads the records' status (strongly consistent BatchGetItem)
 // and skips those no longer PENDING, sends the rest with SendMessageBatch
-// (10 per call and 256 KiB, a larger record alone, per-entry failures
-// retried; every message carries ddbworker.firstSentAt, the record's
-// createdAt, for the worker's replay-window check, and the producer's
-// trace context the record keeps as traceparent/tracestate (with
-// Deps.TracerProvider each call is a send <queue> span linked to those
-// producers, whose context a record that kept none gets); on a FIFO queue the aggregate
-// id is the MessageGroupId, the event id the deduplication id, one record
-// per group per call and a group stops at its first failure), then marks
+// (10 per call and 256 KiB, by package internal/sqsbatch's rule, a larger
+// record alone, per-entry failures retried; every message carries
+// ddbworker.firstSentAt, the record's createdAt, for the worker's
+// replay-window check, and the producer's trace context the record keeps
+// as traceparent/tracestate (with Deps.TracerProvider each call is a send
+// <queue> span linked to those producers, whose context a record that kept
+// none gets); on a FIFO queue the aggregate id is the MessageGroupId, the
+// event id the deduplication id, one record per group per call and a group
+// stops at its first failure), then marks
 // each PUBLISHED with an UpdateItem fenced on status = PENDING that sets
 // the TTL and removes the record from the index; a page is checkpointed
 // only after. A crash between send and mark sends again — the consumer's

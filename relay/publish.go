@@ -70,7 +70,8 @@ type Relay struct {
 	tracer trace.Tracer // nil: no spans
 }
 
-// New validates deps and cfg.
+// New applies cfg's defaults (Config.WithDefaults) and validates deps
+// and cfg; every problem is reported, joined.
 func New(deps Deps, cfg Config) (*Relay, error) {
 	var errs []error
 	if deps.DynamoDB == nil {
@@ -79,10 +80,8 @@ func New(deps Deps, cfg Config) (*Relay, error) {
 	if deps.SQS == nil {
 		errs = append(errs, errors.New("relay: Deps.SQS is required"))
 	}
-	cfg, err := cfg.withDefaults()
-	if err != nil {
-		errs = append(errs, err)
-	}
+	cfg = cfg.WithDefaults()
+	errs = append(errs, cfg.validate()...)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package stale
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,15 +38,16 @@ type SweepConfig struct {
 	// Grace is how long a lease must have been expired before its record is
 	// abandoned: no delivery came to take it over in that time, so its
 	// message is likely in the DLQ (moved by the redrive policy) or gone.
-	// Keep it well above the queue's longest backoff. Default: 1h; Zero
-	// marks every expired lease at once.
+	// Keep it well above the queue's longest backoff. Default:
+	// DefaultGrace; Zero marks every expired lease at once.
 	Grace time.Duration
 	// UseIndex finds PROCESSING records through the attention index, which
 	// holds them only when the store has IndexProcessing. Without it the
 	// sweeper scans the whole table (every item read costs RCU). Default:
 	// Store.IndexProcessing.
 	UseIndex bool
-	// PageSize is how many items one Query or Scan page reads. Default: 200.
+	// PageSize is how many items one Query or Scan page reads. Default:
+	// DefaultPageSize.
 	PageSize int
 	// Metrics, when set, receives each sweep's figures. Default: nil.
 	Metrics *SweepMetrics
@@ -100,40 +102,65 @@ type Sweeper struct {
 	cfg    SweepConfig
 }
 
-// NewSweeper validates cfg and returns a Sweeper.
+// The defaults of SweepConfig, applied by WithDefaults.
+const (
+	// DefaultGrace is SweepConfig.Grace's default.
+	DefaultGrace = time.Hour
+	// DefaultPageSize is SweepConfig.PageSize's default.
+	DefaultPageSize = 200
+)
+
+// WithDefaults returns c with every zero field set to its default (the
+// Store's and Policy's too; what they cannot fix, validate reports), and a
+// Grace of Zero as 0: apply it once (NewSweeper does).
+func (c SweepConfig) WithDefaults() SweepConfig {
+	c.Store, _ = c.Store.WithDefaults()
+	c.UseIndex = c.UseIndex || c.Store.IndexProcessing
+	c.Policy, _ = c.Policy.WithDefaults()
+	switch c.Grace {
+	case 0:
+		c.Grace = DefaultGrace
+	case Zero:
+		c.Grace = 0
+	}
+	c.PageSize = cmp.Or(c.PageSize, DefaultPageSize)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// validate returns every problem of a SweepConfig with its defaults
+// applied (NewSweeper joins them).
+func (c SweepConfig) validate() []error {
+	var errs []error
+	if _, err := c.Store.WithDefaults(); err != nil {
+		errs = append(errs, fmt.Errorf("stale: SweepConfig: %w", err))
+	}
+	if _, err := c.Policy.WithDefaults(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Grace < 0 {
+		errs = append(errs, fmt.Errorf("stale: SweepConfig.Grace %s must not be negative", c.Grace))
+	}
+	if c.PageSize < 1 || c.PageSize > inbox.MaxPageLimit {
+		errs = append(errs, fmt.Errorf("stale: SweepConfig.PageSize %d must be within 1..%d", c.PageSize, inbox.MaxPageLimit))
+	}
+	return errs
+}
+
+// NewSweeper applies cfg's defaults (WithDefaults), validates it and
+// returns a Sweeper; every problem is reported, joined.
 func NewSweeper(api SweepAPI, cfg SweepConfig) (*Sweeper, error) {
 	var errs []error
 	if api == nil {
 		errs = append(errs, errors.New("stale: SweepAPI is required"))
 	}
-	var err error
-	if cfg.Store, err = cfg.Store.WithDefaults(); err != nil {
-		errs = append(errs, fmt.Errorf("stale: SweepConfig: %w", err))
-	}
-	cfg.UseIndex = cfg.UseIndex || cfg.Store.IndexProcessing
-	if cfg.Policy, err = cfg.Policy.WithDefaults(); err != nil {
-		errs = append(errs, err)
-	}
-	switch cfg.Grace {
-	case 0:
-		cfg.Grace = time.Hour
-	case Zero:
-		cfg.Grace = 0
-	}
-	if cfg.Grace < 0 {
-		errs = append(errs, fmt.Errorf("stale: SweepConfig.Grace %s must not be negative", cfg.Grace))
-	}
-	if cfg.PageSize == 0 {
-		cfg.PageSize = 200
-	}
-	if cfg.PageSize < 1 || cfg.PageSize > inbox.MaxPageLimit {
-		errs = append(errs, fmt.Errorf("stale: SweepConfig.PageSize %d must be within 1..%d", cfg.PageSize, inbox.MaxPageLimit))
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg = cfg.WithDefaults()
+	errs = append(errs, cfg.validate()...)
 	s := &Sweeper{api: api, cfg: cfg}
 	if api != nil && cfg.Store.Table != "" {
+		var err error
 		if s.reader, err = inbox.NewReader(api, inbox.ReaderConfig{Store: cfg.Store}); err != nil {
 			errs = append(errs, err)
 		}

@@ -401,15 +401,21 @@ func (p *AdoptPlan) planStream(t *types.TableDescription) {
 	}
 }
 
+// The defaults of AdoptOptions, applied by Adopt.
+const (
+	DefaultAdoptWait         = time.Hour
+	DefaultAdoptPollInterval = 5 * time.Second
+)
+
 // AdoptOptions configures Adopt.
 type AdoptOptions struct {
 	// Wait bounds each wait: for the table to take an update, and for each
 	// index's backfill. The backfill goes on when it ends: a later Plan
-	// plans the wait again. Default: 1 hour.
+	// plans the wait again. Default: DefaultAdoptWait.
 	Wait time.Duration
 	// PollInterval is how often a wait reads the table, at most: the
 	// first read is at once, the next after 200 ms, then twice as long
-	// each time up to PollInterval. Default: 5 s.
+	// each time up to PollInterval. Default: DefaultAdoptPollInterval.
 	PollInterval time.Duration
 	// Progress, when set, is called on each read of the table while a
 	// change waits, and once when it is done.
@@ -446,10 +452,10 @@ func Adopt(ctx context.Context, api AdoptAPI, plan AdoptPlan, opts AdoptOptions)
 		return err
 	}
 	if opts.Wait <= 0 {
-		opts.Wait = time.Hour
+		opts.Wait = DefaultAdoptWait
 	}
 	if opts.PollInterval <= 0 {
-		opts.PollInterval = 5 * time.Second
+		opts.PollInterval = DefaultAdoptPollInterval
 	}
 	for i, c := range plan.Changes {
 		a := applying{api: api, table: plan.Table, opts: opts, progress: Progress{Step: i + 1, Steps: len(plan.Changes), Change: c}, start: time.Now()}

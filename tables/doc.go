@@ -17,6 +17,10 @@
 //     with progress, bounded by its wait;
 //   - EnableStream turns on the NEW_IMAGE stream the outbox relay reads.
 //
+// Their waits default to DefaultWaitTimeout (a table becoming ACTIVE) and
+// DefaultAdoptWait (each change of an adoption), which the daemon's --wait
+// flags read. ItemSize is an item's size as DynamoDB counts it.
+//
 // The attribute names of the other records that share the table — outbox
 // records and shard leases (outbox.go), effect records (effects.go) — are
 // here too.

@@ -18,13 +18,14 @@ type StreamAPI interface {
 
 // EnableStream turns the table's DynamoDB Stream on with NEW_IMAGE records
 // (what the outbox relay reads), waits until the table is ACTIVE again and
-// returns the stream's ARN. A table whose stream is already on keeps it
+// returns the stream's ARN; wait bounds the wait (≤ 0:
+// DefaultWaitTimeout). A table whose stream is already on keeps it
 // when its view type carries the new image (NEW_IMAGE or
 // NEW_AND_OLD_IMAGES); a KEYS_ONLY or OLD_IMAGE stream is an
 // *IncompatibleError (changing it would break its other readers).
 func EnableStream(ctx context.Context, api StreamAPI, name string, wait time.Duration) (string, error) {
 	if wait <= 0 {
-		wait = 5 * time.Minute
+		wait = DefaultWaitTimeout
 	}
 	desc, err := api.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
 	if err != nil {

@@ -214,6 +214,10 @@ type API interface {
 	DescribeTimeToLive(ctx context.Context, params *dynamodb.DescribeTimeToLiveInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTimeToLiveOutput, error)
 }
 
+// DefaultWaitTimeout is Config.WaitTimeout's default, and EnableStream's
+// wait when given none: how long a table may take to become ACTIVE.
+const DefaultWaitTimeout = 5 * time.Minute
+
 // Config configures Ensure.
 type Config struct {
 	// Name is the table name. Required.
@@ -221,7 +225,7 @@ type Config struct {
 	// Layout names the key, index and TTL attributes. Default:
 	// DefaultLayout().
 	Layout Layout
-	// WaitTimeout bounds the wait for ACTIVE. Default: 5 minutes.
+	// WaitTimeout bounds the wait for ACTIVE. Default: DefaultWaitTimeout.
 	WaitTimeout time.Duration
 	// Tags are added when the table is created. Default: none.
 	Tags map[string]string
@@ -238,7 +242,7 @@ func (c *Config) validate() error {
 		errs = append(errs, errors.New("tables: Config.WaitTimeout must not be negative"))
 	}
 	if c.WaitTimeout == 0 {
-		c.WaitTimeout = 5 * time.Minute
+		c.WaitTimeout = DefaultWaitTimeout
 	}
 	var err error
 	if c.Layout, err = c.Layout.WithDefaults(); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/gate"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/judge"
 	"github.com/ddbworker/ddbworker/internal/slots"
@@ -40,11 +41,11 @@ const Zero = -1
 const (
 	DefaultConcurrency       = 16
 	DefaultWaitTime          = 20 * time.Second
-	DefaultVisibilityTimeout = 30 * time.Second
+	DefaultVisibilityTimeout = stale.DefaultLease
 	DefaultClockSkew         = stale.DefaultSkew
 	DefaultMessageTimeout    = 2 * time.Minute
 	DefaultMaxAttempts       = failure.DefaultMaxAttempts
-	DefaultMaxTakeovers      = 5
+	DefaultMaxTakeovers      = gate.DefaultMaxTakeovers
 	DefaultMaxGuardRetries   = judge.DefaultMaxReruns
 	DefaultReadAhead         = 2
 	DefaultTerminalPolicy    = PolicyDLQ

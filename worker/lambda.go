@@ -176,9 +176,20 @@ type lambdaHost struct{ w *Worker }
 func (lambdaHost) ack(*delivery) {}
 
 func (h lambdaHost) park(ctx context.Context, d *delivery) time.Duration {
-	vis := h.w.cappedHide(h.w.cfg.Health.lambdaPark(d.receives), d.receivedAt)
+	vis := h.w.cfg.Health.lambdaHide(d.receives, h.w.cfg.Now().Sub(d.receivedAt))
 	h.w.changeVisibility(ctx, d.m, vis)
 	return vis
+}
+
+// lambdaHide is how long the adapter hides a record received for the
+// receives-th time while the database is unhealthy, since after the
+// mapping received it: lambdaPark, capped by SQS's 12-hour limit
+// (capHide). A record's receipt is taken to be maxBatchingWindow before
+// its invocation, so a hide at ParkMaxVisibility (12h) is at most
+// 12h - hideMargin - maxBatchingWindow = 11h54m. OutageCover adds up the
+// same hides.
+func (c HealthConfig) lambdaHide(receives int, since time.Duration) time.Duration {
+	return capHide(c.lambdaPark(receives), since)
 }
 
 // lambdaPark is how long a record received for the receives-th time is
@@ -211,10 +222,13 @@ func (c HealthConfig) lambdaPark(receives int) time.Duration {
 // A FIFO queue's record cannot be re-sent without leaving its group's
 // order, and a record hidden on its last receive is moved to the DLQ at
 // the next: its cover is the sum of the hidings of the receives before
-// the last (lambdaPark), each received again as soon as it ends; its last
-// receive must find the database healthy. With the defaults (1 minute,
-// growing fourfold, up to 12 hours) maxReceiveCount 5 covers 1h25m
-// (1m + 4m + 16m + 64m), 10 covers 37h25m, and 1 covers none.
+// the last, as the adapter gives them (lambdaHide, the same function: each
+// capped 12 hours after its receipt less a minute, the receipt taken to be
+// the 5-minute batching window before the invocation), each received again
+// as soon as it ends; its last receive must find the database healthy.
+// With the defaults (1 minute, growing fourfold, up to 11h54m)
+// maxReceiveCount 5 covers 1h25m (1m + 4m + 16m + 64m), 10 covers 53h17m
+// (1m + 4m + 16m + 64m + 256m + 4 × 11h54m), and 1 covers none.
 //
 // No redrive policy (0) covers any outage (up to the queue's retention).
 // The cover is a lower bound: a record comes back later than its hiding
@@ -225,7 +239,7 @@ func (c HealthConfig) OutageCover(maxReceiveCount int, fifo bool) time.Duration 
 	}
 	var total time.Duration
 	for k := 1; k < maxReceiveCount; k++ {
-		total += c.lambdaPark(k)
+		total += c.lambdaHide(k, maxBatchingWindow)
 	}
 	return total
 }

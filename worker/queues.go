@@ -22,6 +22,17 @@ type QueueAPI interface {
 	SetQueueAttributes(ctx context.Context, params *sqs.SetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.SetQueueAttributesOutput, error)
 }
 
+// The defaults of QueueConfig, applied by CreateQueues.
+const (
+	// DefaultMaxReceiveCount is QueueConfig.MaxReceiveCount's default.
+	DefaultMaxReceiveCount = 10
+	// DefaultQueueRetention is QueueConfig.Retention's default: SQS's own.
+	DefaultQueueRetention = 4 * 24 * time.Hour
+	// DefaultDLQRetention is QueueConfig.DLQRetention's default: SQS's
+	// longest.
+	DefaultDLQRetention = 14 * 24 * time.Hour
+)
+
 // QueueConfig describes a work queue and its dead-letter queue.
 type QueueConfig struct {
 	// Name of the work queue. Required. A FIFO queue's name ends in ".fifo".
@@ -33,13 +44,15 @@ type QueueConfig struct {
 	// producer sets MessageDeduplicationId). Default: false.
 	FIFO bool
 	// VisibilityTimeout of the work queue; keep it equal to the worker's
-	// lease. Default: 30s. Whole seconds, 0..12h.
+	// lease. Default: DefaultVisibilityTimeout. Whole seconds, 0..12h.
 	VisibilityTimeout time.Duration
-	// MaxReceiveCount before SQS moves a message to the DLQ. Default: 10.
+	// MaxReceiveCount before SQS moves a message to the DLQ. Default:
+	// DefaultMaxReceiveCount.
 	MaxReceiveCount int
-	// Retention of the work queue. Default: 4 days (SQS's default).
+	// Retention of the work queue. Default: DefaultQueueRetention (4 days).
 	Retention time.Duration
-	// DLQRetention of the dead-letter queue. Default: 14 days (SQS's maximum).
+	// DLQRetention of the dead-letter queue. Default: DefaultDLQRetention
+	// (14 days).
 	DLQRetention time.Duration
 }
 
@@ -66,22 +79,22 @@ func (c *QueueConfig) validate() error {
 		}
 	}
 	if c.VisibilityTimeout == 0 {
-		c.VisibilityTimeout = 30 * time.Second
+		c.VisibilityTimeout = DefaultVisibilityTimeout
 	}
 	if c.VisibilityTimeout < 0 || c.VisibilityTimeout > 12*time.Hour {
 		errs = append(errs, fmt.Errorf("worker: QueueConfig.VisibilityTimeout %s must be within 0..12h", c.VisibilityTimeout))
 	}
 	if c.MaxReceiveCount == 0 {
-		c.MaxReceiveCount = 10
+		c.MaxReceiveCount = DefaultMaxReceiveCount
 	}
 	if c.MaxReceiveCount < 1 || c.MaxReceiveCount > 1000 {
 		errs = append(errs, fmt.Errorf("worker: QueueConfig.MaxReceiveCount %d must be within 1..1000", c.MaxReceiveCount))
 	}
 	if c.Retention == 0 {
-		c.Retention = 4 * 24 * time.Hour
+		c.Retention = DefaultQueueRetention
 	}
 	if c.DLQRetention == 0 {
-		c.DLQRetention = 14 * 24 * time.Hour
+		c.DLQRetention = DefaultDLQRetention
 	}
 	for name, d := range map[string]time.Duration{"Retention": c.Retention, "DLQRetention": c.DLQRetention} {
 		if d < time.Minute || d > 14*24*time.Hour {

@@ -73,9 +73,17 @@ func TestRegressUnansweredGateWriteCostsNothing(t *testing.T) {
 	h := newHarness(t, testenv.Options{})
 	h.seedCases("c1")
 	// The first attempt applies and loses its response; the SDK's retries
-	// fail before they reach the table, so no answer says it applied.
-	h.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "PutItem", Kind: faults.KindLostResponse, Times: 1})
-	h.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "PutItem", Kind: faults.KindServerError, Times: worker.DefaultCallAttempts - 1})
+	// of that same call (the same input: as many as the call's time
+	// allows) fail before they reach the table, so no answer says it
+	// applied. Later calls are untouched.
+	var unanswered atomic.Pointer[dynamodb.PutItemInput]
+	h.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "PutItem", Kind: faults.KindLostResponse, Times: 1,
+		Match: func(in any) bool {
+			p, ok := in.(*dynamodb.PutItemInput)
+			return ok && unanswered.CompareAndSwap(nil, p)
+		}})
+	h.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "PutItem", Kind: faults.KindServerError, Rate: 1,
+		Match: func(in any) bool { p, ok := in.(*dynamodb.PutItemInput); return ok && p == unanswered.Load() }})
 	h.start(h.testConfig(), worker.Deps{Handlers: h.caseHandlers()})
 	env := mustEnv(t)(caseflow.NewDeadlineRequest("k-unanswered", "c1", "intake", effective))
 	env.AttemptPolicy = &envelope.AttemptPolicy{MaxBusinessAttempts: 1}
@@ -83,7 +91,7 @@ func TestRegressUnansweredGateWriteCostsNothing(t *testing.T) {
 
 	ev := h.waitEvents(1, 30*time.Second, final)[0]
 	require.Equal(t, 1, h.inj.Fired()[faults.KindLostResponse])
-	require.Equal(t, worker.DefaultCallAttempts-1, h.inj.Fired()[faults.KindServerError], "no attempt of the gate's call got an answer")
+	require.Positive(t, h.inj.Fired()[faults.KindServerError], "the SDK retried the gate's call; no attempt got an answer")
 	require.Equal(t, worker.OutcomeApplied, ev.Outcome, "%+v", h.allEvents())
 	require.Equal(t, 1, ev.Attempt)
 	rec := h.record("k-unanswered", caseflow.TypeDeadline)
@@ -349,24 +357,94 @@ func TestRegressLambdaOutageHidesLongerEachReceive(t *testing.T) {
 }
 
 // The longest outage a Lambda function survives for a given
-// maxReceiveCount is stated by HealthConfig.OutageCover: any, on a standard
-// queue (re-sent on the last receive); on a FIFO queue, the hidings of the
-// receives before the last.
+// maxReceiveCount is stated by HealthConfig.OutageCover, from the hides
+// the adapter really gives: any outage on a standard queue (a record is
+// re-sent on the last receive the redrive policy allows); on a FIFO queue,
+// the hides of the receives before the last, whose receive must find the
+// database healthy (hidden, its next receive would move it to the DLQ).
+//
+// The arithmetic, with the defaults (ParkVisibility 1m, growing fourfold
+// per receive, ParkMaxVisibility 12h): SQS hides a message at most 12h
+// after its receipt; the adapter keeps a minute's margin and takes a
+// record's receipt to be the event source mapping's longest batching
+// window (5m) before its invocation, so no hide is longer than
+// 12h - 1m - 5m = 11h54m.
+//
+//	FIFO, maxReceiveCount 5:  1m + 4m + 16m + 64m                    = 85m
+//	FIFO, maxReceiveCount 3:  1m + 4m                                =  5m
+//	FIFO, maxReceiveCount 1:  (the only receive must find it healthy) =  0
+//	FIFO, maxReceiveCount 10: 1m + 4m + 16m + 64m + 256m + 4 × 11h54m
+//	                          (receives 6 to 9: 1024m and more, capped) = 341m + 47h36m = 53h17m
+//
+// (It said 13h25m for maxReceiveCount 5 before: it counted a 12h hide of
+// the last receive, which only delays the DLQ.) Short parkings are never
+// capped: 1s, 4s, 16s, then 30s add up to 51s.
 func TestOutageCover(t *testing.T) {
 	def, err := worker.HealthConfig{}.WithDefaults()
 	require.NoError(t, err)
+	const capped = 12*time.Hour - time.Minute - 5*time.Minute
+	short, err := worker.HealthConfig{ParkVisibility: time.Second, ParkMaxVisibility: 30 * time.Second}.WithDefaults()
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name            string
+		cfg             worker.HealthConfig
+		maxReceiveCount int
+		want            time.Duration
+	}{
+		{"defaults, maxReceiveCount 5", def, 5, (1 + 4 + 16 + 64) * time.Minute},
+		{"defaults, maxReceiveCount 3", def, 3, (1 + 4) * time.Minute},
+		{"defaults, maxReceiveCount 1", def, 1, 0},
+		{"defaults, maxReceiveCount 10", def, 10, (1+4+16+64+256)*time.Minute + 4*capped},
+		{"short parkings, never capped", short, 5, (1 + 4 + 16 + 30) * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, tc.cfg.OutageCover(tc.maxReceiveCount, true))
+		})
+	}
+	require.Equal(t, 53*time.Hour+17*time.Minute, def.OutageCover(10, true))
 	for _, n := range []int{0, 1, 5, 10} {
 		require.Greater(t, def.OutageCover(n, false), 100*24*time.Hour, "standard queue, maxReceiveCount %d: any outage", n)
 	}
 	require.Greater(t, def.OutageCover(0, true), 100*24*time.Hour, "no redrive policy: any outage")
-	require.Equal(t, 85*time.Minute, def.OutageCover(5, true), "FIFO: 1m + 4m + 16m + 64m; the fifth receive must find the database healthy")
-	require.Equal(t, 5*time.Minute, def.OutageCover(3, true), "1m + 4m")
-	require.Zero(t, def.OutageCover(1, true), "the only receive must find it healthy")
-	require.Equal(t, 341*time.Minute+4*(12*time.Hour), def.OutageCover(10, true), "1m + 4m + 16m + 64m + 256m, then 12h (SQS's limit) four times")
-	c := worker.HealthConfig{ParkVisibility: time.Second, ParkMaxVisibility: 30 * time.Second}
-	c, err = c.WithDefaults()
+}
+
+// OutageCover adds up the hides the adapter really gives: under Lambda,
+// in an outage, a FIFO record's receives before the last are hidden for
+// what OutageCover counts, a hide of 12h capped below SQS's limit (11h54m),
+// less only the time the invocation took to reach the record. Before,
+// OutageCover counted 12 hours for a hide the adapter capped at 11h54m.
+func TestLambdaOutageCoverIsTheHidesGiven(t *testing.T) {
+	const maxReceives = 4
+	h := newHarness(t, testenv.Options{Queue: worker.QueueConfig{FIFO: true, MaxReceiveCount: maxReceives, VisibilityTimeout: 2 * time.Second}})
+	proxy, err := ddbproxy.Start(ddbproxy.Config{Target: os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")})
 	require.NoError(t, err)
-	require.Equal(t, (1+4+16+30)*time.Second, c.OutageCover(5, true))
+	t.Cleanup(func() { _ = proxy.Close() })
+	ddb := dynamodb.NewFromConfig(h.env.AWS, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(proxy.URL()) })
+	h.seedCases("c1")
+	cfg := h.testConfig()
+	cfg.CallTimeout = time.Second
+	// 1h, 4h, then 16h: capped (ParkMaxVisibility keeps its default, 12h).
+	cfg.Health = worker.HealthConfig{ConsecutiveFailures: 1, ProbeInterval: time.Hour, ProbeMaxInterval: time.Hour, ParkVisibility: time.Hour}
+	w := h.lambdaWorker(cfg, worker.Deps{DynamoDB: ddb, Handlers: h.caseHandlers()})
+	h.sendFIFO(mustEnv(t)(caseflow.NewDeadlineRequest("k-cover", "c1", "intake", effective)))
+
+	proxy.SetMode(ddbproxy.Throttle)
+	var total time.Duration
+	for receive := 1; receive < maxReceives; receive++ {
+		ev := h.sqsEvent(1, 30*time.Second)
+		require.Equal(t, fmt.Sprint(receive), ev.Records[0].Attributes["ApproximateReceiveCount"])
+		_, err := w.HandleSQSEvent(context.Background(), ev)
+		require.NoError(t, err)
+		parked := h.waitEvents(receive, 5*time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeParked })
+		total += parked[receive-1].Visibility
+		h.makeVisible(ev)
+	}
+	health, err := worker.HealthConfig{ParkVisibility: time.Hour}.WithDefaults()
+	require.NoError(t, err)
+	cover := health.OutageCover(maxReceives, true)
+	require.Equal(t, 5*time.Hour+12*time.Hour-6*time.Minute, cover, "1h + 4h, then 16h capped: 12h - 1m margin - 5m batching window")
+	require.LessOrEqual(t, total, cover, "OutageCover never counts more than the adapter hides")
+	require.InDelta(t, cover, total, float64(5*time.Second), "only the invocation's own time apart")
 }
 
 // A deploy (SIGTERM, then a new worker) in the middle of an outage charges

@@ -726,9 +726,17 @@ func (w *Worker) changeVisibilityWithin(ctx context.Context, m types.Message, d 
 }
 
 // cappedHide is d, shortened so the message is hidden no longer than 12
-// hours after its receipt at receivedAt (SQS refuses a longer visibility
-// rather than cap it), less a minute's margin.
+// hours after its receipt at receivedAt (capHide).
 func (w *Worker) cappedHide(d time.Duration, receivedAt time.Time) time.Duration {
-	left := maxVisibility - time.Minute - w.cfg.Now().Sub(receivedAt)
-	return max(0, min(d, left))
+	return capHide(d, w.cfg.Now().Sub(receivedAt))
+}
+
+// hideMargin is kept back from SQS's 12-hour visibility limit.
+const hideMargin = time.Minute
+
+// capHide is d, shortened so a message received since ago is hidden no
+// longer than 12 hours after its receipt (SQS refuses a longer visibility
+// rather than cap it), less hideMargin.
+func capHide(d, since time.Duration) time.Duration {
+	return max(0, min(d, maxVisibility-hideMargin-since))
 }

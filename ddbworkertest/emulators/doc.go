@@ -38,6 +38,9 @@
 //     per-service endpoints), Env.DynamoDB, Env.SQS, and Env.Environ for
 //     child processes and other SDKs (AWS_ENDPOINT_URL_*, AWS_REGION and
 //     AWS_DEFAULT_REGION, credentials);
+//   - reading a queue without receiving (Env.InspectQueue: what fauxqs's
+//     inspection endpoint says it holds, visible, in flight and delayed,
+//     exact and immediate), so a test can wait for a drained queue;
 //   - the testing.TB conveniences: ForTest (skip unless
 //     DDBWORKER_REQUIRE_EMULATORS is set, stop on cleanup), Env.NewTable
 //     (ddbworker's inbox layout, as `tables create`), Env.NewQueues (work

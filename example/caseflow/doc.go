@@ -9,10 +9,15 @@
 //     and the state never rolls back.
 //   - LedgerEntryRequested creates a ledger entry once per source event
 //     (create-only) and adds its amount to the case balance.
+//   - CaseNoteRecorded, the benchmark's message, updates the case item's
+//     last note (Note), or keeps only the newest note by its version
+//     (NoteInOrder, for the single-write route).
 //
 // With TrackApplications, every applied work item also increments its own
 // application counter inside the same transaction, so a double apply is
-// visible in the table. The package also builds example messages and
+// visible in the table. With SingleWriteStages, CaseStageChanged runs on
+// the single-write route (ddbworker.SingleWrite), its counter an attribute
+// of the case item (StageApplicationsAttr). The package also builds example messages and
 // checks the exactly-once invariant against DynamoDB.
 //
 // It owns nothing of the protocol: it only returns writes to the worker.

@@ -52,8 +52,9 @@ type Config struct {
 	// FailureRatio is the least share of failures among the window's calls
 	// that trips it, in (0, 1]. Default: 0.5.
 	FailureRatio float64
-	// Consecutive failures in a row, whatever the window holds, trip it.
-	// Default: 3.
+	// Consecutive failures in a row trip it while the window is sparse:
+	// while it holds fewer than twice MinFailures calls (a busy window is
+	// judged by MinFailures and FailureRatio alone). Default: 3.
 	Consecutive int
 }
 

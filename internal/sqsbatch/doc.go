@@ -1,7 +1,9 @@
 // Package sqsbatch owns SQS's rule for batched sends and its count of a
-// message's size, so that every package sizing SQS messages and
-// SendMessageBatch calls (producer, relay, dlq; the worker's DLQ copies
-// once it switches from its own messageSize) applies one implementation:
+// message's size, so that every package sizing SQS messages and batched
+// calls applies one implementation: the producer, the relay and dlq's
+// redrive size their SendMessageBatch calls with it, the worker sizes its
+// DLQ copies (MessageSize, AttributeSize, MaxAttributes) and its
+// DeleteMessageBatch calls (MaxEntries) by it:
 //
 //   - a call carries at most MaxEntries entries;
 //   - a call carries at most a byte limit of payload: the sum of its

@@ -35,14 +35,24 @@ import (
 // which bounds how long a message of a broken-off receive stalls.
 var leasePolicy = stale.Policy{Lease: 10 * time.Second}
 
+// The defaults of Config (the throttled scenario's are in throttle.go),
+// which the bench command's flags read.
+const (
+	DefaultMessages        = 2000
+	DefaultDuplicateRatio  = 0.25
+	DefaultLateRatio       = 0.1
+	DefaultSizeConcurrency = 16
+	DefaultNoteBytes       = 700
+)
+
 // Config shapes a benchmark.
 type Config struct {
-	// Messages per run (fresh + duplicates). Default: 2000.
+	// Messages per run (fresh + duplicates). Default: DefaultMessages.
 	Messages int
 	// Duplicates is the sweep of duplicate ratios: each run's share of
 	// duplicates (earlier work re-sent in a new SQS message), each within
 	// [0, 1). At every concurrency, every ratio runs every kind. Default:
-	// 0.25.
+	// DefaultDuplicateRatio alone.
 	Duplicates []float64
 	// Mix runs each measurement as one phase whose stream interleaves the
 	// duplicates among the fresh messages, as production does: each is sent
@@ -59,21 +69,21 @@ type Config struct {
 	// LateRatio is the share of each run's fresh messages that are late: a
 	// case's note sent after its next one (NoteInOrder supersedes it; the
 	// other handlers apply every note). Within [0, 0.5]; negative: none.
-	// Default: 0.1.
+	// Default: DefaultLateRatio.
 	LateRatio float64
 	// Concurrency sweep. Default: 1, 4, 16, 64.
 	Concurrency []int
 	// Sizes sweep (messages per run, default worker, SizeConcurrency), on
 	// one table so the inbox grows run after run. Default: none.
 	Sizes []int
-	// SizeConcurrency of the size sweep. Default: 16.
+	// SizeConcurrency of the size sweep. Default: DefaultSizeConcurrency.
 	SizeConcurrency int
 	// BatchSize per receive. Default: the worker's (min(10, concurrency)).
 	BatchSize int
 	// Kinds to run. Default: naive, default, fused, fused-plain, single.
 	Kinds []Kind
 	// NoteBytes is the note that makes the case item about 1 KB — the
-	// single-write fence and note version included. Default: 700.
+	// single-write fence and note version included. Default: DefaultNoteBytes.
 	NoteBytes int
 	// KeyBytes is the length of every idempotency key (padded). Default:
 	// 0, the keys as generated (about 30 bytes).
@@ -87,18 +97,18 @@ type Config struct {
 	// scenario is skipped).
 	Throttle []float64
 	// ThrottleMessages per run of the throttled scenario (fresh messages).
-	// Default: ThrottleMessagesDefault.
+	// Default: DefaultThrottleMessages.
 	ThrottleMessages int
 	// ThrottleConcurrency of the throttled scenario's worker (its
 	// Config.Concurrency: the adaptive limit's ceiling). Default:
-	// ThrottleConcurrencyDefault.
+	// DefaultThrottleConcurrency.
 	ThrottleConcurrency int
 	// ThrottleTimeout bounds each run of the throttled scenario; a run
 	// stopped by it is reported as timed out. Default:
-	// ThrottleTimeoutDefault.
+	// DefaultThrottleTimeout.
 	ThrottleTimeout time.Duration
 	// ThrottleSeed seeds the proxy's throttling draws; every run starts
-	// from it. Default: ThrottleSeedDefault.
+	// from it. Default: DefaultThrottleSeed.
 	ThrottleSeed uint64
 	// Progress receives one line per finished measurement. Default: none.
 	Progress io.Writer
@@ -115,44 +125,44 @@ type Config struct {
 
 func (c *Config) defaults() error {
 	if c.Messages == 0 {
-		c.Messages = 2000
+		c.Messages = DefaultMessages
 	}
 	if len(c.Duplicates) == 0 {
-		c.Duplicates = []float64{0.25}
+		c.Duplicates = []float64{DefaultDuplicateRatio}
 	}
 	if c.mixDistance == [2]int{} {
 		c.mixDistance = [2]int{MixDistanceMin, MixDistanceMax}
 	}
 	if c.LateRatio == 0 {
-		c.LateRatio = 0.1
+		c.LateRatio = DefaultLateRatio
 	}
 	c.LateRatio = max(0, c.LateRatio)
 	if len(c.Concurrency) == 0 {
 		c.Concurrency = []int{1, 4, 16, 64}
 	}
 	if c.SizeConcurrency == 0 {
-		c.SizeConcurrency = 16
+		c.SizeConcurrency = DefaultSizeConcurrency
 	}
 	if len(c.Kinds) == 0 {
 		c.Kinds = slices.Clone(kindOrder)
 	}
 	if c.NoteBytes == 0 {
-		c.NoteBytes = 700
+		c.NoteBytes = DefaultNoteBytes
 	}
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
 	if c.ThrottleMessages == 0 {
-		c.ThrottleMessages = ThrottleMessagesDefault
+		c.ThrottleMessages = DefaultThrottleMessages
 	}
 	if c.ThrottleConcurrency == 0 {
-		c.ThrottleConcurrency = ThrottleConcurrencyDefault
+		c.ThrottleConcurrency = DefaultThrottleConcurrency
 	}
 	if c.ThrottleTimeout == 0 {
-		c.ThrottleTimeout = ThrottleTimeoutDefault
+		c.ThrottleTimeout = DefaultThrottleTimeout
 	}
 	if c.ThrottleSeed == 0 {
-		c.ThrottleSeed = ThrottleSeedDefault
+		c.ThrottleSeed = DefaultThrottleSeed
 	}
 	if c.Messages < 10 || c.LateRatio > 0.5 {
 		return errors.New("bench: need at least 10 messages and a late ratio in [0, 0.5]")

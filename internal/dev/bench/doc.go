@@ -1,8 +1,9 @@
 // Package bench measures ddbworker against the floor: for each worker —
 // the naive baseline (UpdateItem then DeleteMessage, no inbox), ddbworker's
-// default path (gate + transactional commit), its fused commit (with and
-// without its read ahead) and its single-write route (one conditional UpdateItem fenced in the domain item)
-// — it runs the same message set at the same concurrency twice: once
+// default path (gate + transactional commit), its fused commit (with the
+// read ahead of a batch's inbox records, and without it: fused-plain) and
+// its single-write route (one conditional UpdateItem fenced in the domain
+// item) — it runs the same message set at the same concurrency twice: once
 // through the worker and once through a bare loop that issues exactly the
 // DynamoDB and SQS calls that worker needs per message, prepared in
 // advance, with no worker around them (the ceiling). It reports

@@ -42,10 +42,10 @@ const (
 
 // Throttled scenario defaults.
 const (
-	ThrottleMessagesDefault    = 300
-	ThrottleConcurrencyDefault = 16
-	ThrottleTimeoutDefault     = 3 * time.Minute
-	ThrottleSeedDefault        = 1
+	DefaultThrottleMessages    = 300
+	DefaultThrottleConcurrency = 16
+	DefaultThrottleTimeout     = 3 * time.Minute
+	DefaultThrottleSeed        = 1
 	// ThrottleMaxReceiveCount is the scenario queue's redrive policy: a
 	// realistic one, which a worker that keeps receiving through throttling
 	// walks messages to.

@@ -87,8 +87,8 @@ func TestThrottledScenario(t *testing.T) {
 		require.Greater(t, x.Requests, 2*messages, "%s: the throttled requests were retried", x.Variant)
 		require.InDelta(t, fraction, float64(x.Throttled)/float64(x.Requests), 0.12, "%s: the proxy throttled about the fraction", x.Variant)
 	}
-	require.Equal(t, ThrottleConcurrencyDefault, ungated.MinLimit, "the ungated worker keeps its concurrency")
-	require.Less(t, gated.MinLimit, ThrottleConcurrencyDefault, "the gated worker's limit came down")
+	require.Equal(t, DefaultThrottleConcurrency, ungated.MinLimit, "the ungated worker keeps its concurrency")
+	require.Less(t, gated.MinLimit, DefaultThrottleConcurrency, "the gated worker's limit came down")
 	// The proxy throttles at random whatever the load, so a lower limit
 	// cannot lower the share of throttled requests: per message both
 	// variants make about the same requests. "gated ≤ ungated" does not

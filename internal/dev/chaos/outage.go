@@ -612,6 +612,15 @@ func (r *run) verifyOutage(ctx context.Context, rep *Report, dead []string, tran
 				w.Name, w.Recovered.Round(time.Millisecond), out.RecoverBound))
 		}
 	}
+	var undeployed []string
+	if !r.cfg.Outage.SkipDeploy {
+		for _, w := range windows {
+			if w.Deployed == 0 {
+				undeployed = append(undeployed, fmt.Sprintf("%s window: no worker was replaced in its middle", w.Name))
+			}
+		}
+		rep.check("a deploy replaced the workers in the middle of each window", undeployed)
+	}
 	rep.check("no work item terminal for infrastructure reasons", infra)
 	rep.check(fmt.Sprintf("DynamoDB requests during each window ≤ %.0f per second per worker", out.MaxRequestRate), rate)
 	rep.check(fmt.Sprintf("queue drained within %s after each window", out.RecoverBound), drain)

@@ -249,16 +249,17 @@ func (s *supervisor) kill() bool {
 
 // deploy replaces every worker as a rolling deploy does: one at a time,
 // SIGTERM (the worker drains and stops), then a new process in its slot
-// (the exit handler starts it) before the next. It returns the processes
-// it replaced, and stops early when ctx ends.
+// (the exit handler starts it) before the next. A slot whose process has
+// just exited is waited for until its successor runs, and that one is
+// replaced: every slot's worker is, so the window's deploy happens. It
+// returns the processes it replaced, and stops early when ctx ends or the
+// run stops.
 func (s *supervisor) deploy(ctx context.Context) int {
 	n := 0
 	for slot := range s.cfg.Workers {
-		s.mu.Lock()
-		p := s.procs[slot]
-		s.mu.Unlock()
-		if p == nil || !p.alive() {
-			continue
+		p := s.running(ctx, slot)
+		if p == nil {
+			return n
 		}
 		p.deployed.Store(true)
 		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -286,6 +287,30 @@ func (s *supervisor) deploy(ctx context.Context) int {
 		}
 	}
 	return n
+}
+
+// running returns slot's process once it is alive — a slot between an
+// exit and its restart is waited for — or nil when ctx ends or the run
+// stops (fatally or at its end).
+func (s *supervisor) running(ctx context.Context, slot int) *proc {
+	for {
+		s.mu.Lock()
+		p, stopping := s.procs[slot], s.stopping
+		s.mu.Unlock()
+		if stopping {
+			return nil
+		}
+		if p != nil && p.cmd != nil && p.alive() {
+			return p
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.fatal:
+			return nil
+		case <-time.After(50 * time.Millisecond): // the exit handler's restart, polled as deploy polls for it
+		}
+	}
 }
 
 // pause SIGSTOPs a random running worker for d, then SIGCONTs it. It

@@ -19,6 +19,10 @@
 //     gives up (then it is dropped), Config.HangFor passes or the mode leaves
 //     Hang (then it is forwarded late, as a stalled server would apply it).
 //
+// In Pass, SetThrottleFraction throttles a share of the requests at random
+// (seeded: Config.Seed), as a table that throttles part of its traffic
+// does; the benchmark's throttled scenario uses it.
+//
 // The error answers carry AWS's JSON error bodies, Content-Type, request id
 // and CRC32 headers, so the SDK's own deserializers, retryer and error types
 // handle them exactly as they would handle AWS's: a throttled PutItem fails

@@ -50,8 +50,8 @@ func (m Mode) String() string {
 
 func (m Mode) valid() bool { return m >= 0 && int(m) < len(modeNames) }
 
-// AddrDefault is Config.Addr's default: a free port on IPv4 loopback.
-const AddrDefault = "127.0.0.1:0"
+// DefaultAddr is Config.Addr's default: a free port on IPv4 loopback.
+const DefaultAddr = "127.0.0.1:0"
 
 // ErrNotLoopback reports a Config.Addr that is not a loopback address. The
 // proxy forwards signed requests unauthenticated, so it must not be
@@ -64,7 +64,7 @@ type Config struct {
 	// Local). A path in it prefixes every request's path. Required.
 	Target string
 	// Addr is the listen address; it must be a loopback address
-	// (127.0.0.0/8, ::1 or localhost). Default: AddrDefault.
+	// (127.0.0.0/8, ::1 or localhost). Default: DefaultAddr.
 	Addr string
 	// HangFor is how long Hang holds a request before it forwards it anyway.
 	// Default (zero): no limit — the request is held until the client gives
@@ -78,7 +78,7 @@ type Config struct {
 
 // WithDefaults returns c with every unset field set to its default.
 func (c Config) WithDefaults() Config {
-	c.Addr = cmp.Or(c.Addr, AddrDefault)
+	c.Addr = cmp.Or(c.Addr, DefaultAddr)
 	return c
 }
 

@@ -174,11 +174,13 @@ func TestChaosOutageFlags(t *testing.T) {
 // the harness's fault proxy; after a warm-up with kills, every DynamoDB
 // request is throttled for 12 s, then answered 5xx for 12 s, then held
 // unanswered for 12 s (each window after 10 s of quiet), while traffic
-// keeps arriving, and the queue's maxReceiveCount is the realistic 10. Each window must show the database
-// health gate at work — the workers pause (a health transition each way)
-// and make few requests — and the run must dead-letter no healthy message,
-// end no work item terminal for infrastructure reasons, drain within the
-// bound after each window, and keep the exactly-once invariant.
+// keeps arriving, and the queue's maxReceiveCount is the realistic 10. Each
+// window must show the database health gate at work — the workers pause
+// (a health transition each way) and make few requests — and a deploy in
+// its middle (workers SIGTERMed and restarted), and the run must
+// dead-letter no healthy message, end no work item terminal for
+// infrastructure reasons, drain within the bound after each window, and
+// keep the exactly-once invariant.
 func TestChaosOutageShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts worker processes and runs for about three minutes")
@@ -245,6 +247,7 @@ func TestChaosOutageShort(t *testing.T) {
 	}
 	for _, want := range []string{"no healthy message dead-lettered by the redrive policy (maxReceiveCount 10)",
 		"no work item terminal for infrastructure reasons", "DynamoDB requests during each window ≤ 5 per second per worker",
+		"a deploy replaced the workers in the middle of each window",
 		fmt.Sprintf("queue drained within %s after each window", cfg.Outage.Recover), "every sent message reached a final outcome (worker logs)"} {
 		require.Contains(t, names, want)
 	}
@@ -268,6 +271,9 @@ func TestChaosOutageShort(t *testing.T) {
 		require.Positive(t, w.Requests, "%s: the workers probe", name)
 		require.LessOrEqual(t, w.RequestRate, 5.0, "%s: requests/s per worker\n%s", name, explain())
 		require.Positive(t, w.Unhealthy, "%s: the health gate tripped\n%s", name, explain())
+		// The deploy in the window's middle happened: it waits for a slot's
+		// successor rather than skip a slot whose worker just exited.
+		require.GreaterOrEqual(t, w.Deployed, 1, "%s: a worker was replaced (SIGTERM, restart) mid-window\n%s", name, explain())
 		// The fleet serves again: a paused worker resumed, or the successor
 		// the deploy started in its place passed its startup checks.
 		require.Positive(t, w.Healthy+w.Started, "%s: the fleet recovered\n%s", name, explain())
