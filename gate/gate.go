@@ -123,6 +123,13 @@ type Request struct {
 	// (envelope.Envelope.HashLike). Without it, or when it fails, hashes
 	// are compared as they are.
 	HashAs func(stored string) (string, error)
+	// Token, when set, is the token of a lease this delivery holds already
+	// (it took the lease, and could not give it back because the database
+	// was unhealthy): the claim presents it instead of minting one, and
+	// gets that lease back — no write, no takeover counted — while the
+	// record still names it (VerdictOwn). Otherwise the table decides as
+	// for any delivery.
+	Token string
 }
 
 // SameWork reports whether a record whose requestHash is stored holds the
@@ -266,7 +273,7 @@ var ErrRaceLimit = errors.New("gate: record changed concurrently too many times"
 // failure.Classify), or ErrRaceLimit; every decision is a Decision.
 func (g *Gate) Acquire(ctx context.Context, req *Request) (Decision, error) {
 	now := g.cfg.Now()
-	token := g.cfg.NewToken()
+	token := cmp.Or(req.Token, g.cfg.NewToken())
 	limits := g.limits(req)
 	exp := g.expires(req, now)
 	item := g.cfg.Store.Encode(g.freshRecord(req, token, now, exp))
@@ -295,7 +302,7 @@ func (g *Gate) Acquire(ctx context.Context, req *Request) (Decision, error) {
 // fused commit path finds it in its cancellation reasons) and performs a
 // takeover when the table says so.
 func (g *Gate) Resolve(ctx context.Context, req *Request, existing *inbox.Record) (Decision, error) {
-	return g.resolve(ctx, req, existing, g.cfg.NewToken(), g.limits(req))
+	return g.resolve(ctx, req, existing, cmp.Or(req.Token, g.cfg.NewToken()), g.limits(req))
 }
 
 // claimError wraps the error of a claim's write as a *ClaimError when the

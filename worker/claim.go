@@ -17,6 +17,12 @@ import (
 func (w *Worker) claim(ctx context.Context, d *delivery, wk *work, existing *inbox.Record) (*claimed, verdict) {
 	var dec gate.Decision
 	var err error
+	if d.held != nil {
+		// A lease this delivery could not give back when it was parked: the
+		// claim presents its token, and gets it back if it is still ours.
+		wk.req.Token, d.held = d.held.Token, nil
+		defer func() { wk.req.Token = "" }()
+	}
 	if existing != nil {
 		dec, err = w.gate.Resolve(ctx, wk.req, existing)
 	} else {

@@ -61,6 +61,13 @@ type delivery struct {
 	// ahead found.
 	admission *admission
 	known     *inbox.Record
+	// held is a lease this delivery claimed and could not give back: it
+	// was parked while the database was unhealthy (record writes nothing
+	// then). Its next claim presents the lease's token and gets it back
+	// without counting a takeover (gate.Request.Token); let go at
+	// shutdown, it is given back if the database is healthy. Only the
+	// daemon keeps a parked delivery; under Lambda the lease just expires.
+	held *inbox.Lease
 }
 
 func newDelivery(m types.Message, receivedAt time.Time) *delivery {
@@ -214,7 +221,7 @@ func (w *Worker) fused(wk *work) bool { return wk.route.Fused && wk.env.PayloadR
 // COMPLETED; a single-write route's fenced write creates none. Only a
 // delivery that is unlikely to have a record takes that path: its first
 // receive, not a copy or redrive the DLQ tooling made (those may have a
-// failure recorded), with its payload inline. A redelivery claims through
+// failure recorded), with its payload inline, holding no lease. A redelivery claims through
 // the gate: it is more likely to find a record (its earlier delivery
 // failed, crashed or lost its delete), which the gate reads in the same
 // call that would have claimed it, and a failing run does not first have
@@ -222,7 +229,7 @@ func (w *Worker) fused(wk *work) bool { return wk.route.Fused && wk.env.PayloadR
 // decide: a record found by a commit that claims sends the delivery back
 // to the gate (process).
 func (w *Worker) claimsByCommit(d *delivery, wk *work) bool {
-	if !(w.fused(wk) || wk.route.SingleWrite) || wk.env.PayloadRef != nil || d.receives > 1 {
+	if !(w.fused(wk) || wk.route.SingleWrite) || wk.env.PayloadRef != nil || d.receives > 1 || d.held != nil {
 		return false
 	}
 	for _, a := range []string{dlq.AttrRedrivenFrom, dlq.AttrFailureCode} {

@@ -43,6 +43,7 @@ func (w *Worker) record(ctx context.Context, d *delivery, wk *work, v verdict) (
 		if v.park {
 			return parked(nil, 0), nil
 		}
+		w.giveBackHeld(ctx, d)
 		return released(), nil
 	case terminalAgain:
 		return terminal(v.failure, v.attempt), nil
@@ -105,6 +106,7 @@ func (w *Worker) recordRejection(ctx context.Context, d *delivery, v rejected) o
 // itself) and the message is parked.
 func (w *Worker) recordTrouble(ctx context.Context, d *delivery, v troubled) outcome {
 	if !w.health.Healthy() {
+		d.held = v.lease
 		return parked(v.failure, 0)
 	}
 	wait := w.cfg.Backoff.delay(v.step)
@@ -122,6 +124,22 @@ func (w *Worker) recordTrouble(ctx context.Context, d *delivery, v troubled) out
 		}
 	}
 	return laterInfra(wait, v.failure, 0)
+}
+
+// giveBackHeld gives back the lease a parked delivery holds (delivery.held)
+// when the daemon lets it go unstarted (shutdown) while the database is
+// healthy, so that the next delivery takes the work over at once and
+// counts no takeover; best effort — a lease not given back expires, and
+// costs one takeover.
+func (w *Worker) giveBackHeld(ctx context.Context, d *delivery) {
+	if d.held == nil || !w.health.Healthy() {
+		return
+	}
+	l := *d.held
+	d.held = nil
+	if err := w.committer.Release(asCleanup(ctx), l, failure.NewRetryable(failure.CodeShutdown, "let go unstarted at shutdown")); err != nil {
+		w.stageFailed(ctx, err)
+	}
 }
 
 // recordFailure counts the business attempt and records its failure, made
@@ -200,6 +218,7 @@ func (w *Worker) unrecorded(ctx context.Context, d *delivery, err error, lease *
 	w.log.WarnContext(ctx, "could not record the outcome in the inbox; the message comes back", "sqsMessageId", d.id, "code", f.Code,
 		"error", truncateRunes(err.Error(), maxLoggedMessage))
 	if !w.health.Healthy() {
+		d.held = lease
 		return parked(f, 0)
 	}
 	wait := w.cfg.Backoff.delay(infraStep(d))

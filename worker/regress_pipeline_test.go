@@ -581,3 +581,53 @@ func TestDaemonParksLastReceiveByResend(t *testing.T) {
 	require.Zero(t, testenv.InspectQueue(t, h.env.Queues.DLQURL).Total(), "nothing dead-lettered")
 	h.requireQueueEmpty()
 }
+
+// A delivery parked while it holds a lease it cannot give back (the
+// database is unhealthy: nothing can be written) reclaims that lease when
+// it runs again after the recovery: its claim presents the token the
+// record still holds, and counts no takeover however long the outage
+// outlasted the lease. Before, the lease expired and the resumed delivery
+// took it over as abandoned — a takeover counted for every outage that
+// caught the work in flight, so five outages (or a flapping database)
+// ended healthy work MAX_TAKEOVERS_EXCEEDED.
+func TestParkedDeliveryReclaimsItsLease(t *testing.T) {
+	h := newHarness(t, testenv.Options{Queue: worker.QueueConfig{MaxReceiveCount: 5, VisibilityTimeout: 2 * time.Second}})
+	proxy, err := ddbproxy.Start(ddbproxy.Config{Target: os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	ddb := dynamodb.NewFromConfig(h.env.AWS, h.inj.DynamoDB, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(proxy.URL()) })
+	ids := []string{"c0", "c1", "c2"}
+	h.seedCases(ids...)
+	// The commits fail first: the deliveries hold leases when the gate
+	// trips, and park.
+	h.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "TransactWriteItems", Kind: faults.KindThrottle, Rate: 1})
+	cfg := h.testConfig()
+	cfg.CallTimeout = time.Second
+	cfg.Health = worker.HealthConfig{ConsecutiveFailures: 1, ProbeInterval: 300 * time.Millisecond, ProbeMaxInterval: time.Second, ParkVisibility: 5 * time.Second}
+	run := h.start(cfg, worker.Deps{DynamoDB: ddb, Handlers: h.caseHandlers()})
+	for _, id := range ids {
+		h.send(mustEnv(t)(caseflow.NewDeadlineRequest("k-"+id, id, "intake", effective)))
+	}
+	testenv.Eventually(t, 30*time.Second, func() bool { return !run.w.DatabaseHealthy() }, "the health gate trips")
+	proxy.SetMode(ddbproxy.Throttle) // the whole database is down now
+	h.waitEvents(len(ids), 30*time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeParked })
+	held := h.record("k-c0", caseflow.TypeDeadline)
+	require.Equal(t, inbox.StatusProcessing, held.Status, "the parked delivery's lease is still on the record")
+	// The outage outlasts the leases.
+	<-time.After(time.Until(held.LeaseExpiry.Add(time.Second))) // the lease's end, not a wait for async work
+	h.inj.Clear()
+	proxy.SetMode(ddbproxy.Pass)
+
+	applied := h.waitEvents(len(ids), 60*time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeApplied })
+	for _, ev := range applied {
+		require.Equal(t, 1, ev.Attempt, "%+v", ev)
+	}
+	for _, id := range ids {
+		rec := h.record("k-"+id, caseflow.TypeDeadline)
+		require.Equal(t, inbox.StatusCompleted, rec.Status, id)
+		require.Zero(t, rec.Takeovers, "%s: the outage counted no takeover: the parked delivery reclaimed its own lease", id)
+		require.Zero(t, rec.Attempts, id)
+		require.EqualValues(t, 1, h.applications(id, caseflow.TypeDeadline, "k-"+id), "%s applied once", id)
+	}
+	h.requireQueueEmpty()
+}

@@ -291,7 +291,14 @@ func (w *Worker) startHeartbeat(ctx context.Context, d *delivery, l inbox.Lease,
 	hb.cancel = cancel
 	go func() {
 		defer close(hb.done)
-		t := time.NewTimer(w.policy.RenewAfter())
+		// A lease with less than a whole lease left (one a parked delivery
+		// got back: delivery.held) is renewed at half its remaining time,
+		// at once when it has expired.
+		first := w.policy.RenewAfter()
+		if left := l.ExpiresAt.Sub(w.cfg.Now()); left < 2*first {
+			first = max(0, left/2)
+		}
+		t := time.NewTimer(first)
 		defer t.Stop()
 		for {
 			select {
