@@ -271,8 +271,8 @@ func readSettings(lookup func(string) (string, bool)) (settings, error) {
 	c.Concurrency = r.integer(envConcurrency, worker.DefaultConcurrency, 1, worker.MaxConcurrency)
 	c.MaxAttempts = r.integer(envMaxAttempts, worker.DefaultMaxAttempts, 1, 100)
 	c.MaxTakeovers = r.integer(envMaxTakeovers, worker.DefaultMaxTakeovers, 1, 100)
-	if c.ReadAhead = r.integer(envReadAhead, worker.DefaultReadAhead, 0, 10000); c.ReadAhead == 0 {
-		c.ReadAhead = worker.Zero // never
+	if c.ReadAhead = r.integer(envReadAhead, worker.DefaultReadAhead, 0, 10000); c.ReadAhead == 0 && c.ReadAhead != worker.DefaultReadAhead {
+		c.ReadAhead = worker.Zero // 0 set over a default that reads: never
 	}
 	// 0: the worker's DefaultCallTimeout, or half of the lease when shorter.
 	c.CallTimeout = r.duration(envCallTimeout, 0, 100*time.Millisecond, lambdaLease)

@@ -21,12 +21,16 @@ type Kind string
 const (
 	KindNaive   Kind = "naive"   // UpdateItem, then DeleteMessage; no inbox
 	KindDefault Kind = "default" // gate PutItem + transactional commit
-	KindFused   Kind = "fused"   // one transaction with the inbox record
+	KindFused   Kind = "fused"   // one transaction with the inbox record, the read ahead on (ReadAhead)
 	KindSingle  Kind = "single"  // one fenced conditional UpdateItem, no inbox record (ddbworker.SingleWrite)
 	// KindFusedPlain is fused without the read ahead (worker.Config.ReadAhead
 	// off): every message, a duplicate too, is its transaction.
 	KindFusedPlain Kind = "fused-plain"
 )
+
+// ReadAhead is the fused kind's worker.Config.ReadAhead: the read ahead
+// on for receive batches of two or more (it is off by default).
+const ReadAhead = 2
 
 // kindOrder is the default list of kinds, in the order a sweep runs them:
 // naive first, the others' throughput is read against it.
@@ -86,6 +90,7 @@ var kinds = map[Kind]spec{
 		route: func(reg *ddbworker.Registry, table string) error {
 			return (&caseflow.Handlers{Table: table}).Register(reg, ddbworker.Fused())
 		},
+		config:  func(c *worker.Config) { c.ReadAhead = ReadAhead },
 		prepare: prepareFused, bare: bareTransaction, records: 1,
 		units: fusedUnits,
 	},
@@ -93,7 +98,9 @@ var kinds = map[Kind]spec{
 		route: func(reg *ddbworker.Registry, table string) error {
 			return (&caseflow.Handlers{Table: table}).Register(reg, ddbworker.Fused())
 		},
-		config:  func(c *worker.Config) { c.ReadAhead = worker.Zero },
+		config: func(c *worker.Config) { c.ReadAhead = worker.Zero },
+		// ReadAhead is off by default (worker.DefaultReadAhead): Zero says so
+		// whatever the default.
 		prepare: prepareFused, bare: bareTransaction, records: 1,
 		units: fusedUnits,
 	},
