@@ -21,6 +21,7 @@ import (
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/dev/ddbproxy"
 	"github.com/ddbworker/ddbworker/internal/dev/faults"
 	"github.com/ddbworker/ddbworker/internal/dev/testenv"
 	"github.com/ddbworker/ddbworker/internal/hooks"
@@ -298,4 +299,16 @@ func (h *harness) waitEventsNow(match func(worker.Event) bool) []worker.Event {
 		}
 	}
 	return got
+}
+
+// proxied starts a proxy in front of DynamoDB Local (whose mode a test
+// switches to throttle, fail or hang the whole database) for the test's
+// life, and returns it with a client that goes through it, with opts.
+func (h *harness) proxied(opts ...func(*dynamodb.Options)) (*ddbproxy.Proxy, *dynamodb.Client) {
+	h.t.Helper()
+	proxy, err := ddbproxy.Start(ddbproxy.Config{Target: os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")})
+	require.NoError(h.t, err)
+	h.t.Cleanup(func() { _ = proxy.Close() })
+	opts = append(opts, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(proxy.URL()) })
+	return proxy, dynamodb.NewFromConfig(h.env.AWS, opts...)
 }

@@ -3,12 +3,9 @@ package worker_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
@@ -47,10 +44,7 @@ func TestDatabaseUnhealthy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, testenv.Options{Queue: worker.QueueConfig{MaxReceiveCount: 3, VisibilityTimeout: 2 * time.Second}})
-			proxy, err := ddbproxy.Start(ddbproxy.Config{Target: os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")})
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = proxy.Close() })
-			ddb := dynamodb.NewFromConfig(h.env.AWS, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(proxy.URL()) })
+			proxy, ddb := h.proxied()
 
 			const before, during, arriving = 5, 10, 10
 			ids := make([]string, before+during+arriving)
@@ -283,10 +277,7 @@ func TestWriteBudgetPaces(t *testing.T) {
 // the DLQ a receive at a time (found by the chaos run's outage phases).
 func TestHangingCallsTripTheGateAtOneSlot(t *testing.T) {
 	h := newHarness(t, testenv.Options{Queue: worker.QueueConfig{MaxReceiveCount: 3, VisibilityTimeout: 8 * time.Second}})
-	proxy, err := ddbproxy.Start(ddbproxy.Config{Target: os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = proxy.Close() })
-	ddb := dynamodb.NewFromConfig(h.env.AWS, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(proxy.URL()) })
+	proxy, ddb := h.proxied()
 	ids := []string{"c0", "c1", "c2", "c3"}
 	h.seedCases(ids...)
 	cfg := h.testConfig()

@@ -3,7 +3,6 @@ package worker_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -311,10 +310,7 @@ func TestRegressDLQSmallerThan1MiB(t *testing.T) {
 func TestRegressLambdaOutageHidesLongerEachReceive(t *testing.T) {
 	const maxReceives = 4
 	h := newHarness(t, testenv.Options{Queue: worker.QueueConfig{MaxReceiveCount: maxReceives, VisibilityTimeout: 2 * time.Second}})
-	proxy, err := ddbproxy.Start(ddbproxy.Config{Target: os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = proxy.Close() })
-	ddb := dynamodb.NewFromConfig(h.env.AWS, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(proxy.URL()) })
+	proxy, ddb := h.proxied()
 	h.seedCases("c1")
 	cfg := h.testConfig()
 	cfg.CallTimeout = time.Second
@@ -416,10 +412,7 @@ func TestOutageCover(t *testing.T) {
 func TestLambdaOutageCoverIsTheHidesGiven(t *testing.T) {
 	const maxReceives = 4
 	h := newHarness(t, testenv.Options{Queue: worker.QueueConfig{FIFO: true, MaxReceiveCount: maxReceives, VisibilityTimeout: 2 * time.Second}})
-	proxy, err := ddbproxy.Start(ddbproxy.Config{Target: os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = proxy.Close() })
-	ddb := dynamodb.NewFromConfig(h.env.AWS, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(proxy.URL()) })
+	proxy, ddb := h.proxied()
 	h.seedCases("c1")
 	cfg := h.testConfig()
 	cfg.CallTimeout = time.Second
@@ -455,10 +448,7 @@ func TestLambdaOutageCoverIsTheHidesGiven(t *testing.T) {
 // maxBusinessAttempts 1 the work ended MAX_ATTEMPTS_EXCEEDED.
 func TestRegressDeployDuringOutageChargesNothing(t *testing.T) {
 	h := newHarness(t, testenv.Options{Queue: worker.QueueConfig{MaxReceiveCount: 5, VisibilityTimeout: 2 * time.Second}})
-	proxy, err := ddbproxy.Start(ddbproxy.Config{Target: os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = proxy.Close() })
-	ddb := dynamodb.NewFromConfig(h.env.AWS, h.inj.DynamoDB, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(proxy.URL()) })
+	proxy, ddb := h.proxied(h.inj.DynamoDB)
 	ids := []string{"c0", "c1", "c2", "c3", "c4", "c5"}
 	h.seedCases(ids...)
 	// The commits fail first: messages hold leases when the outage starts.
@@ -547,10 +537,7 @@ func TestRegressFusedRepeatedFailureIsCounted(t *testing.T) {
 // starts afresh; the work applies once after the recovery.
 func TestDaemonParksLastReceiveByResend(t *testing.T) {
 	h := newHarness(t, testenv.Options{Queue: worker.QueueConfig{MaxReceiveCount: 2, VisibilityTimeout: 2 * time.Second}})
-	proxy, err := ddbproxy.Start(ddbproxy.Config{Target: os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = proxy.Close() })
-	ddb := dynamodb.NewFromConfig(h.env.AWS, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(proxy.URL()) })
+	proxy, ddb := h.proxied()
 	h.seedCases("c1")
 	h.send(mustEnv(t)(caseflow.NewDeadlineRequest("k-last", "c1", "intake", effective)))
 	// A first receive elsewhere (a worker that died with it): the worker's
@@ -592,10 +579,7 @@ func TestDaemonParksLastReceiveByResend(t *testing.T) {
 // ended healthy work MAX_TAKEOVERS_EXCEEDED.
 func TestParkedDeliveryReclaimsItsLease(t *testing.T) {
 	h := newHarness(t, testenv.Options{Queue: worker.QueueConfig{MaxReceiveCount: 5, VisibilityTimeout: 2 * time.Second}})
-	proxy, err := ddbproxy.Start(ddbproxy.Config{Target: os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = proxy.Close() })
-	ddb := dynamodb.NewFromConfig(h.env.AWS, h.inj.DynamoDB, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(proxy.URL()) })
+	proxy, ddb := h.proxied(h.inj.DynamoDB)
 	ids := []string{"c0", "c1", "c2"}
 	h.seedCases(ids...)
 	// The commits fail first: the deliveries hold leases when the gate
