@@ -140,8 +140,8 @@ type report struct {
 	commit time.Duration
 }
 
-// process carries one delivery through the pipeline. held, when set, is
-// the verdict of a delivery its host did not start (the rest of a FIFO
+// process carries one delivery through the pipeline. unstarted, when set,
+// is the verdict of a delivery its host did not start (the rest of a FIFO
 // group behind a failure or a parked message, a message received as the
 // worker shuts down, a Lambda record with no time left): it goes straight
 // to record and apply.
@@ -153,11 +153,11 @@ type report struct {
 // written or charged, and the delivery is decided again from that record:
 // claim, then run under the lease. The second pass never claims by its
 // commit, so it never finds a record again.
-func (w *Worker) process(ctx context.Context, d *delivery, h host, held verdict) report {
+func (w *Worker) process(ctx context.Context, d *delivery, h host, unstarted verdict) report {
 	var r report
 	settleCtx, cancel := w.settling(ctx, d)
 	defer cancel()
-	v := held
+	v := unstarted
 	var found *inbox.Record
 	for {
 		if v == nil {
