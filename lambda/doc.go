@@ -23,13 +23,16 @@
 // While DynamoDB is unhealthy an invocation touches no table (a probe at
 // most, on the probe schedule) and parks every record: hidden
 // DDBWORKER_PARK_VISIBILITY on its first receive, four times longer on
-// each later one up to DDBWORKER_PARK_MAX_VISIBILITY, and that outright on
-// the last receive the queue's redrive policy allows — each capped below
+// each later one up to DDBWORKER_PARK_MAX_VISIBILITY — each capped below
 // SQS's 12 hours after the receipt — then reported. An event source
 // mapping cannot be paused from inside and counts a receive on every
 // poll; hiding longer each time makes an outage cost the least of the
-// redrive budget. The longest outage a queue survives is
-// worker.HealthConfig.OutageCover(maxReceiveCount): 13h19m for
+// redrive budget. On the last receive the queue's redrive policy allows
+// (whatever hides it, its next receive moves it to the DLQ), a standard
+// queue's record is re-sent as a new message and not reported: a
+// standard queue survives any outage. A FIFO queue's record is not (the
+// copy would leave its group's order): it survives
+// worker.HealthConfig.OutageCover(maxReceiveCount, true), 1h25m for
 // maxReceiveCount 5 with the defaults.
 //
 // At cold start (New) the adapter checks what it will write to: the store
@@ -42,8 +45,8 @@
 // invocations, one request each on the probes' schedule, and until it
 // passes they park their records. A queue's redrive policy is read when
 // its worker is built (at cold start for DDBWORKER_QUEUE_URL, else at the
-// queue's first invocation), with a warning when it covers a shorter
-// outage than DDBWORKER_MIN_OUTAGE_COVER.
+// queue's first invocation), with a warning when a FIFO queue's covers a
+// shorter outage than DDBWORKER_MIN_OUTAGE_COVER.
 //
 // The outbox relay runs as a function too: RelayMain (or NewRelay) reads a
 // table's DynamoDB stream events, publishes the outbox records to SQS and

@@ -62,8 +62,8 @@ func origin(d *delivery) map[string]types.MessageAttributeValue {
 
 // controls are ddbworker's control attributes a re-send of d's message
 // keeps: its origin, and the marks of a message the DLQ tooling redrove or
-// copied (AttrRedrivenFrom, AttrFailureCode), which keep the copy off a
-// single-write route's fresh path as they kept d (singleFresh).
+// copied (AttrRedrivenFrom, AttrFailureCode), which keep the copy from
+// claiming by its commit as they kept d (claimsByCommit).
 func controls(d *delivery) map[string]types.MessageAttributeValue {
 	out := origin(d)
 	for _, k := range []string{dlq.AttrRedrivenFrom, dlq.AttrFailureCode} {
@@ -164,10 +164,10 @@ func (w *Worker) resend(ctx context.Context, d *delivery, delay time.Duration) e
 }
 
 // resendAttributes are the attributes of the re-send of d's message
-// (deferred, or parked on its last receive): its control attributes (controls: its origin, the marks of a
-// redriven or DLQ-copied message), its creation context and its
-// producer's attributes, in that order of precedence within SQS's limits
-// (dlq.FitAttributes); nil for none.
+// (deferred, or parked on its last receive): its control attributes
+// (controls: its origin, the marks of a redriven or DLQ-copied message),
+// its creation context and its producer's attributes, in that order of
+// precedence within SQS's limits (dlq.FitAttributes); nil for none.
 func resendAttributes(d *delivery) map[string]types.MessageAttributeValue {
 	attrs := fitAttributes(aws.ToString(d.m.Body), controls(d), carried(d), maxMessageBytes)
 	if len(attrs) == 0 {
