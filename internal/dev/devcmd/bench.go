@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -169,37 +170,32 @@ func ints(s string) ([]int, error) {
 
 // ratios parses --duplicates: ratios within [0, 1), at least one.
 func ratios(s string) ([]float64, error) {
-	var out []float64
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p == "" {
-			continue
-		}
-		f, err := strconv.ParseFloat(p, 64)
-		if err != nil || !(f >= 0 && f < 1) {
-			return nil, fmt.Errorf("%q is not a ratio within [0, 1)", p)
-		}
-		out = append(out, f)
+	out, err := floats(s, func(f float64) bool { return f >= 0 && f < 1 }, "a ratio within [0, 1)")
+	if err == nil && len(out) == 0 {
+		err = errors.New("no ratio")
 	}
-	if len(out) == 0 {
-		return nil, errors.New("no ratio")
-	}
-	return out, nil
+	return out, err
 }
 
 // fractions parses --throttle: fractions in (0, 1]; "" or only zeros: none.
 func fractions(s string) ([]float64, error) {
+	all, err := floats(s, func(f float64) bool { return f >= 0 && f <= 1 }, "a fraction within [0, 1]")
+	return slices.DeleteFunc(all, func(f float64) bool { return f == 0 }), err
+}
+
+// floats parses a comma-separated list of numbers, each of which ok must
+// accept (what names them in the error); empty items are skipped.
+func floats(s string, ok func(float64) bool, what string) ([]float64, error) {
 	var out []float64
 	for _, p := range strings.Split(s, ",") {
 		if p = strings.TrimSpace(p); p == "" {
 			continue
 		}
 		f, err := strconv.ParseFloat(p, 64)
-		if err != nil || !(f >= 0 && f <= 1) {
-			return nil, fmt.Errorf("%q is not a fraction within [0, 1]", p)
+		if err != nil || !ok(f) {
+			return nil, fmt.Errorf("%q is not %s", p, what)
 		}
-		if f > 0 {
-			out = append(out, f)
-		}
+		out = append(out, f)
 	}
 	return out, nil
 }
