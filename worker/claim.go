@@ -17,16 +17,18 @@ import (
 func (w *Worker) claim(ctx context.Context, d *delivery, wk *work, existing *inbox.Record) (*claimed, verdict) {
 	var dec gate.Decision
 	var err error
+	req := wk.req
 	if d.held != nil {
 		// A lease this delivery could not give back when it was parked: the
 		// claim presents its token, and gets it back if it is still ours.
-		wk.req.Token, d.held = d.held.Token, nil
-		defer func() { wk.req.Token = "" }()
+		held := *req
+		held.Token, d.held = d.held.Token, nil
+		req = &held
 	}
 	if existing != nil {
-		dec, err = w.gate.Resolve(ctx, wk.req, existing)
+		dec, err = w.gate.Resolve(ctx, req, existing)
 	} else {
-		dec, err = w.gate.Acquire(ctx, wk.req)
+		dec, err = w.gate.Acquire(ctx, req)
 	}
 	if err != nil {
 		w.stageFailed(ctx, err)
