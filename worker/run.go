@@ -25,6 +25,11 @@ import (
 // says what it came to. A payload by reference is fetched first, under the
 // lease.
 func (w *Worker) run(ctx context.Context, d *delivery, wk *work, c *claimed, r *report) verdict {
+	// A single-write route's fresh path writes the work no record unless
+	// it records a failure (recordFailure); a run under a lease has one.
+	// Set on every run: a delivery decided again from a record it found
+	// (process) runs the same work again, under a lease.
+	wk.unrecorded = c == nil && wk.route.SingleWrite
 	handlerCtx, abort := context.WithCancelCause(ctx)
 	defer abort(nil)
 	var beat *heartbeat
@@ -38,9 +43,6 @@ func (w *Worker) run(ctx context.Context, d *delivery, wk *work, c *claimed, r *
 	} else {
 		wk.fresh = inbox.NewRecord(&wk.req.Work, w.cfg.Now())
 		wk.fresh.LeaseToken, wk.fresh.LeaseOwner = gate.NewToken(), w.gate.Owner()
-		// A single-write route's fresh path writes the work no record
-		// unless it records a failure (recordFailure).
-		wk.unrecorded = wk.route.SingleWrite
 	}
 	for run := 0; ; run++ {
 		msg := &ddbworker.Message{Envelope: wk.env, SQSMessageID: d.id, ReceiveCount: d.receives, Attempt: 1, Run: run}
@@ -109,7 +111,7 @@ func (w *Worker) commit(ctx context.Context, wk *work, c *claimed, beat *heartbe
 		op = mutation.SingleOperation(writes[0])
 	}
 	ctx, span := w.commitStage(ctx, op)
-	if single && len(writes) == 0 {
+	if op == "" {
 		// A single-write handler that decided there is nothing to do:
 		// nothing to write, nothing to fence, no call — and no commit time
 		// (the commit latency is of calls made). The work completes with

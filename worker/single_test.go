@@ -439,6 +439,31 @@ func TestSingleWrite(t *testing.T) {
 		require.Equal(t, 1, testutil.CollectAndCount(metrics.InboxRecordBytes), "observed for the recorded work")
 	})
 
+	t.Run("the inbox record size: observed for work decided again from the record it found", func(t *testing.T) {
+		h := newHarness(t, testenv.Options{})
+		h.seedCases("c1")
+		metrics, err := worker.NewMetrics(nil)
+		require.NoError(t, err)
+		sizes := metrics.InboxRecordBytes.WithLabelValues(caseflow.TypeStageChanged).(prometheus.Histogram)
+		cfg := singleConfig(h)
+		cfg.Backoff = worker.Backoff{Base: 20 * time.Second, Max: 20 * time.Second, Jitter: worker.Zero} // the first message stays away
+		h.start(cfg, worker.Deps{Metrics: metrics, Handlers: singleRoute(h, 2, nil)})
+		env := stageChange(t, "k-found", "review", 1)
+		h.send(env) // run 1 fails: its failure creates the record
+		h.waitEvents(1, 20*time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeRetry })
+		require.EqualValues(t, 1, histogramCount(t, sizes), "its failure wrote the work's record")
+		// The same work in a new message: its fresh run (2) fails too, and
+		// the write of that failure finds the record — the delivery is
+		// decided again from it, claims, and applies under the lease (run
+		// 3): its record is COMPLETED, and counted.
+		h.send(env)
+		ev := h.waitEvents(1, 20*time.Second, final)[0]
+		require.Equal(t, worker.OutcomeApplied, ev.Outcome)
+		require.Equal(t, 2, ev.Attempt)
+		require.Equal(t, inbox.StatusCompleted, h.record("k-found", caseflow.TypeStageChanged).Status)
+		require.EqualValues(t, 2, histogramCount(t, sizes), "observed for the recorded work")
+	})
+
 	t.Run("the commit span names the call made: UpdateItem, PutItem, or none", func(t *testing.T) {
 		h := newHarness(t, testenv.Options{})
 		h.seedCases("c1")
