@@ -15,7 +15,7 @@ import (
 // ranked are ddbworker's attributes, highest precedence first: its
 // control attributes, then what a DLQ reader needs (attributeRank).
 var ranked = []string{
-	AttrFailureCode, AttrRedrivenFrom, AttrFirstSentAt,
+	AttrFailureCode, AttrRedrivenFrom, AttrResentFrom, AttrFirstSentAt,
 	AttrSourceMessageID, AttrMessageType, AttrIdempotencyKey, AttrFailedAt, AttrFailureMessage,
 }
 
@@ -30,9 +30,10 @@ var traceRanked = []string{tracing.AttrTraceparent, tracing.AttrTracestate}
 // "The 10-attribute budget"):
 //
 //  1. ddbworker's control attributes, which the worker decides by:
-//     AttrFailureCode and AttrRedrivenFrom mark a message the DLQ tooling
-//     copied or moved, which must never take a single-write route's fresh
-//     path (it would bypass the failure recorded for its work); then
+//     AttrFailureCode, AttrRedrivenFrom and AttrResentFrom mark a message
+//     the DLQ tooling copied or moved, or the worker re-sent, which must
+//     never claim its work by its commit (a single-write route's fresh path
+//     would bypass the record its work may have); then
 //     AttrFirstSentAt, by which the replay window and Redrive's MaxAge
 //     judge the work's age;
 //  2. ddbworker's other attributes, what a DLQ reader needs:

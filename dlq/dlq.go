@@ -29,6 +29,13 @@ const (
 	// AttrRedrivenFrom is set by Redrive on the message it sends to the
 	// work queue: the DLQ message id it came from.
 	AttrRedrivenFrom = "ddbworker.redrivenFrom"
+	// AttrResentFrom is set by the worker on a message it re-sends to the
+	// work queue (a deferral, or a park on the last receive the redrive
+	// policy allows) when the work may have an inbox record already: the
+	// SQS message id of the delivery it re-sent. Like AttrRedrivenFrom and
+	// AttrFailureCode, it tells the worker that the copy must claim its work
+	// through the gate, which reads the record, never by its commit.
+	AttrResentFrom = "ddbworker.resentFrom"
 	// AttrFirstSentAt is when the work's first message was sent (epoch ms):
 	// the worker's DLQ copy, its re-sends of deferred messages and Redrive
 	// carry it forward, so every copy knows its true age. The worker refuses

@@ -61,15 +61,21 @@ func origin(d *delivery) map[string]types.MessageAttributeValue {
 }
 
 // controls are ddbworker's control attributes a re-send of d's message
-// keeps: its origin, and the marks of a message the DLQ tooling redrove or
-// copied (AttrRedrivenFrom, AttrFailureCode), which keep the copy from
-// claiming by its commit as they kept d (claimsByCommit).
+// carries: its origin; the marks of a message the DLQ tooling redrove or
+// copied (AttrRedrivenFrom, AttrFailureCode), kept as they are; and, when
+// d's work may have an inbox record (mayHaveRecord: a redelivery, a held
+// lease, a marked copy), AttrResentFrom — so the copy, whose receive count
+// starts afresh, claims through the gate as d would have, and never
+// applies work that has a recorded outcome by its commit.
 func controls(d *delivery) map[string]types.MessageAttributeValue {
 	out := origin(d)
-	for _, k := range []string{dlq.AttrRedrivenFrom, dlq.AttrFailureCode} {
+	for _, k := range []string{dlq.AttrRedrivenFrom, dlq.AttrFailureCode, dlq.AttrResentFrom} {
 		if v, ok := d.m.MessageAttributes[k]; ok {
 			out[k] = v
 		}
+	}
+	if mayHaveRecord(d) {
+		out[dlq.AttrResentFrom] = strAttr(d.id)
 	}
 	return out
 }

@@ -219,25 +219,49 @@ func (w *Worker) fused(wk *work) bool { return wk.route.Fused && wk.env.PayloadR
 // claimsByCommit reports whether wk's run claims the work by its commit
 // instead of the gate: a fused route's commit creates the record
 // COMPLETED; a single-write route's fenced write creates none. Only a
-// delivery that is unlikely to have a record takes that path: its first
-// receive, not a copy or redrive the DLQ tooling made (those may have a
-// failure recorded), with its payload inline, holding no lease. A redelivery claims through
-// the gate: it is more likely to find a record (its earlier delivery
-// failed, crashed or lost its delete), which the gate reads in the same
-// call that would have claimed it, and a failing run does not first have
-// to fail to create one. Whichever path a delivery takes, the conditions
-// decide: a record found by a commit that claims sends the delivery back
-// to the gate (process).
+// delivery whose work can have no record yet (mayHaveRecord) takes that
+// path, with its payload inline. A fused commit would find a record (its
+// Put's condition) and send the delivery back to the gate (process); a
+// single-write commit cannot — its fence sees only the work's applied
+// outcome, not a failure or a lease in the inbox — so the rule that keeps
+// it from applying work with a recorded outcome, or leaving that record
+// as it was, is mayHaveRecord's. A redelivery claims through the gate:
+// it is more likely to find a record (its earlier delivery failed,
+// crashed or lost its delete), which the gate reads in the same call that
+// would have claimed it, and a failing run does not first have to fail to
+// create one.
 func (w *Worker) claimsByCommit(d *delivery, wk *work) bool {
-	if !(w.fused(wk) || wk.route.SingleWrite) || wk.env.PayloadRef != nil || d.receives > 1 || d.held != nil {
-		return false
+	return (w.fused(wk) || wk.route.SingleWrite) && wk.env.PayloadRef == nil && !mayHaveRecord(d)
+}
+
+// mayHaveRecord reports whether d's work may have an inbox record already
+// — the one rule for every way a message comes back. It may when:
+//
+//   - d is a redelivery (its receive count is above one);
+//   - d holds a lease (a delivery parked while the database was down);
+//   - d is a copy that ddbworker made of a message whose work may have had
+//     a record: the worker's DLQ copy (AttrFailureCode), a redrive of it
+//     by `dlq redrive` (AttrRedrivenFrom) or by SQS's own redrive, which
+//     keeps the copy's attributes, or the worker's re-send of a delivery
+//     that itself may have had one (AttrResentFrom; copyMarks sets it);
+//   - SQS says the message went through a dead-letter queue
+//     (DeadLetterQueueSourceArn), as a message the redrive policy moved
+//     may say when a redrive brings it back.
+//
+// A copy inherits what its source knew: a re-send carries AttrResentFrom
+// exactly when mayHaveRecord held for the delivery it copies, so the mark
+// survives any number of re-sends and a copy of a fresh message stays
+// fresh.
+func mayHaveRecord(d *delivery) bool {
+	if d.receives > 1 || d.held != nil {
+		return true
 	}
-	for _, a := range []string{dlq.AttrRedrivenFrom, dlq.AttrFailureCode} {
+	for _, a := range []string{dlq.AttrFailureCode, dlq.AttrRedrivenFrom, dlq.AttrResentFrom} {
 		if _, ok := d.m.MessageAttributes[a]; ok {
-			return false
+			return true
 		}
 	}
-	return true
+	return d.m.Attributes[string(types.MessageSystemAttributeNameDeadLetterQueueSourceArn)] != ""
 }
 
 // workContext bounds the work of one delivery: MessageTimeout from now,

@@ -1,0 +1,145 @@
+package worker_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ddbworker/ddbworker"
+	"github.com/ddbworker/ddbworker/dlq"
+	"github.com/ddbworker/ddbworker/example/caseflow"
+	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/dev/ddbproxy"
+	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/worker"
+)
+
+// Regression tests of issue 21's "one rule for every way a message comes
+// back" (found at commit b9058c9): no delivery of work that has a recorded
+// outcome may apply it, whichever commit mode its route uses. Each fails
+// on that commit.
+
+// lockableStages registers CaseStageChanged on the single-write route,
+// failing terminally CASE_LOCKED while locked holds.
+func lockableStages(h *harness, locked *atomic.Bool) *ddbworker.Registry {
+	reg := ddbworker.NewRegistry()
+	require.NoError(h.t, reg.Register(caseflow.TypeStageChanged, ddbworker.JSON(func(_ context.Context, m *ddbworker.Message, p caseflow.StageChanged) (ddbworker.Result, error) {
+		if locked.Load() {
+			return ddbworker.Result{}, failure.NewTerminal("CASE_LOCKED", "the case is locked")
+		}
+		v, _ := m.AggregateVersion()
+		return ddbworker.Apply(stageWrite(h.env.Table, p, v)), nil
+	}), ddbworker.SingleWrite()))
+	return reg
+}
+
+// A single-write message parked by an outage on the last receive its
+// redrive policy allows is re-sent with a fresh receive count. Its work
+// was recorded FAILED_TERMINAL CASE_LOCKED by an earlier delivery (whose
+// delete was lost), and the case was unlocked since. Before, the copy
+// carried no mark, claimsByCommit sent it down the single-write fresh
+// path, which reads no inbox record, and the work was applied anyway and
+// never reached the DLQ again. Now the copy is marked (AttrResentFrom),
+// claims through the gate, finds the terminal record and ends as it says.
+func TestRegressResentCopyKeepsTerminalRecord(t *testing.T) {
+	const maxReceives = 2
+	h := newHarness(t, testenv.Options{Queue: worker.QueueConfig{MaxReceiveCount: maxReceives, VisibilityTimeout: 2 * time.Second}})
+	proxy, ddb := h.proxied()
+	h.seedCases("c1")
+	var locked atomic.Bool
+	locked.Store(true)
+	cfg := singleConfig(h)
+	// The first failed call trips the gate (throttled calls fail at once;
+	// a loaded machine must not time out the healthy ones); no probe is
+	// due during the test.
+	cfg.Health = worker.HealthConfig{ConsecutiveFailures: 1, ProbeInterval: time.Hour, ProbeMaxInterval: time.Hour,
+		ParkVisibility: time.Second, ParkMaxVisibility: time.Second}
+	w := h.lambdaWorker(cfg, worker.Deps{DynamoDB: ddb, Handlers: lockableStages(h, &locked)})
+	h.send(stageChange(t, "k-locked", "review", 1))
+
+	// Receive 1: the fresh path runs, the handler fails terminally; the
+	// failure is recorded and a DLQ copy sent. The mapping's delete is lost.
+	first := h.sqsEvent(1, 30*time.Second)
+	resp, err := w.HandleSQSEvent(context.Background(), first)
+	require.NoError(t, err)
+	require.Empty(t, resp.BatchItemFailures, "%+v", h.allEvents())
+	rec := h.record("k-locked", caseflow.TypeStageChanged)
+	require.NotNil(t, rec)
+	require.Equal(t, inbox.StatusFailedTerminal, rec.Status)
+	require.Equal(t, "CASE_LOCKED", rec.FailureCode)
+	h.dlq(1)
+	h.makeVisible(first)
+
+	// Receive 2, the last: the database is down; the message is re-sent.
+	proxy.SetMode(ddbproxy.Throttle)
+	second := h.sqsEvent(1, 30*time.Second)
+	require.Equal(t, "2", second.Records[0].Attributes["ApproximateReceiveCount"])
+	resp, err = w.HandleSQSEvent(context.Background(), second)
+	require.NoError(t, err)
+	require.Empty(t, resp.BatchItemFailures, "the last receive is re-sent, not reported")
+	h.deleteRecords(second)
+	require.False(t, w.DatabaseHealthy())
+
+	// The outage ends and the case is unlocked; the copy arrives, first
+	// receive, at a new execution environment.
+	proxy.SetMode(ddbproxy.Pass)
+	locked.Store(false)
+	copied := h.sqsEvent(1, 30*time.Second)
+	require.Equal(t, "1", copied.Records[0].Attributes["ApproximateReceiveCount"])
+	fresh := h.lambdaWorker(singleConfig(h), worker.Deps{Handlers: lockableStages(h, &locked)})
+	resp, err = fresh.HandleSQSEvent(context.Background(), copied)
+	require.NoError(t, err)
+	require.Empty(t, resp.BatchItemFailures)
+
+	c := h.item(caseflow.CaseKey("c1"))
+	require.NotContains(t, c, attrStageChanges, "work recorded FAILED_TERMINAL must not be applied by a re-sent copy")
+	require.NotContains(t, c, ddbworker.FenceKeyAttr(caseflow.AttrStageVersion))
+	rec = h.record("k-locked", caseflow.TypeStageChanged)
+	require.Equal(t, inbox.StatusFailedTerminal, rec.Status, "the record stays as it was")
+	last := h.allEvents()
+	require.Equal(t, worker.OutcomeTerminal, last[len(last)-1].Outcome, "the copy ends as its record says")
+	require.Equal(t, second.Records[0].MessageId, aws.ToString(copied.Records[0].MessageAttributes[dlq.AttrResentFrom].StringValue),
+		"the copy is marked: its work may have a record")
+}
+
+// A message that went through a dead-letter queue and came back by SQS's
+// own redrive carries none of ddbworker's marks and a receive count of 1,
+// but SQS says where it was (DeadLetterQueueSourceArn): it claims through
+// the gate. Its work (applied after a terminal failure was recorded would
+// be the defect) ends as its record says.
+func TestRegressDLQSourceClaimsThroughGate(t *testing.T) {
+	h := newHarness(t, testenv.Options{})
+	h.seedCases("c1")
+	var locked atomic.Bool
+	locked.Store(true)
+	w := h.lambdaWorker(singleConfig(h), worker.Deps{Handlers: lockableStages(h, &locked)})
+	h.send(stageChange(t, "k-moved", "review", 1))
+	first := h.sqsEvent(1, 30*time.Second)
+	resp, err := w.HandleSQSEvent(context.Background(), first)
+	require.NoError(t, err)
+	require.Empty(t, resp.BatchItemFailures, "%+v", h.allEvents())
+	h.deleteRecords(first)
+	require.Equal(t, inbox.StatusFailedTerminal, h.record("k-moved", caseflow.TypeStageChanged).Status)
+
+	// The same body back as SQS's redrive brings it: no ddbworker attribute,
+	// first receive, the DLQ's source named by SQS.
+	locked.Store(false)
+	h.sendRaw(first.Records[0].Body)
+	back := h.sqsEvent(1, 30*time.Second)
+	require.Equal(t, "1", back.Records[0].Attributes["ApproximateReceiveCount"])
+	back.Records[0].MessageAttributes = map[string]events.SQSMessageAttribute{}
+	back.Records[0].Attributes[string(types.MessageSystemAttributeNameDeadLetterQueueSourceArn)] = "arn:aws:sqs:us-east-1:000000000000:work"
+	resp, err = w.HandleSQSEvent(context.Background(), back)
+	require.NoError(t, err)
+	require.Empty(t, resp.BatchItemFailures)
+	require.NotContains(t, h.item(caseflow.CaseKey("c1")), attrStageChanges, "not applied past its terminal record")
+	last := h.allEvents()
+	require.Equal(t, worker.OutcomeTerminal, last[len(last)-1].Outcome)
+}
