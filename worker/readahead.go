@@ -74,9 +74,10 @@ func (w *Worker) readsAhead(ds []*delivery) bool {
 
 // readAhead admits a receive batch's deliveries and reads the inbox
 // records of their fused work with one eventually consistent BatchGetItem
-// per 100 keys, before any of them runs (when readsAhead). A record found
-// is where the delivery's claim starts (decide): a duplicate of COMPLETED
-// work is answered without a write. A read that is stale, fails or leaves
+// per 100 keys, before any of them runs (when readsAhead). A COMPLETED
+// record found is where the delivery's claim starts (decide): a duplicate
+// is answered without a write. A record in any other state is not used:
+// it may be stale, and only COMPLETED never changes. A read that is stale, fails or leaves
 // keys unprocessed costs nothing but the read: the fused commit's
 // attribute_not_exists, and the gate's conditions on the record as read,
 // still decide.
@@ -119,6 +120,14 @@ func (w *Worker) readAhead(ctx context.Context, ds []*delivery) {
 		for _, item := range out.Responses[w.cfg.Store.Table] {
 			rec, err := w.cfg.Store.Decode(item)
 			if err != nil || rec.Rejection {
+				continue
+			}
+			if rec.Status != inbox.StatusCompleted {
+				// Only COMPLETED is final: a read that is eventually
+				// consistent may show a record an operator has since
+				// changed (FAILED_TERMINAL before `inbox reopen`, a lease
+				// since given back), and deciding from it would undo that.
+				// The claim's conditional write reads the record as it is.
 				continue
 			}
 			for _, d := range byKey[rec.MessageType+"\x00"+rec.Key] {
