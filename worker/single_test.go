@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -661,4 +662,43 @@ func TestSingleWriteTwoTypesOneKey(t *testing.T) {
 			})
 		}
 	}
+}
+
+// A fence written before fences named the message type (a key and a hash,
+// no type) still stands for the work it names: a redelivery of that work
+// is a duplicate; another type's work under its key is refused
+// (IDEMPOTENCY_HASH_MISMATCH), because that fence cannot tell it from the
+// key reused — nothing applies twice.
+func TestSingleWriteOlderFence(t *testing.T) {
+	h := newHarness(t, testenv.Options{})
+	h.seedCases("c1")
+	metrics, err := worker.NewMetrics(nil)
+	require.NoError(t, err)
+	applied := stageChange(t, "k-old", "review", 1)
+	// The item as the older worker left it after applying that work.
+	update := expression.Set(expression.Name(caseflow.AttrStage), expression.Value("review")).
+		Set(expression.Name(attrStageChanges), expression.Value(1)).
+		Set(expression.Name(caseflow.AttrStageVersion), expression.Value(1)).
+		Set(expression.Name(ddbworker.FenceKeyAttr(caseflow.AttrStageVersion)), expression.Value(applied.IdempotencyKey)).
+		Set(expression.Name(ddbworker.FenceHashAttr(caseflow.AttrStageVersion)), expression.Value(applied.RequestHash))
+	ex, err := expression.NewBuilder().WithUpdate(update).Build()
+	require.NoError(t, err)
+	_, err = h.env.DynamoDB.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{TableName: aws.String(h.env.Table), Key: caseflow.CaseKey("c1"),
+		UpdateExpression: ex.Update(), ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values()})
+	require.NoError(t, err)
+	before := h.item(caseflow.CaseKey("c1"))
+	h.start(singleConfig(h), worker.Deps{Handlers: stageRoutes(h, true, nil), Metrics: metrics})
+
+	h.send(caseflow.Resend(applied))
+	require.Equal(t, worker.OutcomeDuplicate, h.waitEvents(1, 20*time.Second, final)[0].Outcome, "the work the older fence names")
+	h.send(stageCorrection(t, "k-old", "appeal", 2))
+	ev := h.waitEvents(2, 20*time.Second, final)[1]
+	require.Equal(t, worker.OutcomeTerminal, ev.Outcome)
+	require.Equal(t, failure.CodeHashMismatch, ev.Code)
+	rej, err := (inbox.Store{}).Decode(h.item((inbox.Store{}).RejectionKey(ev.SQSMessageID)))
+	require.NoError(t, err)
+	require.Contains(t, rej.FailureMessage, "a fence that does not name its message type")
+	require.Equal(t, before, h.item(caseflow.CaseKey("c1")), "nothing written")
+	require.Equal(t, 1.0, testutil.ToFloat64(metrics.HashMismatches))
+	h.requireQueueEmpty()
 }
