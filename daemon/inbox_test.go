@@ -599,6 +599,17 @@ func TestInboxGetItemFence(t *testing.T) {
 			{VersionAttr: "stageVersion", Version: "3", Key: "case-1:stage:3", Type: "StageChanged", Hash: "v2:abc", NamesKey: true},
 		}}, *doc.Fence)
 
+	// A fence an older worker wrote names a key and a hash, no type: it
+	// names KEY whatever --type asks.
+	_, err = c.env.DynamoDB.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(c.env.Table),
+		Item: map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "CASE#c-3"}, "SK": &types.AttributeValueMemberS{Value: "CASE"},
+			"stageVersion": &types.AttributeValueMemberN{Value: "2"}, mutation.FenceKeyAttr("stageVersion"): &types.AttributeValueMemberS{Value: "case-3:stage:2"},
+			mutation.FenceHashAttr("stageVersion"): &types.AttributeValueMemberS{Value: "v2:abd"}}})
+	require.NoError(t, err)
+	out, err = c.run("inbox", "get", "case-3:stage:2", "--type", "StageChanged", "--item", "PK=CASE#c-3", "--item", "SK=CASE")
+	require.NoError(t, err)
+	require.Contains(t, out, "item {PK=CASE#c-3, SK=CASE} of table "+c.env.Table+": its stageVersion fence names case-3:stage:2 (request hash v2:abd): that work set stageVersion 2, the current value — applied")
+
 	_, err = c.env.DynamoDB.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(c.env.Table),
 		Item: map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "CASE#c-2"}, "SK": &types.AttributeValueMemberS{Value: "CASE"}}})
 	require.NoError(t, err)
