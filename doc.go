@@ -6,7 +6,7 @@
 //     then the writes with the inbox flip), Fused (the inbox record
 //     written COMPLETED inside the handler's transaction) or SingleWrite
 //     (one version-guarded item write that records the work in the item,
-//     FenceKeyAttr and FenceHashAttr, and no inbox record).
+//     FenceKeyAttr, FenceTypeAttr and FenceHashAttr, and no inbox record).
 //   - Read the message (Message: the envelope's fields, the attempt, the SQS
 //     delivery).
 //   - Build guarded writes without touching DynamoDB's attribute values:

@@ -34,10 +34,10 @@ func ExampleSingleWrite() {
 	rt, _ := reg.Lookup("CaseStageChanged")
 	fmt.Println("single write:", rt.SingleWrite)
 
-	// What the worker sends for version 7 of case c1, key k-1.
+	// What the worker sends for version 7 of case c1, key k-1 (its type CaseStageChanged).
 	w, _ := ddbworker.Update("app", ddbworker.Key{"PK": "CASE#c1", "SK": "CASE"}).Set("stage", "review").
 		Guard(ddbworker.MustExist(), ddbworker.NewerVersion("stageVersion", 7)).Mutation()
-	fenced, err := mutation.Fenced([]mutation.Write{w}, mutation.Stamp{Key: "k-1", Hash: "v2:…"})
+	fenced, err := mutation.Fenced([]mutation.Write{w}, mutation.Stamp{Key: "k-1", Type: "CaseStageChanged", Hash: "v2:…"})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -50,5 +50,5 @@ func ExampleSingleWrite() {
 	fmt.Println("sets and reads:", names)
 	// Output:
 	// single write: true
-	// sets and reads: [PK ddbworkerHash_stageVersion ddbworkerKey_stageVersion stage stageVersion]
+	// sets and reads: [PK ddbworkerHash_stageVersion ddbworkerKey_stageVersion ddbworkerType_stageVersion stage stageVersion]
 }

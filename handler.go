@@ -230,23 +230,32 @@ func Fused() RouteOption { return func(r *Route) { r.Fused = true } }
 // returns exactly one Put or Update with one NewerVersion guard (the
 // message's aggregateVersion, or a per-aggregate sequence) and any other
 // guards; the worker commits it with one conditional UpdateItem or PutItem
-// that also records, in the item, which work set that version: the
-// idempotency key and request hash in the fence of the guard's version
-// attribute, FenceKeyAttr(attr) and FenceHashAttr(attr) (and the version
-// attribute itself, which the handler may set only to the guard's
-// version). Each version attribute has its own fence, so routes guarding
-// one item by different version attributes do not disturb each other. The
-// write's condition also requires that the fence does not name the work's
-// key already, so a key applies at most once whatever version its
-// messages carry. A fresh message costs that one call and no inbox record.
+// that also records, in the item, which work set that version, named as
+// the inbox names work: the idempotency key, message type and request
+// hash in the fence of the guard's version attribute, FenceKeyAttr(attr),
+// FenceTypeAttr(attr) and FenceHashAttr(attr) (and the version attribute
+// itself, which the handler may set only to the guard's version). Each
+// version attribute has its own fence, so routes guarding one item by
+// different version attributes do not disturb each other. The write's
+// condition also requires that the fence does not name the work (its key
+// with its type) already, so a work applies at most once whatever version
+// its messages carry, while another type's work under the same key is
+// other work, as in the inbox. A fresh message costs that one call and no
+// inbox record.
 //
 // When the condition fails, the item as it was decides: a fence naming
-// this key and hash means the work applied already (a duplicate: acked,
-// no write); a fence naming this key with another hash is the key reused
-// for other work, terminal IDEMPOTENCY_HASH_MISMATCH with the alert; and
-// otherwise, by the item's version, the same version set by other work is
-// terminal IDEMPOTENCY_HASH_MISMATCH with the alert, and a newer version
-// supersedes the delivery (acked, nothing written). Failures are recorded
+// this work and its hash means the work applied already (a duplicate:
+// acked, no write); a fence naming this work with another hash is the key
+// reused for other work, terminal IDEMPOTENCY_HASH_MISMATCH with the
+// alert; and otherwise, by the item's version, the same version set by
+// this key's work of another type is the version guard's to judge (its
+// policy, superseded by default, as on the gated route), the same version
+// set by other work is terminal IDEMPOTENCY_HASH_MISMATCH with the alert,
+// and a newer version supersedes the delivery (acked, nothing written). A
+// fence written before fences named the type (no FenceTypeAttr) counts as
+// naming its key's work of any type: the same hash is a duplicate, another
+// is IDEMPOTENCY_HASH_MISMATCH (another type's work or the key reused: it
+// cannot tell), so nothing applies twice. Failures are recorded
 // in the inbox as on every route, and a redelivery (a receive count above
 // one, or a message the DLQ tooling redrove) takes the gated path: the
 // gate's lease and attempts, and the fenced write committed with the inbox
@@ -289,11 +298,13 @@ func Fused() RouteOption { return func(r *Route) { r.Fused = true } }
 func SingleWrite() RouteOption { return func(r *Route) { r.SingleWrite = true } }
 
 // The attributes the single-write commit keeps in the domain item, one
-// pair per version attribute: the idempotency key and the request hash of
-// the work that set that version attribute, named by the prefix followed
-// by the version attribute's name (ddbworkerKey_stageVersion).
+// fence per version attribute: the idempotency key, the message type and
+// the request hash of the work that set that version attribute, named by
+// the prefix followed by the version attribute's name
+// (ddbworkerKey_stageVersion).
 const (
 	FenceKeyPrefix  = mutation.FenceKeyPrefix
+	FenceTypePrefix = mutation.FenceTypePrefix
 	FenceHashPrefix = mutation.FenceHashPrefix
 )
 
@@ -301,6 +312,11 @@ const (
 // that set versionAttr on a single-write route (FenceKeyPrefix +
 // versionAttr).
 func FenceKeyAttr(versionAttr string) string { return mutation.FenceKeyAttr(versionAttr) }
+
+// FenceTypeAttr is the attribute that holds the message type of the work
+// that set versionAttr on a single-write route (FenceTypePrefix +
+// versionAttr); absent on a fence written before fences named the type.
+func FenceTypeAttr(versionAttr string) string { return mutation.FenceTypeAttr(versionAttr) }
 
 // FenceHashAttr is the attribute that holds the request hash of the work
 // that set versionAttr on a single-write route (FenceHashPrefix +

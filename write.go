@@ -401,29 +401,25 @@ func (w Write) fence() *mutation.Fence {
 		if err != nil {
 			return types.TransactWriteItem{}, err
 		}
-		for _, name := range slices.Sorted(maps.Keys(marks.Unless)) {
-			s = s.Guard(notHolding(name, marks.Unless[name]))
+		if marks.Require.IsSet() {
+			s = s.Guard(required(marks.Require, marks.Holds))
 		}
 		m, err := s.render()
 		return m.Item, err
 	}}
 }
 
-// notHolding holds when the item's attr is absent or not the string v
-// (attribute_not_exists(attr) OR attr <> v): a fenced write's condition
-// that the fence does not name its key already. Policy: Fail with
-// IDEMPOTENCY_HASH_MISMATCH (the fence's judge, mutation.Fenced, decides
-// first: a duplicate when the work is the same).
-func notHolding(attr, v string) Guard {
+// required is a fenced write's condition that the fence does not name its
+// work (mutation.Marks.Require, read on an item by holds). Policy: Fail
+// with IDEMPOTENCY_HASH_MISMATCH (the fence's judge, mutation.Fenced,
+// decides first: a duplicate when the work is the same).
+func required(c expression.ConditionBuilder, holds func(map[string]types.AttributeValue) bool) Guard {
 	return Guard{
-		cond: func(string) expression.ConditionBuilder {
-			return expression.AttributeNotExists(expression.Name(attr)).Or(expression.Name(attr).NotEqual(expression.Value(v)))
-		},
+		cond: func(string) expression.ConditionBuilder { return c },
 		holds: func(_ string, old map[string]types.AttributeValue) bool {
-			s, ok := attribute(old, attr).(*types.AttributeValueMemberS)
-			return !ok || s.Value != v
+			return holds == nil || holds(old)
 		},
-		policy: Fail(failure.CodeHashMismatch, fmt.Sprintf("the item's %s names %q already", attr, v)),
+		policy: Fail(failure.CodeHashMismatch, "the item's fence names this work already"),
 	}
 }
 

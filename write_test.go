@@ -241,7 +241,7 @@ func TestJSONAndRegistry(t *testing.T) {
 // fence before its own guards.
 func TestSingleWriteFence(t *testing.T) {
 	key := ddbworker.Key{"PK": "CASE#1", "SK": "CASE"}
-	stamp := mutation.Stamp{Key: "k1", Hash: "v2:aa"}
+	stamp := mutation.Stamp{Key: "k1", Type: "T1", Hash: "v2:aa"}
 	guarded := func(w ddbworker.Write) ddbworker.Write {
 		return w.Guard(ddbworker.MustExist(), ddbworker.NewerVersion("v", 3))
 	}
@@ -267,14 +267,14 @@ func TestSingleWriteFence(t *testing.T) {
 			}
 		}
 		require.Equal(t, map[string]types.AttributeValue{"stage": s("review"), "v": n("3"),
-			ddbworker.FenceKeyAttr("v"): s("k1"), ddbworker.FenceHashAttr("v"): s("v2:aa")}, set)
+			ddbworker.FenceKeyAttr("v"): s("k1"), ddbworker.FenceTypeAttr("v"): s("T1"), ddbworker.FenceHashAttr("v"): s("v2:aa")}, set)
 	})
 	t.Run("a put carries them in its item", func(t *testing.T) {
 		f := fenced(t, guarded(ddbworker.Put("t", key, ddbworker.Item{"stage": "review"})))
 		require.Equal(t, map[string]types.AttributeValue{"PK": s("CASE#1"), "SK": s("CASE"), "stage": s("review"), "v": n("3"),
-			ddbworker.FenceKeyAttr("v"): s("k1"), ddbworker.FenceHashAttr("v"): s("v2:aa")}, f.Item.Put.Item)
+			ddbworker.FenceKeyAttr("v"): s("k1"), ddbworker.FenceTypeAttr("v"): s("T1"), ddbworker.FenceHashAttr("v"): s("v2:aa")}, f.Item.Put.Item)
 	})
-	t.Run("its condition: the fence does not name its key", func(t *testing.T) {
+	t.Run("its condition: the fence does not name its work (its key with its type, or with none)", func(t *testing.T) {
 		for _, w := range []ddbworker.Write{guarded(ddbworker.Update("t", key).Set("stage", "review")), guarded(ddbworker.Put("t", key, ddbworker.Item{"stage": "review"}))} {
 			f := fenced(t, w)
 			var cond *string
@@ -286,14 +286,15 @@ func TestSingleWriteFence(t *testing.T) {
 				p := f.Item.Put
 				cond, names, values = p.ConditionExpression, p.ExpressionAttributeNames, p.ExpressionAttributeValues
 			}
+			key, typ := ddbworker.FenceKeyAttr("v"), ddbworker.FenceTypeAttr("v")
 			require.Contains(t, plainCondition(aws.ToString(cond), names, values),
-				"(attribute_not_exists ("+ddbworker.FenceKeyAttr("v")+")) OR ("+ddbworker.FenceKeyAttr("v")+" <> k1)")
+				"(attribute_not_exists ("+key+")) OR ("+key+" <> k1) OR ((attribute_exists ("+typ+")) AND ("+typ+" <> T1))")
 		}
 	})
 	t.Run("the handler may set the version to the guard's", func(t *testing.T) {
 		f := fenced(t, guarded(ddbworker.Update("t", key).Set("v", 3)))
 		u := f.Item.Update
-		require.Equal(t, 3, strings.Count(aws.ToString(u.UpdateExpression), "="), "the version and the fence: %s", aws.ToString(u.UpdateExpression))
+		require.Equal(t, 4, strings.Count(aws.ToString(u.UpdateExpression), "="), "the version and the fence (key, type, hash): %s", aws.ToString(u.UpdateExpression))
 		names := 0
 		for _, name := range u.ExpressionAttributeNames {
 			if name == "v" {
@@ -316,6 +317,7 @@ func TestSingleWriteFence(t *testing.T) {
 		{"the version set to another value", []ddbworker.Write{guarded(ddbworker.Update("t", key).Set("v", 4))}},
 		{"the version added to", []ddbworker.Write{guarded(ddbworker.Update("t", key).Add("v", 1))}},
 		{"the fence set by the handler", []ddbworker.Write{guarded(ddbworker.Update("t", key).Set(ddbworker.FenceKeyAttr("v"), "x"))}},
+		{"the fence's type set by the handler", []ddbworker.Write{guarded(ddbworker.Update("t", key).Set(ddbworker.FenceTypeAttr("v"), "x"))}},
 		{"a put with another version", []ddbworker.Write{guarded(ddbworker.Put("t", key, ddbworker.Item{"v": 2}))}},
 	} {
 		t.Run("refused: "+tc.name, func(t *testing.T) {
@@ -338,7 +340,7 @@ func TestSingleWriteFence(t *testing.T) {
 	item := func(v string, fenceKey, fenceHash string) map[string]types.AttributeValue {
 		it := map[string]types.AttributeValue{"PK": s("CASE#1"), "SK": s("CASE"), "v": n(v)}
 		if fenceKey != "" {
-			it[ddbworker.FenceKeyAttr("v")], it[ddbworker.FenceHashAttr("v")] = s(fenceKey), s(fenceHash)
+			it[ddbworker.FenceKeyAttr("v")], it[ddbworker.FenceTypeAttr("v")], it[ddbworker.FenceHashAttr("v")] = s(fenceKey), s("T1"), s(fenceHash)
 		}
 		return it
 	}
@@ -373,7 +375,7 @@ func TestSingleWriteFence(t *testing.T) {
 	t.Run("judged: a stored hash in another form is compared like with like", func(t *testing.T) {
 		m, err := guarded(ddbworker.Update("t", key).Set("a", 1)).Mutation()
 		require.NoError(t, err)
-		older := mutation.Stamp{Key: "k1", Hash: "v2:aa", SameWork: func(stored string) bool { return stored == "v2:aa" || stored == "aa" }}
+		older := mutation.Stamp{Key: "k1", Type: "T1", Hash: "v2:aa", SameWork: func(stored string) bool { return stored == "v2:aa" || stored == "aa" }}
 		w, err := mutation.Fenced([]mutation.Write{m}, older)
 		require.NoError(t, err)
 		v, failed := w.Judge(item("3", "k1", "aa"))

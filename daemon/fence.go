@@ -30,18 +30,23 @@ type itemFence struct {
 	NamesKey bool `json:"namesKey"`
 }
 
-// versionFence is one version attribute's fence: the idempotency key and
-// request hash of the work that set the attribute's current value. Only
-// that work: the fence of an older value was overwritten.
+// versionFence is one version attribute's fence: the idempotency key,
+// message type and request hash of the work that set the attribute's
+// current value. Only that work: the fence of an older value was
+// overwritten.
 type versionFence struct {
 	// VersionAttr is the version attribute (the fence's attributes are
-	// mutation.FenceKeyAttr and FenceHashAttr of it).
+	// mutation.FenceKeyAttr, FenceTypeAttr and FenceHashAttr of it).
 	VersionAttr string `json:"versionAttr"`
 	// Version is its value, as DynamoDB holds the number ("" when absent).
 	Version string `json:"version,omitempty"`
 	Key     string `json:"fenceKey"`
-	Hash    string `json:"fenceHash,omitempty"`
-	// NamesKey says whether Key is the key asked about.
+	// Type is the work's message type ("": a fence written before fences
+	// named the type).
+	Type string `json:"fenceType,omitempty"`
+	Hash string `json:"fenceHash,omitempty"`
+	// NamesKey says whether Key is the key asked about (and Type the type
+	// asked about, when one was and the fence names one).
 	NamesKey bool `json:"namesKey"`
 }
 
@@ -64,10 +69,11 @@ func parseItemKey(pairs []string) (map[string]string, error) {
 
 // readFence reads the domain item at key in table (strongly consistent,
 // the whole item: the fences' names depend on the version attributes) and
-// its fences, as they bear on idempotency key asked.
+// its fences, as they bear on idempotency key asked (of message type
+// askedType; "": any).
 func readFence(ctx context.Context, ddb interface {
 	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-}, table string, key map[string]string, asked string) (*itemFence, error) {
+}, table string, key map[string]string, asked, askedType string) (*itemFence, error) {
 	av := make(map[string]types.AttributeValue, len(key))
 	for k, v := range key {
 		av[k] = &types.AttributeValueMemberS{Value: v}
@@ -83,7 +89,11 @@ func readFence(ctx context.Context, ddb interface {
 		if !ok || !isS || attr == "" {
 			continue
 		}
-		vf := versionFence{VersionAttr: attr, Key: k.Value, NamesKey: k.Value == asked}
+		vf := versionFence{VersionAttr: attr, Key: k.Value}
+		if t, ok := out.Item[mutation.FenceTypeAttr(attr)].(*types.AttributeValueMemberS); ok {
+			vf.Type = t.Value
+		}
+		vf.NamesKey = k.Value == asked && (askedType == "" || vf.Type == "" || vf.Type == askedType)
 		if h, ok := out.Item[mutation.FenceHashAttr(attr)].(*types.AttributeValueMemberS); ok {
 			vf.Hash = h.Value
 		}
@@ -122,11 +132,15 @@ func printFence(w io.Writer, f *itemFence, key string) {
 		if vf.Version != "" {
 			at += " " + vf.Version
 		}
+		of := "" // the work's type, when the fence names one
+		if vf.Type != "" {
+			of = " of type " + vf.Type
+		}
 		if vf.NamesKey {
-			fmt.Fprintf(w, "%s: its %s fence names %s (request hash %s): that work set %s, the current value — applied\n", where, vf.VersionAttr, key, vf.Hash, at)
+			fmt.Fprintf(w, "%s: its %s fence names %s%s (request hash %s): that work set %s, the current value — applied\n", where, vf.VersionAttr, key, of, vf.Hash, at)
 			continue
 		}
-		fmt.Fprintf(w, "%s: its %s fence names other work, %s (request hash %s), which set %s: the fence names only the newest version's work, so it cannot tell whether %s applied before that version (and was overtaken), was superseded, or has not applied; its inbox records above say what failed\n",
-			where, vf.VersionAttr, vf.Key, vf.Hash, at, key)
+		fmt.Fprintf(w, "%s: its %s fence names other work, %s%s (request hash %s), which set %s: the fence names only the newest version's work, so it cannot tell whether %s applied before that version (and was overtaken), was superseded, or has not applied; its inbox records above say what failed\n",
+			where, vf.VersionAttr, vf.Key, of, vf.Hash, at, key)
 	}
 }

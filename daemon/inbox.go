@@ -67,11 +67,12 @@ rejection record (as --rejection <SQS message id> does).
 
 A single-write route (ddbworker.SingleWrite) records only failures in the
 inbox: its applied work lives in the domain item's fence, one per version
-attribute (ddbworkerKey_<attr>, ddbworkerHash_<attr>: the key and request hash
-of the work that set <attr>'s current value). --item NAME=VALUE … reads that
-item and lists every fence on it, saying for each which version attribute it
-fences and whether it names KEY, i.e. whether KEY's work set that attribute's
-current value. A fence names only the newest version's work: for work it does
+attribute (ddbworkerKey_<attr>, ddbworkerType_<attr>, ddbworkerHash_<attr>:
+the key, message type and request hash of the work that set <attr>'s current
+value). --item NAME=VALUE … reads that item and lists every fence on it,
+saying for each which version attribute it fences and whether it names KEY
+(of --type, when given), i.e. whether KEY's work set that attribute's current
+value. A fence names only the newest version's work: for work it does
 not name, it cannot tell "applied, then overtaken by a newer version" from
 "superseded" or "not applied"; the inbox records say what failed.`,
 		Example: examples(g.app.name(),
@@ -102,7 +103,7 @@ not name, it cannot tell "applied, then overtaken by a newer version" from
 			}
 			var fence *itemFence
 			if len(itemKey) > 0 {
-				if fence, err = getFence(cmd.Context(), g, f.itemTable, itemKey, args[0]); err != nil {
+				if fence, err = getFence(cmd.Context(), g, f.itemTable, itemKey, args[0], f.msgType); err != nil {
 					return err
 				}
 			}
@@ -460,8 +461,8 @@ type inboxJSONDoc struct {
 }
 
 // getFence reads the fence of the domain item at key (in table, default
-// the inbox's) as it bears on asked.
-func getFence(ctx context.Context, g *globals, table string, key map[string]string, asked string) (*itemFence, error) {
+// the inbox's) as it bears on asked (of message type askedType; "": any).
+func getFence(ctx context.Context, g *globals, table string, key map[string]string, asked, askedType string) (*itemFence, error) {
 	cfg, err := g.awsConfig(ctx)
 	if err != nil {
 		return nil, err
@@ -474,7 +475,7 @@ func getFence(ctx context.Context, g *globals, table string, key map[string]stri
 		}
 		table = store.Table
 	}
-	return readFence(ctx, ddb, table, key, asked)
+	return readFence(ctx, ddb, table, key, asked, askedType)
 }
 
 func inboxWriteJSON(w io.Writer, recs []*inbox.Record, next string) error {

@@ -552,11 +552,11 @@ func TestInboxGetItemFence(t *testing.T) {
 	store := inbox.Store{Table: c.env.Table}
 	committer, err := mutation.New(c.env.DynamoDB, mutation.Config{Store: store})
 	require.NoError(t, err)
-	commit := func(w ddbworker.Write, key, hash string) {
+	commit := func(w ddbworker.Write, key, typ, hash string) {
 		t.Helper()
 		m, err := w.Mutation()
 		require.NoError(t, err)
-		fenced, err := mutation.Fenced([]mutation.Write{m}, mutation.Stamp{Key: key, Hash: hash})
+		fenced, err := mutation.Fenced([]mutation.Write{m}, mutation.Stamp{Key: key, Type: typ, Hash: hash})
 		require.NoError(t, err)
 		require.NoError(t, committer.CommitSingle(context.Background(), fenced))
 	}
@@ -564,32 +564,51 @@ func TestInboxGetItemFence(t *testing.T) {
 	// What the worker commits for version 3 of case c-1's stage, key
 	// case-1:stage:3, and for its note 1 (another route, another version
 	// attribute, the same item), key case-1:note:1.
-	commit(ddbworker.Update(c.env.Table, caseKey).Set("stage", "review").Guard(ddbworker.NewerVersion("stageVersion", 3)), "case-1:stage:3", "v2:abc")
-	commit(ddbworker.Update(c.env.Table, caseKey).Set("lastNote", "n").Guard(ddbworker.NewerVersion("noteVersion", 1)), "case-1:note:1", "v2:def")
+	commit(ddbworker.Update(c.env.Table, caseKey).Set("stage", "review").Guard(ddbworker.NewerVersion("stageVersion", 3)), "case-1:stage:3", "StageChanged", "v2:abc")
+	commit(ddbworker.Update(c.env.Table, caseKey).Set("lastNote", "n").Guard(ddbworker.NewerVersion("noteVersion", 1)), "case-1:note:1", "NoteAdded", "v2:def")
 	item := []string{"--item", "PK=CASE#c-1", "--item", "SK=CASE"}
 	where := "item {PK=CASE#c-1, SK=CASE} of table " + c.env.Table
 
 	out, err := c.run(append([]string{"inbox", "get", "case-1:stage:3"}, item...)...)
 	require.NoError(t, err, "no inbox record, but an item to read")
 	require.Contains(t, out, "no record under case-1:stage:3")
-	require.Contains(t, out, where+": its stageVersion fence names case-1:stage:3 (request hash v2:abc): that work set stageVersion 3, the current value — applied")
-	require.Contains(t, out, where+": its noteVersion fence names other work, case-1:note:1 (request hash v2:def), which set noteVersion 1:")
+	require.Contains(t, out, where+": its stageVersion fence names case-1:stage:3 of type StageChanged (request hash v2:abc): that work set stageVersion 3, the current value — applied")
+	require.Contains(t, out, where+": its noteVersion fence names other work, case-1:note:1 of type NoteAdded (request hash v2:def), which set noteVersion 1:")
+
+	// The fence names work as the inbox does, by key and type.
+	out, err = c.run(append([]string{"inbox", "get", "case-1:stage:3", "--type", "StageCorrected"}, item...)...)
+	require.NoError(t, err)
+	require.Contains(t, out, where+": its stageVersion fence names other work, case-1:stage:3 of type StageChanged (request hash v2:abc), which set stageVersion 3:")
+	out, err = c.run(append([]string{"inbox", "get", "case-1:stage:3", "--type", "StageChanged"}, item...)...)
+	require.NoError(t, err)
+	require.Contains(t, out, where+": its stageVersion fence names case-1:stage:3 of type StageChanged (request hash v2:abc): that work set stageVersion 3, the current value — applied")
 
 	out, err = c.run(append([]string{"inbox", "get", "case-1:note:1"}, item...)...)
 	require.NoError(t, err)
-	require.Contains(t, out, where+": its noteVersion fence names case-1:note:1 (request hash v2:def): that work set noteVersion 1, the current value — applied")
+	require.Contains(t, out, where+": its noteVersion fence names case-1:note:1 of type NoteAdded (request hash v2:def): that work set noteVersion 1, the current value — applied")
 
 	out, err = c.run(append([]string{"inbox", "get", "case-1:stage:2"}, item...)...)
 	require.NoError(t, err)
-	require.Contains(t, out, "its stageVersion fence names other work, case-1:stage:3 (request hash v2:abc), which set stageVersion 3: the fence names only the newest version's work, so it cannot tell whether case-1:stage:2 applied before that version")
+	require.Contains(t, out, "its stageVersion fence names other work, case-1:stage:3 of type StageChanged (request hash v2:abc), which set stageVersion 3: the fence names only the newest version's work, so it cannot tell whether case-1:stage:2 applied before that version")
 
 	doc := c.runJSON(append([]string{"inbox", "get", "case-1:stage:3"}, item...)...)
 	require.NotNil(t, doc.Fence)
 	require.Equal(t, itemFence{Table: c.env.Table, Item: map[string]string{"PK": "CASE#c-1", "SK": "CASE"}, Found: true, NamesKey: true,
 		Fences: []versionFence{
-			{VersionAttr: "noteVersion", Version: "1", Key: "case-1:note:1", Hash: "v2:def"},
-			{VersionAttr: "stageVersion", Version: "3", Key: "case-1:stage:3", Hash: "v2:abc", NamesKey: true},
+			{VersionAttr: "noteVersion", Version: "1", Key: "case-1:note:1", Type: "NoteAdded", Hash: "v2:def"},
+			{VersionAttr: "stageVersion", Version: "3", Key: "case-1:stage:3", Type: "StageChanged", Hash: "v2:abc", NamesKey: true},
 		}}, *doc.Fence)
+
+	// A fence an older worker wrote names a key and a hash, no type: it
+	// names KEY whatever --type asks.
+	_, err = c.env.DynamoDB.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(c.env.Table),
+		Item: map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "CASE#c-3"}, "SK": &types.AttributeValueMemberS{Value: "CASE"},
+			"stageVersion": &types.AttributeValueMemberN{Value: "2"}, mutation.FenceKeyAttr("stageVersion"): &types.AttributeValueMemberS{Value: "case-3:stage:2"},
+			mutation.FenceHashAttr("stageVersion"): &types.AttributeValueMemberS{Value: "v2:abd"}}})
+	require.NoError(t, err)
+	out, err = c.run("inbox", "get", "case-3:stage:2", "--type", "StageChanged", "--item", "PK=CASE#c-3", "--item", "SK=CASE")
+	require.NoError(t, err)
+	require.Contains(t, out, "item {PK=CASE#c-3, SK=CASE} of table "+c.env.Table+": its stageVersion fence names case-3:stage:2 (request hash v2:abd): that work set stageVersion 2, the current value — applied")
 
 	_, err = c.env.DynamoDB.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(c.env.Table),
 		Item: map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "CASE#c-2"}, "SK": &types.AttributeValueMemberS{Value: "CASE"}}})

@@ -303,7 +303,7 @@ func (w *Worker) Work(ctx context.Context, msg Message) (*Result, error) {
 	if single && invalid == nil && len(writes) > 0 {
 		// As the worker's commit fences it: the one write also sets the
 		// fence, and the fence judges an item whose version is not below.
-		fenced, err := mutation.Fenced(writes, mutation.Stamp{Key: env.IdempotencyKey, Hash: env.RequestHash})
+		fenced, err := mutation.Fenced(writes, mutation.Stamp{Key: env.IdempotencyKey, Type: env.MessageType, Hash: env.RequestHash})
 		if err != nil {
 			invalid = err
 		} else {

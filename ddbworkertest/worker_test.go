@@ -631,11 +631,15 @@ func TestSingleWriteRoute(t *testing.T) {
 	require.Len(t, fresh.Writes, 1)
 	require.Contains(t, fresh.Writes[0].String(), ddbworker.FenceKeyAttr("v"), "the fence is part of the write: %s", fresh.Writes[0])
 
-	fence := ddbworker.Item{"v": 3, ddbworker.FenceKeyAttr("v"): "k-1", ddbworker.FenceHashAttr("v"): fresh.Envelope.RequestHash}
+	fence := ddbworker.Item{"v": 3, ddbworker.FenceKeyAttr("v"): "k-1", ddbworker.FenceTypeAttr("v"): "Tested", ddbworker.FenceHashAttr("v"): fresh.Envelope.RequestHash}
 	at := func(item ddbworker.Item) ddbworkertest.Existing {
 		return ddbworkertest.Existing{Table: "t", Key: caseKey, Item: item}
 	}
 	kit(write).Before(at(fence)).RequireWork(t, m).RequireDuplicate(t)
+	older := ddbworker.Item{"v": 3, ddbworker.FenceKeyAttr("v"): "k-1", ddbworker.FenceHashAttr("v"): fresh.Envelope.RequestHash} // no type: an older worker's
+	kit(write).Before(at(older)).RequireWork(t, m).RequireDuplicate(t)
+	otherType := ddbworker.Item{"v": 3, ddbworker.FenceKeyAttr("v"): "k-1", ddbworker.FenceTypeAttr("v"): "Other", ddbworker.FenceHashAttr("v"): "v2:00"}
+	kit(write).Before(at(otherType)).RequireWork(t, m).RequireSuperseded(t, "SUPERSEDED") // its key's work of another type at its version: the guard's
 	other := ddbworker.Item{"v": 3, ddbworker.FenceKeyAttr("v"): "k-0", ddbworker.FenceHashAttr("v"): "v2:00"}
 	kit(write).Before(at(other)).RequireWork(t, m).RequireTerminal(t, failure.CodeHashMismatch)
 	kit(write).Before(at(ddbworker.Item{"v": 4})).RequireWork(t, m).RequireSuperseded(t, "SUPERSEDED")

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -14,15 +15,22 @@ import (
 )
 
 // The attributes of the fence a single-write commit records in the domain
-// item, beside the version the write sets: which work set that version.
-// There is one fence per version attribute (FenceKeyAttr, FenceHashAttr),
-// so that routes guarding one item on different version attributes (a
-// case's stageVersion and its noteVersion) do not overwrite each other's.
+// item, beside the version the write sets: which work set that version,
+// named as the inbox names work — by idempotency key and message type
+// (its record is IDEMP#key, WORKER#type), so that two message types'
+// work under one key is two works here too. There is one fence per
+// version attribute (FenceKeyAttr, FenceTypeAttr, FenceHashAttr), so that
+// routes guarding one item on different version attributes (a case's
+// stageVersion and its noteVersion) do not overwrite each other's.
 const (
 	// FenceKeyPrefix, followed by a version attribute's name, names the
 	// attribute that holds the idempotency key of the work that set that
 	// version attribute.
 	FenceKeyPrefix = "ddbworkerKey_"
+	// FenceTypePrefix, followed by a version attribute's name, names the
+	// attribute that holds that work's message type. A fence written
+	// before fences named the type has none: see Fenced.
+	FenceTypePrefix = "ddbworkerType_"
 	// FenceHashPrefix, followed by a version attribute's name, names the
 	// attribute that holds that work's request hash (its stored form).
 	FenceHashPrefix = "ddbworkerHash_"
@@ -31,6 +39,10 @@ const (
 // FenceKeyAttr is the attribute that holds the idempotency key of the work
 // that set versionAttr: FenceKeyPrefix + versionAttr.
 func FenceKeyAttr(versionAttr string) string { return FenceKeyPrefix + versionAttr }
+
+// FenceTypeAttr is the attribute that holds the message type of the work
+// that set versionAttr: FenceTypePrefix + versionAttr.
+func FenceTypeAttr(versionAttr string) string { return FenceTypePrefix + versionAttr }
 
 // FenceHashAttr is the attribute that holds the request hash of the work
 // that set versionAttr: FenceHashPrefix + versionAttr.
@@ -48,28 +60,33 @@ type Fence struct {
 	Version int64
 	// Render renders the write again with m: it also sets the string
 	// attributes of m.Set and sets Attr to Version (which the handler may
-	// have set to Version itself), and its condition also requires each
-	// attribute of m.Unless to be absent or to hold another value. It
-	// refuses a write that sets Attr otherwise or touches an attribute of
-	// m.Set.
+	// have set to Version itself), and its condition also requires
+	// m.Require. It refuses a write that sets Attr otherwise or touches an
+	// attribute of m.Set.
 	Render func(m Marks) (types.TransactWriteItem, error)
 }
 
-// Marks is what Fenced has Fence.Render add to a write: the fence it sets,
-// and the fence it must not find.
+// Marks is what Fenced has Fence.Render add to a write: the fence it
+// sets, and the condition that the fence does not name this work already.
 type Marks struct {
 	// Set are string attributes the write also sets.
 	Set map[string]string
-	// Unless are string attributes the write's condition also requires to
-	// be absent or to hold another value (attribute_not_exists(a) OR
-	// a <> v): the write does not apply over an item that holds one.
-	Unless map[string]string
+	// Require is a condition the write's condition also requires (ANDed
+	// with its guards'); Holds is the same condition read on an item as
+	// it was. Fenced's judge reads the fence before any guard, so Holds
+	// only keeps the rendered write's own judge honest.
+	Require expression.ConditionBuilder
+	Holds   func(old map[string]types.AttributeValue) bool
 }
 
-// Stamp is the work a single-write commit fences its write with.
+// Stamp is the work a single-write commit fences its write with: the
+// inbox's identity of it (key and message type) and its request hash.
 type Stamp struct {
 	// Key is the work's idempotency key.
 	Key string
+	// Type is its message type: one key's work of two types is two
+	// works, as in the inbox.
+	Type string
 	// Hash is its request hash, as the inbox would store it.
 	Hash string
 	// SameWork reports whether a stored request hash is this work's
@@ -90,32 +107,45 @@ var ErrNotSingleWrite = errors.New("mutation: a single-write route's result must
 
 // Fenced renders the one write of a single-write route's result with its
 // fence — the fence of its version attribute f.Attr: the write also sets
-// FenceKeyAttr(f.Attr) and FenceHashAttr(f.Attr) to s, and f.Attr to its
-// version, and its condition also requires that this fence does not name
-// s's key (attribute_not_exists(FenceKeyAttr(f.Attr)) OR
-// FenceKeyAttr(f.Attr) <> key) — so that a key applies at most once,
-// whatever the version its messages carry. Its judge reads that fence
-// first:
+// FenceKeyAttr(f.Attr), FenceTypeAttr(f.Attr) and FenceHashAttr(f.Attr) to
+// s, and f.Attr to its version, and its condition also requires that this
+// fence does not name s's work: s's key with s's type, or with no type (a
+// fence written before fences named the type: it may be this work's),
 //
-//   - the fence names this key with this work (key and hash): Duplicate,
-//     it applied already (whatever the item's version now: a lost
-//     response's retry, a redelivery);
-//   - the fence names this key with another request hash: Fail with
-//     IDEMPOTENCY_HASH_MISMATCH (the key was reused for other work);
+//	attribute_not_exists(key) OR key <> s.Key OR (attribute_exists(type) AND type <> s.Type)
+//
+// — so that a work applies at most once, whatever the version its
+// messages carry, while another message type's work under the same key is
+// other work, as in the inbox. Its judge reads that fence first:
+//
+//   - the fence names this work with its request hash: Duplicate, it
+//     applied already (whatever the item's version now: a lost response's
+//     retry, a redelivery). A fence with no type counts: the request hash
+//     covers the message type, so the same hash is the same work;
+//   - the fence names this work with another request hash: Fail with
+//     IDEMPOTENCY_HASH_MISMATCH (the key was reused for other work). A
+//     fence with no type and another hash is this too: it may be another
+//     type's work under the key, or the key reused, and the fence cannot
+//     tell which — refusing never applies work twice, and the first write
+//     of this code to the item ends the doubt;
 //
 // and otherwise the item's version, when it is not below the write's
 // (its version guard failed):
 //
+//   - the write's own version, set by this key's work of another message
+//     type: the write's own judge decides (its version guard's policy,
+//     Supersede by default), as on the gated route, where each type has
+//     its own inbox record and the second meets the version guard;
 //   - the write's own version, set by other work (another key, or no
 //     fence): Fail with IDEMPOTENCY_HASH_MISMATCH;
 //   - a newer version: Supersede — this delivery applies nothing because
 //     the item holds a newer version already. The fence names only the
-//     work of the item's newest version, so a key that applied earlier
+//     work of the item's newest version, so a work that applied earlier
 //     and was overtaken is superseded here too: Supersede means "not
 //     applied by this delivery", not "never applied"; and a key reused
 //     for other work is caught only while the fence still names it.
 //
-// Otherwise (the fence is not this key's and the version guard held:
+// Otherwise (the fence is not this work's and the version guard held:
 // another guard failed) the write's own judge decides. A result of another
 // shape — more than one write, a Delete, a Check, a Raw write, a write
 // without exactly one version guard — is a terminal INVALID_HANDLER_RESULT
@@ -133,8 +163,15 @@ func Fenced(writes []Write, s Stamp) (Write, error) {
 	}
 	w := writes[0]
 	f := w.Fence
-	keyAttr, hashAttr := FenceKeyAttr(f.Attr), FenceHashAttr(f.Attr)
-	item, err := f.Render(Marks{Set: map[string]string{keyAttr: s.Key, hashAttr: s.Hash}, Unless: map[string]string{keyAttr: s.Key}})
+	keyAttr, typeAttr, hashAttr := FenceKeyAttr(f.Attr), FenceTypeAttr(f.Attr), FenceHashAttr(f.Attr)
+	key, typ := expression.Name(keyAttr), expression.Name(typeAttr)
+	notNamed := expression.AttributeNotExists(key).Or(key.NotEqual(expression.Value(s.Key)),
+		expression.AttributeExists(typ).And(typ.NotEqual(expression.Value(s.Type))))
+	item, err := f.Render(Marks{
+		Set:     map[string]string{keyAttr: s.Key, typeAttr: s.Type, hashAttr: s.Hash},
+		Require: notNamed,
+		Holds:   func(old map[string]types.AttributeValue) bool { return !names(old, f, s) },
+	})
 	if err != nil {
 		return Write{}, failure.Wrap(failure.Terminal, failure.CodeInvalidResult, fmt.Errorf("%w: %w", ErrNotSingleWrite, err))
 	}
@@ -151,24 +188,40 @@ func Fenced(writes []Write, s Stamp) (Write, error) {
 	return Write{Item: item, Judge: judge, Fence: f}, nil
 }
 
+// names reports whether old's fence of f.Attr names s's work: s's key,
+// with s's type or with none (a fence written before fences named the
+// type) — the item Fenced's condition refuses.
+func names(old map[string]types.AttributeValue, f *Fence, s Stamp) bool {
+	key, _ := old[FenceKeyAttr(f.Attr)].(*types.AttributeValueMemberS)
+	typ, typed := old[FenceTypeAttr(f.Attr)]
+	t, _ := typ.(*types.AttributeValueMemberS)
+	return key != nil && key.Value == s.Key && (!typed || t != nil && t.Value == s.Type)
+}
+
 // fenceVerdict is the fence's judgement of old: decided is false while
-// the fence does not name s's key and the item's version is below f's
-// (the fence's part of the condition holds).
+// the fence does not name s's work and the item's version is below f's
+// (the fence's part of the condition holds), and for the item's version
+// set by s's key's work of another type (the version guard's to judge).
 func fenceVerdict(old map[string]types.AttributeValue, f *Fence, s Stamp) (Verdict, bool) {
 	key, _ := old[FenceKeyAttr(f.Attr)].(*types.AttributeValueMemberS)
+	typ, _ := old[FenceTypeAttr(f.Attr)].(*types.AttributeValueMemberS)
 	hash, _ := old[FenceHashAttr(f.Attr)].(*types.AttributeValueMemberS)
 	n, _ := old[f.Attr].(*types.AttributeValueMemberN)
 	have, err := int64(0), error(nil)
 	if n != nil {
 		have, err = strconv.ParseInt(n.Value, 10, 64)
 	}
-	if key != nil && key.Value == s.Key {
+	if names(old, f, s) {
 		if hash != nil && s.same(hash.Value) {
 			return Verdict{Kind: Duplicate}, true
 		}
 		at := fmt.Sprintf("the item's %s fence", f.Attr)
 		if n != nil && err == nil {
 			at = fmt.Sprintf("%s %d of the item", f.Attr, have)
+		}
+		if typ == nil {
+			return Verdict{Kind: Fail, Code: failure.CodeHashMismatch,
+				Message: fmt.Sprintf("%s was set by this key's work with another request hash, under a fence that does not name its message type: the key was reused for other work, or this is another type's work under the key, which that fence cannot tell", at)}, true
 		}
 		return Verdict{Kind: Fail, Code: failure.CodeHashMismatch,
 			Message: fmt.Sprintf("%s was set by this key's work with another request hash: the key was reused for other work", at)}, true
@@ -177,6 +230,12 @@ func fenceVerdict(old map[string]types.AttributeValue, f *Fence, s Stamp) (Verdi
 		return Verdict{}, false
 	}
 	if have == f.Version {
+		if key != nil && key.Value == s.Key {
+			// This key's work of another type set this version: other
+			// work, as its own inbox record makes it on the gated route,
+			// where the version guard judges it.
+			return Verdict{}, false
+		}
 		by := "work the item does not name"
 		if key != nil {
 			by = fmt.Sprintf("the work of key %q", key.Value)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
@@ -14,28 +15,43 @@ import (
 	"github.com/ddbworker/ddbworker/mutation"
 )
 
-// singleWork is one single-write work item for TestCommitSingle: key and
-// request hash, the version its write sets, and the stage it writes.
+// singleWork is one single-write work item for TestCommitSingle: key,
+// message type and request hash, the version its write sets, and the
+// stage it writes. A work without a type (typ "") is committed as the code
+// before fences named the type committed it: its fence has a key and a
+// hash, no type.
 type singleWork struct {
-	key, hash string
-	version   int64
-	stage     string
+	key, typ, hash string
+	version        int64
+	stage          string
 }
 
 // CommitSingle on DynamoDB Local: the one conditional write decides
 // duplicate, key reuse, mismatch and superseded from the item it returns
 // (ALL_OLD), with no other call, and writes nothing when its condition
-// fails.
+// fails; the fence names work by key and message type, and a fence
+// without a type (older code's) still refuses its key's work.
 func TestCommitSingle(t *testing.T) {
 	f := newFixture(t, false)
 	n := 0
 	commit := func(t *testing.T, item map[string]types.AttributeValue, w singleWork) error {
 		t.Helper()
 		pk := item["PK"].(*types.AttributeValueMemberS).Value
-		m, err := ddbworker.Update(f.env.Table, ddbworker.Key{"PK": pk, "SK": "ITEM"}).Set("stage", w.stage).Add("n", 1).
-			Guard(ddbworker.NewerVersion("version", w.version)).Mutation()
+		write := ddbworker.Update(f.env.Table, ddbworker.Key{"PK": pk, "SK": "ITEM"}).Set("stage", w.stage).Add("n", 1)
+		if w.typ == "" {
+			// The older fence: the write, the version, the key and the
+			// hash (its condition is not under test here).
+			m, err := write.Set("version", w.version).Set(mutation.FenceKeyAttr("version"), w.key).
+				Set(mutation.FenceHashAttr("version"), w.hash).Mutation()
+			require.NoError(t, err)
+			u := m.Item.Update
+			_, err = f.env.DynamoDB.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{TableName: u.TableName, Key: u.Key,
+				UpdateExpression: u.UpdateExpression, ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues})
+			return err
+		}
+		m, err := write.Guard(ddbworker.NewerVersion("version", w.version)).Mutation()
 		require.NoError(t, err)
-		fenced, err := mutation.Fenced([]mutation.Write{m}, mutation.Stamp{Key: w.key, Hash: w.hash})
+		fenced, err := mutation.Fenced([]mutation.Write{m}, mutation.Stamp{Key: w.key, Type: w.typ, Hash: w.hash})
 		require.NoError(t, err)
 		return f.c.CommitSingle(context.Background(), fenced)
 	}
@@ -45,25 +61,48 @@ func TestCommitSingle(t *testing.T) {
 		then    singleWork
 		want    *mutation.Verdict // nil: it applies
 	}{
-		{"the same work again: duplicate", []singleWork{{"k1", "h1", 1, "review"}}, singleWork{"k1", "h1", 1, "review"},
+		{"the same work again: duplicate", []singleWork{{"k1", "A", "h1", 1, "review"}}, singleWork{"k1", "A", "h1", 1, "review"},
 			&mutation.Verdict{Kind: mutation.Duplicate}},
-		{"its key reused at a newer version: mismatch", []singleWork{{"k1", "h1", 1, "review"}}, singleWork{"k1", "h2", 2, "appeal"},
+		{"its key reused at a newer version: mismatch", []singleWork{{"k1", "A", "h1", 1, "review"}}, singleWork{"k1", "A", "h2", 2, "appeal"},
 			&mutation.Verdict{Kind: mutation.Fail, Code: failure.CodeHashMismatch,
 				Message: "version 1 of the item was set by this key's work with another request hash: the key was reused for other work"}},
-		{"its key reused at an older version: mismatch", []singleWork{{"k1", "h1", 2, "review"}}, singleWork{"k1", "h2", 1, "appeal"},
+		{"its key reused at an older version: mismatch", []singleWork{{"k1", "A", "h1", 2, "review"}}, singleWork{"k1", "A", "h2", 1, "appeal"},
 			&mutation.Verdict{Kind: mutation.Fail, Code: failure.CodeHashMismatch,
 				Message: "version 2 of the item was set by this key's work with another request hash: the key was reused for other work"}},
-		{"another key at the same version: mismatch", []singleWork{{"k1", "h1", 1, "review"}}, singleWork{"k2", "h2", 1, "appeal"},
+		{"another key at the same version: mismatch", []singleWork{{"k1", "A", "h1", 1, "review"}}, singleWork{"k2", "A", "h2", 1, "appeal"},
 			&mutation.Verdict{Kind: mutation.Fail, Code: failure.CodeHashMismatch, Message: `version 1 of the item was set by the work of key "k1"`}},
-		{"an older version: superseded", []singleWork{{"k2", "h2", 2, "appeal"}}, singleWork{"k1", "h1", 1, "review"},
+		{"an older version: superseded", []singleWork{{"k2", "A", "h2", 2, "appeal"}}, singleWork{"k1", "A", "h1", 1, "review"},
 			&mutation.Verdict{Kind: mutation.Supersede}},
 		// The fence names only the newest version's work: a duplicate of
 		// work a newer version overtook is superseded (it applied earlier),
 		// and a key reused behind that newer version is not recognised.
-		{"a duplicate overtaken by a newer version: superseded", []singleWork{{"k1", "h1", 1, "review"}, {"k2", "h2", 2, "appeal"}},
-			singleWork{"k1", "h1", 1, "review"}, &mutation.Verdict{Kind: mutation.Supersede}},
-		{"a key reused behind a newer version's fence: applies (the limit)", []singleWork{{"k1", "h1", 1, "review"}, {"k2", "h2", 2, "appeal"}},
-			singleWork{"k1", "h3", 3, "decision"}, nil},
+		{"a duplicate overtaken by a newer version: superseded", []singleWork{{"k1", "A", "h1", 1, "review"}, {"k2", "A", "h2", 2, "appeal"}},
+			singleWork{"k1", "A", "h1", 1, "review"}, &mutation.Verdict{Kind: mutation.Supersede}},
+		{"a key reused behind a newer version's fence: applies (the limit)", []singleWork{{"k1", "A", "h1", 1, "review"}, {"k2", "A", "h2", 2, "appeal"}},
+			singleWork{"k1", "A", "h3", 3, "decision"}, nil},
+		// The fence names work as the inbox does, by key and message type:
+		// another type's work under the key is other work, judged as the
+		// gated route judges it (its own record, the version guard).
+		{"its key, another type, a newer version: applies", []singleWork{{"k1", "A", "h1", 1, "review"}}, singleWork{"k1", "B", "h2", 2, "appeal"}, nil},
+		{"its key, another type, an older version: superseded", []singleWork{{"k1", "A", "h1", 2, "review"}}, singleWork{"k1", "B", "h2", 1, "appeal"},
+			&mutation.Verdict{Kind: mutation.Supersede}},
+		{"its key, another type, the same version: the version guard's policy", []singleWork{{"k1", "A", "h1", 1, "review"}}, singleWork{"k1", "B", "h2", 1, "appeal"},
+			&mutation.Verdict{Kind: mutation.Supersede}},
+		{"its key and type after another type applied: duplicate", []singleWork{{"k1", "A", "h1", 1, "review"}, {"k1", "B", "h2", 2, "appeal"}},
+			singleWork{"k1", "B", "h2", 2, "appeal"}, &mutation.Verdict{Kind: mutation.Duplicate}},
+		// A fence written before fences named the type (no type attribute)
+		// may be this work's: the condition refuses it whatever the type,
+		// the same hash is a duplicate (the hash covers the type), another
+		// hash a mismatch — another type's work or the key reused, which
+		// that fence cannot tell; never a second application.
+		{"an older fence, the same work: duplicate", []singleWork{{"k1", "", "h1", 1, "review"}}, singleWork{"k1", "A", "h1", 1, "review"},
+			&mutation.Verdict{Kind: mutation.Duplicate}},
+		{"an older fence, the same work at a newer version: duplicate", []singleWork{{"k1", "", "h1", 1, "review"}}, singleWork{"k1", "A", "h1", 2, "review"},
+			&mutation.Verdict{Kind: mutation.Duplicate}},
+		{"an older fence, its key with another hash: mismatch", []singleWork{{"k1", "", "h1", 1, "review"}}, singleWork{"k1", "B", "h2", 2, "appeal"},
+			&mutation.Verdict{Kind: mutation.Fail, Code: failure.CodeHashMismatch,
+				Message: "version 1 of the item was set by this key's work with another request hash, under a fence that does not name its message type: the key was reused for other work, or this is another type's work under the key, which that fence cannot tell"}},
+		{"an older fence of another key: applies", []singleWork{{"k0", "", "h0", 1, "review"}}, singleWork{"k1", "A", "h1", 2, "appeal"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n++
@@ -79,6 +118,8 @@ func TestCommitSingle(t *testing.T) {
 				require.NoError(t, err)
 				after := f.raw(key)
 				require.Equal(t, tc.then.key, after[mutation.FenceKeyAttr("version")].(*types.AttributeValueMemberS).Value)
+				require.Equal(t, tc.then.typ, after[mutation.FenceTypeAttr("version")].(*types.AttributeValueMemberS).Value)
+				require.Equal(t, tc.then.hash, after[mutation.FenceHashAttr("version")].(*types.AttributeValueMemberS).Value)
 				require.Equal(t, strconv.Itoa(len(tc.applied)+1), after["n"].(*types.AttributeValueMemberN).Value)
 				return
 			}

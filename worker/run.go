@@ -96,7 +96,7 @@ func (w *Worker) commit(ctx context.Context, wk *work, c *claimed, beat *heartbe
 	}
 	done := mutation.Completion{Outcome: res.Outcome, ResultRef: res.ResultRef}
 	if wk.route.SingleWrite && len(writes) > 0 {
-		fenced, err := mutation.Fenced(writes, mutation.Stamp{Key: wk.env.IdempotencyKey, Hash: wk.env.RequestHash, SameWork: wk.req.SameWork})
+		fenced, err := mutation.Fenced(writes, mutation.Stamp{Key: wk.env.IdempotencyKey, Type: wk.env.MessageType, Hash: wk.env.RequestHash, SameWork: wk.req.SameWork})
 		if err != nil {
 			return 0, err
 		}

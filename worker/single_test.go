@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -537,4 +538,167 @@ func histogramCount(t *testing.T, h prometheus.Histogram) uint64 {
 	var m dto.Metric
 	require.NoError(t, h.Write(&m))
 	return m.GetHistogram().GetSampleCount()
+}
+
+// typeStageCorrected is a second message type whose handler writes what a
+// stage change writes (the case's stage, guarded by its stageVersion): one
+// key's work of two types on one version attribute of one item.
+const typeStageCorrected = "CaseStageCorrected"
+
+// stageRoutes registers CaseStageChanged and typeStageCorrected with one
+// handler (stageWrite, setting the version; its version guard failing with
+// onStale when given), on the single-write route or the default (gated)
+// one.
+func stageRoutes(h *harness, single bool, onStale *ddbworker.Policy) *ddbworker.Registry {
+	var opts []ddbworker.RouteOption
+	if single {
+		opts = append(opts, ddbworker.SingleWrite())
+	}
+	reg := ddbworker.NewRegistry()
+	for _, typ := range []string{caseflow.TypeStageChanged, typeStageCorrected} {
+		require.NoError(h.t, reg.Register(typ, ddbworker.JSON(func(_ context.Context, m *ddbworker.Message, p caseflow.StageChanged) (ddbworker.Result, error) {
+			v, _ := m.AggregateVersion()
+			// It sets the version itself: the gated route writes only what
+			// the handler returns.
+			w := stageWrite(h.env.Table, p, v).Set(caseflow.AttrStageVersion, v)
+			if onStale != nil {
+				k := caseflow.CaseKey(p.CaseID)
+				w = ddbworker.Update(h.env.Table, ddbworker.Key{caseflow.AttrPK: k[caseflow.AttrPK].(*ddbtypes.AttributeValueMemberS).Value,
+					caseflow.AttrSK: k[caseflow.AttrSK].(*ddbtypes.AttributeValueMemberS).Value}).
+					Set(caseflow.AttrStage, p.Stage).Add(attrStageChanges, 1).Set(caseflow.AttrStageVersion, v).
+					Guard(ddbworker.NewerVersion(caseflow.AttrStageVersion, v).Else(*onStale))
+			}
+			return ddbworker.Apply(w), nil
+		}), opts...))
+	}
+	return reg
+}
+
+// stageCorrection is a stage change of typeStageCorrected.
+func stageCorrection(t *testing.T, key, stage string, v int64) *envelope.Envelope {
+	env := stageChange(t, key, stage, v)
+	env.MessageType = typeStageCorrected
+	var err error
+	env.RequestHash, err = envelope.RequestHash(env)
+	require.NoError(t, err)
+	return env
+}
+
+// The inbox names work by key and message type (IDEMP#key, WORKER#type):
+// two types' work under one key is two works. The single-write fence
+// names work the same way, so the same messages end the same on both
+// routes: another type's work under the key applies, or meets the version
+// guard, as on the gated route — it is not refused as the key reused
+// (IDEMPOTENCY_HASH_MISMATCH, dead-lettered, as the fence that named only
+// the key had it).
+func TestSingleWriteTwoTypesOneKey(t *testing.T) {
+	type step struct {
+		env  func(t *testing.T) *envelope.Envelope
+		want string
+		code string // a terminal outcome's failure code
+	}
+	stale := ddbworker.Fail("STAGE_STALE", "the case holds this stage version already")
+	changed := func(stage string, v int64) func(t *testing.T) *envelope.Envelope {
+		return func(t *testing.T) *envelope.Envelope { return stageChange(t, "k-both", stage, v) }
+	}
+	corrected := func(stage string, v int64) func(t *testing.T) *envelope.Envelope {
+		return func(t *testing.T) *envelope.Envelope { return stageCorrection(t, "k-both", stage, v) }
+	}
+	for _, tc := range []struct {
+		name    string
+		onStale *ddbworker.Policy // the version guard's policy (nil: its default, Supersede)
+		steps   []step            // sent in order, then the last applied work again
+		stage   string            // the case's stage, stageVersion and stage changes at the end
+		version int64
+		changes int64
+	}{
+		{name: "another type at a newer version: both apply", steps: []step{
+			{changed("review", 1), worker.OutcomeApplied, ""},
+			{corrected("appeal", 2), worker.OutcomeApplied, ""},
+		}, stage: "appeal", version: 2, changes: 2},
+		{name: "another type at an older version: superseded", steps: []step{
+			{changed("appeal", 2), worker.OutcomeApplied, ""},
+			{corrected("review", 1), worker.OutcomeSuperseded, ""},
+		}, stage: "appeal", version: 2, changes: 1},
+		{name: "another type at the same version: the version guard's policy", steps: []step{
+			{changed("review", 1), worker.OutcomeApplied, ""},
+			{corrected("appeal", 1), worker.OutcomeSuperseded, ""},
+		}, stage: "review", version: 1, changes: 1},
+		{name: "another type at the same version: the version guard's own policy", onStale: &stale, steps: []step{
+			{changed("review", 1), worker.OutcomeApplied, ""},
+			{corrected("appeal", 1), worker.OutcomeTerminal, "STAGE_STALE"},
+		}, stage: "review", version: 1, changes: 1},
+	} {
+		for _, route := range []struct {
+			name   string
+			single bool
+		}{{"gated", false}, {"single-write", true}} {
+			t.Run(tc.name+"/"+route.name, func(t *testing.T) {
+				h := newHarness(t, testenv.Options{})
+				h.seedCases("c1")
+				metrics, err := worker.NewMetrics(nil)
+				require.NoError(t, err)
+				h.start(singleConfig(h), worker.Deps{Handlers: stageRoutes(h, route.single, tc.onStale), Metrics: metrics})
+				var applied *envelope.Envelope // the last work applied: sent again, a duplicate on both routes
+				for i, s := range tc.steps {
+					env := s.env(t)
+					h.send(env)
+					ev := h.waitEvents(i+1, 20*time.Second, final)[i]
+					require.Equal(t, s.want, ev.Outcome, "step %d, %s v%d: %+v", i+1, env.MessageType, *env.AggregateVersion, ev)
+					require.Equal(t, s.code, ev.Code, "step %d", i+1)
+					if s.want == worker.OutcomeApplied {
+						applied = env
+					}
+				}
+				h.send(caseflow.Resend(applied))
+				n := len(tc.steps) + 1
+				require.Equal(t, worker.OutcomeDuplicate, h.waitEvents(n, 20*time.Second, final)[n-1].Outcome, "the last applied work again")
+				c := h.item(caseflow.CaseKey("c1"))
+				require.Equal(t, tc.stage, str(c, caseflow.AttrStage))
+				require.EqualValues(t, tc.version, num(t, c, caseflow.AttrStageVersion))
+				require.EqualValues(t, tc.changes, num(t, c, attrStageChanges), "each work applied at most once")
+				require.Zero(t, testutil.ToFloat64(metrics.HashMismatches), "no key reuse")
+				h.requireQueueEmpty()
+			})
+		}
+	}
+}
+
+// A fence written before fences named the message type (a key and a hash,
+// no type) still stands for the work it names: a redelivery of that work
+// is a duplicate; another type's work under its key is refused
+// (IDEMPOTENCY_HASH_MISMATCH), because that fence cannot tell it from the
+// key reused — nothing applies twice.
+func TestSingleWriteOlderFence(t *testing.T) {
+	h := newHarness(t, testenv.Options{})
+	h.seedCases("c1")
+	metrics, err := worker.NewMetrics(nil)
+	require.NoError(t, err)
+	applied := stageChange(t, "k-old", "review", 1)
+	// The item as the older worker left it after applying that work.
+	update := expression.Set(expression.Name(caseflow.AttrStage), expression.Value("review")).
+		Set(expression.Name(attrStageChanges), expression.Value(1)).
+		Set(expression.Name(caseflow.AttrStageVersion), expression.Value(1)).
+		Set(expression.Name(ddbworker.FenceKeyAttr(caseflow.AttrStageVersion)), expression.Value(applied.IdempotencyKey)).
+		Set(expression.Name(ddbworker.FenceHashAttr(caseflow.AttrStageVersion)), expression.Value(applied.RequestHash))
+	ex, err := expression.NewBuilder().WithUpdate(update).Build()
+	require.NoError(t, err)
+	_, err = h.env.DynamoDB.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{TableName: aws.String(h.env.Table), Key: caseflow.CaseKey("c1"),
+		UpdateExpression: ex.Update(), ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values()})
+	require.NoError(t, err)
+	before := h.item(caseflow.CaseKey("c1"))
+	h.start(singleConfig(h), worker.Deps{Handlers: stageRoutes(h, true, nil), Metrics: metrics})
+
+	h.send(caseflow.Resend(applied))
+	require.Equal(t, worker.OutcomeDuplicate, h.waitEvents(1, 20*time.Second, final)[0].Outcome, "the work the older fence names")
+	h.send(stageCorrection(t, "k-old", "appeal", 2))
+	ev := h.waitEvents(2, 20*time.Second, final)[1]
+	require.Equal(t, worker.OutcomeTerminal, ev.Outcome)
+	require.Equal(t, failure.CodeHashMismatch, ev.Code)
+	rej, err := (inbox.Store{}).Decode(h.item((inbox.Store{}).RejectionKey(ev.SQSMessageID)))
+	require.NoError(t, err)
+	require.Contains(t, rej.FailureMessage, "a fence that does not name its message type")
+	require.Equal(t, before, h.item(caseflow.CaseKey("c1")), "nothing written")
+	require.Equal(t, 1.0, testutil.ToFloat64(metrics.HashMismatches))
+	h.requireQueueEmpty()
 }

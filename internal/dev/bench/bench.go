@@ -42,7 +42,7 @@ const (
 	DefaultDuplicateRatio  = 0.25
 	DefaultLateRatio       = 0.1
 	DefaultSizeConcurrency = 16
-	DefaultNoteBytes       = 700
+	DefaultNoteBytes       = 660
 )
 
 // Config shapes a benchmark.

@@ -136,7 +136,7 @@ func prepareSingle(table string, env *envelope.Envelope) (*prepared, error) {
 	if err != nil {
 		return nil, err
 	}
-	fenced, err := mutation.Fenced(writes, mutation.Stamp{Key: env.IdempotencyKey, Hash: env.RequestHash})
+	fenced, err := mutation.Fenced(writes, mutation.Stamp{Key: env.IdempotencyKey, Type: env.MessageType, Hash: env.RequestHash})
 	if err != nil {
 		return nil, err
 	}
