@@ -86,7 +86,10 @@ func TestFitAttributes(t *testing.T) {
 		message string
 		body    int // bytes; 0: a small body
 		limit   int // the DLQ's MaximumMessageSize; 0: 1 MiB
-		want    []string
+		// needed are the attributes the worker's routes read (its
+		// adapters' TypeAttribute).
+		needed []string
+		want   []string
 		wantTP  string // the copy's traceparent ("": none)
 	}{
 		{name: "dlq: 8 attributes, traceparent and tracestate", copy: "dlq", attrs: withTrace(8, testTraceparent, "vendor=1"),
@@ -112,6 +115,28 @@ func TestFitAttributes(t *testing.T) {
 		// Without its failure code the copy is not sent (sendToDLQ:
 		// errTooLargeForDLQ).
 		{name: "dlq: no room for the failure code", copy: "dlq", attrs: producerAttrs(1), body: 1000, limit: 1000 + 10, want: []string{"p0"}},
+		// Issue 21: an adapter's TypeAttribute ("p9", last by name) is
+		// kept right after ddbworker's control attributes; the
+		// informational ones, the trace context and the producer's
+		// other attributes yield to it.
+		{name: "dlq: 10 attributes, the last by name a route's type attribute", copy: "dlq", attrs: producerAttrs(10), needed: []string{"p9"},
+			want: append(slices.Clone(ours), "p9", "p0", "p1")},
+		{name: "dlq: 9 attributes and traceparent, the last by name a route's type attribute", copy: "dlq",
+			attrs: withTrace(9, testTraceparent), needed: []string{"p8", "absent"},
+			want: append(slices.Clone(ours), "p8", tracing.AttrTraceparent, "p0"), wantTP: testTraceparent},
+		{name: "dlq: a route's type attribute outranks the failure message when room is short", copy: "dlq", attrs: producerAttrs(2),
+			needed: []string{"p1"}, message: strings.Repeat("m", 200), body: 1000, limit: 1000 + 236 + 9,
+			want: []string{dlq.AttrFailureCode, dlq.AttrFailedAt, dlq.AttrSourceMessageID, dlq.AttrIdempotencyKey, dlq.AttrMessageType,
+				dlq.AttrFirstSentAt, "p1"}},
+		{name: "resend: 10 attributes, the last by name a route's type attribute", copy: "resend", attrs: producerAttrs(10), needed: []string{"p9"},
+			want: []string{dlq.AttrFirstSentAt, "p9", "p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7"}},
+		{name: "resend: a redriven DLQ copy with 10 attributes keeps both marks and the type attribute", copy: "resend",
+			attrs:  plus(withTrace(7, testTraceparent), dlq.AttrRedrivenFrom, "dlq-1", dlq.AttrFailureCode, "CASE_NOT_FOUND"),
+			needed: []string{"p6"},
+			want: []string{dlq.AttrFailureCode, dlq.AttrRedrivenFrom, dlq.AttrFirstSentAt, "p6", tracing.AttrTraceparent,
+				"p0", "p1", "p2", "p3", "p4"}, wantTP: testTraceparent},
+		{name: "resend: fitted to the work queue's MaximumMessageSize", copy: "resend", attrs: producerAttrs(3), body: 1000,
+			limit: 1000 + 41 + 9, want: []string{dlq.AttrFirstSentAt, "p0"}},
 		{name: "resend: 8 attributes, traceparent and tracestate", copy: "resend", attrs: withTrace(8, testTraceparent, "vendor=1"),
 			want:   []string{dlq.AttrFirstSentAt, tracing.AttrTraceparent, tracing.AttrTracestate, "p0", "p1", "p2", "p3", "p4", "p5", "p6"},
 			wantTP: testTraceparent},
@@ -140,11 +165,17 @@ func TestFitAttributes(t *testing.T) {
 			var got map[string]types.MessageAttributeValue
 			switch tt.copy {
 			case "dlq":
-				w := &Worker{cfg: Config{Now: func() time.Time { return failedAt }}, queue: queueFacts{dlqMaxBytes: cmp.Or(tt.limit, maxMessageBytes)}}
+				w := &Worker{cfg: Config{Now: func() time.Time { return failedAt }}, needed: tt.needed,
+					queue: queueFacts{maxBytes: maxMessageBytes, dlqMaxBytes: cmp.Or(tt.limit, maxMessageBytes)}}
 				wk := &work{env: &envelope.Envelope{IdempotencyKey: "k-1", MessageType: "case.deadline"}}
-				got = w.dlqAttributes(d, wk, failure.NewTerminal("CASE_NOT_FOUND", cmp.Or(tt.message, "the case is gone")))
+				fit := w.dlqAttributes(d, wk, failure.NewTerminal("CASE_NOT_FOUND", cmp.Or(tt.message, "the case is gone")))
+				got = fit.attrs
+				require.Empty(t, fit.needed, "no attribute a route reads is dropped")
 			case "resend":
-				got = resendAttributes(d)
+				w := &Worker{needed: tt.needed, queue: queueFacts{maxBytes: cmp.Or(tt.limit, maxMessageBytes)}}
+				fit := w.resendAttributes(d)
+				got = fit.attrs
+				require.Empty(t, fit.needed, "no attribute a route reads is dropped")
 			}
 			require.ElementsMatch(t, tt.want, names(got))
 			require.LessOrEqual(t, len(got), sqsbatch.MaxAttributes)
@@ -202,7 +233,7 @@ func TestResendKeepsItOffTheFreshPath(t *testing.T) {
 			m := types.Message{MessageId: aws.String("m"), Body: aws.String("{}"), MessageAttributes: tt.attrs,
 				Attributes: map[string]string{string(types.MessageSystemAttributeNameSentTimestamp): "1790000000000",
 					tracing.SystemAttrAWSTraceHeader: testXRay}}
-			copied := resendAttributes(newDelivery(m, time.Now()))
+			copied := (&Worker{queue: queueFacts{maxBytes: maxMessageBytes}}).resendAttributes(newDelivery(m, time.Now())).attrs
 			require.Len(t, copied, sqsbatch.MaxAttributes, "a full copy")
 			require.Equal(t, tt.fresh, fresh(copied, ""), "the re-send is judged as the message was")
 		})
