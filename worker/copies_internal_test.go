@@ -1,8 +1,12 @@
 package worker
 
 import (
+	"bytes"
 	"cmp"
+	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
@@ -12,6 +16,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker"
@@ -90,7 +95,7 @@ func TestFitAttributes(t *testing.T) {
 		// adapters' TypeAttribute).
 		needed []string
 		want   []string
-		wantTP  string // the copy's traceparent ("": none)
+		wantTP string // the copy's traceparent ("": none)
 	}{
 		{name: "dlq: 8 attributes, traceparent and tracestate", copy: "dlq", attrs: withTrace(8, testTraceparent, "vendor=1"),
 			want: append(slices.Clone(ours), tracing.AttrTraceparent, tracing.AttrTracestate, "p0"), wantTP: testTraceparent},
@@ -238,4 +243,79 @@ func TestResendKeepsItOffTheFreshPath(t *testing.T) {
 			require.Equal(t, tt.fresh, fresh(copied, ""), "the re-send is judged as the message was")
 		})
 	}
+}
+
+// Issue 21: a copy that must drop attributes says which — a warning naming
+// them, the message and the copy, and ddbworker_copy_attributes_dropped_total
+// — and a copy that cannot carry an attribute a route reads to take the
+// message (an adapter's TypeAttribute) is not made: the DLQ copy yields to
+// the redrive policy (errTooLargeForDLQ), which moves the message with
+// every attribute, and the re-send fails (its caller keeps the message).
+func TestCopiesSayWhatTheyDrop(t *testing.T) {
+	sent := time.UnixMilli(1_790_000_000_000)
+	delivery := func(attrs map[string]types.MessageAttributeValue, body int) *delivery {
+		return newDelivery(types.Message{MessageId: aws.String("m-1"), Body: aws.String(strings.Repeat("b", body)), MessageAttributes: attrs,
+			Attributes: map[string]string{string(types.MessageSystemAttributeNameSentTimestamp): strconv.FormatInt(sent.UnixMilli(), 10)}}, time.Now())
+	}
+	withType := func(n int, value string) map[string]types.MessageAttributeValue {
+		a := producerAttrs(n)
+		a["zType"] = strAttr(value)
+		return a
+	}
+	t.Run("dropped attributes are logged and counted", func(t *testing.T) {
+		for _, tt := range []struct {
+			copy    string
+			dropped []string
+		}{{copyDLQ, []string{"p3", "p4"}}, {copyResend, []string{"ddbworker.failureMessage"}}, {copyResend, nil}} {
+			var logs bytes.Buffer
+			m, err := NewMetrics(nil)
+			require.NoError(t, err)
+			w := &Worker{log: slog.New(slog.NewJSONHandler(&logs, nil)), metrics: m}
+			w.droppedAttributes(context.Background(), delivery(nil, 10), tt.copy, tt.dropped)
+			require.Equal(t, float64(len(tt.dropped)), testutil.ToFloat64(m.CopyAttributesDropped.WithLabelValues(tt.copy)))
+			if len(tt.dropped) == 0 {
+				require.Empty(t, logs.String(), "nothing dropped, nothing said")
+				continue
+			}
+			var line struct {
+				Level, Msg, SqsMessageID, Copy string
+				DroppedAttributes              []string
+			}
+			require.NoError(t, json.Unmarshal(logs.Bytes(), &line), logs.String())
+			require.Equal(t, "WARN", line.Level)
+			require.Equal(t, "m-1", line.SqsMessageID)
+			require.Equal(t, tt.copy, line.Copy)
+			require.Equal(t, tt.dropped, line.DroppedAttributes)
+		}
+	})
+	// 1000 bytes of body; the DLQ (and the work queue) take 1,200: the
+	// failure code and firstSentAt fit, a 300-byte type attribute does
+	// not.
+	w := &Worker{cfg: Config{Now: time.Now}, needed: []string{"zType"}, queue: queueFacts{maxBytes: 1200, dlqMaxBytes: 1200}}
+	d := delivery(withType(3, strings.Repeat("t", 300)), 1000)
+	wk := &work{env: &envelope.Envelope{IdempotencyKey: "k-1", MessageType: "Order"}}
+	t.Run("the DLQ copy", func(t *testing.T) {
+		fit := w.dlqAttributes(d, wk, failure.NewTerminal("CASE_NOT_FOUND", "gone"))
+		require.Equal(t, []string{"zType"}, fit.needed)
+		require.Contains(t, fit.dropped, "zType")
+		err := w.sendToDLQ(context.Background(), d, wk, failure.NewTerminal("CASE_NOT_FOUND", "gone")) // no SQS: it must not send
+		require.ErrorIs(t, err, errTooLargeForDLQ)
+		require.ErrorContains(t, err, "cannot carry zType")
+	})
+	t.Run("the re-send", func(t *testing.T) {
+		fit := w.resendAttributes(d)
+		require.Equal(t, []string{"zType"}, fit.needed)
+		err := w.resend(context.Background(), d, time.Minute) // no SQS: it must not send
+		require.ErrorContains(t, err, "cannot carry zType")
+	})
+	t.Run("room for it", func(t *testing.T) {
+		d := delivery(withType(9, "Order"), 1000)
+		for _, fit := range []fitted{w.dlqAttributes(d, wk, failure.NewTerminal("CASE_NOT_FOUND", "gone")), w.resendAttributes(d)} {
+			require.Empty(t, fit.needed)
+			require.Contains(t, fit.attrs, "zType")
+			require.Equal(t, "Order", strValue(fit.attrs, "zType"))
+			require.NotEmpty(t, fit.dropped)
+			require.NotContains(t, fit.dropped, "zType")
+		}
+	})
 }
