@@ -2,7 +2,10 @@ package worker_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -165,6 +168,67 @@ func TestRegressResendKeepsRoutingAttribute(t *testing.T) {
 	applied := h.waitEvents(1, 10*time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeApplied })[0]
 	require.Equal(t, worker.OutcomeApplied, applied.Outcome, "%+v", applied)
 	require.EqualValues(t, 1, num(t, h.item(orderKey("o-22")), "applications"))
+}
+
+// Issue 21 (by-trace item): a re-send is sized to the work queue's own
+// MaximumMessageSize, and says what it dropped. The queue takes 1,024
+// bytes; the producer's message (900 bytes of body, eventType and a
+// 60-byte attribute a0) fits it, its re-send with ddbworker.firstSentAt
+// does not. Old behaviour: the re-send was fitted to 1 MiB, the queue
+// refused it, and the message on its last receive was hidden instead (its
+// next receive moves it to the DLQ). Now the copy sheds a0 — not
+// eventType, which the route reads — and a warning names it.
+func TestRegressResendFitsTheQueuesMaximumMessageSize(t *testing.T) {
+	const queueMax = 1024
+	h := newHarness(t, testenv.Options{Queue: worker.QueueConfig{MaxReceiveCount: 1, VisibilityTimeout: 2 * time.Second}})
+	_, err := h.env.SQS.SetQueueAttributes(context.Background(), &sqs.SetQueueAttributesInput{QueueUrl: aws.String(h.env.Queues.URL),
+		Attributes: map[string]string{string(types.QueueAttributeNameMaximumMessageSize): fmt.Sprint(queueMax)}})
+	require.NoError(t, err)
+	proxy, ddb := h.proxied()
+	cfg := h.testConfig()
+	cfg.CallTimeout = time.Second
+	cfg.Health = worker.HealthConfig{ConsecutiveFailures: 1, ProbeInterval: time.Hour, ProbeMaxInterval: time.Hour,
+		ParkVisibility: time.Second, ParkMaxVisibility: time.Second}
+	var logs testenv.Buffer
+	var broken atomic.Bool
+	w := h.lambdaWorker(cfg, worker.Deps{DynamoDB: ddb, Handlers: routedOrder(t, h.env.Table, &broken), Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	require.Equal(t, queueMax, w.Prepare(context.Background()).MaxMessageSize, "read with the queue's other attributes")
+
+	body := `{"orderId":"o-23","amountCents":1,"pad":"` + strings.Repeat("x", 900-len(`{"orderId":"o-23","amountCents":1,"pad":""}`)) + `"}`
+	attrs := routedAttrs(0)
+	attrs["a0"] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(strings.Repeat("v", 60))}
+	_, err = h.env.SQS.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(h.env.Queues.URL),
+		MessageBody: aws.String(body), MessageAttributes: attrs})
+	require.NoError(t, err, "precondition: the message fits the queue as sent")
+
+	proxy.SetMode(ddbproxy.Throttle)
+	ev := h.sqsEvent(1, 30*time.Second)
+	resp, err := w.HandleSQSEvent(context.Background(), ev)
+	require.NoError(t, err)
+	parked := h.waitEvents(1, 5*time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeParked })[0]
+	require.True(t, parked.Final, "re-sent on its last receive, not hidden: %+v", parked)
+	require.Empty(t, resp.BatchItemFailures)
+	h.deleteRecords(ev)
+
+	copied := h.sqsEvent(1, 30*time.Second)
+	got := copied.Records[0].MessageAttributes
+	require.ElementsMatch(t, []string{dlq.AttrFirstSentAt, "eventType"}, keys(got), "a0 shed to fit 1,024 bytes, eventType kept")
+	var said bool
+	for _, line := range logs.Lines() {
+		var rec struct {
+			Level, Msg, SqsMessageID, Copy string
+			DroppedAttributes              []string
+		}
+		require.NoError(t, json.Unmarshal([]byte(line), &rec), line)
+		if rec.DroppedAttributes != nil {
+			said = true
+			require.Equal(t, "WARN", rec.Level)
+			require.Equal(t, ev.Records[0].MessageId, rec.SqsMessageID)
+			require.Equal(t, "resend", rec.Copy)
+			require.Equal(t, []string{"a0"}, rec.DroppedAttributes)
+		}
+	}
+	require.True(t, said, "the copy says what it dropped:\n%s", strings.Join(logs.Lines(), "\n"))
 }
 
 // keys are a map's keys, for a failure's message.

@@ -349,6 +349,9 @@ type QueueInfo struct {
 	Retention time.Duration
 	// MaxReceiveCount is its redrive policy's (0: none).
 	MaxReceiveCount int
+	// MaxMessageSize is the queue's MaximumMessageSize (a re-send is sized
+	// to fit it).
+	MaxMessageSize int
 	// DLQMaxMessageSize is the DLQ's MaximumMessageSize (the DLQ copy is
 	// sized to fit it).
 	DLQMaxMessageSize int
@@ -364,7 +367,7 @@ type QueueInfo struct {
 // read keeps SQS's defaults, with a warning logged.
 func (w *Worker) Prepare(ctx context.Context) QueueInfo {
 	w.queueOnce.Do(func() { w.readQueue(ctx) })
-	return QueueInfo{Retention: w.queue.retention, MaxReceiveCount: w.queue.maxReceives, DLQMaxMessageSize: w.queue.dlqMaxBytes,
+	return QueueInfo{Retention: w.queue.retention, MaxReceiveCount: w.queue.maxReceives, MaxMessageSize: w.queue.maxBytes, DLQMaxMessageSize: w.queue.dlqMaxBytes,
 		OutageCover: w.cfg.Health.OutageCover(w.queue.maxReceives, w.fifo)}
 }
 
