@@ -181,13 +181,13 @@ const (
 // and CopyAttributesDropped counts them. A route never needs one of them
 // (the copy is not sent without those): they are the producer's, the
 // trace context, or ddbworker's informational attributes.
-func (w *Worker) droppedAttributes(ctx context.Context, d *delivery, copy string, dropped []string) {
+func (w *Worker) droppedAttributes(ctx context.Context, d *delivery, kind string, dropped []string) {
 	if len(dropped) == 0 {
 		return
 	}
-	w.metrics.CopyAttributesDropped.WithLabelValues(copy).Add(float64(len(dropped)))
-	w.log.WarnContext(ctx, "a copy of the message dropped attributes SQS's limits (10 attributes, the queue's MaximumMessageSize) could not carry beside ddbworker's",
-		"sqsMessageId", d.id, "copy", copy, "droppedAttributes", dropped)
+	w.metrics.CopyAttributesDropped.WithLabelValues(kind).Add(float64(len(dropped)))
+	w.log.WarnContext(ctx, "a copy of the message dropped attributes SQS's limits (10 attributes, the queue's MaximumMessageSize) left no room for beside ddbworker's",
+		"sqsMessageId", d.id, "copy", kind, "droppedAttributes", dropped)
 }
 
 // resend sends a copy of a message to the work queue — deferred, or parked
