@@ -74,7 +74,11 @@ type JSONBody struct {
 	Type string
 	// TypeAttribute, instead of Type, names the message attribute that
 	// carries the type: an SNS notification's MessageAttributes (what SNS
-	// filter policies match), or the SQS message's own attributes.
+	// filter policies match), or the SQS message's own attributes. Every
+	// copy of a message the worker makes (its DLQ copy, its re-sends) keeps
+	// it right after ddbworker's control attributes, or is not made, and
+	// dlq redrive carries it back (docs/producers.md, "The 10-attribute
+	// budget").
 	TypeAttribute string
 	// Match, when set, must hold (be JMESPath-truthy) for the route to take
 	// a body: "source == 'billing'". An expression that fails on a body

@@ -347,6 +347,11 @@ func dlqPrintRedrive(w io.Writer, rep dlq.RedriveReport) {
 		fmt.Fprintf(tw, "failed (%s)\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Step, m.ID, orDash(m.NewID), m.Code, m.Type, orDash(dlqExcerpt(m.Key, dlqKeyChars)), m.Error)
 	}
 	tw.Flush()
+	for _, m := range rep.Moved {
+		if len(m.DroppedAttributes) > 0 { // a copy that drops attributes says which
+			fmt.Fprintf(w, "%s %s without the attributes SQS's limits left no room for: %s\n", verb, m.ID, strings.Join(m.DroppedAttributes, ", "))
+		}
+	}
 	limit := "all"
 	if rep.Max > 0 {
 		limit = fmt.Sprintf("at most %d", rep.Max)

@@ -175,6 +175,18 @@ func TestDLQRemaining(t *testing.T) {
 	}
 }
 
+// A redriven copy that drops attributes says which, in the text report too
+// (issue 21), not only in -o json's droppedAttributes.
+func TestDLQPrintRedriveNamesDroppedAttributes(t *testing.T) {
+	var out bytes.Buffer
+	dlqPrintRedrive(&out, dlq.RedriveReport{Max: 2, Rate: 1, Moved: []dlq.Moved{
+		{ID: "dlq-1", NewID: "n-1", Code: "C", Type: "T", DroppedAttributes: []string{"p8", "traceparent"}},
+		{ID: "dlq-2", NewID: "n-2", Code: "C", Type: "T"},
+	}})
+	require.Contains(t, out.String(), "moved dlq-1 without the attributes SQS's limits left no room for: p8, traceparent\n")
+	require.NotContains(t, out.String(), "moved dlq-2 without")
+}
+
 // `dlq redrive` says that matching messages remain only when they may: it
 // scans past --max for one more match, so exactly --max matching messages
 // leave none behind, and it says how many it scanned and matched. Old

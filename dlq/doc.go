@@ -25,10 +25,11 @@
 // redriven delivery's span links to the original producer) to the work
 // queue and deletes it from the DLQ only after the send succeeded. A copy
 // keeps within SQS's limits (10 attributes, 1 MiB with the body): an
-// attribute that does not fit is left off in FitAttributes' order — the
-// one ranking of every copy ddbworker makes, AttrRedrivenFrom and
-// AttrFirstSentAt kept first, the producer's attributes shed first
-// (Moved.DroppedAttributes names them) —, and calls are sized by package
+// attribute that does not fit is left off in FitAttributesFor's order —
+// the one ranking of every copy ddbworker makes, AttrRedrivenFrom and
+// AttrFirstSentAt kept first, then every other attribute of the
+// producer's (a route may read any: an adapter's TypeAttribute), the trace
+// context shed first (Moved.DroppedAttributes names them) —, and calls are sized by package
 // internal/sqsbatch, a message larger than a call's payload limit alone. A
 // crash or an error between the two leaves the message in the DLQ as well: a
 // later

@@ -75,9 +75,10 @@ type Moved struct {
 	Key   string `json:"idempotencyKey,omitempty"`
 	// DroppedAttributes names the attributes the work queue's copy could
 	// not carry within SQS's limits (10 attributes; 1 MiB with the body),
-	// in FitAttributes' order: the copy keeps AttrRedrivenFrom and
-	// AttrFirstSentAt first, then the trace context, then the producer's
-	// attributes by name. Empty when it carries them all.
+	// in FitAttributesFor's order: the copy keeps AttrRedrivenFrom and
+	// AttrFirstSentAt first, then every other attribute of the producer's
+	// the DLQ message carried (by name: a route may read any of them),
+	// then the trace context. Empty when it carries them all.
 	DroppedAttributes []string `json:"droppedAttributes,omitempty"`
 }
 
@@ -421,12 +422,27 @@ func (q *Queue) outgoing(m *Message) outgoing {
 // worker keeps a redriven message off a single-write route's fresh path,
 // which would bypass the failure recorded for its work), when its work was
 // first sent (AttrFirstSentAt: the worker and later redrives judge its age
-// by it, not by the copy's new SentTimestamp), its producer's trace context
-// (traceparent and tracestate, or its AWSTraceHeader as traceparent: the
-// redriven delivery's span links to the original producer) and its
-// producer's other attributes. dropped names the others, in that order.
+// by it, not by the copy's new SentTimestamp), its producer's other
+// attributes and its trace context (traceparent and tracestate, or its
+// AWSTraceHeader as traceparent: the redriven delivery's span links to the
+// original producer). Every attribute of the producer's but the trace
+// context is needed (FitAttributesFor): the operator's tooling does not
+// know which of them the worker's routes read (an adapter's
+// TypeAttribute), and the worker's DLQ copy kept those first, so the copy
+// back keeps them all, and then the trace context. dropped names the
+// others, in that order. A copy of the worker's DLQ copy drops nothing
+// (it carries at most 8 attributes beside the failure code and
+// firstSentAt); one of a message SQS's redrive policy moved with more
+// than 8 attributes drops its trace context first, then the producer's
+// last attributes by name.
 func copyAttributes(m *Message) (attrs map[string]types.MessageAttributeValue, dropped []string) {
 	candidates := m.ProducerAttributes()
+	var needed []string
+	for k := range candidates {
+		if k != tracing.AttrTraceparent && k != tracing.AttrTracestate {
+			needed = append(needed, k)
+		}
+	}
 	trace := tracing.Carry(tracing.Extract(candidates, map[string]string{tracing.SystemAttrAWSTraceHeader: m.AWSTraceHeader}))
 	// As extracted: a malformed traceparent or tracestate is not copied.
 	delete(candidates, tracing.AttrTraceparent)
@@ -437,7 +453,8 @@ func copyAttributes(m *Message) (attrs map[string]types.MessageAttributeValue, d
 			StringValue: aws.String(strconv.FormatInt(m.FirstSentAt.UnixMilli(), 10))}
 	}
 	candidates[AttrRedrivenFrom] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(m.ID)}
-	return FitAttributes(m.Body, candidates, sqsbatch.MaxMessageBytes)
+	attrs, dropped, _ = FitAttributesFor(m.Body, candidates, needed, sqsbatch.MaxMessageBytes)
+	return attrs, dropped
 }
 
 // pacer spaces sends to a rate: a batch of n waits until the previous

@@ -351,6 +351,22 @@ func (as *Adapters) Types() []string {
 	return out
 }
 
+// Attributes lists the message attributes the adapters read to take a
+// body (their TypeAttribute), sorted, each once: a copy of a message —
+// the worker's DLQ copy and re-sends — must keep them, or no adapter can
+// read it again (the worker ranks them right after its control
+// attributes, dlq.FitAttributesFor).
+func (as *Adapters) Attributes() []string {
+	var out []string
+	for i := range as.Len() {
+		if n := as.list[i].a.typeAttr; n != "" && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // covers reports why a, the adapter of messageType, takes every body that
 // l, of lType, could take ("" when it may not): l would never be asked.
 func (a *Adapter) covers(messageType string, l *Adapter, lType string) string {

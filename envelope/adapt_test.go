@@ -493,3 +493,20 @@ func TestReadWithoutAdapters(t *testing.T) {
 		require.Equal(t, want, got)
 	}
 }
+
+// Attributes lists the message attributes the adapters read to take a
+// body (TypeAttribute), each once, by name: the worker's copies of a
+// message keep them (issue 21).
+func TestAdaptersAttributes(t *testing.T) {
+	spec := func(attr, typ string) envelope.AdapterSpec {
+		return envelope.AdapterSpec{Kind: envelope.KindJSON, TypeAttribute: attr, Type: typ, Key: "id", AggregateType: "'order'", AggregateID: "id"}
+	}
+	require.Empty(t, (*envelope.Adapters)(nil).Attributes())
+	require.Empty(t, adapters(t, "ByBody", spec("", "kind")).Attributes(), "a type read from the body needs no attribute")
+	as := adapters(t, "OrderPlaced", spec("eventType", ""), "OrderShipped", spec("eventType", ""),
+		"Invoice", spec("Kind", ""), "ByBody", spec("", "kind"))
+	require.Equal(t, []string{"Kind", "eventType"}, as.Attributes())
+	sns := spec("eventType", "")
+	sns.SNS = true
+	require.Equal(t, []string{"eventType"}, adapters(t, "OrderPlaced", sns).Attributes(), "an SNS adapter's, raw delivery puts it on the message")
+}

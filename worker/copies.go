@@ -81,13 +81,22 @@ func controls(d *delivery) map[string]types.MessageAttributeValue {
 }
 
 // sendToDLQ copies the message to the DLQ with the failure as attributes
-// (dlqAttributes). If even the failure code does not fit, or the DLQ
-// refuses the copy as too large, it returns errTooLargeForDLQ.
+// (dlqAttributes). If even the failure code does not fit, or an attribute
+// a route reads to take the message (a needed one: the copy could never
+// be redriven), or the DLQ refuses the copy as too large, it returns
+// errTooLargeForDLQ: the redrive policy then moves the message as it is,
+// every attribute with it. Attributes the copy sent dropped are logged
+// and counted (droppedAttributes).
 func (w *Worker) sendToDLQ(ctx context.Context, d *delivery, wk *work, f *failure.Error) error {
 	body := aws.ToString(d.m.Body)
-	attrs := w.dlqAttributes(d, wk, f)
+	fit := w.dlqAttributes(d, wk, f)
+	attrs := fit.attrs
 	if _, ok := attrs[dlq.AttrFailureCode]; !ok {
 		return fmt.Errorf("%w: body %d bytes, the DLQ takes %d", errTooLargeForDLQ, len(body), w.queue.dlqMaxBytes)
+	}
+	if len(fit.needed) > 0 {
+		return fmt.Errorf("%w: body %d bytes, the DLQ takes %d: the copy cannot carry %s, which a route reads to take the message",
+			errTooLargeForDLQ, len(body), w.queue.dlqMaxBytes, strings.Join(fit.needed, ", "))
 	}
 	in := &sqs.SendMessageInput{QueueUrl: aws.String(w.cfg.DLQURL), MessageBody: d.m.Body, MessageAttributes: attrs}
 	if strings.HasSuffix(w.cfg.DLQURL, ".fifo") {
@@ -103,6 +112,7 @@ func (w *Worker) sendToDLQ(ctx context.Context, d *delivery, wk *work, f *failur
 		}
 		return fmt.Errorf("worker: send %s to DLQ: %w", d.id, err)
 	}
+	w.droppedAttributes(ctx, d, copyDLQ, fit.dropped)
 	return nil
 }
 
@@ -110,9 +120,10 @@ func (w *Worker) sendToDLQ(ctx context.Context, d *delivery, wk *work, f *failur
 // d's work is (wk: nil when the envelope did not decode) and its origin,
 // then the creation context and the producer's attributes (carried),
 // within SQS's limits and the DLQ's MaximumMessageSize (read when Run
-// starts) in dlq.FitAttributes' order — the failure code first, the
-// producer's attributes last.
-func (w *Worker) dlqAttributes(d *delivery, wk *work, f *failure.Error) map[string]types.MessageAttributeValue {
+// starts) in dlq.FitAttributesFor's order — the failure code first, then
+// the attributes the routes read (w.needed), the producer's other
+// attributes last.
+func (w *Worker) dlqAttributes(d *delivery, wk *work, f *failure.Error) fitted {
 	ours := map[string]types.MessageAttributeValue{
 		dlq.AttrFailureCode:     strAttr(f.Code),
 		dlq.AttrFailureMessage:  strAttr(orDefault(truncateRunes(f.Message, maxLoggedMessage), "-")),
@@ -124,7 +135,7 @@ func (w *Worker) dlqAttributes(d *delivery, wk *work, f *failure.Error) map[stri
 		ours[dlq.AttrMessageType] = strAttr(wk.env.MessageType)
 	}
 	maps.Copy(ours, origin(d))
-	return fitAttributes(aws.ToString(d.m.Body), ours, carried(d), w.queue.dlqMaxBytes)
+	return w.fitAttributes(aws.ToString(d.m.Body), ours, carried(d), w.queue.dlqMaxBytes)
 }
 
 // tooLarge reports whether SQS refused a message for its size, whatever
@@ -143,22 +154,63 @@ func tooLarge(err error) bool {
 	return errors.As(err, &re) && re.HTTPStatusCode() == 413
 }
 
+// fitted is a copy's attributes (never nil), the candidates it dropped in
+// order of precedence, and those of them a route reads to take the
+// message (needed): a copy without them could never be read again.
+type fitted struct {
+	attrs           map[string]types.MessageAttributeValue
+	dropped, needed []string
+}
+
 // fitAttributes chooses a copy's attributes among ours (ddbworker's:
 // the failure, the origin, the marks) and carried (the trace context and
-// the producer's), ours winning a name both hold, as dlq.FitAttributes
-// ranks and fits them within SQS's limits and limit bytes with body.
-func fitAttributes(body string, ours, carried map[string]types.MessageAttributeValue, limit int) map[string]types.MessageAttributeValue {
+// the producer's), ours winning a name both hold, as
+// dlq.FitAttributesFor ranks and fits them within SQS's limits and limit
+// bytes with body: the attributes the routes read (w.needed) right after
+// ddbworker's control attributes.
+func (w *Worker) fitAttributes(body string, ours, carried map[string]types.MessageAttributeValue, limit int) fitted {
 	candidates := make(map[string]types.MessageAttributeValue, len(ours)+len(carried))
 	maps.Copy(candidates, carried)
 	maps.Copy(candidates, ours)
-	attrs, _ := dlq.FitAttributes(body, candidates, limit)
-	return attrs
+	attrs, dropped, needed := dlq.FitAttributesFor(body, candidates, w.needed, limit)
+	return fitted{attrs: attrs, dropped: dropped, needed: needed}
+}
+
+// Copies the worker makes, as logs and metrics name them.
+const (
+	copyDLQ    = "dlq"
+	copyResend = "resend"
+)
+
+// droppedAttributes says which attributes a copy of d's message sent
+// without (none: nothing to say): a warning naming them and the message,
+// and CopyAttributesDropped counts them. A route never needs one of them
+// (the copy is not sent without those): they are the producer's, the
+// trace context, or ddbworker's informational attributes.
+func (w *Worker) droppedAttributes(ctx context.Context, d *delivery, kind string, dropped []string) {
+	if len(dropped) == 0 {
+		return
+	}
+	w.metrics.CopyAttributesDropped.WithLabelValues(kind).Add(float64(len(dropped)))
+	w.log.WarnContext(ctx, "a copy of the message dropped attributes SQS's limits (10 attributes, the queue's MaximumMessageSize) left no room for beside ddbworker's",
+		"sqsMessageId", d.id, "copy", kind, "droppedAttributes", dropped)
 }
 
 // resend sends a copy of a message to the work queue — deferred, or parked
-// on its last receive — delayed by delay, with resendAttributes.
+// on its last receive — delayed by delay, with resendAttributes. A copy
+// that cannot carry an attribute a route reads to take the message is
+// not sent (an error): its caller keeps the message, whose redrive policy
+// moves it to the DLQ as it is.
 func (w *Worker) resend(ctx context.Context, d *delivery, delay time.Duration) error {
-	attrs := resendAttributes(d)
+	fit := w.resendAttributes(d)
+	if len(fit.needed) > 0 {
+		return fmt.Errorf("worker: re-send %s: the copy cannot carry %s, which a route reads to take the message, within the queue's limits (%d bytes)",
+			d.id, strings.Join(fit.needed, ", "), w.queue.maxBytes)
+	}
+	attrs := fit.attrs
+	if len(attrs) == 0 {
+		attrs = nil
+	}
 	in := &sqs.SendMessageInput{QueueUrl: aws.String(w.cfg.QueueURL), MessageBody: d.m.Body,
 		MessageAttributes: attrs, DelaySeconds: visibilitySeconds(min(delay, maxSendDelay))}
 	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqsCallTimeout)
@@ -166,20 +218,18 @@ func (w *Worker) resend(ctx context.Context, d *delivery, delay time.Duration) e
 	if _, err := w.deps.SQS.SendMessage(callCtx, in); err != nil {
 		return fmt.Errorf("worker: re-send %s: %w", d.id, err)
 	}
+	w.droppedAttributes(ctx, d, copyResend, fit.dropped)
 	return nil
 }
 
 // resendAttributes are the attributes of the re-send of d's message
 // (deferred, or parked on its last receive): its control attributes
 // (controls: its origin, the marks of a redriven or DLQ-copied message),
-// its creation context and its producer's attributes, in that order of
-// precedence within SQS's limits (dlq.FitAttributes); nil for none.
-func resendAttributes(d *delivery) map[string]types.MessageAttributeValue {
-	attrs := fitAttributes(aws.ToString(d.m.Body), controls(d), carried(d), maxMessageBytes)
-	if len(attrs) == 0 {
-		return nil
-	}
-	return attrs
+// the attributes the routes read (w.needed), its creation context and its
+// producer's other attributes, in that order of precedence within SQS's
+// limits and the work queue's MaximumMessageSize (dlq.FitAttributesFor).
+func (w *Worker) resendAttributes(d *delivery) fitted {
+	return w.fitAttributes(aws.ToString(d.m.Body), controls(d), carried(d), w.queue.maxBytes)
 }
 
 // truncateRunes shortens s to about n bytes on a rune boundary, marking the

@@ -1,8 +1,12 @@
 package worker
 
 import (
+	"bytes"
 	"cmp"
+	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
@@ -12,6 +16,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker"
@@ -86,8 +91,11 @@ func TestFitAttributes(t *testing.T) {
 		message string
 		body    int // bytes; 0: a small body
 		limit   int // the DLQ's MaximumMessageSize; 0: 1 MiB
-		want    []string
-		wantTP  string // the copy's traceparent ("": none)
+		// needed are the attributes the worker's routes read (its
+		// adapters' TypeAttribute).
+		needed []string
+		want   []string
+		wantTP string // the copy's traceparent ("": none)
 	}{
 		{name: "dlq: 8 attributes, traceparent and tracestate", copy: "dlq", attrs: withTrace(8, testTraceparent, "vendor=1"),
 			want: append(slices.Clone(ours), tracing.AttrTraceparent, tracing.AttrTracestate, "p0"), wantTP: testTraceparent},
@@ -112,6 +120,28 @@ func TestFitAttributes(t *testing.T) {
 		// Without its failure code the copy is not sent (sendToDLQ:
 		// errTooLargeForDLQ).
 		{name: "dlq: no room for the failure code", copy: "dlq", attrs: producerAttrs(1), body: 1000, limit: 1000 + 10, want: []string{"p0"}},
+		// Issue 21: an adapter's TypeAttribute ("p9", last by name) is
+		// kept right after ddbworker's control attributes; the
+		// informational ones, the trace context and the producer's
+		// other attributes yield to it.
+		{name: "dlq: 10 attributes, the last by name a route's type attribute", copy: "dlq", attrs: producerAttrs(10), needed: []string{"p9"},
+			want: append(slices.Clone(ours), "p9", "p0", "p1")},
+		{name: "dlq: 9 attributes and traceparent, the last by name a route's type attribute", copy: "dlq",
+			attrs: withTrace(9, testTraceparent), needed: []string{"p8", "absent"},
+			want: append(slices.Clone(ours), "p8", tracing.AttrTraceparent, "p0"), wantTP: testTraceparent},
+		{name: "dlq: a route's type attribute outranks the failure message when room is short", copy: "dlq", attrs: producerAttrs(2),
+			needed: []string{"p1"}, message: strings.Repeat("m", 200), body: 1000, limit: 1000 + 236 + 9,
+			want: []string{dlq.AttrFailureCode, dlq.AttrFailedAt, dlq.AttrSourceMessageID, dlq.AttrIdempotencyKey, dlq.AttrMessageType,
+				dlq.AttrFirstSentAt, "p1"}},
+		{name: "resend: 10 attributes, the last by name a route's type attribute", copy: "resend", attrs: producerAttrs(10), needed: []string{"p9"},
+			want: []string{dlq.AttrFirstSentAt, "p9", "p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7"}},
+		{name: "resend: a redriven DLQ copy with 10 attributes keeps both marks and the type attribute", copy: "resend",
+			attrs:  plus(withTrace(7, testTraceparent), dlq.AttrRedrivenFrom, "dlq-1", dlq.AttrFailureCode, "CASE_NOT_FOUND"),
+			needed: []string{"p6"},
+			want: []string{dlq.AttrFailureCode, dlq.AttrRedrivenFrom, dlq.AttrFirstSentAt, "p6", tracing.AttrTraceparent,
+				"p0", "p1", "p2", "p3", "p4"}, wantTP: testTraceparent},
+		{name: "resend: fitted to the work queue's MaximumMessageSize", copy: "resend", attrs: producerAttrs(3), body: 1000,
+			limit: 1000 + 41 + 9, want: []string{dlq.AttrFirstSentAt, "p0"}},
 		{name: "resend: 8 attributes, traceparent and tracestate", copy: "resend", attrs: withTrace(8, testTraceparent, "vendor=1"),
 			want:   []string{dlq.AttrFirstSentAt, tracing.AttrTraceparent, tracing.AttrTracestate, "p0", "p1", "p2", "p3", "p4", "p5", "p6"},
 			wantTP: testTraceparent},
@@ -140,11 +170,17 @@ func TestFitAttributes(t *testing.T) {
 			var got map[string]types.MessageAttributeValue
 			switch tt.copy {
 			case "dlq":
-				w := &Worker{cfg: Config{Now: func() time.Time { return failedAt }}, queue: queueFacts{dlqMaxBytes: cmp.Or(tt.limit, maxMessageBytes)}}
+				w := &Worker{cfg: Config{Now: func() time.Time { return failedAt }}, needed: tt.needed,
+					queue: queueFacts{maxBytes: maxMessageBytes, dlqMaxBytes: cmp.Or(tt.limit, maxMessageBytes)}}
 				wk := &work{env: &envelope.Envelope{IdempotencyKey: "k-1", MessageType: "case.deadline"}}
-				got = w.dlqAttributes(d, wk, failure.NewTerminal("CASE_NOT_FOUND", cmp.Or(tt.message, "the case is gone")))
+				fit := w.dlqAttributes(d, wk, failure.NewTerminal("CASE_NOT_FOUND", cmp.Or(tt.message, "the case is gone")))
+				got = fit.attrs
+				require.Empty(t, fit.needed, "no attribute a route reads is dropped")
 			case "resend":
-				got = resendAttributes(d)
+				w := &Worker{needed: tt.needed, queue: queueFacts{maxBytes: cmp.Or(tt.limit, maxMessageBytes)}}
+				fit := w.resendAttributes(d)
+				got = fit.attrs
+				require.Empty(t, fit.needed, "no attribute a route reads is dropped")
 			}
 			require.ElementsMatch(t, tt.want, names(got))
 			require.LessOrEqual(t, len(got), sqsbatch.MaxAttributes)
@@ -202,9 +238,84 @@ func TestResendKeepsItOffTheFreshPath(t *testing.T) {
 			m := types.Message{MessageId: aws.String("m"), Body: aws.String("{}"), MessageAttributes: tt.attrs,
 				Attributes: map[string]string{string(types.MessageSystemAttributeNameSentTimestamp): "1790000000000",
 					tracing.SystemAttrAWSTraceHeader: testXRay}}
-			copied := resendAttributes(newDelivery(m, time.Now()))
+			copied := (&Worker{queue: queueFacts{maxBytes: maxMessageBytes}}).resendAttributes(newDelivery(m, time.Now())).attrs
 			require.Len(t, copied, sqsbatch.MaxAttributes, "a full copy")
 			require.Equal(t, tt.fresh, fresh(copied, ""), "the re-send is judged as the message was")
 		})
 	}
+}
+
+// Issue 21: a copy that must drop attributes says which — a warning naming
+// them, the message and the copy, and ddbworker_copy_attributes_dropped_total
+// — and a copy that cannot carry an attribute a route reads to take the
+// message (an adapter's TypeAttribute) is not made: the DLQ copy yields to
+// the redrive policy (errTooLargeForDLQ), which moves the message with
+// every attribute, and the re-send fails (its caller keeps the message).
+func TestCopiesSayWhatTheyDrop(t *testing.T) {
+	sent := time.UnixMilli(1_790_000_000_000)
+	delivery := func(attrs map[string]types.MessageAttributeValue, body int) *delivery {
+		return newDelivery(types.Message{MessageId: aws.String("m-1"), Body: aws.String(strings.Repeat("b", body)), MessageAttributes: attrs,
+			Attributes: map[string]string{string(types.MessageSystemAttributeNameSentTimestamp): strconv.FormatInt(sent.UnixMilli(), 10)}}, time.Now())
+	}
+	withType := func(n int, value string) map[string]types.MessageAttributeValue {
+		a := producerAttrs(n)
+		a["zType"] = strAttr(value)
+		return a
+	}
+	t.Run("dropped attributes are logged and counted", func(t *testing.T) {
+		for _, tt := range []struct {
+			copy    string
+			dropped []string
+		}{{copyDLQ, []string{"p3", "p4"}}, {copyResend, []string{"ddbworker.failureMessage"}}, {copyResend, nil}} {
+			var logs bytes.Buffer
+			m, err := NewMetrics(nil)
+			require.NoError(t, err)
+			w := &Worker{log: slog.New(slog.NewJSONHandler(&logs, nil)), metrics: m}
+			w.droppedAttributes(context.Background(), delivery(nil, 10), tt.copy, tt.dropped)
+			require.Equal(t, float64(len(tt.dropped)), testutil.ToFloat64(m.CopyAttributesDropped.WithLabelValues(tt.copy)))
+			if len(tt.dropped) == 0 {
+				require.Empty(t, logs.String(), "nothing dropped, nothing said")
+				continue
+			}
+			var line struct {
+				Level, Msg, SqsMessageID, Copy string
+				DroppedAttributes              []string
+			}
+			require.NoError(t, json.Unmarshal(logs.Bytes(), &line), logs.String())
+			require.Equal(t, "WARN", line.Level)
+			require.Equal(t, "m-1", line.SqsMessageID)
+			require.Equal(t, tt.copy, line.Copy)
+			require.Equal(t, tt.dropped, line.DroppedAttributes)
+		}
+	})
+	// 1000 bytes of body; the DLQ (and the work queue) take 1,200: the
+	// failure code and firstSentAt fit, a 300-byte type attribute does
+	// not.
+	w := &Worker{cfg: Config{Now: time.Now}, needed: []string{"zType"}, queue: queueFacts{maxBytes: 1200, dlqMaxBytes: 1200}}
+	d := delivery(withType(3, strings.Repeat("t", 300)), 1000)
+	wk := &work{env: &envelope.Envelope{IdempotencyKey: "k-1", MessageType: "Order"}}
+	t.Run("the DLQ copy", func(t *testing.T) {
+		fit := w.dlqAttributes(d, wk, failure.NewTerminal("CASE_NOT_FOUND", "gone"))
+		require.Equal(t, []string{"zType"}, fit.needed)
+		require.Contains(t, fit.dropped, "zType")
+		err := w.sendToDLQ(context.Background(), d, wk, failure.NewTerminal("CASE_NOT_FOUND", "gone")) // no SQS: it must not send
+		require.ErrorIs(t, err, errTooLargeForDLQ)
+		require.ErrorContains(t, err, "cannot carry zType")
+	})
+	t.Run("the re-send", func(t *testing.T) {
+		fit := w.resendAttributes(d)
+		require.Equal(t, []string{"zType"}, fit.needed)
+		err := w.resend(context.Background(), d, time.Minute) // no SQS: it must not send
+		require.ErrorContains(t, err, "cannot carry zType")
+	})
+	t.Run("room for it", func(t *testing.T) {
+		d := delivery(withType(9, "Order"), 1000)
+		for _, fit := range []fitted{w.dlqAttributes(d, wk, failure.NewTerminal("CASE_NOT_FOUND", "gone")), w.resendAttributes(d)} {
+			require.Empty(t, fit.needed)
+			require.Contains(t, fit.attrs, "zType")
+			require.Equal(t, "Order", strValue(fit.attrs, "zType"))
+			require.NotEmpty(t, fit.dropped)
+			require.NotContains(t, fit.dropped, "zType")
+		}
+	})
 }

@@ -121,6 +121,12 @@ type Metrics struct {
 	// 900 bytes). Not observed for work that has no record: a
 	// single-write route's fresh path, unless it recorded a failure.
 	InboxRecordBytes *prometheus.HistogramVec
+	// CopyAttributesDropped counts the attributes the worker's copies of
+	// messages went without, by copy (dlq, resend): SQS carries 10
+	// attributes, and ddbworker's own join the producer's. Never one a
+	// route reads to take the message (such a copy is not made); the log
+	// names them and the message.
+	CopyAttributesDropped *prometheus.CounterVec
 }
 
 // NewMetrics creates the collectors and registers them with reg (nil: not
@@ -172,6 +178,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		InboxRecordBytes: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "inbox_record_bytes",
 			Help:    "Size of each work item's COMPLETED inbox record as DynamoDB counts it, by message type (over 1024 bytes a write costs two units).",
 			Buckets: []float64{256, 512, 768, 900, 1024, 2048, 4096}}, []string{"message_type"}),
+		CopyAttributesDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "copy_attributes_dropped_total",
+			Help: "Attributes the worker's copies of messages went without for SQS's limits, by copy (dlq, resend); the log names them."}, []string{"copy"}),
 	}
 	if reg == nil {
 		return m, nil
@@ -179,7 +187,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	var errs []error
 	for _, c := range []prometheus.Collector{m.Received, m.Outcomes, m.Failures, m.HashMismatches, m.Processing, m.Commit,
 		m.InFlight, m.Concurrency, m.Throttles, m.Conflicts, m.Extensions, m.Deletes, m.DLQSent, m.MessageAge, m.ReceiveErrors,
-		m.DatabaseHealthy, m.HealthTransitions, m.Probes, m.Parked, m.DatabaseCapacity, m.DynamoDBCalls, m.BudgetWait, m.PayloadFetches, m.PayloadAccessDenied, m.ReadAheadDenied, m.InboxRecordBytes} {
+		m.DatabaseHealthy, m.HealthTransitions, m.Probes, m.Parked, m.DatabaseCapacity, m.DynamoDBCalls, m.BudgetWait, m.PayloadFetches, m.PayloadAccessDenied, m.ReadAheadDenied, m.InboxRecordBytes,
+		m.CopyAttributesDropped} {
 		errs = append(errs, reg.Register(c))
 	}
 	return m, errors.Join(errs...)

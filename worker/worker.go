@@ -85,6 +85,7 @@ type Worker struct {
 	deps      Deps
 	routes    map[string]ddbworker.Route
 	adapters  *envelope.Adapters // the adapted routes', in registration order
+	needed    []string           // the attributes the adapters read: every copy keeps them (copies.go)
 	decoder   *envelope.Decoder
 	db        *dbCalls
 	gate      *gate.Gate
@@ -145,7 +146,7 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 	if w.policy, err = (stale.Policy{Lease: cfg.VisibilityTimeout, Skew: cfg.ClockSkew}).WithDefaults(); err != nil { // stale.Zero == Zero
 		errs = append(errs, err)
 	}
-	w.queue = queueFacts{retention: defaultRetention, dlqMaxBytes: maxMessageBytes}
+	w.queue = queueFacts{retention: defaultRetention, maxBytes: maxMessageBytes, dlqMaxBytes: maxMessageBytes}
 	if w.decoder, err = envelope.NewDecoder(cfg.Envelope); err != nil {
 		errs = append(errs, err)
 	} else if lim := w.decoder.Config(); inbox.CheckKeyLimits(lim.MaxKeyBytes, lim.MaxFieldBytes) != nil {
@@ -190,6 +191,7 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 		w.routes[t] = rt
 	}
 	w.adapters = deps.Handlers.Adapters()
+	w.needed = w.adapters.Attributes()
 	w.labels = newLabels(w.routes)
 	w.queueName = QueueName(cfg.QueueURL)
 	w.log = deps.Logger
@@ -333,6 +335,8 @@ type queueFacts struct {
 	retention time.Duration
 	// maxReceives is its redrive policy's maxReceiveCount (0: none).
 	maxReceives int
+	// maxBytes is the queue's MaximumMessageSize (a re-send must fit).
+	maxBytes int
 	// dlqMaxBytes is the DLQ's MaximumMessageSize (a DLQ copy must fit).
 	dlqMaxBytes int
 	// visibility is the queue's own visibility timeout (0: unread).
@@ -345,6 +349,9 @@ type QueueInfo struct {
 	Retention time.Duration
 	// MaxReceiveCount is its redrive policy's (0: none).
 	MaxReceiveCount int
+	// MaxMessageSize is the queue's MaximumMessageSize (a re-send is sized
+	// to fit it).
+	MaxMessageSize int
 	// DLQMaxMessageSize is the DLQ's MaximumMessageSize (the DLQ copy is
 	// sized to fit it).
 	DLQMaxMessageSize int
@@ -360,7 +367,7 @@ type QueueInfo struct {
 // read keeps SQS's defaults, with a warning logged.
 func (w *Worker) Prepare(ctx context.Context) QueueInfo {
 	w.queueOnce.Do(func() { w.readQueue(ctx) })
-	return QueueInfo{Retention: w.queue.retention, MaxReceiveCount: w.queue.maxReceives, DLQMaxMessageSize: w.queue.dlqMaxBytes,
+	return QueueInfo{Retention: w.queue.retention, MaxReceiveCount: w.queue.maxReceives, MaxMessageSize: w.queue.maxBytes, DLQMaxMessageSize: w.queue.dlqMaxBytes,
 		OutageCover: w.cfg.Health.OutageCover(w.queue.maxReceives, w.fifo)}
 }
 
@@ -370,11 +377,12 @@ const defaultRetention = 4 * 24 * time.Hour
 
 // readQueue reads the queue's retention period, its redrive policy's
 // maxReceiveCount and its visibility timeout (Run warns once when it
-// differs from the worker's, which sets its own on every receive), and the
-// DLQ's MaximumMessageSize. What it cannot read keeps SQS's defaults.
+// differs from the worker's, which sets its own on every receive), its
+// MaximumMessageSize (a re-send must fit it) and the DLQ's. What it
+// cannot read keeps SQS's defaults.
 func (w *Worker) readQueue(ctx context.Context) {
 	attrs, err := w.queueAttributes(ctx, w.cfg.QueueURL, types.QueueAttributeNameMessageRetentionPeriod,
-		types.QueueAttributeNameVisibilityTimeout, types.QueueAttributeNameRedrivePolicy)
+		types.QueueAttributeNameVisibilityTimeout, types.QueueAttributeNameRedrivePolicy, types.QueueAttributeNameMaximumMessageSize)
 	if err != nil {
 		w.log.WarnContext(ctx, "could not read the queue's attributes; assuming a retention period of 4 days", "error", err.Error())
 	} else {
@@ -384,6 +392,9 @@ func (w *Worker) readQueue(ctx context.Context) {
 		w.queue.maxReceives = maxReceiveCount(attrs[string(types.QueueAttributeNameRedrivePolicy)])
 		if s, err := strconv.Atoi(attrs[string(types.QueueAttributeNameVisibilityTimeout)]); err == nil && s > 0 {
 			w.queue.visibility = time.Duration(s) * time.Second
+		}
+		if n, err := strconv.Atoi(attrs[string(types.QueueAttributeNameMaximumMessageSize)]); err == nil && n > 0 {
+			w.queue.maxBytes = n
 		}
 	}
 	if w.cfg.DLQURL == "" || w.cfg.TerminalPolicy != PolicyDLQ {
