@@ -63,7 +63,7 @@ func TestTeamModule(t *testing.T) {
 		"GOWORK=off", "GOTOOLCHAIN=local", "GOPROXY=off", "GOFLAGS=-mod=mod",
 		testenv.RequireEnv+"=1")
 	start := time.Now()
-	goCmd(t, dir, env, 2*time.Minute, goBin, "mod", "tidy")
+	goCmd(t, dir, env, 2*time.Minute, goBin, "mod", "tidy", "-e")
 	t.Logf("go mod tidy: %s", time.Since(start).Round(time.Millisecond))
 	gomod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
 	require.NoError(t, err)
