@@ -1041,7 +1041,7 @@ func TestAcquireRenewsAHeldLease(t *testing.T) {
 		first, err := g1.Acquire(ctx, req)
 		require.NoError(t, err)
 		f.clock.Advance(lease + skew + time.Second)
-		expired, _ := f.record(req.Key) // as the read ahead found it
+		expired, _ := f.record(req.Key)    // as the read ahead found it
 		other, err := g2.Acquire(ctx, req) // the lease ran out: another worker takes it over
 		require.NoError(t, err)
 		require.Equal(t, gate.VerdictTakeover, other.Verdict)
