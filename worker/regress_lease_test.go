@@ -1,0 +1,130 @@
+package worker_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go/middleware"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ddbworker/ddbworker"
+	"github.com/ddbworker/ddbworker/effects"
+	"github.com/ddbworker/ddbworker/example/caseflow"
+	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/dev/ddbproxy"
+	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/worker"
+)
+
+// visibilityLatency delays every ChangeMessageVisibility call by d while
+// on, as AWS's latency would (fauxqs answers at once, which hides races
+// with it).
+type visibilityLatency struct {
+	d  time.Duration
+	on atomic.Bool
+}
+
+func (l *visibilityLatency) install(o *sqs.Options) {
+	o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("regress.visibilityLatency", func(ctx context.Context, in middleware.InitializeInput,
+			next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			if _, ok := in.Parameters.(*sqs.ChangeMessageVisibilityInput); ok && l.on.Load() {
+				if err := sleepCtx(ctx, l.d); err != nil {
+					return middleware.InitializeOutput{}, middleware.Metadata{}, err
+				}
+			}
+			return next.HandleInitialize(ctx, in)
+		}), middleware.Before)
+	})
+}
+
+// Issue 21, defect 3: a delivery parked while it holds a lease (the
+// database turned unhealthy under its handler) got that lease back after
+// the recovery as it was — expired, the outage having outlasted it — and
+// its handler started under it: the heartbeat renews an expired lease at
+// once, but only after its visibility call to SQS, so the handler's
+// effects.Do reached its claim first, was refused (EFFECT_LEASE_LOST: the
+// work's lease is not live), and the refusal was recorded as a business
+// attempt. Racy on AWS (every run with 150 ms of SQS latency); here the
+// SQS latency of the heartbeat's visibility call after the recovery is
+// 2 s, so the old code charged the attempt every run (applied at attempt
+// 2, attempts 1 on the record). The held lease is renewed by the claim
+// now, before the handler starts: applied once, at attempt 1, no attempt
+// and no takeover counted.
+func TestHeldLeaseRenewedBeforeTheHandler(t *testing.T) {
+	h := newHarness(t, testenv.Options{Queue: worker.QueueConfig{MaxReceiveCount: 5, VisibilityTimeout: 2 * time.Second}})
+	proxy, ddb := h.proxied()
+	h.seedCases("c1")
+	log, err := effects.New(ddb, effects.Config{Inbox: inbox.Store{Table: h.env.Table}})
+	require.NoError(t, err)
+
+	started, outage := make(chan struct{}), make(chan struct{})
+	var runs, calls atomic.Int32
+	var refusals atomic.Value
+	reg := ddbworker.NewRegistry()
+	require.NoError(t, reg.Register(caseflow.TypeDeadline, ddbworker.HandlerFunc(func(ctx context.Context, m *ddbworker.Message) (ddbworker.Result, error) {
+		if runs.Add(1) == 1 {
+			// The database goes down under the first run: it ends by
+			// infrastructure trouble once the gate has tripped, holding
+			// its lease, which nothing can give back now.
+			close(started)
+			select {
+			case <-outage:
+			case <-ctx.Done():
+				return ddbworker.Result{}, ctx.Err()
+			}
+			return ddbworker.Result{}, failure.NewRetryable(failure.CodeThrottled, "the database is down")
+		}
+		eff, err := log.Do(ctx, m, effects.Call{Name: "notify", Provider: "mail", Operation: "send", Request: map[string]string{"case": "c1"}, Idempotent: true},
+			func(ctx context.Context, key string) (effects.Outcome, error) {
+				calls.Add(1)
+				return effects.Outcome{Ref: key}, nil
+			})
+		if err != nil {
+			refusals.Store(err.Error())
+			return ddbworker.Result{}, err
+		}
+		return ddbworker.Apply(eff.Write()), nil
+	})))
+
+	cfg := h.testConfig()
+	cfg.CallTimeout = time.Second
+	cfg.Health = worker.HealthConfig{ConsecutiveFailures: 1, ProbeInterval: 300 * time.Millisecond, ProbeMaxInterval: time.Second, ParkVisibility: 10 * time.Second}
+	latency := &visibilityLatency{d: 2 * time.Second}
+	run := h.start(cfg, worker.Deps{DynamoDB: ddb, SQS: sqs.NewFromConfig(h.env.AWS, h.inj.SQS, latency.install), Handlers: reg})
+	h.send(mustEnv(t)(caseflow.NewDeadlineRequest("k-held", "c1", "intake", effective)))
+
+	<-started
+	proxy.SetMode(ddbproxy.Throttle) // the heartbeat's renewal fails: the gate trips
+	testenv.Eventually(t, 30*time.Second, func() bool { return !run.w.DatabaseHealthy() }, "the health gate trips")
+	close(outage)
+	parked := h.waitEvents(1, 30*time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeParked })[0]
+	require.False(t, parked.Final)
+	held := h.record("k-held", caseflow.TypeDeadline)
+	require.Equal(t, inbox.StatusProcessing, held.Status)
+	require.NotEmpty(t, held.LeaseToken, "the parked delivery holds its lease: nothing could give it back")
+	// The outage outlasts the lease and its skew margin.
+	<-time.After(time.Until(held.LeaseExpiry.Add(cfg.ClockSkew + time.Second))) // the lease's end, not a wait for async work
+	// The recovery: from now on the heartbeat's first visibility call
+	// (before its first renewal) takes 2 s.
+	latency.on.Store(true)
+	proxy.SetMode(ddbproxy.Pass)
+
+	ev := h.waitEvents(1, 60*time.Second, final)[0]
+	require.Equal(t, worker.OutcomeApplied, ev.Outcome, "%+v (the handler was refused: %v)", h.allEvents(), refusals.Load())
+	require.Equal(t, 1, ev.Attempt, "no business attempt charged for the outage: %+v (refused: %v)", h.allEvents(), refusals.Load())
+	require.Nil(t, refusals.Load(), "the handler never started under an expired lease")
+	for _, e := range h.allEvents() {
+		require.NotEqual(t, effects.CodeLeaseLost, e.Code, "%+v", e)
+	}
+	rec := h.record("k-held", caseflow.TypeDeadline)
+	require.Equal(t, inbox.StatusCompleted, rec.Status)
+	require.Zero(t, rec.Attempts, "no failure recorded")
+	require.Zero(t, rec.Takeovers, "the parked delivery's own lease, renewed: no takeover")
+	require.EqualValues(t, 1, calls.Load(), "the effect was made once")
+	h.requireQueueEmpty()
+}
