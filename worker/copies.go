@@ -61,15 +61,19 @@ func origin(d *delivery) map[string]types.MessageAttributeValue {
 }
 
 // controls are ddbworker's control attributes a re-send of d's message
-// keeps: its origin, and the marks of a message the DLQ tooling redrove or
+// keeps: its origin, the marks of a message the DLQ tooling redrove or
 // copied (AttrRedrivenFrom, AttrFailureCode), which keep the copy from
-// claiming by its commit as they kept d (claimsByCommit).
+// claiming by its commit as they kept d (claimsByCommit), and the lease d
+// holds (attrHeldLease), which the copy's claim gets back.
 func controls(d *delivery) map[string]types.MessageAttributeValue {
 	out := origin(d)
 	for _, k := range []string{dlq.AttrRedrivenFrom, dlq.AttrFailureCode} {
 		if v, ok := d.m.MessageAttributes[k]; ok {
 			out[k] = v
 		}
+	}
+	if v, ok := heldLeaseAttribute(d.held); ok {
+		out[attrHeldLease] = v
 	}
 	return out
 }

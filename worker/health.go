@@ -390,6 +390,9 @@ func (p *parkingLot) update(receipt string, f func(*parkedMsg) bool) {
 // keepParked renews the visibility of parked messages until ctx ends: every
 // third of ParkVisibility, in batches of 10. A message SQS will not hide any
 // longer (12 hours after its receipt) is let go: it comes back by itself.
+// When ctx ends (shutdown) while the database is unhealthy, the parked
+// messages that hold a lease are handed over (handOverParked) before
+// unpark leaves the rest hidden.
 func (w *Worker) keepParked(ctx context.Context) {
 	every := w.health.cfg.ParkVisibility / 3
 	t := time.NewTicker(every)
@@ -397,6 +400,9 @@ func (w *Worker) keepParked(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			if !w.health.Healthy() {
+				w.handOverParked(context.WithoutCancel(ctx))
+			}
 			return
 		case <-t.C:
 		}
@@ -417,6 +423,10 @@ func (w *Worker) extendParked(ctx context.Context, batch []parkedMsg) {
 		receipt := aws.ToString(pm.d.m.ReceiptHandle)
 		if hide < w.health.cfg.ParkVisibility/2 {
 			w.parked.update(receipt, func(*parkedMsg) bool { return false })
+			if w.handOver(ctx, pm.d, w.health.cfg.ParkVisibility) {
+				w.log.Warn("parked message re-sent with its lease: SQS hides a message at most 12 hours after its receipt", "sqsMessageId", pm.d.id)
+				continue
+			}
 			w.log.Warn("parked message released: SQS hides a message at most 12 hours after its receipt; it will be received again",
 				"sqsMessageId", pm.d.id)
 			continue
@@ -451,4 +461,59 @@ func (w *Worker) extendParked(ctx context.Context, batch []parkedMsg) {
 		w.log.Info("parked message let go: its visibility could not be renewed", "sqsMessageId", batch[i].d.id,
 			"code", aws.ToString(f.Code))
 	}
+}
+
+// handOverParked hands over the lease of every parked message that holds
+// one (handOver), hidden as long as it still would have been, when the
+// worker shuts down while the database is unhealthy: nothing can give the
+// leases back then, and a message let go with its lease would be taken
+// over by its next delivery once the lease expired, counting a takeover
+// for the outage (five outages: MAX_TAKEOVERS_EXCEEDED).
+func (w *Worker) handOverParked(ctx context.Context) {
+	now := w.cfg.Now()
+	for _, pm := range w.parked.due(maxTime) {
+		if pm.d.held == nil {
+			continue
+		}
+		if w.handOver(ctx, pm.d, pm.hidden.Sub(now)) {
+			w.parked.update(aws.ToString(pm.d.m.ReceiptHandle), func(*parkedMsg) bool { return false })
+			w.log.Info("parked message re-sent with its lease at shutdown: the database is unhealthy, so the lease cannot be given back",
+				"sqsMessageId", pm.d.id)
+		}
+	}
+}
+
+// maxTime is later than any parked message's visibility.
+var maxTime = time.Unix(1<<62, 0)
+
+// handOver hands the lease a parked delivery holds (delivery.held) to a
+// copy of its message, sent delayed by delay (at most SQS's 15 minutes)
+// with the lease in attrHeldLease, and deletes the message: the copy's
+// claim gets the lease back instead of taking it over. It reports false,
+// and does nothing, when d holds no lease, on a FIFO queue (the copy
+// would leave its group's order: the lease is taken over, one takeover),
+// or when the copy cannot be sent. A delete that fails leaves both: the
+// gate absorbs the duplicate.
+func (w *Worker) handOver(ctx context.Context, d *delivery, delay time.Duration) bool {
+	if d.held == nil || w.fifo {
+		return false
+	}
+	if err := w.resend(ctx, d, max(0, min(delay, maxSendDelay))); err != nil {
+		w.log.Warn("could not re-send a parked message with its lease; its next delivery takes the lease over when it expires",
+			"sqsMessageId", d.id, "error", truncateRunes(err.Error(), maxLoggedMessage))
+		return false
+	}
+	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqsCallTimeout)
+	defer cancel()
+	out, err := w.deps.SQS.DeleteMessageBatch(callCtx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(w.cfg.QueueURL),
+		Entries: []types.DeleteMessageBatchRequestEntry{{Id: aws.String("0"), ReceiptHandle: d.m.ReceiptHandle}}})
+	if err == nil && len(out.Failed) > 0 {
+		err = fmt.Errorf("%s: %s", aws.ToString(out.Failed[0].Code), aws.ToString(out.Failed[0].Message))
+	}
+	if err != nil {
+		w.log.Warn("re-sent a parked message with its lease, but could not delete it; the gate absorbs the duplicate",
+			"sqsMessageId", d.id, "error", truncateRunes(err.Error(), maxLoggedMessage))
+	}
+	d.held = nil
+	return true
 }

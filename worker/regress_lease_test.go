@@ -92,7 +92,9 @@ func TestHeldLeaseRenewedBeforeTheHandler(t *testing.T) {
 	})))
 
 	cfg := h.testConfig()
-	cfg.CallTimeout = time.Second
+	// Room for a slow emulator before the outage (a claim that timed out
+	// would park the message before its handler ran).
+	cfg.CallTimeout = 1500 * time.Millisecond
 	cfg.Health = worker.HealthConfig{ConsecutiveFailures: 1, ProbeInterval: 300 * time.Millisecond, ProbeMaxInterval: time.Second, ParkVisibility: 10 * time.Second}
 	latency := &visibilityLatency{d: 2 * time.Second}
 	run := h.start(cfg, worker.Deps{DynamoDB: ddb, SQS: sqs.NewFromConfig(h.env.AWS, h.inj.SQS, latency.install), Handlers: reg})
@@ -126,5 +128,120 @@ func TestHeldLeaseRenewedBeforeTheHandler(t *testing.T) {
 	require.Zero(t, rec.Attempts, "no failure recorded")
 	require.Zero(t, rec.Takeovers, "the parked delivery's own lease, renewed: no takeover")
 	require.EqualValues(t, 1, calls.Load(), "the effect was made once")
+	h.requireQueueEmpty()
+}
+
+// interruptedOnce is a handler whose first run holds its lease until the
+// database is down (started closes as it begins; it ends when outage is
+// closed, by infrastructure trouble, so its delivery is parked holding the
+// lease), and whose later runs apply a write, counted in runs.
+func interruptedOnce(t *testing.T, table string) (reg *ddbworker.Registry, started, outage chan struct{}, runs *atomic.Int32) {
+	started, outage, runs = make(chan struct{}), make(chan struct{}), new(atomic.Int32)
+	reg = ddbworker.NewRegistry()
+	require.NoError(t, reg.Register(caseflow.TypeDeadline, ddbworker.HandlerFunc(func(ctx context.Context, m *ddbworker.Message) (ddbworker.Result, error) {
+		if runs.Add(1) == 1 {
+			close(started)
+			select {
+			case <-outage:
+			case <-ctx.Done():
+				return ddbworker.Result{}, ctx.Err()
+			}
+			return ddbworker.Result{}, failure.NewRetryable(failure.CodeThrottled, "the database is down")
+		}
+		return ddbworker.Apply(ddbworker.Put(table, ddbworker.Key{"PK": "APPLIED#" + m.Key(), "SK": "X"}, ddbworker.Item{"run": m.Run})), nil
+	})))
+	return reg, started, outage, runs
+}
+
+// By trace (issue 21): a delivery parked on the last receive the redrive
+// policy allows is re-sent, and the original deleted (parkByResend); a
+// lease it held went nowhere — nothing can give it back while the
+// database is down — so the copy's claim took it over once it expired,
+// counting a takeover (five outages ended healthy work
+// MAX_TAKEOVERS_EXCEEDED). The copy carries the lease now
+// (ddbworker.heldLease) and gets it back: no takeover.
+func TestParkByResendHandsOverItsLease(t *testing.T) {
+	h := newHarness(t, testenv.Options{Queue: worker.QueueConfig{MaxReceiveCount: 2, VisibilityTimeout: 2 * time.Second}})
+	proxy, ddb := h.proxied()
+	h.send(mustEnv(t)(caseflow.NewDeadlineRequest("k-resent", "c1", "intake", effective)))
+	// A first receive elsewhere: the worker's receive is the last one.
+	h.makeVisible(h.sqsEvent(1, 30*time.Second))
+
+	reg, started, outage, runs := interruptedOnce(t, h.env.Table)
+	cfg := h.testConfig()
+	// Room for a slow emulator before the outage (a claim that timed out
+	// would park the message before its handler ran).
+	cfg.CallTimeout = 1500 * time.Millisecond
+	cfg.Health = worker.HealthConfig{ConsecutiveFailures: 1, ProbeInterval: 300 * time.Millisecond, ProbeMaxInterval: time.Second,
+		ParkVisibility: 2 * time.Second, ParkMaxVisibility: 2 * time.Second}
+	run := h.start(cfg, worker.Deps{DynamoDB: ddb, Handlers: reg})
+
+	<-started
+	proxy.SetMode(ddbproxy.Throttle) // the heartbeat's renewal fails: the gate trips
+	testenv.Eventually(t, 30*time.Second, func() bool { return !run.w.DatabaseHealthy() }, "the health gate trips")
+	close(outage)
+	parked := h.waitEvents(1, 30*time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeParked })[0]
+	require.True(t, parked.Final, "re-sent on its last receive: the original is deleted")
+	held := h.record("k-resent", caseflow.TypeDeadline)
+	require.Equal(t, inbox.StatusProcessing, held.Status)
+	require.NotEmpty(t, held.LeaseToken, "the lease is still on the record: nothing could give it back")
+	<-time.After(time.Until(held.LeaseExpiry.Add(cfg.ClockSkew + time.Second))) // the lease's end, not a wait for async work
+	proxy.SetMode(ddbproxy.Pass)
+
+	applied := h.waitEvents(1, 60*time.Second, func(ev worker.Event) bool { return ev.Final && ev.Outcome != worker.OutcomeParked })[0]
+	require.Equal(t, worker.OutcomeApplied, applied.Outcome, "%+v", h.allEvents())
+	require.NotEqual(t, parked.SQSMessageID, applied.SQSMessageID, "the copy")
+	require.Equal(t, 1, applied.Attempt)
+	rec := h.record("k-resent", caseflow.TypeDeadline)
+	require.Equal(t, inbox.StatusCompleted, rec.Status)
+	require.Equal(t, held.LeaseToken, rec.LeaseToken, "the copy committed under the lease the original held")
+	require.Zero(t, rec.Takeovers, "the copy got the lease back: no takeover (%+v)", h.allEvents())
+	require.Zero(t, rec.Attempts)
+	require.EqualValues(t, 2, runs.Load(), "interrupted once, applied once")
+	require.Zero(t, testenv.InspectQueue(t, h.env.Queues.DLQURL).Total(), "nothing dead-lettered")
+	h.requireQueueEmpty()
+}
+
+// By trace (issue 21): a worker shut down while the database is unhealthy
+// let go of its parked messages (left hidden for the rest of their park)
+// with the leases they held, which nothing could give back: the next
+// delivery of each took its lease over once it expired, counting a
+// takeover for the outage. The parked messages that hold a lease are
+// re-sent with it now (ddbworker.heldLease), delayed as long as they would
+// have stayed hidden, and the copy gets the lease back: no takeover.
+func TestShutdownWhileUnhealthyHandsOverHeldLeases(t *testing.T) {
+	h := newHarness(t, testenv.Options{Queue: worker.QueueConfig{MaxReceiveCount: 5, VisibilityTimeout: 2 * time.Second}})
+	proxy, ddb := h.proxied()
+	h.send(mustEnv(t)(caseflow.NewDeadlineRequest("k-shutdown", "c1", "intake", effective)))
+
+	reg, started, outage, runs := interruptedOnce(t, h.env.Table)
+	cfg := h.testConfig()
+	cfg.CallTimeout = 1500 * time.Millisecond
+	cfg.Health = worker.HealthConfig{ConsecutiveFailures: 1, ProbeInterval: 300 * time.Millisecond, ProbeMaxInterval: time.Second, ParkVisibility: 3 * time.Second}
+	first := h.start(cfg, worker.Deps{DynamoDB: ddb, Handlers: reg})
+
+	<-started
+	proxy.SetMode(ddbproxy.Throttle) // the heartbeat's renewal fails: the gate trips
+	testenv.Eventually(t, 30*time.Second, func() bool { return !first.w.DatabaseHealthy() }, "the health gate trips")
+	close(outage)
+	parked := h.waitEvents(1, 30*time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeParked })[0]
+	require.False(t, parked.Final, "parked in the worker")
+	first.Stop() // a deploy during the outage
+	held := h.record("k-shutdown", caseflow.TypeDeadline)
+	require.Equal(t, inbox.StatusProcessing, held.Status)
+	require.NotEmpty(t, held.LeaseToken, "the lease is still on the record: nothing could give it back")
+	<-time.After(time.Until(held.LeaseExpiry.Add(cfg.ClockSkew + time.Second))) // the lease's end, not a wait for async work
+	proxy.SetMode(ddbproxy.Pass)
+
+	h.start(cfg, worker.Deps{DynamoDB: ddb, Handlers: reg}) // the next worker
+	applied := h.waitEvents(1, 60*time.Second, final)[0]
+	require.Equal(t, worker.OutcomeApplied, applied.Outcome, "%+v", h.allEvents())
+	require.Equal(t, 1, applied.Attempt)
+	rec := h.record("k-shutdown", caseflow.TypeDeadline)
+	require.Equal(t, inbox.StatusCompleted, rec.Status)
+	require.Equal(t, held.LeaseToken, rec.LeaseToken, "committed under the lease the parked message held")
+	require.Zero(t, rec.Takeovers, "the lease went with the message: no takeover (%+v)", h.allEvents())
+	require.Zero(t, rec.Attempts)
+	require.EqualValues(t, 2, runs.Load(), "interrupted once, applied once")
 	h.requireQueueEmpty()
 }
