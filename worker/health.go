@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/health"
 	"github.com/ddbworker/ddbworker/internal/sqsbatch"
@@ -134,6 +135,10 @@ type dbHealth struct {
 	// how the probes went since the trip.
 	nextProbe              time.Time
 	failedProbes, okProbes int
+	// letGo are the leases of parked messages let go while the database
+	// was unhealthy (their visibility could not be renewed: the message is
+	// back in the queue): given back when it recovers (releaseLetGo).
+	letGo []inbox.Lease
 }
 
 func newDBHealth(w *Worker, cfg HealthConfig) (*dbHealth, error) {
@@ -284,6 +289,7 @@ func (h *dbHealth) probe(ctx context.Context) error {
 }
 
 func (h *dbHealth) recover() {
+	h.releaseLetGo()
 	now := h.w.cfg.Now()
 	h.detector.Reset()
 	limit := h.w.limiter.Restart(now)
@@ -299,6 +305,36 @@ func (h *dbHealth) recover() {
 	h.w.metrics.HealthTransitions.WithLabelValues("healthy").Inc()
 	h.w.log.Info("database healthy: receiving resumed, concurrency ramping up from 1",
 		"pausedFor", paused.Round(time.Millisecond).String(), "parked", h.w.parked.len(), "concurrencyLimit", limit)
+}
+
+// keepLease keeps the lease of a parked message let go while the database
+// is unhealthy, to give it back when it recovers.
+func (h *dbHealth) keepLease(l inbox.Lease) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.letGo = append(h.letGo, l)
+}
+
+// releaseLetGo gives back the leases of the parked messages let go during
+// the outage, before receiving resumes, so that their next deliveries take
+// the work over at once and count no takeover. Best effort, each fenced on
+// its token: a lease another delivery took over already is not touched,
+// and one not given back expires, costing one takeover.
+func (h *dbHealth) releaseLetGo() {
+	h.mu.Lock()
+	leases := h.letGo
+	h.letGo = nil
+	h.mu.Unlock()
+	for _, l := range leases {
+		ctx, cancel := context.WithTimeout(asCleanup(context.Background()), h.w.cfg.CallTimeout)
+		err := h.w.committer.Release(ctx, l, failure.NewRetryable(failure.CodeServiceUnavailable, "parked during a database outage and let go"))
+		cancel()
+		var lost *inbox.LeaseLostError
+		if err != nil && !errors.As(err, &lost) {
+			h.w.log.Warn("could not give back the lease of a parked message let go during the outage; it expires", "idempotencyKey", l.Key,
+				"error", truncateRunes(err.Error(), maxLoggedMessage))
+		}
+	}
 }
 
 // parkedMsg is a message held while the database is unhealthy. It carries
@@ -427,6 +463,9 @@ func (w *Worker) extendParked(ctx context.Context, batch []parkedMsg) {
 				w.log.Warn("parked message re-sent with its lease: SQS hides a message at most 12 hours after its receipt", "sqsMessageId", pm.d.id)
 				continue
 			}
+			if pm.d.held != nil {
+				w.health.keepLease(*pm.d.held)
+			}
 			w.log.Warn("parked message released: SQS hides a message at most 12 hours after its receipt; it will be received again",
 				"sqsMessageId", pm.d.id)
 			continue
@@ -456,8 +495,12 @@ func (w *Worker) extendParked(ctx context.Context, batch []parkedMsg) {
 	for _, f := range out.Failed {
 		i, _ := strconv.Atoi(aws.ToString(f.Id))
 		// The handle is no good any more (the message is back in the queue
-		// or someone else holds it): its next delivery goes through the gate.
+		// or someone else holds it): its next delivery goes through the gate,
+		// and a lease it held is given back when the database recovers.
 		w.parked.update(aws.ToString(batch[i].d.m.ReceiptHandle), func(*parkedMsg) bool { return false })
+		if l := batch[i].d.held; l != nil {
+			w.health.keepLease(*l)
+		}
 		w.log.Info("parked message let go: its visibility could not be renewed", "sqsMessageId", batch[i].d.id,
 			"code", aws.ToString(f.Code))
 	}

@@ -6,8 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/middleware"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker"
@@ -241,6 +244,76 @@ func TestShutdownWhileUnhealthyHandsOverHeldLeases(t *testing.T) {
 	require.Equal(t, inbox.StatusCompleted, rec.Status)
 	require.Equal(t, held.LeaseToken, rec.LeaseToken, "committed under the lease the parked message held")
 	require.Zero(t, rec.Takeovers, "the lease went with the message: no takeover (%+v)", h.allEvents())
+	require.Zero(t, rec.Attempts)
+	require.EqualValues(t, 2, runs.Load(), "interrupted once, applied once")
+	h.requireQueueEmpty()
+}
+
+// failedVisibilityBatch answers every ChangeMessageVisibilityBatch entry
+// as failed (ReceiptHandleIsInvalid: the message is back in the queue)
+// while on, as SQS does for a handle whose visibility already ran out.
+type failedVisibilityBatch struct{ on atomic.Bool }
+
+func (f *failedVisibilityBatch) install(o *sqs.Options) {
+	o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("regress.failedVisibilityBatch", func(ctx context.Context, in middleware.InitializeInput,
+			next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			batch, ok := in.Parameters.(*sqs.ChangeMessageVisibilityBatchInput)
+			if !ok || !f.on.Load() {
+				return next.HandleInitialize(ctx, in)
+			}
+			out := &sqs.ChangeMessageVisibilityBatchOutput{}
+			for _, e := range batch.Entries {
+				out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String("ReceiptHandleIsInvalid"), SenderFault: true})
+			}
+			return middleware.InitializeOutput{Result: out}, middleware.Metadata{}, nil
+		}), middleware.Before)
+	})
+}
+
+// By trace (issue 21): a parked message the worker lets go while the
+// database is unhealthy (its visibility could not be renewed) went with
+// the lease it held, which nothing could give back: its next delivery
+// took the lease over once it expired, counting a takeover for the
+// outage. The worker keeps such leases and gives them back when the
+// database recovers, before receiving resumes: the next delivery takes
+// the work over at once and counts nothing.
+func TestParkedLetGoLeaseGivenBackOnRecovery(t *testing.T) {
+	h := newHarness(t, testenv.Options{Queue: worker.QueueConfig{MaxReceiveCount: 5, VisibilityTimeout: 2 * time.Second}})
+	proxy, ddb := h.proxied()
+	h.send(mustEnv(t)(caseflow.NewDeadlineRequest("k-letgo", "c1", "intake", effective)))
+
+	reg, started, outage, runs := interruptedOnce(t, h.env.Table)
+	metrics, err := worker.NewMetrics(prometheus.NewRegistry())
+	require.NoError(t, err)
+	cfg := h.testConfig()
+	cfg.CallTimeout = 1500 * time.Millisecond
+	cfg.Health = worker.HealthConfig{ConsecutiveFailures: 1, ProbeInterval: 300 * time.Millisecond, ProbeMaxInterval: time.Second, ParkVisibility: 3 * time.Second}
+	invalid := &failedVisibilityBatch{}
+	run := h.start(cfg, worker.Deps{DynamoDB: ddb, SQS: sqs.NewFromConfig(h.env.AWS, h.inj.SQS, invalid.install), Handlers: reg, Metrics: metrics})
+
+	<-started
+	proxy.SetMode(ddbproxy.Throttle) // the heartbeat's renewal fails: the gate trips
+	testenv.Eventually(t, 30*time.Second, func() bool { return !run.w.DatabaseHealthy() }, "the health gate trips")
+	close(outage)
+	parked := h.waitEvents(1, 30*time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeParked })[0]
+	require.False(t, parked.Final)
+	require.Equal(t, 1.0, gauge(t, metrics.Parked))
+	invalid.on.Store(true)
+	testenv.Eventually(t, 30*time.Second, func() bool { return gauge(t, metrics.Parked) == 0 }, "the parked message is let go")
+	invalid.on.Store(false)
+	held := h.record("k-letgo", caseflow.TypeDeadline)
+	require.Equal(t, inbox.StatusProcessing, held.Status)
+	require.NotEmpty(t, held.LeaseToken, "the lease is still on the record: nothing could give it back")
+	<-time.After(time.Until(held.LeaseExpiry.Add(cfg.ClockSkew + time.Second))) // the lease's end, not a wait for async work
+	proxy.SetMode(ddbproxy.Pass)
+
+	applied := h.waitEvents(1, 60*time.Second, final)[0]
+	require.Equal(t, worker.OutcomeApplied, applied.Outcome, "%+v", h.allEvents())
+	require.Equal(t, 1, applied.Attempt)
+	rec := h.record("k-letgo", caseflow.TypeDeadline)
+	require.Equal(t, inbox.StatusCompleted, rec.Status)
+	require.Zero(t, rec.Takeovers, "the lease was given back at the recovery: no takeover (%+v)", h.allEvents())
 	require.Zero(t, rec.Attempts)
 	require.EqualValues(t, 2, runs.Load(), "interrupted once, applied once")
 	h.requireQueueEmpty()
