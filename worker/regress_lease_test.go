@@ -298,7 +298,7 @@ func TestParkedLetGoLeaseGivenBackOnRecovery(t *testing.T) {
 	close(outage)
 	parked := h.waitEvents(1, 30*time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeParked })[0]
 	require.False(t, parked.Final)
-	require.Equal(t, 1.0, gauge(t, metrics.Parked))
+	testenv.Eventually(t, 10*time.Second, func() bool { return gauge(t, metrics.Parked) == 1 }, "parked in the worker")
 	invalid.on.Store(true)
 	testenv.Eventually(t, 30*time.Second, func() bool { return gauge(t, metrics.Parked) == 0 }, "the parked message is let go")
 	invalid.on.Store(false)
