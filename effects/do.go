@@ -163,8 +163,17 @@ func (l *Log) Do(ctx context.Context, msg *ddbworker.Message, c Call, fn CallFun
 		}
 		return eff, err
 	}
-	return nil, effectErr(failure.Retryable, CodeLeaseLost, key, nil, ErrLeaseLost, lastErr,
+	return nil, effectErr(failure.Retryable, CodeLeaseLost, key, nil, ErrLeaseLost, errors.Join(l.lostLease(msg.Key(), msg.Type(), msg.LeaseToken, msg.Attempt, nil), lastErr),
 		"the effect record kept changing under this attempt")
+}
+
+// lostLease is the cause of an EFFECT_LEASE_LOST failure: the inbox's own
+// *inbox.LeaseLostError for the work's lease (old is the inbox record as a
+// fence found it, nil when not read). Through it the worker takes the
+// failure for what it is, a lost lease — never a business attempt: the
+// call was not made, and the work's record is not this attempt's to fail.
+func (l *Log) lostLease(workKey, messageType, token string, attempt int, old map[string]types.AttributeValue) *inbox.LeaseLostError {
+	return l.store.inbox.LostLease(inbox.Lease{Key: workKey, MessageType: messageType, Token: token, Attempt: attempt}, old)
 }
 
 func validCall(msg *ddbworker.Message, c Call, fn CallFunc) error {
@@ -348,7 +357,8 @@ func (l *Log) claim(ctx context.Context, msg *ddbworker.Message, c Call, key, ha
 			if held != nil {
 				msgText = fmt.Sprintf("the work's inbox record is %s with %d failed attempts (this is attempt %d): the lease was lost", held.Status, held.Attempts, msg.Attempt)
 			}
-			return nil, effectErr(failure.Retryable, CodeLeaseLost, key, rec, ErrLeaseLost, nil, msgText)
+			return nil, effectErr(failure.Retryable, CodeLeaseLost, key, rec, ErrLeaseLost,
+				l.lostLease(msg.Key(), msg.Type(), msg.LeaseToken, msg.Attempt, reasons[1].Item), msgText)
 		}
 		if len(reasons) >= 1 && aws.ToString(reasons[0].Code) == "ConditionalCheckFailed" {
 			return nil, errMoved
@@ -488,7 +498,7 @@ func (l *Log) call(ctx context.Context, c Call, lbl labels, key string, rec *Eff
 // claim: another holder of the work claimed it (this one lost its lease).
 func (l *Log) moved(ctx context.Context, key string, rec *Effect, err error) error {
 	now, _ := l.get(ctx, key)
-	return effectErr(failure.Retryable, CodeLeaseLost, key, now, ErrLeaseLost, err,
+	return effectErr(failure.Retryable, CodeLeaseLost, key, now, ErrLeaseLost, errors.Join(l.lostLease(rec.WorkKey, rec.MessageType, rec.WorkLease, rec.WorkAttempt, nil), err),
 		"the effect record left this claim during the call (another holder of the work claimed it)")
 }
 

@@ -60,6 +60,8 @@ const (
 	// CodeLeaseLost (retryable): the work's inbox lease is not this
 	// attempt's any more (another delivery took it over), or the effect
 	// record moved under this claim: this attempt stops without calling.
+	// Its cause is an *inbox.LeaseLostError, by which the worker treats it
+	// as a lost lease, not as a business attempt.
 	CodeLeaseLost = "EFFECT_LEASE_LOST"
 	// CodeNotLeased (terminal): the work has no PROCESSING inbox record —
 	// Do was called from a Fused route (which has no PROCESSING phase) or

@@ -670,3 +670,29 @@ func TestUnknownMarkingFailedIsRetried(t *testing.T) {
 	calls, _ := f.prov.Count(key)
 	require.Equal(t, 1, calls)
 }
+
+// An EFFECT_LEASE_LOST failure carries the inbox's *inbox.LeaseLostError
+// (with the inbox record the fence found), so that the worker treats it as
+// the lost lease it is — a leaseLost verdict, no business attempt — and
+// not as a failure of the work: recorded by Fail while the record still
+// names this attempt's token (an expired lease no one took over yet), it
+// charged an attempt for an outage.
+func TestLeaseLostIsTheInboxLeaseLost(t *testing.T) {
+	f := newFixture(t)
+	h := f.acquire("order-lost")
+	f.crash() // the lease ran out; no one took it over: still this token's
+	_, err := f.log.Do(context.Background(), h.msg, chargeCall, f.charge("/charges"))
+	requireFailure(t, err, failure.Retryable, effects.CodeLeaseLost, effects.ErrLeaseLost)
+	var lost *inbox.LeaseLostError
+	require.ErrorAs(t, err, &lost)
+	require.ErrorIs(t, err, inbox.ErrLeaseLost)
+	require.Equal(t, h.lease.Token, lost.Lease.Token)
+	require.Equal(t, h.lease.Attempt, lost.Lease.Attempt)
+	require.Equal(t, "order-lost", lost.Lease.Key)
+	require.NotNil(t, lost.Record, "the inbox record the fence found")
+	require.Equal(t, inbox.StatusProcessing, lost.Record.Status)
+	require.Equal(t, h.lease.Token, lost.Record.LeaseToken, "expired under this very token")
+	require.False(t, lost.Completed())
+	calls, _ := f.prov.Count(effects.Key(msgType, "order-lost", "charge"))
+	require.Zero(t, calls, "no call under an expired lease")
+}

@@ -67,7 +67,10 @@ type Limits struct {
 // form, is compared with req's hash in that form.
 func Decide(p stale.Policy, req *Request, rec *inbox.Record, token string, limits Limits, now time.Time) Verdict {
 	switch {
-	case rec.Status == inbox.StatusProcessing && rec.LeaseToken == token:
+	case rec.Status == inbox.StatusProcessing && rec.LeaseToken == token && req.SameWork(rec.RequestHash):
+		// The same work only: a held lease's token may come with a copy of
+		// the message (a parked message re-sent), and a token never
+		// claims other work under the key.
 		return VerdictOwn
 	case !req.SameWork(rec.RequestHash):
 		return VerdictHashMismatch

@@ -56,6 +56,7 @@ func TestDecide(t *testing.T) {
 		{"own token even with attempts exhausted and window passed", rec{inbox.StatusProcessing, hash, mine, live, maxTries, 0}, past, gate.VerdictOwn},
 		{"own token but COMPLETED is a duplicate, not own", rec{inbox.StatusCompleted, hash, mine, noLease, 1, 0}, time.Time{}, gate.VerdictDuplicate},
 		{"own token but FAILED_RETRYABLE is a takeover, not own", rec{inbox.StatusFailedRetryable, hash, mine, noLease, 1, 0}, time.Time{}, gate.VerdictTakeover},
+		{"own token but other work is a hash mismatch, not own", rec{inbox.StatusProcessing, "other-hash", mine, live, 1, 0}, time.Time{}, gate.VerdictHashMismatch},
 
 		// Hash mismatch beats every status.
 		{"hash mismatch on COMPLETED", rec{inbox.StatusCompleted, other, theirs, noLease, 1, 0}, time.Time{}, gate.VerdictHashMismatch},

@@ -126,9 +126,12 @@ type Request struct {
 	// Token, when set, is the token of a lease this delivery holds already
 	// (it took the lease, and could not give it back because the database
 	// was unhealthy): the claim presents it instead of minting one, and
-	// gets that lease back — no write, no takeover counted — while the
-	// record still names it (VerdictOwn). Otherwise the table decides as
-	// for any delivery.
+	// gets that lease back — no takeover counted — while the record still
+	// names it (VerdictOwn). A lease that ran out while its delivery
+	// waited (or has less than half a lease left) is renewed first, by an
+	// UpdateItem fenced on the token: a held lease is renewed before the
+	// handler starts, or not used. Otherwise the table decides as for any
+	// delivery.
 	Token string
 }
 
@@ -267,7 +270,8 @@ var ErrRaceLimit = errors.New("gate: record changed concurrently too many times"
 
 // Acquire claims req: one conditional PutItem of a fresh PROCESSING record;
 // when a record exists, the decision table on the record the condition
-// returned, and for a takeover one fenced UpdateItem. No business attempt
+// returned, and for a takeover — or the renewal of a held lease that ran
+// out (Request.Token) — one fenced UpdateItem. No business attempt
 // is counted here (see Decide). Errors are a *ClaimError when a claim's
 // write may have applied, the SDK's otherwise (classify them with
 // failure.Classify), or ErrRaceLimit; every decision is a Decision.
@@ -338,8 +342,29 @@ func (g *Gate) resolve(ctx context.Context, req *Request, rec *inbox.Record, tok
 		d := Decision{Verdict: v, Record: rec, Attempts: limits.Attempts}
 		switch v {
 		case VerdictOwn:
+			exp := g.expires(req, now)
+			if !g.renews(rec, exp, now) {
+				d.Action = Acquired
+				d.Lease = g.lease(req, token, rec.Attempts+1, rec.LeaseExpiry)
+				return d, nil
+			}
+			// A held lease (Request.Token) that ran out, or nearly, while its
+			// delivery waited: renewed before it is used, fenced on its token,
+			// so that the handler never starts under an expired lease (the
+			// effect log refuses to call under one, and a takeover may be
+			// under way). Another holder, or an outcome, got there first when
+			// the fence fails: decide again from the record as it is now.
+			held := g.lease(req, token, rec.Attempts+1, rec.LeaseExpiry)
+			next, err := g.fencedUpdate(ctx, req, "renewal", g.cfg.Store.Renew(held, now, exp))
+			if err != nil {
+				return Decision{}, g.claimError(req, token, exp, rec.Attempts+1, err)
+			}
+			if next != nil {
+				rec = next
+				continue
+			}
 			d.Action = Acquired
-			d.Lease = g.lease(req, token, rec.Attempts+1, rec.LeaseExpiry)
+			d.Lease = g.lease(req, token, rec.Attempts+1, exp)
 			return d, nil
 		case VerdictHashMismatch:
 			d.Action, d.Code = HashMismatch, failure.CodeHashMismatch
@@ -367,7 +392,7 @@ func (g *Gate) resolve(ctx context.Context, req *Request, rec *inbox.Record, tok
 		}
 		exp := g.expires(req, now)
 		t := g.cfg.Store.Takeover(rec, inbox.Claim{Token: token, Owner: g.cfg.Owner, Now: now, Expires: exp}, g.cfg.Policy.StaleBefore(now))
-		next, err := g.fencedUpdate(ctx, req, t)
+		next, err := g.fencedUpdate(ctx, req, "takeover", t)
 		if err != nil {
 			return Decision{}, g.claimError(req, token, exp, rec.Attempts+1, err)
 		}
@@ -406,13 +431,23 @@ func (g *Gate) freshRecord(req *Request, token string, now, exp time.Time) *inbo
 	return rec
 }
 
-// fencedUpdate applies a transition decided on a record this delivery does
-// not hold (inbox.Unchanged fences it). It returns the record as it is now
-// when another worker got there first.
-func (g *Gate) fencedUpdate(ctx context.Context, req *Request, t inbox.Transition) (*inbox.Record, error) {
+// renews reports whether a lease this delivery holds already (VerdictOwn
+// on rec) must be renewed to exp before it is used: it has less than half
+// a lease left at now — the heartbeat's renewal point — and exp is later.
+// A lease the gate wrote a moment ago (a retried write whose response was
+// lost) is used as it is.
+func (g *Gate) renews(rec *inbox.Record, exp, now time.Time) bool {
+	return rec.LeaseExpiry.Sub(now) < g.cfg.Policy.RenewAfter() && exp.After(rec.LeaseExpiry)
+}
+
+// fencedUpdate applies a transition (what names it in errors): one decided
+// on a record this delivery does not hold (inbox.Unchanged fences it), or
+// the renewal of a lease it holds (fenced on its token). It returns the
+// record as it is now when another worker got there first.
+func (g *Gate) fencedUpdate(ctx context.Context, req *Request, what string, t inbox.Transition) (*inbox.Record, error) {
 	in, err := t.UpdateItem(g.cfg.Store.Table, g.cfg.Store.Key(req.Key, req.MessageType))
 	if err != nil {
-		return nil, fmt.Errorf("gate: takeover: %w", err)
+		return nil, fmt.Errorf("gate: %s: %w", what, err)
 	}
 	_, err = g.api.UpdateItem(ctx, in)
 	if err == nil {
@@ -420,7 +455,7 @@ func (g *Gate) fencedUpdate(ctx context.Context, req *Request, t inbox.Transitio
 	}
 	now, cerr := g.conditionRecord(err)
 	if cerr != nil {
-		return nil, fmt.Errorf("gate: takeover %s/%s: %w", req.Key, req.MessageType, cerr)
+		return nil, fmt.Errorf("gate: %s %s/%s: %w", what, req.Key, req.MessageType, cerr)
 	}
 	return now, nil
 }

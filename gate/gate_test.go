@@ -975,3 +975,85 @@ func TestTakeoverUnansweredClaim(t *testing.T) {
 	require.Zero(t, rec.Attempts)
 	require.NoError(t, f.committer().Commit(ctx, d.Lease, nil, mutation.Completion{}, 0))
 }
+
+// TestAcquireRenewsAHeldLease: a delivery that holds a lease already
+// (Request.Token: it was parked while the database was unhealthy) gets it
+// back — no takeover counted — and a lease that ran out while it waited,
+// or has less than half a lease left, is renewed to a whole lease by an
+// UpdateItem fenced on its token before Acquired is returned: a held
+// lease is renewed before the handler starts, or not used. Before, the
+// gate returned it as it was, expired, and the effect log refused the
+// handler's call under it (EFFECT_LEASE_LOST, charged as an attempt).
+// When the fence fails (another worker took the lease over meanwhile)
+// the gate decides again from the record it found.
+func TestAcquireRenewsAHeldLease(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		advance time.Duration // from the first acquisition
+		renewed bool
+	}{
+		{"live lease used as it is", lease / 4, false},
+		{"less than half a lease left", lease - lease/4, true},
+		{"expired, within the skew", lease + skew/2, true},
+		{"expired long ago", lease + time.Hour, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			f := newFixture(t)
+			g := f.gate()
+			req := request("k-held")
+			first, err := g.Acquire(ctx, req)
+			require.NoError(t, err)
+			f.clock.Advance(tc.advance)
+			now := f.clock.Now()
+			f.inj.ResetCalls()
+
+			held := *req
+			held.Token = first.Lease.Token
+			d, err := g.Acquire(ctx, &held)
+			require.NoError(t, err)
+			require.Equal(t, gate.Acquired, d.Action)
+			require.Equal(t, gate.VerdictOwn, d.Verdict)
+			require.Equal(t, first.Lease.Token, d.Lease.Token, "the held lease, not a new one")
+			require.Equal(t, 1, d.Lease.Attempt)
+			rec, _ := f.record(req.Key)
+			if tc.renewed {
+				require.True(t, now.Add(lease).Truncate(time.Millisecond).Equal(d.Lease.ExpiresAt), "renewed to a whole lease: %s", d.Lease.ExpiresAt)
+				require.Equal(t, map[string]int{opPut: 1, opUpd: 1}, f.inj.Calls(), "the claim's PutItem, then the renewal")
+			} else {
+				require.True(t, first.Lease.ExpiresAt.Equal(d.Lease.ExpiresAt))
+				require.Equal(t, map[string]int{opPut: 1}, f.inj.Calls(), "no write for a live lease")
+			}
+			require.Equal(t, d.Lease.ExpiresAt.UnixMilli(), rec.LeaseExpiresAt, "the record says what the lease says")
+			require.Equal(t, first.Lease.Token, rec.LeaseToken)
+			require.Zero(t, rec.Takeovers, "getting a held lease back is no takeover")
+			require.Zero(t, rec.Attempts)
+			require.Equal(t, 1, rec.Deliveries)
+			require.NoError(t, f.committer().Commit(ctx, d.Lease, nil, mutation.Completion{}, 0), "the held lease commits")
+		})
+	}
+
+	t.Run("taken over meanwhile: decided again", func(t *testing.T) {
+		ctx := context.Background()
+		f := newFixture(t)
+		g1, g2 := f.gate(owner("worker-1")), f.gate(owner("worker-2"))
+		req := request("k-held-lost")
+		first, err := g1.Acquire(ctx, req)
+		require.NoError(t, err)
+		f.clock.Advance(lease + skew + time.Second)
+		expired, _ := f.record(req.Key)    // as the read ahead found it
+		other, err := g2.Acquire(ctx, req) // the lease ran out: another worker takes it over
+		require.NoError(t, err)
+		require.Equal(t, gate.VerdictTakeover, other.Verdict)
+
+		held := *req
+		held.Token = first.Lease.Token
+		d, err := g1.Resolve(ctx, &held, expired) // decided on the record as it was: own, renewal fails
+		require.NoError(t, err)
+		require.Equal(t, gate.InFlight, d.Action, "the renewal's fence failed; decided again from the record it returned")
+		require.Equal(t, gate.VerdictInFlight, d.Verdict)
+		rec, _ := f.record(req.Key)
+		require.Equal(t, other.Lease.Token, rec.LeaseToken, "the new holder keeps its lease")
+		require.Equal(t, other.Lease.ExpiresAt.UnixMilli(), rec.LeaseExpiresAt, "not renewed by the old holder")
+	})
+}

@@ -2,8 +2,15 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/ddbworker/ddbworker/dlq"
+	"github.com/ddbworker/ddbworker/inbox"
 )
 
 // applied is what apply did with a delivery's message.
@@ -70,7 +77,9 @@ func (w *Worker) lastReceive(d *delivery) bool {
 // work dead-lettered by an outage. The copy's receive count starts afresh
 // and it carries the work's origin, trace context and producer attributes
 // (resend), so the replay window still protects it; a delivery of both
-// (the delete lost) is a duplicate the gate absorbs. A FIFO message is
+// (the delete lost) is a duplicate the gate absorbs. A lease the message
+// holds goes with the copy (attrHeldLease), which gets it back instead of
+// taking it over. A FIFO message is
 // never re-sent (the copy would leave its group's order): its cover is
 // the hidings before its last receive (HealthConfig.OutageCover). When the
 // copy cannot be sent the message is parked as usual.
@@ -84,6 +93,52 @@ func (w *Worker) parkByResend(ctx context.Context, d *delivery, h host) applied 
 	}
 	h.ack(d)
 	return applied{settled: settledFinal, visibility: delay, resent: true}
+}
+
+// attrHeldLease is the control attribute by which a copy of a message
+// that holds a lease (delivery.held: parked while the database was
+// unhealthy, so it could not be given back) hands that lease to the copy
+// (controls): the copy's claim presents its token and gets the lease back
+// — renewed — instead of taking it over when it expires, which counts a
+// takeover (MAX_TAKEOVERS_EXCEEDED after a few outages). Only workers of
+// the work's table can use it: the token is 128 random bits that the
+// record must still name, for the same work (gate.Decide); it never
+// reaches the DLQ (DLQ copies carry no control attributes but the origin)
+// and Redrive strips it with every ddbworker attribute.
+const attrHeldLease = dlq.AttrPrefix + "heldLease"
+
+// heldLease is attrHeldLease's value (JSON): the lease's item and token.
+type heldLease struct {
+	Key         string `json:"k"`
+	MessageType string `json:"t"`
+	Token       string `json:"l"`
+}
+
+// heldLeaseAttribute is the attribute that carries l (false for none).
+func heldLeaseAttribute(l *inbox.Lease) (types.MessageAttributeValue, bool) {
+	if l == nil || l.Token == "" {
+		return types.MessageAttributeValue{}, false
+	}
+	b, err := json.Marshal(heldLease{Key: l.Key, MessageType: l.MessageType, Token: l.Token})
+	if err != nil {
+		return types.MessageAttributeValue{}, false
+	}
+	return strAttr(string(b)), true
+}
+
+// heldLeaseOf is the lease m's attrHeldLease hands over, nil when it has
+// none (or one that does not parse: the claim then decides as for any
+// delivery).
+func heldLeaseOf(m types.Message) *inbox.Lease {
+	v, ok := m.MessageAttributes[attrHeldLease]
+	if !ok {
+		return nil
+	}
+	var h heldLease
+	if err := json.Unmarshal([]byte(aws.ToString(v.StringValue)), &h); err != nil || h.Token == "" || h.Key == "" || h.MessageType == "" {
+		return nil
+	}
+	return &inbox.Lease{Key: h.Key, MessageType: h.MessageType, Token: h.Token}
 }
 
 // endTerminal applies the terminal policy to a message whose work failed

@@ -62,11 +62,12 @@ func origin(d *delivery) map[string]types.MessageAttributeValue {
 
 // controls are ddbworker's control attributes a re-send of d's message
 // carries: its origin; the marks of a message the DLQ tooling redrove or
-// copied (AttrRedrivenFrom, AttrFailureCode), kept as they are; and, when
-// d's work may have an inbox record (mayHaveRecord: a redelivery, a held
+// copied (AttrRedrivenFrom, AttrFailureCode), kept as they are; when d's
+// work may have an inbox record (mayHaveRecord: a redelivery, a held
 // lease, a marked copy), AttrResentFrom — so the copy, whose receive count
 // starts afresh, claims through the gate as d would have, and never
-// applies work that has a recorded outcome by its commit.
+// applies work that has a recorded outcome by its commit; and the lease d
+// holds (attrHeldLease), which the copy's claim gets back.
 func controls(d *delivery) map[string]types.MessageAttributeValue {
 	out := origin(d)
 	for _, k := range []string{dlq.AttrRedrivenFrom, dlq.AttrFailureCode, dlq.AttrResentFrom} {
@@ -76,6 +77,9 @@ func controls(d *delivery) map[string]types.MessageAttributeValue {
 	}
 	if mayHaveRecord(d) {
 		out[dlq.AttrResentFrom] = strAttr(d.id)
+	}
+	if v, ok := heldLeaseAttribute(d.held); ok {
+		out[attrHeldLease] = v
 	}
 	return out
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/health"
 	"github.com/ddbworker/ddbworker/internal/sqsbatch"
@@ -134,6 +135,10 @@ type dbHealth struct {
 	// how the probes went since the trip.
 	nextProbe              time.Time
 	failedProbes, okProbes int
+	// letGo are the leases of parked messages let go while the database
+	// was unhealthy (their visibility could not be renewed: the message is
+	// back in the queue): given back when it recovers (releaseLetGo).
+	letGo []inbox.Lease
 }
 
 func newDBHealth(w *Worker, cfg HealthConfig) (*dbHealth, error) {
@@ -284,6 +289,7 @@ func (h *dbHealth) probe(ctx context.Context) error {
 }
 
 func (h *dbHealth) recover() {
+	h.releaseLetGo()
 	now := h.w.cfg.Now()
 	h.detector.Reset()
 	limit := h.w.limiter.Restart(now)
@@ -299,6 +305,36 @@ func (h *dbHealth) recover() {
 	h.w.metrics.HealthTransitions.WithLabelValues("healthy").Inc()
 	h.w.log.Info("database healthy: receiving resumed, concurrency ramping up from 1",
 		"pausedFor", paused.Round(time.Millisecond).String(), "parked", h.w.parked.len(), "concurrencyLimit", limit)
+}
+
+// keepLease keeps the lease of a parked message let go while the database
+// is unhealthy, to give it back when it recovers.
+func (h *dbHealth) keepLease(l inbox.Lease) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.letGo = append(h.letGo, l)
+}
+
+// releaseLetGo gives back the leases of the parked messages let go during
+// the outage, before receiving resumes, so that their next deliveries take
+// the work over at once and count no takeover. Best effort, each fenced on
+// its token: a lease another delivery took over already is not touched,
+// and one not given back expires, costing one takeover.
+func (h *dbHealth) releaseLetGo() {
+	h.mu.Lock()
+	leases := h.letGo
+	h.letGo = nil
+	h.mu.Unlock()
+	for _, l := range leases {
+		ctx, cancel := context.WithTimeout(asCleanup(context.Background()), h.w.cfg.CallTimeout)
+		err := h.w.committer.Release(ctx, l, failure.NewRetryable(failure.CodeServiceUnavailable, "parked during a database outage and let go"))
+		cancel()
+		var lost *inbox.LeaseLostError
+		if err != nil && !errors.As(err, &lost) {
+			h.w.log.Warn("could not give back the lease of a parked message let go during the outage; it expires", "idempotencyKey", l.Key,
+				"error", truncateRunes(err.Error(), maxLoggedMessage))
+		}
+	}
 }
 
 // parkedMsg is a message held while the database is unhealthy. It carries
@@ -390,6 +426,9 @@ func (p *parkingLot) update(receipt string, f func(*parkedMsg) bool) {
 // keepParked renews the visibility of parked messages until ctx ends: every
 // third of ParkVisibility, in batches of 10. A message SQS will not hide any
 // longer (12 hours after its receipt) is let go: it comes back by itself.
+// When ctx ends (shutdown) while the database is unhealthy, the parked
+// messages that hold a lease are handed over (handOverParked) before
+// unpark leaves the rest hidden.
 func (w *Worker) keepParked(ctx context.Context) {
 	every := w.health.cfg.ParkVisibility / 3
 	t := time.NewTicker(every)
@@ -397,6 +436,9 @@ func (w *Worker) keepParked(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			if !w.health.Healthy() {
+				w.handOverParked(context.WithoutCancel(ctx))
+			}
 			return
 		case <-t.C:
 		}
@@ -417,6 +459,13 @@ func (w *Worker) extendParked(ctx context.Context, batch []parkedMsg) {
 		receipt := aws.ToString(pm.d.m.ReceiptHandle)
 		if hide < w.health.cfg.ParkVisibility/2 {
 			w.parked.update(receipt, func(*parkedMsg) bool { return false })
+			if w.handOver(ctx, pm.d, w.health.cfg.ParkVisibility) {
+				w.log.Warn("parked message re-sent with its lease: SQS hides a message at most 12 hours after its receipt", "sqsMessageId", pm.d.id)
+				continue
+			}
+			if pm.d.held != nil {
+				w.health.keepLease(*pm.d.held)
+			}
 			w.log.Warn("parked message released: SQS hides a message at most 12 hours after its receipt; it will be received again",
 				"sqsMessageId", pm.d.id)
 			continue
@@ -446,9 +495,68 @@ func (w *Worker) extendParked(ctx context.Context, batch []parkedMsg) {
 	for _, f := range out.Failed {
 		i, _ := strconv.Atoi(aws.ToString(f.Id))
 		// The handle is no good any more (the message is back in the queue
-		// or someone else holds it): its next delivery goes through the gate.
+		// or someone else holds it): its next delivery goes through the gate,
+		// and a lease it held is given back when the database recovers.
 		w.parked.update(aws.ToString(batch[i].d.m.ReceiptHandle), func(*parkedMsg) bool { return false })
+		if l := batch[i].d.held; l != nil {
+			w.health.keepLease(*l)
+		}
 		w.log.Info("parked message let go: its visibility could not be renewed", "sqsMessageId", batch[i].d.id,
 			"code", aws.ToString(f.Code))
 	}
+}
+
+// handOverParked hands over the lease of every parked message that holds
+// one (handOver), hidden as long as it still would have been, when the
+// worker shuts down while the database is unhealthy: nothing can give the
+// leases back then, and a message let go with its lease would be taken
+// over by its next delivery once the lease expired, counting a takeover
+// for the outage (five outages: MAX_TAKEOVERS_EXCEEDED).
+func (w *Worker) handOverParked(ctx context.Context) {
+	now := w.cfg.Now()
+	for _, pm := range w.parked.due(maxTime) {
+		if pm.d.held == nil {
+			continue
+		}
+		if w.handOver(ctx, pm.d, pm.hidden.Sub(now)) {
+			w.parked.update(aws.ToString(pm.d.m.ReceiptHandle), func(*parkedMsg) bool { return false })
+			w.log.Info("parked message re-sent with its lease at shutdown: the database is unhealthy, so the lease cannot be given back",
+				"sqsMessageId", pm.d.id)
+		}
+	}
+}
+
+// maxTime is later than any parked message's visibility.
+var maxTime = time.Unix(1<<62, 0)
+
+// handOver hands the lease a parked delivery holds (delivery.held) to a
+// copy of its message, sent delayed by delay (at most SQS's 15 minutes)
+// with the lease in attrHeldLease, and deletes the message: the copy's
+// claim gets the lease back instead of taking it over. It reports false,
+// and does nothing, when d holds no lease, on a FIFO queue (the copy
+// would leave its group's order: the lease is taken over, one takeover),
+// or when the copy cannot be sent. A delete that fails leaves both: the
+// gate absorbs the duplicate.
+func (w *Worker) handOver(ctx context.Context, d *delivery, delay time.Duration) bool {
+	if d.held == nil || w.fifo {
+		return false
+	}
+	if err := w.resend(ctx, d, max(0, min(delay, maxSendDelay))); err != nil {
+		w.log.Warn("could not re-send a parked message with its lease; its next delivery takes the lease over when it expires",
+			"sqsMessageId", d.id, "error", truncateRunes(err.Error(), maxLoggedMessage))
+		return false
+	}
+	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqsCallTimeout)
+	defer cancel()
+	out, err := w.deps.SQS.DeleteMessageBatch(callCtx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(w.cfg.QueueURL),
+		Entries: []types.DeleteMessageBatchRequestEntry{{Id: aws.String("0"), ReceiptHandle: d.m.ReceiptHandle}}})
+	if err == nil && len(out.Failed) > 0 {
+		err = fmt.Errorf("%s: %s", aws.ToString(out.Failed[0].Code), aws.ToString(out.Failed[0].Message))
+	}
+	if err != nil {
+		w.log.Warn("re-sent a parked message with its lease, but could not delete it; the gate absorbs the duplicate",
+			"sqsMessageId", d.id, "error", truncateRunes(err.Error(), maxLoggedMessage))
+	}
+	d.held = nil
+	return true
 }

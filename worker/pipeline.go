@@ -78,6 +78,7 @@ func newDelivery(m types.Message, receivedAt time.Time) *delivery {
 		d.sentAt = time.UnixMilli(ms)
 	}
 	d.origin = d.sentAt
+	d.held = heldLeaseOf(m) // a parked message's re-send carries its lease
 	if v, ok := m.MessageAttributes[dlq.AttrFirstSentAt]; ok {
 		if ms, err := strconv.ParseInt(aws.ToString(v.StringValue), 10, 64); err == nil && ms > 0 {
 			if first := time.UnixMilli(ms); d.origin.IsZero() || first.Before(d.origin) {
