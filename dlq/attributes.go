@@ -14,7 +14,7 @@ import (
 
 // controlRanked are ddbworker's control attributes, highest precedence
 // first (attributeRank).
-var controlRanked = []string{AttrFailureCode, AttrRedrivenFrom, AttrResentFrom, AttrFirstSentAt}
+var controlRanked = []string{AttrFailureCode, AttrRedrivenFrom, AttrResentFrom, AttrFirstSentAt, AttrHeldLease}
 
 // infoRanked are ddbworker's other attributes, what a DLQ reader needs,
 // highest precedence first: the failure message, the longest, last.

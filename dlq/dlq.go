@@ -36,6 +36,11 @@ const (
 	// AttrFailureCode, it tells the worker that the copy must claim its work
 	// through the gate, which reads the record, never by its commit.
 	AttrResentFrom = "ddbworker.resentFrom"
+	// AttrHeldLease is set by the worker on a message it re-sends while its
+	// delivery holds a lease it could not give back (the database was
+	// down): the lease's item and token, which the copy's claim presents
+	// to get the lease back instead of taking it over.
+	AttrHeldLease = "ddbworker.heldLease"
 	// AttrFirstSentAt is when the work's first message was sent (epoch ms):
 	// the worker's DLQ copy, its re-sends of deferred messages and Redrive
 	// carry it forward, so every copy knows its true age. The worker refuses

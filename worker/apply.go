@@ -105,7 +105,7 @@ func (w *Worker) parkByResend(ctx context.Context, d *delivery, h host) applied 
 // record must still name, for the same work (gate.Decide); it never
 // reaches the DLQ (DLQ copies carry no control attributes but the origin)
 // and Redrive strips it with every ddbworker attribute.
-const attrHeldLease = dlq.AttrPrefix + "heldLease"
+const attrHeldLease = dlq.AttrHeldLease
 
 // heldLease is attrHeldLease's value (JSON): the lease's item and token.
 type heldLease struct {

@@ -70,12 +70,16 @@ func origin(d *delivery) map[string]types.MessageAttributeValue {
 // holds (attrHeldLease), which the copy's claim gets back.
 func controls(d *delivery) map[string]types.MessageAttributeValue {
 	out := origin(d)
+	marked := false
 	for _, k := range []string{dlq.AttrRedrivenFrom, dlq.AttrFailureCode, dlq.AttrResentFrom} {
 		if v, ok := d.m.MessageAttributes[k]; ok {
-			out[k] = v
+			out[k], marked = v, true
 		}
 	}
-	if mayHaveRecord(d) {
+	if !marked && d.held == nil && mayHaveRecord(d) {
+		// One mark is enough: a copy already marked keeps its mark, and one
+		// that carries the lease d holds is known to have a record (the
+		// copy's delivery holds it); the attribute budget is not spent twice.
 		out[dlq.AttrResentFrom] = strAttr(d.id)
 	}
 	if v, ok := heldLeaseAttribute(d.held); ok {
