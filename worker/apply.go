@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"time"
 )
 
@@ -72,10 +73,14 @@ func (w *Worker) lastReceive(d *delivery) bool {
 // (resend), so the replay window still protects it; a delivery of both
 // (the delete lost) is a duplicate the gate absorbs. A FIFO message is
 // never re-sent (the copy would leave its group's order): its cover is
-// the hidings before its last receive (HealthConfig.OutageCover). When the
-// copy cannot be sent the message is parked as usual.
+// the hidings before its last receive (HealthConfig.OutageCover). The
+// copy is delayed as a parked record is hidden under Lambda, by the
+// outage's age (HealthConfig.outagePark), within SQS's 15 minutes: a
+// longer delay would outlast a short outage. When the copy cannot be sent
+// the message is parked as usual.
 func (w *Worker) parkByResend(ctx context.Context, d *delivery, h host) applied {
-	delay := min(w.cfg.Health.ParkMaxVisibility, maxSendDelay)
+	age, confirming := w.health.parkAge(w.cfg.Now())
+	delay := min(w.cfg.Health.outagePark(age, confirming, rand.Float64()), maxSendDelay)
 	if err := w.resend(ctx, d, delay); err != nil {
 		w.stageFailed(ctx, err)
 		w.log.ErrorContext(ctx, "could not re-send a parked message on its last receive before the redrive policy's maxReceiveCount; it is parked, and the DLQ takes it at its next receive if the database is still unhealthy then",
