@@ -29,11 +29,11 @@ import (
 // the DLQ and no business attempt: each poll that finds a record hides it
 // longer, and on the last receive the redrive policy allows (here within
 // 15 s of the outage's 30) the record is re-sent as a new message and not
-// reported, so its receive count starts afresh; every order is invoiced exactly once
-// after the recovery — counted: the function is the example's with an
-// application counter written in the same transaction as the invoice
-// (testdata/counting), so a second application of an order would show as
-// 2. Orders arrive before and during the outage. Before, each poll hid a
+// reported, so its receive count starts afresh; every order is invoiced
+// exactly once after the recovery — counted: the function is the
+// example's with an application counter written in the same transaction
+// as the invoice (testdata/counting), so a second application of an order
+// would show as 2. Orders arrive before and during the outage. Before, each poll hid a
 // record for the same ParkVisibility, and an outage longer than
 // maxReceiveCount × ParkVisibility dead-lettered everything (measured: 28
 // of 40 messages, 20 orders never invoiced); and a record hidden on its

@@ -242,8 +242,10 @@ const confirmPark = minParkVisibility
 // max(ParkVisibility, min(L, ParkMaxVisibility)) + P + (RecoverProbes-1)
 // × confirmPark of the recovery — 6m19s after a 6-minute outage with the
 // defaults — plus the mapping's polling and batching window. A cold start
-// in an outage, whose age runs to now, can wait its table check's
-// interval (15s) more. Receives no longer threaten the DLQ: on the last
+// in an outage, whose age runs to now and whose table check (the Lambda
+// adapter's) waits up to ProbeMaxInterval, drains within
+// max(ParkVisibility, min(L, ParkMaxVisibility)) + 2 × ProbeMaxInterval
+// (6m30s). Receives no longer threaten the DLQ: on the last
 // receive the redrive policy allows the record is re-sent with a fresh
 // receive count (Worker.parkByResend), one SendMessage per
 // maxReceiveCount receives.
