@@ -42,9 +42,10 @@
 // receive, four times longer on each later one up to
 // DDBWORKER_PARK_MAX_VISIBILITY, which makes the most of the redrive
 // budget, and survives worker.HealthConfig.OutageCover(maxReceiveCount,
-// true), 1h25m for maxReceiveCount 5 with the defaults. See
-// worker.HealthConfig for the trade-off between the drain and what each
-// poll costs.
+// true), 1h25m for maxReceiveCount 5 with the defaults. A lower
+// DDBWORKER_PARK_MAX_VISIBILITY bounds a standard queue's drain after a
+// long outage, at one receive per record per that time once the outage
+// is older (worker.HealthConfig.ParkMaxVisibility states the trade-off).
 //
 // At cold start (New) the adapter checks what it will write to: the store
 // settings the table records (DDBWORKER#CONFIG, written by `tables create`

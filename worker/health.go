@@ -83,8 +83,18 @@ type HealthConfig struct {
 	// ParkMaxVisibility caps the hiding of a record parked under Lambda,
 	// and the delay of a parked message re-sent on the last receive its
 	// queue's redrive policy allows (which follows the same schedule,
-	// within SQS's 15 minutes). Default: DefaultParkMaxVisibility (12h,
-	// SQS's limit).
+	// within SQS's 15 minutes). On a standard queue it is the trade-off
+	// between the drain after a long outage and what the polls during it
+	// cost (each an invocation, a receive, a ChangeMessageVisibility per
+	// record, and a probe when one is due): the backlog drains within
+	// max(ParkVisibility, min(outage, ParkMaxVisibility)) +
+	// ProbeMaxInterval × 1.2 + 1s of the recovery, and a record is received
+	// about log2(min(outage, ParkMaxVisibility) / ParkVisibility) + 3
+	// times, then once per ParkMaxVisibility. Simulated for 48 messages
+	// and a 12-hour outage: 12h drains in 11h26m at 13 receives of a
+	// message; 1h in 54m at 22. On a FIFO queue it also caps the hides
+	// OutageCover adds up. Default: DefaultParkMaxVisibility (12h, SQS's
+	// limit).
 	ParkMaxVisibility time.Duration
 }
 
