@@ -21,19 +21,31 @@
 // reports the rest.
 //
 // While DynamoDB is unhealthy an invocation touches no table (a probe at
-// most, on the probe schedule) and parks every record: hidden
-// DDBWORKER_PARK_VISIBILITY on its first receive, four times longer on
-// each later one up to DDBWORKER_PARK_MAX_VISIBILITY — each capped below
-// SQS's 12 hours after the receipt — then reported. An event source
-// mapping cannot be paused from inside and counts a receive on every
-// poll; hiding longer each time makes an outage cost the least of the
-// redrive budget. On the last receive the queue's redrive policy allows
-// (whatever hides it, its next receive moves it to the DLQ), a standard
-// queue's record is re-sent as a new message and not reported: a
-// standard queue survives any outage. A FIFO queue's record is not (the
-// copy would leave its group's order): it survives
-// worker.HealthConfig.OutageCover(maxReceiveCount, true), 1h25m for
-// maxReceiveCount 5 with the defaults.
+// most, on the probe schedule) and parks every record, hidden and
+// reported. An event source mapping cannot be paused from inside and
+// counts a receive on every poll. On a standard queue a record is hidden
+// as long as the outage has lasted so far, as the execution environment's
+// health gate knows it (from the trip to the last failed probe): at least
+// DDBWORKER_PARK_VISIBILITY, at most DDBWORKER_PARK_MAX_VISIBILITY (capped
+// below SQS's 12 hours after the receipt), up to a fifth less at random.
+// No hide outlasts the outage by more than its own length, so the backlog
+// drains within max(DDBWORKER_PARK_VISIBILITY, the outage) + 19s of the
+// recovery with the defaults (the probes' longest wait with its jitter and
+// a second to confirm; 30s for an environment cold-started in the
+// outage), plus the mapping's polling; a record is received about
+// log2(outage / 1m) + 3 times. On the last receive the queue's redrive
+// policy allows (whatever hides it, its next receive moves it to the DLQ)
+// the record is re-sent as a new message, delayed by the same schedule
+// within SQS's 15 minutes, and not reported: a standard queue survives
+// any outage. A FIFO queue's record is not (the copy would leave its
+// group's order): it is hidden DDBWORKER_PARK_VISIBILITY on its first
+// receive, four times longer on each later one up to
+// DDBWORKER_PARK_MAX_VISIBILITY, which makes the most of the redrive
+// budget, and survives worker.HealthConfig.OutageCover(maxReceiveCount,
+// true), 1h25m for maxReceiveCount 5 with the defaults. A lower
+// DDBWORKER_PARK_MAX_VISIBILITY bounds a standard queue's drain after a
+// long outage, at one receive per record per that time once the outage
+// is older (worker.HealthConfig.ParkMaxVisibility states the trade-off).
 //
 // At cold start (New) the adapter checks what it will write to: the store
 // settings the table records (DDBWORKER#CONFIG, written by `tables create`
@@ -97,8 +109,8 @@
 //	DDBWORKER_HEALTH_MIN_FAILURES   health gate: failures in the window that trip it (5)
 //	DDBWORKER_HEALTH_WINDOW         health gate: how far back calls count (10s)
 //	DDBWORKER_PROBE_MAX_INTERVAL    health gate: longest wait between probes (15s)
-//	DDBWORKER_PARK_VISIBILITY       health gate: a parked record's first hiding (1m; 1s..1h)
-//	DDBWORKER_PARK_MAX_VISIBILITY   health gate: its longest, and the last receive's (12h; at least the first)
+//	DDBWORKER_PARK_VISIBILITY       health gate: a parked record's shortest hiding (1m; 1s..1h)
+//	DDBWORKER_PARK_MAX_VISIBILITY   health gate: its longest (12h; at least the shortest)
 //	DDBWORKER_MIN_OUTAGE_COVER      warn when a queue's redrive policy covers a shorter outage (6h)
 //	DDBWORKER_ATTENTION_SHARDS      inbox store (16; the table's recorded value unless set)
 //	DDBWORKER_INDEX_PROCESSING      inbox store (false; likewise)

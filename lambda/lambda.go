@@ -2,6 +2,7 @@ package lambda
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -274,7 +275,10 @@ func (h *handler) checkStore(ctx context.Context) error {
 	s, err := storeOf(ctx, h.ddb, h.cfg.Store, h.given, h.owner, h.log)
 	if err != nil {
 		h.failedChecks++
-		wait := min(worker.DefaultProbeMaxInterval, worker.DefaultProbeInterval*time.Duration(1<<min(h.failedChecks-1, 4)))
+		// The probes' schedule as configured (DDBWORKER_PROBE_MAX_INTERVAL):
+		// the parked records' hides count on a check within its longest wait.
+		first := cmp.Or(h.cfg.Health.ProbeInterval, worker.DefaultProbeInterval)
+		wait := min(cmp.Or(h.cfg.Health.ProbeMaxInterval, worker.DefaultProbeMaxInterval), first*time.Duration(1<<min(h.failedChecks-1, 4)))
 		h.nextCheck, h.lastCheck = time.Now().Add(wait), err
 		return err
 	}

@@ -21,19 +21,19 @@ import (
 )
 
 // A DynamoDB outage many times longer than maxReceiveCount × the first
-// parking (5 × 1s here; time compressed by configuration: the hidings grow
-// 1s, 4s, then 5s at most, as they grow 1m, 4m, 16m… to 12h with the
-// defaults) under a function driven as an event source mapping drives it —
-// polling the whole time, invoking with what it received, deleting what the
-// response does not report — costs no healthy message the DLQ and no
-// business attempt: each poll that finds a record hides it longer, and on
-// the last receive the redrive policy allows (here within 15 s of the
-// outage's 30) the record is re-sent as a new message and not reported, so
-// its receive count starts afresh; every order is invoiced exactly once
-// after the recovery — counted: the function is the example's with an
-// application counter written in the same transaction as the invoice
-// (testdata/counting), so a second application of an order would show as
-// 2. Orders arrive before and during the outage. Before, each poll hid a
+// parking (5 × 1s here; time compressed by configuration: the hidings
+// follow the outage's age, 1s to 5s at most, as they grow from 1m to 12h
+// with the defaults) under a function driven as an event source mapping
+// drives it — polling the whole time, invoking with what it received,
+// deleting what the response does not report — costs no healthy message
+// the DLQ and no business attempt: each poll that finds a record hides it
+// longer, and on the last receive the redrive policy allows (here within
+// 15 s of the outage's 30) the record is re-sent as a new message and not
+// reported, so its receive count starts afresh; every order is invoiced
+// exactly once after the recovery — counted: the function is the
+// example's with an application counter written in the same transaction
+// as the invoice (testdata/counting), so a second application of an order
+// would show as 2. Orders arrive before and during the outage. Before, each poll hid a
 // record for the same ParkVisibility, and an outage longer than
 // maxReceiveCount × ParkVisibility dead-lettered everything (measured: 28
 // of 40 messages, 20 orders never invoiced); and a record hidden on its

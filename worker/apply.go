@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -81,10 +82,14 @@ func (w *Worker) lastReceive(d *delivery) bool {
 // holds goes with the copy (attrHeldLease), which gets it back instead of
 // taking it over. A FIFO message is
 // never re-sent (the copy would leave its group's order): its cover is
-// the hidings before its last receive (HealthConfig.OutageCover). When the
-// copy cannot be sent the message is parked as usual.
+// the hidings before its last receive (HealthConfig.OutageCover). The
+// copy is delayed as a parked record is hidden under Lambda, by the
+// outage's age (HealthConfig.outagePark), within SQS's 15 minutes: a
+// longer delay would outlast a short outage. When the copy cannot be sent
+// the message is parked as usual.
 func (w *Worker) parkByResend(ctx context.Context, d *delivery, h host) applied {
-	delay := min(w.cfg.Health.ParkMaxVisibility, maxSendDelay)
+	age, confirming := w.health.parkAge(w.cfg.Now())
+	delay := min(w.cfg.Health.outagePark(age, confirming, rand.Float64()), maxSendDelay)
 	if err := w.resend(ctx, d, delay); err != nil {
 		w.stageFailed(ctx, err)
 		w.log.ErrorContext(ctx, "could not re-send a parked message on its last receive before the redrive policy's maxReceiveCount; it is parked, and the DLQ takes it at its next receive if the database is still unhealthy then",

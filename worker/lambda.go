@@ -44,13 +44,18 @@ const maxBatchingWindow = 5 * time.Minute
 //   - while the database is unhealthy (the health gate, which lives as long
 //     as the execution environment) an invocation touches no table: it
 //     probes at most on the probe schedule and, until the probes succeed,
-//     parks every record: hidden longer the more often it was received
-//     (HealthConfig.ParkVisibility, growing to ParkMaxVisibility) and
-//     reported, so that each poll of the mapping costs the least of the
-//     redrive policy's maxReceiveCount — and, on a standard queue, on the
-//     last receive the policy allows, re-sent as a new message whose
-//     receive count starts afresh, and not reported (see
-//     HealthConfig.OutageCover).
+//     parks every record: hidden and reported. On a standard queue a
+//     record is hidden as long as the database has been unhealthy so far
+//     (HealthConfig.ParkVisibility at least, ParkMaxVisibility at most),
+//     so the polls grow fewer as the outage goes on and the backlog
+//     drains within about one outage length of the recovery
+//     (HealthConfig.outagePark); on the last receive the redrive policy
+//     allows it is re-sent as a new message whose receive count starts
+//     afresh, and not reported. On a FIFO queue, which cannot re-send, a
+//     record is hidden longer the more often it was received
+//     (ParkVisibility, four times longer each receive, up to
+//     ParkMaxVisibility), so each poll costs the least of the redrive
+//     policy's maxReceiveCount (see HealthConfig.OutageCover).
 //
 // It never returns an error: a failed record is reported, not the batch.
 // Config.QueueURL must be the queue the mapping reads (visibility changes
@@ -126,10 +131,11 @@ func (w *Worker) HandleSQSEvent(ctx context.Context, ev events.SQSEvent) (events
 }
 
 // ParkSQSEvent parks every record of ev as HandleSQSEvent does while the
-// database is unhealthy — hidden by its receive count, reported, no table
-// touched — for a caller that knows the table cannot be used yet (the
-// Lambda adapter, until it could check the table after a cold start in
-// an outage).
+// database is unhealthy — hidden, reported, no table touched — for a
+// caller that knows the table cannot be used yet (the Lambda adapter,
+// until it could check the table after a cold start in an outage). On a
+// standard queue the outage's age, which sets the hide, counts from the
+// worker's first ParkSQSEvent.
 func (w *Worker) ParkSQSEvent(ctx context.Context, ev events.SQSEvent) events.SQSEventResponse {
 	w.Prepare(ctx)
 	now := w.cfg.Now()
@@ -137,6 +143,7 @@ func (w *Worker) ParkSQSEvent(ctx context.Context, ev events.SQSEvent) events.SQ
 	for i, rec := range ev.Records {
 		ds[i] = newDelivery(sqsMessage(rec), now.Add(-maxBatchingWindow))
 	}
+	w.health.parkingCold(now)
 	ctx, span := w.batch(ctx, ds)
 	defer endSpan(span)
 	return w.park(ctx, ds)
@@ -170,36 +177,118 @@ const lambdaLease = 30 * time.Second
 
 // lambdaHost is a Lambda invocation's host: the event source mapping
 // deletes every record the invocation does not report; a record parked
-// while the database is unhealthy is hidden by its receive count.
+// while the database is unhealthy is hidden (Worker.lambdaParkHide).
 type lambdaHost struct{ w *Worker }
 
 func (lambdaHost) ack(*delivery) {}
 
 func (h lambdaHost) park(ctx context.Context, d *delivery) time.Duration {
-	vis := h.w.cfg.Health.lambdaHide(d.receives, h.w.cfg.Now().Sub(d.receivedAt))
+	vis := h.w.lambdaParkHide(d)
 	h.w.changeVisibility(ctx, d.m, vis)
 	return vis
 }
 
-// lambdaHide is how long the adapter hides a record received for the
-// receives-th time while the database is unhealthy, since after the
-// mapping received it: lambdaPark, capped by SQS's 12-hour limit
+// lambdaParkHide is how long the adapter hides a record parked while the
+// database is unhealthy: on a standard queue by the outage's age as this
+// execution environment's gate knows it (HealthConfig.outagePark), on a
+// FIFO queue by its receive count (HealthConfig.fifoHide, which
+// OutageCover adds up); either capped by SQS's 12-hour limit (capHide).
+func (w *Worker) lambdaParkHide(d *delivery) time.Duration {
+	now := w.cfg.Now()
+	if w.fifo {
+		return w.cfg.Health.fifoHide(d.receives, now.Sub(d.receivedAt))
+	}
+	age, confirming := w.health.parkAge(now)
+	return capHide(w.cfg.Health.outagePark(age, confirming, rand.Float64()), now.Sub(d.receivedAt))
+}
+
+// parkJitter is the most a standard queue's parked record's hide is
+// shortened at random (a fraction of it), so the records parked together
+// come back spread out; never lengthened, which would break the bound
+// outagePark states.
+const parkJitter = 0.2
+
+// confirmPark is the hide of a record parked while a probe's success
+// waits for the next invocation to confirm it (RecoverProbes): long
+// enough to end the invocation, short because the database is likely
+// back.
+const confirmPark = minParkVisibility
+
+// outagePark is how long a standard queue's record is hidden under Lambda
+// (and a copy re-sent on its last receive is delayed, within SQS's 15
+// minutes: Worker.parkByResend) while the database has been unhealthy for
+// age, as the execution environment's health gate knows it
+// (dbHealth.parkAge): age, at least ParkVisibility and at most
+// ParkMaxVisibility, shortened by up to parkJitter at random (u in
+// [0, 1)), never below ParkVisibility; confirmPark while a probe's
+// success waits for its confirmation. A cold start in an outage knows no
+// start: its age starts at its first park, so its hides start from
+// ParkVisibility.
+//
+// Why the age: an event source mapping cannot be paused from inside and
+// polls the whole outage, each poll an invocation, a receive and a
+// ChangeMessageVisibility per record, and a probe when one is due. Hiding
+// as long as the outage has lasted at most doubles each hide, so a record
+// is received about log2(outage / ParkVisibility) + 3 times in an outage
+// (7 in 30 minutes, 13 in 12 hours, with the defaults); and since no hide
+// is longer than the outage so far, every record comes back within one
+// outage length of the recovery. The bound, for an outage of length L
+// that the gate tripped on: a record parked before the gate's first
+// successful probe after the recovery is hidden at most
+// max(ParkVisibility, min(L, ParkMaxVisibility)) — its age ends at the
+// last failed probe, before the recovery — and it was parked within P =
+// ProbeMaxInterval × 1.2 (the probes' longest wait, jitter included) of
+// the recovery, as a probe is due by then; so the backlog drains within
+// max(ParkVisibility, min(L, ParkMaxVisibility)) + P + (RecoverProbes-1)
+// × confirmPark of the recovery — 6m19s after a 6-minute outage with the
+// defaults — plus the mapping's polling and batching window. A cold start
+// in an outage, whose age runs to now and whose table check (the Lambda
+// adapter's) waits up to ProbeMaxInterval, drains within
+// max(ParkVisibility, min(L, ParkMaxVisibility)) + 2 × ProbeMaxInterval
+// (6m30s). Receives no longer threaten the DLQ: on the last
+// receive the redrive policy allows the record is re-sent with a fresh
+// receive count (Worker.parkByResend), one SendMessage per
+// maxReceiveCount receives.
+//
+// The trade-off, simulated for 48 messages arriving during the outage
+// with maxReceiveCount 5 (TestOutageScheduleFigures): after 6 minutes the
+// backlog drains in 5m21s, at 4 receives of a message at most and 82
+// invocations, where the fourfold schedule before (fifoPark, re-sending
+// on the last receive with a 15-minute delay) took 16m15s at 3 receives
+// and 48 invocations; after 30 minutes, 28m against 1h4m. After 12 hours
+// it drains in 11h26m at 13 receives (the fourfold one: 1h, at 38 receives
+// and 159 re-sends, its hides restarting at every re-send).
+// ParkMaxVisibility 1h bounds the drain by an hour after any outage, at a
+// receive per record per hour once the outage is older than that (12
+// hours: 54m, 22 receives, 57 re-sends).
+func (c HealthConfig) outagePark(age time.Duration, confirming bool, u float64) time.Duration {
+	if confirming {
+		return min(confirmPark, c.ParkVisibility)
+	}
+	d := min(max(age, c.ParkVisibility), c.ParkMaxVisibility)
+	return max(c.ParkVisibility, d-time.Duration(parkJitter*u*float64(d)))
+}
+
+// fifoHide is how long the adapter hides a FIFO queue's record received
+// for the receives-th time while the database is unhealthy, since after
+// the mapping received it: fifoPark, capped by SQS's 12-hour limit
 // (capHide). A record's receipt is taken to be maxBatchingWindow before
 // its invocation, so a hide at ParkMaxVisibility (12h) is at most
 // 12h - hideMargin - maxBatchingWindow = 11h54m. OutageCover adds up the
 // same hides.
-func (c HealthConfig) lambdaHide(receives int, since time.Duration) time.Duration {
-	return capHide(c.lambdaPark(receives), since)
+func (c HealthConfig) fifoHide(receives int, since time.Duration) time.Duration {
+	return capHide(c.fifoPark(receives), since)
 }
 
-// lambdaPark is how long a record received for the receives-th time is
-// hidden while the database is unhealthy under Lambda, where nothing can
-// keep a message hidden between invocations and every poll of the event
-// source mapping counts a receive: ParkVisibility on the first receive,
-// four times longer on each later one, up to ParkMaxVisibility. (On the
-// last receive the redrive policy allows, a standard queue's record is
-// re-sent instead: Worker.parkByResend.)
-func (c HealthConfig) lambdaPark(receives int) time.Duration {
+// fifoPark is how long a FIFO queue's record received for the
+// receives-th time is hidden while the database is unhealthy under
+// Lambda, where nothing can keep a message hidden between invocations
+// and every poll of the event source mapping counts a receive:
+// ParkVisibility on the first receive, four times longer on each later
+// one, up to ParkMaxVisibility. A FIFO record cannot be re-sent (the copy
+// would leave its group's order), so its hides must make the most of the
+// redrive budget: their sum is its OutageCover.
+func (c HealthConfig) fifoPark(receives int) time.Duration {
 	d := c.ParkVisibility
 	for i := 1; i < receives && d < c.ParkMaxVisibility; i++ {
 		d *= 4
@@ -215,14 +304,15 @@ func (c HealthConfig) lambdaPark(receives int) time.Duration {
 // TTL of COMPLETED records, 35 days by default): a record parked on the
 // last receive the policy allows is re-sent as a new message, whose
 // receive count starts afresh (Worker.parkByResend). The copy costs one
-// SendMessage; the hidings before it grow fourfold from ParkVisibility, so
-// a record is received about five times in the first 100 minutes of an
-// outage with the defaults, then once every 1h40m or so.
+// SendMessage; the hides follow the outage's age (outagePark), so a
+// record is received about log2(outage / ParkVisibility) + 2 times (11
+// in 12 hours with the defaults), and the backlog drains within about one
+// outage length of the recovery.
 //
 // A FIFO queue's record cannot be re-sent without leaving its group's
 // order, and a record hidden on its last receive is moved to the DLQ at
 // the next: its cover is the sum of the hidings of the receives before
-// the last, as the adapter gives them (lambdaHide, the same function: each
+// the last, as the adapter gives them (fifoHide, the same function: each
 // capped 12 hours after its receipt less a minute, the receipt taken to be
 // the 5-minute batching window before the invocation), each received again
 // as soon as it ends; its last receive must find the database healthy.
@@ -239,7 +329,7 @@ func (c HealthConfig) OutageCover(maxReceiveCount int, fifo bool) time.Duration 
 	}
 	var total time.Duration
 	for k := 1; k < maxReceiveCount; k++ {
-		total += c.lambdaHide(k, maxBatchingWindow)
+		total += c.fifoHide(k, maxBatchingWindow)
 	}
 	return total
 }
@@ -252,35 +342,52 @@ func (w *Worker) lambdaHealthy(ctx context.Context) bool {
 	if h.Healthy() {
 		return true
 	}
-	h.mu.Lock()
-	due := !w.cfg.Now().Before(h.nextProbe)
-	if due {
-		h.nextProbe = w.cfg.Now().Add(h.probes.Wait(h.failedProbes+1, rand.Float64()))
-	}
-	h.mu.Unlock()
-	if !due {
+	if !h.probeDue(w.cfg.Now(), rand.Float64()) {
 		return false
 	}
-	if err := h.probe(ctx); err != nil {
+	err := h.probe(ctx)
+	if err != nil {
 		w.metrics.Probes.WithLabelValues("failed").Inc()
-		h.mu.Lock()
+	} else {
+		w.metrics.Probes.WithLabelValues("ok").Inc()
+	}
+	if !h.probed(w.cfg.Now(), err) {
+		return false
+	}
+	h.recover()
+	return true
+}
+
+// probeDue reports whether a probe is due at now, and if so schedules the
+// next (u in [0, 1): the probes' jitter).
+func (h *dbHealth) probeDue(now time.Time, u float64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if now.Before(h.nextProbe) {
+		return false
+	}
+	h.nextProbe = now.Add(h.probes.Wait(h.failedProbes+1, u))
+	return true
+}
+
+// probed counts a probe's outcome at now and reports whether the database
+// has recovered (RecoverProbes successes in a row); the caller recovers
+// the gate.
+func (h *dbHealth) probed(now time.Time, err error) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err != nil {
 		h.failedProbes++
 		h.okProbes = 0
-		h.mu.Unlock()
+		h.lastFailed = now
 		return false
 	}
-	w.metrics.Probes.WithLabelValues("ok").Inc()
-	h.mu.Lock()
 	h.okProbes++
-	recovered := h.okProbes >= h.cfg.RecoverProbes
-	if !recovered {
-		h.nextProbe = w.cfg.Now() // confirm on the next invocation
+	if h.okProbes < h.cfg.RecoverProbes {
+		h.nextProbe = now // confirm on the next invocation
+		return false
 	}
-	h.mu.Unlock()
-	if recovered {
-		h.recover()
-	}
-	return recovered
+	return true
 }
 
 // sqsMessage is a Lambda SQS record as the SQS API's message.

@@ -297,50 +297,71 @@ func TestRegressDLQSmallerThan1MiB(t *testing.T) {
 	}
 }
 
-// Under Lambda an outage costs each poll as little of the redrive budget
-// as it can: a record parked while the database is unhealthy is hidden
-// four times longer on each receive, up to ParkMaxVisibility, and on the
-// last receive the redrive policy allows it is re-sent as a new message
-// (its receive count starts afresh) and not reported, so the mapping
-// deletes the original. Before, every poll hid it for ParkVisibility: an
-// outage longer than maxReceiveCount × ParkVisibility (10 minutes by
-// default) dead-lettered every message; and hiding a record on its last
-// receive, however long, only delays the DLQ: its next receive moves it
-// there.
-func TestRegressLambdaOutageHidesLongerEachReceive(t *testing.T) {
-	const maxReceives = 4
+// Under Lambda a standard queue's record parked while the database is
+// unhealthy is hidden as long as the outage has lasted so far, as the
+// gate knows it (from the trip to the last failed probe), at least
+// ParkVisibility and at most ParkMaxVisibility; on the last receive the
+// redrive policy allows it is re-sent as a new message (its receive count
+// starts afresh), delayed likewise, and not reported, so the mapping
+// deletes the original. So no hide outlasts the outage by more than its
+// own length, and the backlog drains within about one outage length of
+// the recovery. Before, a record was hidden four times longer on each
+// receive (1s, 4s, 16s… here) and its copy delayed by ParkMaxVisibility:
+// after a 6-minute outage records stayed hidden 16 and 64 minutes more
+// (measured under the RIE: 28 of 48 messages still hidden 12 minutes
+// after the recovery). On b9058c9 this test fails at the second receive:
+// a 4s hide about a second into the outage.
+func TestRegressLambdaOutageHidesByItsAge(t *testing.T) {
+	const maxReceives = 5
 	h := newHarness(t, testenv.Options{Queue: worker.QueueConfig{MaxReceiveCount: maxReceives, VisibilityTimeout: 2 * time.Second}})
 	proxy, ddb := h.proxied()
 	h.seedCases("c1")
 	cfg := h.testConfig()
 	cfg.CallTimeout = time.Second
-	// The first failed call trips the gate; no probe is due during the test.
-	cfg.Health = worker.HealthConfig{ConsecutiveFailures: 1, ProbeInterval: time.Hour, ProbeMaxInterval: time.Hour,
-		ParkVisibility: time.Second, ParkMaxVisibility: 3 * time.Second}
+	// The first failed call trips the gate; a probe is due at every
+	// invocation (they come at least ParkVisibility apart), so the gate
+	// knows the outage's age to the invocation.
+	cfg.Health = worker.HealthConfig{ConsecutiveFailures: 1, ProbeInterval: 200 * time.Millisecond, ProbeMaxInterval: 500 * time.Millisecond,
+		ParkVisibility: time.Second, ParkMaxVisibility: 4 * time.Second}
 	w := h.lambdaWorker(cfg, worker.Deps{DynamoDB: ddb, Handlers: h.caseHandlers()})
 	h.send(mustEnv(t)(caseflow.NewDeadlineRequest("k-outage", "c1", "intake", effective)))
 
 	proxy.SetMode(ddbproxy.Throttle)
-	want := []time.Duration{time.Second, 3 * time.Second, 3 * time.Second}
+	// The gate trips in the first invocation, just before it parks the
+	// record: the outage is no older than since that invocation returned,
+	// give or take the park itself, and the events' visibility is in whole
+	// seconds, rounded up. bound is the longest hide that allows, at most
+	// ParkMaxVisibility, checked once an invocation has returned.
+	var began time.Time
+	bound := func() time.Duration {
+		if began.IsZero() {
+			return time.Second
+		}
+		return min(max(time.Second, time.Since(began)), 4*time.Second) + 1500*time.Millisecond
+	}
+	var hides []time.Duration
 	for receive := 1; receive <= maxReceives; receive++ {
-		ev := h.sqsEvent(1, 30*time.Second)
+		ev := h.sqsEvent(1, 30*time.Second) // when its hide ends: the outage goes on
 		require.Equal(t, fmt.Sprint(receive), ev.Records[0].Attributes["ApproximateReceiveCount"])
 		resp, err := w.HandleSQSEvent(context.Background(), ev)
 		require.NoError(t, err)
+		hideBound := bound()
+		if began.IsZero() {
+			began = time.Now()
+		}
 		parked := h.waitEvents(receive, 5*time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeParked })
 		require.Zero(t, parked[receive-1].Attempt)
+		require.LessOrEqual(t, parked[receive-1].Visibility, hideBound, "receive %d: hidden no longer than the outage so far", receive)
 		if receive < maxReceives {
 			require.Len(t, resp.BatchItemFailures, 1, "receive %d: parked and reported", receive)
-			require.Equal(t, want[receive-1], parked[receive-1].Visibility, "receive %d", receive)
 			require.False(t, parked[receive-1].Final)
-			h.makeVisible(ev) // as when the hiding ends: the outage goes on
+			hides = append(hides, parked[receive-1].Visibility)
 			continue
 		}
-		// The last receive: a copy goes back to the queue, delayed by
-		// ParkMaxVisibility; the original is a success the mapping deletes.
+		// The last receive: a copy goes back to the queue, delayed by the
+		// same schedule; the original is a success the mapping deletes.
 		require.Empty(t, resp.BatchItemFailures, "the last receive is re-sent, not reported")
 		require.True(t, parked[receive-1].Final)
-		require.Equal(t, 3*time.Second, parked[receive-1].Visibility, "the copy's delay")
 		h.deleteRecords(ev)
 		copied := h.sqsEvent(1, 30*time.Second)
 		require.NotEqual(t, ev.Records[0].MessageId, copied.Records[0].MessageId)
@@ -348,6 +369,9 @@ func TestRegressLambdaOutageHidesLongerEachReceive(t *testing.T) {
 		require.Equal(t, "1", copied.Records[0].Attributes["ApproximateReceiveCount"], "the copy's receive count starts afresh")
 		require.Contains(t, copied.Records[0].MessageAttributes, dlq.AttrFirstSentAt, "the copy keeps the work's origin")
 	}
+	t.Logf("hides %v; the copy received %s into the outage", hides, time.Since(began).Round(time.Millisecond))
+	require.Equal(t, time.Second, hides[0], "just tripped: ParkVisibility")
+	require.GreaterOrEqual(t, hides[3], 2*time.Second, "the hides grow with the outage (%v)", hides)
 	require.False(t, w.DatabaseHealthy())
 	require.Zero(t, testenv.InspectQueue(t, h.env.Queues.DLQURL).Total())
 }
