@@ -37,7 +37,7 @@ func TestOutagePark(t *testing.T) {
 		{"the age", def, 6 * time.Minute, false, 0, 6 * time.Minute},
 		{"the age, a fifth less at most", def, 10 * time.Minute, false, 0.5, 9 * time.Minute},
 		{"the age, jittered to the most", def, 10 * time.Minute, false, 1, 8 * time.Minute},
-		{"capped at ParkMaxVisibility", def, 20 * time.Hour, false, 0, 12 * time.Hour},
+		{"capped at an hour (maxOutagePark), below ParkMaxVisibility", def, 20 * time.Hour, false, 0, time.Hour},
 		{"a probe succeeded: a second, until the next invocation confirms", def, 3 * time.Hour, true, 0, time.Second},
 		{"short: ParkVisibility", short, 2 * time.Second, false, 0, 6 * time.Second},
 		{"short: the age", short, 30 * time.Second, false, 0, 30 * time.Second},
