@@ -76,10 +76,10 @@ func controls(d *delivery) map[string]types.MessageAttributeValue {
 			out[k], marked = v, true
 		}
 	}
-	if !marked && d.held == nil && mayHaveRecord(d) {
-		// One mark is enough: a copy already marked keeps its mark, and one
-		// that carries the lease d holds is known to have a record (the
-		// copy's delivery holds it); the attribute budget is not spent twice.
+	if !marked && mayHaveRecord(d) {
+		// One mark is enough: a copy already marked keeps its mark. A copy
+		// that carries the lease d holds is marked too: the lease, larger,
+		// ranks after the mark and may be the one a full copy drops.
 		out[dlq.AttrResentFrom] = strAttr(d.id)
 	}
 	if v, ok := heldLeaseAttribute(d.held); ok {
