@@ -233,9 +233,8 @@ func runSeed(ctx context.Context, cfg Config, awsCfg aws.Config, seed uint64) (*
 	x.inj = faults.New(seed)
 	x.domain = newDomain(x.table)
 
-	skip := map[int]bool{}
 	if cfg.Plant == PlantLost {
-		if err := x.plantLost(ctx, skip); err != nil {
+		if err := x.plantLost(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -262,7 +261,7 @@ func runSeed(ctx context.Context, cfg Config, awsCfg aws.Config, seed uint64) (*
 
 	x.started = time.Now()
 	end := x.timeline(ctx)
-	if err := x.stream(ctx, skip); err != nil {
+	if err := x.stream(ctx); err != nil {
 		return nil, err
 	}
 	// The faults' and mid-stream operations' timeline ends.
@@ -306,12 +305,9 @@ func runSeed(ctx context.Context, cfg Config, awsCfg aws.Config, seed uint64) (*
 }
 
 // stream sends the schedule's messages at their times.
-func (x *run) stream(ctx context.Context, skip map[int]bool) error {
+func (x *run) stream(ctx context.Context) error {
 	copies := map[int]int{}
 	for _, snd := range x.s.Sends {
-		if skip[snd.Work] {
-			continue
-		}
 		if wait := time.Until(x.started.Add(snd.At)); wait > 0 {
 			select {
 			case <-time.After(wait):
@@ -457,34 +453,30 @@ func (x *run) drain(ctx context.Context) (time.Duration, int) {
 	return time.Since(start), max(left, 0)
 }
 
-// plantLost sends one healthy work item's message and deletes it before
-// any host runs; its other sends are skipped.
-func (x *run) plantLost(ctx context.Context, skip map[int]bool) error {
-	for i, w := range x.s.Works {
-		if w.Kind != KindOK || w.Reuse != "" || w.Pair != "" || w.NotBefore > 0 {
-			continue
-		}
-		if err := x.send(ctx, w, 0); err != nil {
+// plantLost adds one healthy work item of its own aggregate to the
+// schedule, sends its message and deletes it before any host runs.
+func (x *run) plantLost(ctx context.Context) error {
+	wid := fmt.Sprintf("w%04d", len(x.s.Works))
+	w := &Work{WID: wid, Key: "k-" + wid, Type: TypeA, Agg: "planted", Version: 2, Kind: KindOK, Pad: "planted"}
+	x.s.Works = append(x.s.Works, w)
+	if err := x.send(ctx, w, 0); err != nil {
+		return err
+	}
+	for range 20 {
+		out, err := x.adminSQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(x.qs.URL), MaxNumberOfMessages: 1, WaitTimeSeconds: 1})
+		if err != nil {
 			return err
 		}
-		for range 20 {
-			out, err := x.adminSQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(x.qs.URL), MaxNumberOfMessages: 1, WaitTimeSeconds: 1})
-			if err != nil {
+		if len(out.Messages) == 1 {
+			if _, err := x.adminSQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(x.qs.URL), ReceiptHandle: out.Messages[0].ReceiptHandle}); err != nil {
 				return err
 			}
-			if len(out.Messages) == 1 {
-				if _, err := x.adminSQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(x.qs.URL), ReceiptHandle: out.Messages[0].ReceiptHandle}); err != nil {
-					return err
-				}
-				skip[i] = true
-				x.planted = w.WID
-				x.progress("planted: %s's message deleted before any worker saw it", w.WID)
-				return nil
-			}
+			x.planted = w.WID
+			x.progress("planted: %s's message deleted before any worker saw it", w.WID)
+			return nil
 		}
-		return errors.New("plant: the planted message was not received")
 	}
-	return errors.New("plant: no healthy work item to plant on")
+	return errors.New("plant: the planted message was not received")
 }
 
 // plantDouble applies the first applied work item a second time.

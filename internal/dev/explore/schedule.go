@@ -508,3 +508,14 @@ func (s *Schedule) Print(w io.Writer) {
 		fmt.Fprintf(w, "  op    %s\n", o)
 	}
 }
+
+// CrossesSingleWritePair reports whether the schedule sends one key under
+// two message types that both commit single-write.
+func (s *Schedule) CrossesSingleWritePair() bool {
+	for _, w := range s.Works {
+		if w.Pair != "" && s.Modes[w.Type] == SingleWrite && s.Modes[w.Pair] == SingleWrite {
+			return true
+		}
+	}
+	return false
+}
