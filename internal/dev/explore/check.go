@@ -266,7 +266,10 @@ func (x *run) check(ctx context.Context, backlog int) ([]Violation, Figures, err
 					w.Type, w.Key, w.Kind, x.s.Modes[w.Type], rj.FailureCode, rj.SQSMessageID, rj.MessageType, rj.FailureMessage)
 			}
 		}
-		if applied == 0 && !superseded && !terminal && len(codes) == 0 && refused == 0 && queued[w.WID] == 0 && !otherApplied {
+		// Reopened by the operator with no message left to redrive (a
+		// quarantined one): its record still names the failure.
+		reopened := rec != nil && rec.ReopenedAt != "" && rec.Status == inbox.StatusFailedRetryable && x.explains(w, rec.FailureCode)
+		if applied == 0 && !superseded && !terminal && !reopened && len(codes) == 0 && refused == 0 && queued[w.WID] == 0 && !otherApplied {
 			add(Lost, w.WID, "%s %s (%s, %s route) was not applied, not superseded, has no terminal record (record %s), no DLQ message and no message in the queue",
 				w.Type, w.Key, w.Kind, x.s.Modes[w.Type], recStatus(rec))
 		}
@@ -288,8 +291,22 @@ func (x *run) check(ctx context.Context, backlog int) ([]Violation, Figures, err
 			add(StuckProcessing, w.WID, "%s %s is left PROCESSING (owner %s) with no message in the queue or the DLQ", w.Type, w.Key, rec.LeaseOwner)
 		}
 	}
+	return merged(vs), fig, nil
+}
+
+// merged keeps one violation per invariant and work item (the first
+// found, the others' evidence appended), sorted.
+func merged(vs []Violation) []Violation {
 	slices.SortStableFunc(vs, func(a, b Violation) int { return compare(string(a.Invariant)+a.WID, string(b.Invariant)+b.WID) })
-	return vs, fig, nil
+	var out []Violation
+	for _, v := range vs {
+		if n := len(out); n > 0 && v.WID != "" && out[n-1].Invariant == v.Invariant && out[n-1].WID == v.WID {
+			out[n-1].Detail += "; also: " + v.Detail
+			continue
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // explains reports whether failure code code is what w's nature makes it

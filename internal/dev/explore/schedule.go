@@ -263,8 +263,11 @@ func Generate(seed uint64, o Options) *Schedule {
 	s.FIFO = r.IntN(5) == 0
 	s.MaxReceive = []int{3, 3, 3, 4, 5}[r.IntN(5)]
 	s.Visibility = []time.Duration{2 * time.Second, 3 * time.Second}[r.IntN(2)]
-	s.Policy = []worker.TerminalPolicy{worker.PolicyDLQ, worker.PolicyDLQ, worker.PolicyDLQ, worker.PolicyRedrive, worker.PolicyQuarantine}[r.IntN(5)]
-	s.MaxAttempts = 2 + r.IntN(3)
+	s.Policy = []worker.TerminalPolicy{worker.PolicyDLQ, worker.PolicyDLQ, worker.PolicyDLQ, worker.PolicyRedrive, worker.PolicyRedrive, worker.PolicyQuarantine}[r.IntN(6)]
+	// Business attempts end before the redrive policy's last receive: a
+	// budget at or above maxReceiveCount is a misconfiguration that
+	// dead-letters healthy, flaky work.
+	s.MaxAttempts = min(2+r.IntN(3), s.MaxReceive-1)
 	s.Concurrency = []int{2, 4, 8}[r.IntN(3)]
 	s.ReadAhead = []int{0, 0, 2}[r.IntN(3)]
 	s.TypeAttr = []string{"eventType", "kind", "x-event-type", "zz.type"}[r.IntN(4)]
@@ -304,7 +307,10 @@ func Generate(seed uint64, o Options) *Schedule {
 func (s *Schedule) generateWork(r *rand.Rand) {
 	n := max(12, int(s.Stream/time.Second)*3)
 	aggs := max(4, n/3)
-	types := Types()
+	// The effect-log type and the attribute-routed type are drawn twice
+	// as often: each meets a feature (a held lease, a DLQ copy's
+	// attributes) the others do not.
+	types := append(Types(), TypeEffect, TypeAttr)
 	next := func() string { return fmt.Sprintf("w%04d", len(s.Works)) }
 	version := map[string]int64{}
 	add := func(w *Work) int {
@@ -325,7 +331,7 @@ func (s *Schedule) generateWork(r *rand.Rand) {
 			w.Kind = KindPoison
 		case x < 6:
 			w.Kind = KindFlaky
-			w.MaxAttempts = 1 + r.IntN(3)
+			w.MaxAttempts = min(1+r.IntN(3), s.MaxReceive-1)
 			w.Flaky = 1 + r.IntN(3)
 		}
 		if r.IntN(12) == 0 {
@@ -441,7 +447,7 @@ func (s *Schedule) generateFaults(r *rand.Rand) {
 }
 
 func (s *Schedule) generateOps(r *rand.Rand) {
-	kinds := []OpKind{OpReopen, OpRedriveAll, OpRedriveFiltered, OpSQSRedrive, OpSweep}
+	kinds := []OpKind{OpReopen, OpRedriveAll, OpRedriveFiltered, OpSQSRedrive, OpSQSRedrive, OpReopen, OpSweep}
 	codes := []string{"MAX_ATTEMPTS_EXCEEDED", "POISON", "IDEMPOTENCY_HASH_MISMATCH", "(none: redrive policy)"}
 	for range r.IntN(3) {
 		o := Op{Kind: pick(r, kinds), At: s.Stream/2 + time.Duration(r.Int64N(int64(max(s.Stream, time.Second))))}
