@@ -144,6 +144,9 @@ type dlqCopy struct {
 // Figures is what the end state held.
 type Figures struct {
 	Applied, Superseded, Terminal, DLQ, Records int
+	// BeyondCover counts DLQ messages the redrive policy moved during an
+	// outage longer than a FIFO queue's documented cover (not violations).
+	BeyondCover int
 }
 
 // check reads DynamoDB and both queues (the hosts are stopped) and
@@ -230,6 +233,9 @@ func (x *run) check(ctx context.Context, backlog int) ([]Violation, Figures, err
 			otherApplied = otherApplied || (o != w && st.aggs[o.Agg].counters[o.WID] > 0)
 		}
 		terminal := rec != nil && rec.Status == inbox.StatusFailedTerminal
+		// Reopened by the operator, its message not (yet) redriven: its
+		// record still names the failure that ended it.
+		reopened := rec != nil && rec.ReopenedAt != "" && rec.Status == inbox.StatusFailedRetryable && x.explains(w, rec.FailureCode)
 		if terminal {
 			fig.Terminal++
 			if applied > 0 && w.Reuse == "" {
@@ -241,10 +247,16 @@ func (x *run) check(ctx context.Context, backlog int) ([]Violation, Figures, err
 		}
 		for _, c := range codes {
 			switch {
-			case c.code == dlq.CodeNone && (terminal || applied > 0 || otherApplied):
+			case c.code == dlq.CodeNone && (terminal || reopened || applied > 0 || otherApplied):
 				// Moved by the redrive policy: the terminal record (the
 				// redrive terminal policy) or a leftover copy of applied
 				// work explains it.
+			case c.code == dlq.CodeNone && x.beyondCover():
+				// A FIFO queue's message is never re-sent: an outage
+				// longer than the hidings before its last receive
+				// (HealthConfig.OutageCover) walks it to the DLQ by
+				// design.
+				fig.BeyondCover++
 			case c.code == dlq.CodeNone:
 				add(HealthyDeadLettered, w.WID, "%s %s (%s, %s route) was dead-lettered by the redrive policy (maxReceiveCount %d) and is neither applied nor terminal (record %s)",
 					w.Type, w.Key, w.Kind, x.s.Modes[w.Type], x.s.MaxReceive, recStatus(rec))
@@ -266,9 +278,6 @@ func (x *run) check(ctx context.Context, backlog int) ([]Violation, Figures, err
 					w.Type, w.Key, w.Kind, x.s.Modes[w.Type], rj.FailureCode, rj.SQSMessageID, rj.MessageType, rj.FailureMessage)
 			}
 		}
-		// Reopened by the operator with no message left to redrive (a
-		// quarantined one): its record still names the failure.
-		reopened := rec != nil && rec.ReopenedAt != "" && rec.Status == inbox.StatusFailedRetryable && x.explains(w, rec.FailureCode)
 		if applied == 0 && !superseded && !terminal && !reopened && len(codes) == 0 && refused == 0 && queued[w.WID] == 0 && !otherApplied {
 			add(Lost, w.WID, "%s %s (%s, %s route) was not applied, not superseded, has no terminal record (record %s), no DLQ message and no message in the queue",
 				w.Type, w.Key, w.Kind, x.s.Modes[w.Type], recStatus(rec))
@@ -307,6 +316,21 @@ func merged(vs []Violation) []Violation {
 		out = append(out, v)
 	}
 	return out
+}
+
+// beyondCover reports whether the run is on a FIFO queue and one of its
+// outages lasted longer than the workers' documented cover of it.
+func (x *run) beyondCover() bool {
+	if !x.s.FIFO {
+		return false
+	}
+	cover := x.workerConfig("").Health.OutageCover(x.s.MaxReceive, true)
+	for _, f := range x.s.Faults {
+		if f.Kind == FaultOutage && f.For > cover {
+			return true
+		}
+	}
+	return false
 }
 
 // explains reports whether failure code code is what w's nature makes it

@@ -106,6 +106,11 @@ func (d *domain) registry(s *Schedule, log *effects.Log) (*ddbworker.Registry, e
 		}
 		eff, err := log.Do(ctx, msg, effects.Call{Name: "charge", Provider: "explore", Operation: "charge", Request: p.WID, Idempotent: true},
 			func(ctx context.Context, key string) (effects.Outcome, error) {
+				select {
+				case <-time.After(s.ProviderLatency):
+				case <-ctx.Done():
+					return effects.Outcome{}, ctx.Err() // unclear: called again with the same key
+				}
 				return effects.Outcome{Ref: d.call(key)}, nil
 			})
 		if err != nil {

@@ -78,6 +78,9 @@ func (h *host) name() string {
 func (h *host) start() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.x.stopping.Load() {
+		return nil
+	}
 	h.gen++
 	in := &instance{h: h, gen: h.gen, done: make(chan struct{})}
 	x := h.x
@@ -161,6 +164,9 @@ func (h *host) crash(in *instance) bool {
 	h.x.restarts.Add(1)
 	go func() {
 		time.Sleep(300 * time.Millisecond) // a supervisor's restart delay
+		if h.x.stopping.Load() {
+			return
+		}
 		if err := h.start(); err != nil {
 			h.x.progress("%s: restart: %v", h.name(), err)
 		}
@@ -170,6 +176,7 @@ func (h *host) crash(in *instance) bool {
 
 // stop stops h's instance gracefully and waits for it.
 func (h *host) stop() {
+	h.x.stopping.Store(true)
 	in := h.current()
 	if in == nil {
 		return

@@ -170,6 +170,8 @@ type run struct {
 	started     time.Time
 
 	restarts, kills, deploys, invocations atomic.Int64
+	// stopping: the run is over; no instance starts any more.
+	stopping atomic.Bool
 
 	fpMu      sync.Mutex
 	fpOpen    map[string]float64
@@ -260,6 +262,9 @@ func runSeed(ctx context.Context, cfg Config, awsCfg aws.Config, seed uint64) (*
 	defer stopHosts()
 
 	x.started = time.Now()
+	// The timeline's events end with the seed's run.
+	ctx, cancelTimeline := context.WithCancel(ctx)
+	defer cancelTimeline()
 	end := x.timeline(ctx)
 	if err := x.stream(ctx); err != nil {
 		return nil, err

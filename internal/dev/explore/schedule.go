@@ -231,16 +231,19 @@ type Schedule struct {
 	Modes       map[string]Mode
 	// TypeAttr is the message attribute TypeAttr's route reads its type
 	// from.
-	TypeAttr    string
-	Daemons     int
-	Lambdas     int
-	Concurrency int
-	ReadAhead   int
-	Stream      time.Duration
-	Works       []*Work
-	Sends       []Send
-	Faults      []Fault
-	Ops         []Op
+	TypeAttr string
+	// ProviderLatency is how long the effect route's provider takes to
+	// answer: a call in flight when the database goes away.
+	ProviderLatency time.Duration
+	Daemons         int
+	Lambdas         int
+	Concurrency     int
+	ReadAhead       int
+	Stream          time.Duration
+	Works           []*Work
+	Sends           []Send
+	Faults          []Fault
+	Ops             []Op
 }
 
 // Hosts is the number of hosts.
@@ -271,6 +274,7 @@ func Generate(seed uint64, o Options) *Schedule {
 	s.Concurrency = []int{2, 4, 8}[r.IntN(3)]
 	s.ReadAhead = []int{0, 0, 2}[r.IntN(3)]
 	s.TypeAttr = []string{"eventType", "kind", "x-event-type", "zz.type"}[r.IntN(4)]
+	s.ProviderLatency = []time.Duration{0, 50 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond}[r.IntN(4)]
 	modes := []Mode{Gated, Fused, SingleWrite}
 	singleHeavy := r.IntN(3) == 0
 	for _, t := range Types() {
@@ -409,7 +413,7 @@ func (s *Schedule) generateFaults(r *rand.Rand) {
 	for range n {
 		at, span := window()
 		var f Fault
-		switch x := r.IntN(16); {
+		switch x := r.IntN(17); {
 		case x < 4:
 			f = Fault{Kind: FaultLost, Call: pick(r, append(slices.Clone(ddbCalls), sqsCalls...)), Rate: rate()}
 		case x < 5:
@@ -425,16 +429,16 @@ func (s *Schedule) generateFaults(r *rand.Rand) {
 			span = time.Duration(3+r.IntN(10)) * time.Second
 		case x < 11:
 			f = Fault{Kind: FaultSQSError, Call: pick(r, sqsCalls), Rate: rate()}
-		case x < 13:
+		case x < 14:
 			// An outage of the database: longer than the lease, so a
 			// parked delivery's held lease expires, and long enough that
 			// messages reach their last receive.
 			f = Fault{Kind: FaultOutage, Mode: pick(r, []string{"throttle", "5xx", "hang"})}
 			span = s.Visibility + time.Duration(1+r.IntN(8))*time.Second
-		case x < 14:
+		case x < 15:
 			f = Fault{Kind: FaultDeploy, Host: r.IntN(s.Hosts())}
 			span = 0
-		case x < 15:
+		case x < 16:
 			f = Fault{Kind: FaultCrash, Host: r.IntN(s.Hosts())}
 			span = 0
 		default:
@@ -487,7 +491,7 @@ func (s *Schedule) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "seed %d: %s queue, maxReceiveCount %d, visibility %s, terminal policy %s, maxAttempts %d, concurrency %d, read ahead %d\n",
 		s.Seed, q, s.MaxReceive, s.Visibility, s.Policy, s.MaxAttempts, s.Concurrency, s.ReadAhead)
-	fmt.Fprintf(w, "  hosts: %d daemon, %d lambda; type attribute %q\n", s.Daemons, s.Lambdas, s.TypeAttr)
+	fmt.Fprintf(w, "  hosts: %d daemon, %d lambda; type attribute %q; effect provider latency %s\n", s.Daemons, s.Lambdas, s.TypeAttr, s.ProviderLatency)
 	var modes []string
 	for _, t := range Types() {
 		modes = append(modes, t+"="+string(s.Modes[t]))
