@@ -106,8 +106,8 @@ func TestExploreSeeds(t *testing.T) {
 		seed, err = strconv.ParseUint(v, 10, 64)
 		require.NoError(t, err)
 	}
-	rep, err := explore.Run(context.Background(), config(t, explore.Config{Seed: seed, Seeds: 3, Stream: 8 * time.Second,
-		Recover: 60 * time.Second, Budget: 90 * time.Second}))
+	rep, err := explore.Run(context.Background(), config(t, explore.Config{Seed: seed, Seeds: 2, Stream: 8 * time.Second,
+		Recover: 60 * time.Second, Budget: 60 * time.Second}))
 	require.NoError(t, err)
 	var buf bytes.Buffer
 	rep.Print(&buf)

@@ -448,6 +448,23 @@ func (s *Schedule) generateFaults(r *rand.Rand) {
 		s.Faults = append(s.Faults, f)
 	}
 	slices.SortStableFunc(s.Faults, func(a, b Fault) int { return int(a.At - b.At) })
+	// Traffic meets the outages: effect-log work sent just before each
+	// begins, so that a delivery holds its lease (its provider call in
+	// flight) when the database goes away.
+	for _, f := range s.Faults {
+		if f.Kind != FaultOutage {
+			continue
+		}
+		for range 2 {
+			agg := fmt.Sprintf("o%03d", len(s.Works))
+			w := &Work{WID: fmt.Sprintf("w%04d", len(s.Works)), Type: TypeEffect, Agg: agg, Version: 2, Kind: KindOK, Pad: fmt.Sprintf("%x", r.Uint32())}
+			w.Key = "k-" + w.WID
+			s.Works = append(s.Works, w)
+			lead := time.Duration(r.Int64N(int64(300*time.Millisecond + s.ProviderLatency)))
+			s.Sends = append(s.Sends, Send{At: max(0, f.At-lead), Work: len(s.Works) - 1})
+		}
+	}
+	slices.SortStableFunc(s.Sends, func(a, b Send) int { return int(a.At - b.At) })
 }
 
 func (s *Schedule) generateOps(r *rand.Rand) {
