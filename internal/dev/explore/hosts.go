@@ -256,7 +256,7 @@ func (x *run) workerConfig(owner string) worker.Config {
 		Backoff:             worker.Backoff{Base: 500 * time.Millisecond, Max: 3 * time.Second, Jitter: 0.5},
 		DeleteFlushInterval: 20 * time.Millisecond, DrainTimeout: 5 * time.Second, Owner: owner,
 		CallTimeout: time.Second, CallAttempts: 3,
-		Health: worker.HealthConfig{ProbeInterval: 300 * time.Millisecond, ProbeMaxInterval: time.Second,
+		Health: worker.HealthConfig{ConsecutiveFailures: s.Consecutive, ProbeInterval: 300 * time.Millisecond, ProbeMaxInterval: time.Second,
 			ParkVisibility: time.Second, ParkMaxVisibility: 3 * time.Second},
 	}
 }

@@ -232,6 +232,9 @@ type Schedule struct {
 	// TypeAttr is the message attribute TypeAttr's route reads its type
 	// from.
 	TypeAttr string
+	// Consecutive is the workers' HealthConfig.ConsecutiveFailures: how
+	// soon the health gate trips (and parks what it holds).
+	Consecutive int
 	// ProviderLatency is how long the effect route's provider takes to
 	// answer: a call in flight when the database goes away.
 	ProviderLatency time.Duration
@@ -298,6 +301,10 @@ func Generate(seed uint64, o Options) *Schedule {
 		// worker.LambdaSettleMargin (2s) before it.
 		s.Visibility = []time.Duration{4 * time.Second, 5 * time.Second}[r.IntN(2)]
 	}
+	// Drawn from a stream of their own, so that adding a draw here leaves
+	// every other seed's schedule as it was.
+	h := rand.New(rand.NewPCG(seed, 0x6865616c7468)) // "health"
+	s.Consecutive = []int{1, 2, 3}[h.IntN(3)]
 	s.generateWork(r)
 	if !o.NoFaults {
 		s.generateFaults(r)
@@ -508,7 +515,8 @@ func (s *Schedule) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "seed %d: %s queue, maxReceiveCount %d, visibility %s, terminal policy %s, maxAttempts %d, concurrency %d, read ahead %d\n",
 		s.Seed, q, s.MaxReceive, s.Visibility, s.Policy, s.MaxAttempts, s.Concurrency, s.ReadAhead)
-	fmt.Fprintf(w, "  hosts: %d daemon, %d lambda; type attribute %q; effect provider latency %s\n", s.Daemons, s.Lambdas, s.TypeAttr, s.ProviderLatency)
+	fmt.Fprintf(w, "  hosts: %d daemon, %d lambda; health gate trips after %d failed calls; type attribute %q; effect provider latency %s\n",
+		s.Daemons, s.Lambdas, s.Consecutive, s.TypeAttr, s.ProviderLatency)
 	var modes []string
 	for _, t := range Types() {
 		modes = append(modes, t+"="+string(s.Modes[t]))
