@@ -14,7 +14,7 @@ GOTEST      := $(GO) test -race -count=1 -timeout 60m
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test/race test/short bench chaos lint fuzz deps emulators java build build/dev clean
+.PHONY: help demo test test/race test/short bench chaos explore lint fuzz deps emulators java build build/dev clean
 
 help: ## Show this help
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z\/_-]+:.*## /{printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -36,6 +36,16 @@ bench: emulators build/dev ## Benchmark: naive vs default vs fused vs single-wri
 
 chaos: emulators build/dev ## Kill -9 and fault-injection run with an invariant check
 	$(DEVBIN) chaos
+
+# The explorer: consecutive seeds from EXPLORE_SEED, each one generated
+# schedule (routes, bodies, hosts, faults, operator actions) run in process
+# and checked; a failing seed prints the command that replays it. Stops
+# starting seeds after EXPLORE_BUDGET.
+EXPLORE_SEED   ?= 1
+EXPLORE_SEEDS  ?= 1000
+EXPLORE_BUDGET ?= 30m
+explore: emulators build/dev ## Seeded randomized exploration (routes × hosts × faults × operator actions) with an invariant check, for EXPLORE_BUDGET (30m)
+	$(DEVBIN) explore --seed $(EXPLORE_SEED) --seeds $(EXPLORE_SEEDS) --budget $(EXPLORE_BUDGET) $(EXPLORE_ARGS)
 
 fuzz: ## Fuzz the envelope decoder and the adapted-body reader for 60s each
 	$(GO) test ./envelope -run '^$$' -fuzz FuzzDecode -fuzztime 60s

@@ -21,7 +21,7 @@ import (
 // of run and relay (hidden).
 func Extension() daemonext.Extension {
 	return daemonext.New(func(g daemonext.Globals) []*cobra.Command {
-		return []*cobra.Command{newDemoCmd(g), newBenchCmd(g), newChaosCmd(g), newSendCmd(g), newEmulatorsCmd(), newFaultProxyCmd(g)}
+		return []*cobra.Command{newDemoCmd(g), newBenchCmd(g), newChaosCmd(g), newExploreCmd(g), newSendCmd(g), newEmulatorsCmd(), newFaultProxyCmd(g)}
 	}, registerFaults)
 }
 

@@ -16,7 +16,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // and the fault flags, hidden, to run and relay; without it (a team's
 // binary, the production ddbworker) there are none of either.
 func TestExtensionAddsTheDevelopmentTools(t *testing.T) {
-	devTools := []string{"demo", "bench", "chaos", "send", "emulators", "faultproxy"}
+	devTools := []string{"demo", "bench", "chaos", "explore", "send", "emulators", "faultproxy"}
 	faultFlagNames := []string{"fault-seed", "fault-throttle", "fault-conflict", "fault-timeout", "fault-lost-response",
 		"fault-sqs-delete", "fault-delay", "fault-delay-duration", "failpoint-kill"}
 	for _, tc := range []struct {
