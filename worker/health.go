@@ -484,10 +484,13 @@ func (p *parkingLot) update(receipt string, f func(*parkedMsg) bool) {
 
 // keepParked renews the visibility of parked messages until ctx ends: every
 // third of ParkVisibility, in batches of 10. A message SQS will not hide any
-// longer (12 hours after its receipt) is let go: it comes back by itself.
-// When ctx ends (shutdown) while the database is unhealthy, the parked
-// messages that hold a lease are handed over (handOverParked) before
-// unpark leaves the rest hidden.
+// longer (12 hours after its receipt) is handed over with its lease
+// (handOver), or let go: it comes back by itself. At shutdown the parked
+// messages stay hidden (unpark); a lease one holds while the database is
+// unhealthy is taken over when it expires (one takeover) — handing it over
+// by re-send at shutdown was tried and left the original's delivery with
+// no final outcome in the log, which the chaos run's tally cannot follow
+// (TestChaosOutageShort); see issue 21's note.
 func (w *Worker) keepParked(ctx context.Context) {
 	every := w.health.cfg.ParkVisibility / 3
 	t := time.NewTicker(every)
@@ -495,9 +498,6 @@ func (w *Worker) keepParked(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			if !w.health.Healthy() {
-				w.handOverParked(context.WithoutCancel(ctx))
-			}
 			return
 		case <-t.C:
 		}
@@ -564,29 +564,6 @@ func (w *Worker) extendParked(ctx context.Context, batch []parkedMsg) {
 			"code", aws.ToString(f.Code))
 	}
 }
-
-// handOverParked hands over the lease of every parked message that holds
-// one (handOver), hidden as long as it still would have been, when the
-// worker shuts down while the database is unhealthy: nothing can give the
-// leases back then, and a message let go with its lease would be taken
-// over by its next delivery once the lease expired, counting a takeover
-// for the outage (five outages: MAX_TAKEOVERS_EXCEEDED).
-func (w *Worker) handOverParked(ctx context.Context) {
-	now := w.cfg.Now()
-	for _, pm := range w.parked.due(maxTime) {
-		if pm.d.held == nil {
-			continue
-		}
-		if w.handOver(ctx, pm.d, pm.hidden.Sub(now)) {
-			w.parked.update(aws.ToString(pm.d.m.ReceiptHandle), func(*parkedMsg) bool { return false })
-			w.log.Info("parked message re-sent with its lease at shutdown: the database is unhealthy, so the lease cannot be given back",
-				"sqsMessageId", pm.d.id)
-		}
-	}
-}
-
-// maxTime is later than any parked message's visibility.
-var maxTime = time.Unix(1<<62, 0)
 
 // handOver hands the lease a parked delivery holds (delivery.held) to a
 // copy of its message, sent delayed by delay (at most SQS's 15 minutes)

@@ -205,50 +205,6 @@ func TestParkByResendHandsOverItsLease(t *testing.T) {
 	h.requireQueueEmpty()
 }
 
-// By trace (issue 21): a worker shut down while the database is unhealthy
-// let go of its parked messages (left hidden for the rest of their park)
-// with the leases they held, which nothing could give back: the next
-// delivery of each took its lease over once it expired, counting a
-// takeover for the outage. The parked messages that hold a lease are
-// re-sent with it now (ddbworker.heldLease), delayed as long as they would
-// have stayed hidden, and the copy gets the lease back: no takeover.
-func TestShutdownWhileUnhealthyHandsOverHeldLeases(t *testing.T) {
-	h := newHarness(t, testenv.Options{Queue: worker.QueueConfig{MaxReceiveCount: 5, VisibilityTimeout: 2 * time.Second}})
-	proxy, ddb := h.proxied()
-	h.send(mustEnv(t)(caseflow.NewDeadlineRequest("k-shutdown", "c1", "intake", effective)))
-
-	reg, started, outage, runs := interruptedOnce(t, h.env.Table)
-	cfg := h.testConfig()
-	cfg.CallTimeout = 1500 * time.Millisecond
-	cfg.Health = worker.HealthConfig{ConsecutiveFailures: 1, ProbeInterval: 300 * time.Millisecond, ProbeMaxInterval: time.Second, ParkVisibility: 3 * time.Second}
-	first := h.start(cfg, worker.Deps{DynamoDB: ddb, Handlers: reg})
-
-	<-started
-	proxy.SetMode(ddbproxy.Throttle) // the heartbeat's renewal fails: the gate trips
-	testenv.Eventually(t, 30*time.Second, func() bool { return !first.w.DatabaseHealthy() }, "the health gate trips")
-	close(outage)
-	parked := h.waitEvents(1, 30*time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeParked })[0]
-	require.False(t, parked.Final, "parked in the worker")
-	first.Stop() // a deploy during the outage
-	held := h.record("k-shutdown", caseflow.TypeDeadline)
-	require.Equal(t, inbox.StatusProcessing, held.Status)
-	require.NotEmpty(t, held.LeaseToken, "the lease is still on the record: nothing could give it back")
-	<-time.After(time.Until(held.LeaseExpiry.Add(cfg.ClockSkew + time.Second))) // the lease's end, not a wait for async work
-	proxy.SetMode(ddbproxy.Pass)
-
-	h.start(cfg, worker.Deps{DynamoDB: ddb, Handlers: reg}) // the next worker
-	applied := h.waitEvents(1, 60*time.Second, final)[0]
-	require.Equal(t, worker.OutcomeApplied, applied.Outcome, "%+v", h.allEvents())
-	require.Equal(t, 1, applied.Attempt)
-	rec := h.record("k-shutdown", caseflow.TypeDeadline)
-	require.Equal(t, inbox.StatusCompleted, rec.Status)
-	require.Equal(t, held.LeaseToken, rec.LeaseToken, "committed under the lease the parked message held")
-	require.Zero(t, rec.Takeovers, "the lease went with the message: no takeover (%+v)", h.allEvents())
-	require.Zero(t, rec.Attempts)
-	require.EqualValues(t, 2, runs.Load(), "interrupted once, applied once")
-	h.requireQueueEmpty()
-}
-
 // failedVisibilityBatch answers every ChangeMessageVisibilityBatch entry
 // as failed (ReceiptHandleIsInvalid: the message is back in the queue)
 // while on, as SQS does for a handle whose visibility already ran out.
