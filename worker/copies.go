@@ -71,7 +71,7 @@ func origin(d *delivery) map[string]types.MessageAttributeValue {
 func controls(d *delivery) map[string]types.MessageAttributeValue {
 	out := origin(d)
 	marked := false
-	for _, k := range []string{dlq.AttrRedrivenFrom, dlq.AttrFailureCode, dlq.AttrResentFrom} {
+	for _, k := range recordMarks {
 		if v, ok := d.m.MessageAttributes[k]; ok {
 			out[k], marked = v, true
 		}

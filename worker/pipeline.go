@@ -235,6 +235,11 @@ func (w *Worker) claimsByCommit(d *delivery, wk *work) bool {
 	return (w.fused(wk) || wk.route.SingleWrite) && wk.env.PayloadRef == nil && !mayHaveRecord(d)
 }
 
+// recordMarks are the attributes that mark a copy ddbworker made of a
+// message whose work may have a record: mayHaveRecord reads them, and a
+// re-send keeps them (controls).
+var recordMarks = []string{dlq.AttrFailureCode, dlq.AttrRedrivenFrom, dlq.AttrResentFrom}
+
 // mayHaveRecord reports whether d's work may have an inbox record already
 // — the one rule for every way a message comes back. It may when:
 //
@@ -257,7 +262,7 @@ func mayHaveRecord(d *delivery) bool {
 	if d.receives > 1 || d.held != nil {
 		return true
 	}
-	for _, a := range []string{dlq.AttrFailureCode, dlq.AttrRedrivenFrom, dlq.AttrResentFrom} {
+	for _, a := range recordMarks {
 		if _, ok := d.m.MessageAttributes[a]; ok {
 			return true
 		}
