@@ -163,6 +163,9 @@ type Route struct {
 	// SingleWrite commits the handler's one version-guarded write alone,
 	// fenced in the domain item (see SingleWrite).
 	SingleWrite bool
+	// SkipInboxCheck drops the single-write fresh path's inbox check
+	// (see SkipInboxCheck).
+	SkipInboxCheck bool
 	// Adapter, when set, reads the route's bodies that are not ddbworker's
 	// envelope (see Adapt); the route takes envelopes of its type too.
 	Adapter *envelope.Adapter
@@ -289,13 +292,38 @@ func Fused() RouteOption { return func(r *Route) { r.Fused = true } }
 // so return no write only for a decision a later run would make the same
 // way (or may revisit).
 //
+// The fresh path checks, in the same call, that the work has no inbox
+// record: the write and a ConditionCheck on the record's key commit in one
+// TransactWriteItems (2 write units per started KB of the item, plus 2 for
+// the check: 4 for an item of at most 1 KB). A message that comes back
+// with nothing to say it was here before — moved back from the DLQ by
+// SQS's own redrive, or a producer's resend of work that failed
+// terminally or is held under a lease — finds the record and is decided
+// from it under the gate, as on every route: it neither applies work the
+// inbox recorded as failed nor leaves a record PROCESSING behind an
+// application. SkipInboxCheck trades that for a plain UpdateItem or
+// PutItem (1 unit).
+//
 // What else it gives up, and so what it is not for: a result of another
 // shape is refused (terminal INVALID_HANDLER_RESULT, at its first
-// message); a new message for work whose earlier message failed
-// terminally runs again instead of failing the same way (the fresh path
-// reads no inbox record). For several writes, or to answer for every key,
-// use Fused or the default.
+// message). For several writes, or to answer for every key, use Fused or
+// the default.
 func SingleWrite() RouteOption { return func(r *Route) { r.SingleWrite = true } }
+
+// SkipInboxCheck makes a single-write route's fresh path one plain
+// conditional UpdateItem or PutItem — 1 write unit for an item of at most
+// 1 KB instead of the transaction's 4 — without checking that the work has
+// no inbox record. The worker still sends every message it knows may have
+// a record (a redelivery, ddbworker's own re-sends, DLQ copies and `dlq
+// redrive`, a message SQS names a DLQ source for) through the gate; what it
+// cannot know is a message that comes back unmarked. Use it only where
+// none does: nobody runs SQS's own DLQ redrive (StartMessageMoveTask, the
+// console's "Start DLQ redrive") on the queue, producers never resend work
+// that failed terminally, and `dlq redrive` reports no dropped
+// ddbworker.redrivenFrom. Otherwise such a message applies work whose
+// record says it failed terminally, or leaves a PROCESSING record that
+// the sweeper then reports LEASE_ABANDONED. Only with SingleWrite.
+func SkipInboxCheck() RouteOption { return func(r *Route) { r.SkipInboxCheck = true } }
 
 // The attributes the single-write commit keeps in the domain item, one
 // fence per version attribute: the idempotency key, the message type and
@@ -366,6 +394,9 @@ func (r *Registry) Register(messageType string, h Handler, opts ...RouteOption) 
 	}
 	if rt.Fused && rt.SingleWrite {
 		return fmt.Errorf("%w: %s is both Fused and SingleWrite", ErrRouteOptions, messageType)
+	}
+	if rt.SkipInboxCheck && !rt.SingleWrite {
+		return fmt.Errorf("%w: %s has SkipInboxCheck without SingleWrite (only that route's fresh path checks the inbox in its write)", ErrRouteOptions, messageType)
 	}
 	if rt.Adapter != nil {
 		as, err := r.adapters.With(messageType, rt.Adapter)

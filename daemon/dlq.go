@@ -27,6 +27,7 @@ type dlqFlags struct {
 	queueURL  string
 	rate      float64
 	maxAge    time.Duration
+	drop      []string
 	filters   []string
 	dryRun    bool
 	all       bool
@@ -113,7 +114,7 @@ terminal one fails the same way again and returns to the DLQ.`,
 			if f.all && cmd.Flags().Changed("max") {
 				return errors.New("--all and --max exclude each other")
 			}
-			opts := dlq.RedriveOptions{Filter: filter, Max: f.max, All: f.all, Rate: f.rate, DryRun: f.dryRun, MaxAge: f.maxAge}
+			opts := dlq.RedriveOptions{Filter: filter, Max: f.max, All: f.all, Rate: f.rate, DryRun: f.dryRun, MaxAge: f.maxAge, DropAttributes: f.drop}
 			if f.all {
 				opts.Max = 0
 			}
@@ -160,6 +161,7 @@ terminal one fails the same way again and returns to the DLQ.`,
 	rf.StringVar(&f.queueURL, "queue-url", "", "work queue to redrive to (required unless --dry-run)")
 	rf.IntVar(&f.max, "max", dlq.DefaultMax, "move at most this many messages")
 	rf.Float64Var(&f.rate, "rate", dlq.DefaultRate, "send at most this many messages per second")
+	rf.StringSliceVar(&f.drop, "drop-attribute", nil, "leave this producer attribute out of the copies (repeatable): name ones no route reads when a message carries too many for its copy to keep them all with ddbworker.firstSentAt (the redrive refuses it, step fit)")
 	rf.DurationVar(&f.maxAge, "max-age", dlq.DefaultMaxAge, "leave in the DLQ messages whose work was first sent longer ago (keep it below the workers' COMPLETED-record TTL, 35 days by default: an older replay could apply twice)")
 	rf.StringArrayVar(&f.filters, "filter", nil, "select by exact match: code=CODE or type=TYPE (repeatable, all must match)")
 	rf.BoolVar(&f.dryRun, "dry-run", false, "list what would move; move nothing")

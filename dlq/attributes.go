@@ -25,8 +25,8 @@ var traceRanked = []string{tracing.AttrTraceparent, tracing.AttrTracestate}
 
 // Groups of attributeRank, highest precedence first.
 const (
-	rankControl = iota
-	rankNeeded
+	rankNeeded = iota
+	rankControl
 	rankInfo
 	rankTrace
 	rankProducer
@@ -39,17 +39,19 @@ const (
 // every copy ddbworker makes, documented for producers in
 // docs/producers.md, "The 10-attribute budget"):
 //
-//  1. ddbworker's control attributes, which the worker decides by:
+//  1. the needed attributes, by name: those a route reads to take the
+//     message (an adapter's TypeAttribute; for Redrive, every attribute
+//     of its producer's the DLQ message carried, since the tooling does
+//     not know the routes). Without one the copy cannot be read at all
+//     (MISSING_FIELD messageType), so they outrank everything;
+//  2. ddbworker's control attributes, which the worker decides by:
 //     AttrFailureCode, AttrRedrivenFrom and AttrResentFrom mark a message
-//     the DLQ tooling copied or moved, or the worker re-sent, which must
-//     never claim its work by its commit (a single-write route's fresh path
-//     would bypass the record its work may have); then
-//     AttrFirstSentAt, by which the replay window and Redrive's MaxAge
-//     judge the work's age;
-//  2. the needed attributes, by name: those a route reads to take the
-//     message (an adapter's TypeAttribute). Without one the copy cannot
-//     be read at all (MISSING_FIELD messageType), so they outrank
-//     everything but the controls, whose loss could apply work twice;
+//     the DLQ tooling copied or moved, or the worker re-sent, which then
+//     claims its work through the gate instead of by its commit (a hint
+//     on every route whose commit checks the record — the default,
+//     fused and single-write alike —, and what a SkipInboxCheck route
+//     relies on); then AttrFirstSentAt, by which the replay window and
+//     Redrive's MaxAge judge the work's age;
 //  3. ddbworker's other attributes, what a DLQ reader needs:
 //     AttrSourceMessageID, AttrMessageType, AttrIdempotencyKey,
 //     AttrFailedAt, AttrFailureMessage (the longest last), then any other
@@ -57,11 +59,11 @@ const (
 //  4. the trace context: traceparent, then tracestate;
 //  5. the producer's other attributes, by name.
 func attributeRank(name string, needed []string) (group, index int) {
-	if i := slices.Index(controlRanked, name); i >= 0 {
-		return rankControl, i
-	}
 	if slices.Contains(needed, name) {
 		return rankNeeded, 0
+	}
+	if i := slices.Index(controlRanked, name); i >= 0 {
+		return rankControl, i
 	}
 	if i := slices.Index(infoRanked, name); i >= 0 {
 		return rankInfo, i
@@ -83,7 +85,7 @@ func FitAttributes(body string, candidates map[string]types.MessageAttributeValu
 
 // FitAttributesFor chooses the attributes a copy of a message carries
 // among candidates, whose body is body: each in the order of precedence
-// of ddbworker's copies (ddbworker's control attributes, the needed
+// of ddbworker's copies (the needed attributes, ddbworker's control
 // attributes, ddbworker's other attributes, the trace context, the
 // producer's attributes; see docs/producers.md, "The 10-attribute
 // budget"), kept while the copy stays within SQS's limit of

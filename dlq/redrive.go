@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -52,6 +53,14 @@ type RedriveOptions struct {
 	// it as REPLAY_WINDOW_EXPIRED anyway). They stay in the DLQ. Default:
 	// 34 days; set it one day below the workers' TTL for COMPLETED records.
 	MaxAge time.Duration
+	// DropAttributes names producer attributes the copies leave out. A
+	// copy keeps every attribute of its producer's and AttrFirstSentAt
+	// (the work's age, by which the worker's replay window judges the
+	// copy); a message that carries so many that its copy cannot keep them
+	// all within SQS's limits is not moved (Failed, step "fit", naming
+	// them): its routes may read any of them, which the tooling cannot
+	// know. Name here the ones no route reads. Default: none.
+	DropAttributes []string
 	// Progress is called after each receive's messages were handled.
 	// Optional.
 	Progress func(RedriveProgress)
@@ -247,11 +256,14 @@ func (q *Queue) Redrive(ctx context.Context, opts RedriveOptions) (rep RedriveRe
 		var err error
 		if opts.DryRun {
 			for _, m := range pick {
-				_, dropped := copyAttributes(&m)
-				rep.add(m, "", dropped)
+				if o := q.outgoing(&m, opts.DropAttributes); o.refusal != "" {
+					rep.fail(m, "", "fit", o.refusal)
+				} else {
+					rep.add(m, "", o.dropped)
+				}
 			}
 		} else {
-			err = q.move(ctx, s, p, pick, perSend, &rep)
+			err = q.move(ctx, s, p, pick, perSend, opts.DropAttributes, &rep)
 		}
 		if opts.Progress != nil {
 			opts.Progress(RedriveProgress{Scanned: s.scanned, Skipped: rep.Skipped + rep.Arrived, Moved: len(rep.Moved), Failed: len(rep.Failed), Max: opts.Max})
@@ -285,22 +297,29 @@ func (r *RedriveReport) fail(m Message, newID, step string, err string) {
 const sendBatchBytes = sqsbatch.PortableBatchBytes
 
 // outgoing is a message on its way to the work queue: its copy, the copy's
-// size as SQS counts it, and the attributes it could not carry.
+// size as SQS counts it, the attributes it could not carry, and why it
+// is not sent at all ("" when it is).
 type outgoing struct {
 	m       *Message
 	entry   types.SendMessageBatchRequestEntry
 	size    int
 	dropped []string
+	refusal string
 }
 
 // move sends msgs to the work queue in paced batches of at most perSend
 // and sendBatchBytes, and deletes the ones sent from the DLQ. It returns an
 // error only when the redrive must stop (ctx ended while pacing); the
 // messages not sent then are in rep.Failed.
-func (q *Queue) move(ctx context.Context, s *scan, p *pacer, msgs []Message, perSend int, rep *RedriveReport) error {
-	out := make([]outgoing, len(msgs))
+func (q *Queue) move(ctx context.Context, s *scan, p *pacer, msgs []Message, perSend int, drop []string, rep *RedriveReport) error {
+	out := make([]outgoing, 0, len(msgs))
 	for i := range msgs {
-		out[i] = q.outgoing(&msgs[i])
+		o := q.outgoing(&msgs[i], drop)
+		if o.refusal != "" {
+			rep.fail(msgs[i], "", "fit", o.refusal)
+			continue
+		}
+		out = append(out, o)
 	}
 	batches := sqsbatch.Split(out, func(o outgoing) int { return o.size }, sqsbatch.Limits{Entries: perSend, Bytes: sendBatchBytes})
 	for b, batch := range batches {
@@ -398,9 +417,15 @@ func (q *Queue) sendAndDelete(ctx context.Context, s *scan, batch []outgoing, re
 }
 
 // outgoing is the work-queue copy of m (its entry without an Id): the
-// original body and copyAttributes.
-func (q *Queue) outgoing(m *Message) outgoing {
-	attrs, dropped := copyAttributes(m)
+// original body and copyAttributes, or the refusal of a copy that could
+// not carry all that is needed.
+func (q *Queue) outgoing(m *Message, drop []string) outgoing {
+	attrs, dropped, droppedNeeded := copyAttributes(m, drop)
+	if len(droppedNeeded) > 0 {
+		return outgoing{m: m, refusal: fmt.Sprintf("not moved: its copy cannot carry every attribute of its producer's and %s within SQS's limits (10 attributes; %d bytes with the body); it would leave out %s. "+
+			"Name producer attributes no route reads to leave out (--drop-attribute NAME; RedriveOptions.DropAttributes)",
+			AttrFirstSentAt, sqsbatch.MaxMessageBytes, strings.Join(droppedNeeded, ", "))}
+	}
 	size := sqsbatch.MessageSize(m.Body, attrs)
 	if len(attrs) == 0 {
 		attrs = nil
@@ -416,27 +441,33 @@ func (q *Queue) outgoing(m *Message) outgoing {
 }
 
 // copyAttributes are the attributes of m's copy to the work queue, as
-// FitAttributes ranks and fits them within SQS's limits (10 attributes;
-// sqsbatch.MaxMessageBytes with the body: SQS refuses a larger copy, and a
-// call holding it, as a whole): where it came from (AttrRedrivenFrom: the
-// worker keeps a redriven message off a single-write route's fresh path,
-// which would bypass the failure recorded for its work), when its work was
-// first sent (AttrFirstSentAt: the worker and later redrives judge its age
-// by it, not by the copy's new SentTimestamp), its producer's other
-// attributes and its trace context (traceparent and tracestate, or its
-// AWSTraceHeader as traceparent: the redriven delivery's span links to the
-// original producer). Every attribute of the producer's but the trace
-// context is needed (FitAttributesFor): the operator's tooling does not
-// know which of them the worker's routes read (an adapter's
-// TypeAttribute), and the worker's DLQ copy kept those first, so the copy
-// back keeps them all, and then the trace context. dropped names the
-// others, in that order. A copy of the worker's DLQ copy drops nothing
-// (it carries at most 8 attributes beside the failure code and
-// firstSentAt); one of a message SQS's redrive policy moved with more
-// than 8 attributes drops its trace context first, then the producer's
-// last attributes by name.
-func copyAttributes(m *Message) (attrs map[string]types.MessageAttributeValue, dropped []string) {
+// FitAttributesFor ranks and fits them within SQS's limits (10
+// attributes; sqsbatch.MaxMessageBytes with the body: SQS refuses a larger
+// copy, and a call holding it, as a whole). Needed, first: every attribute
+// of its producer's but the trace context and those drop names (the
+// operator's tooling does not know which of them the worker's routes read,
+// as an adapter's TypeAttribute), and when its work was first sent
+// (AttrFirstSentAt: the worker's replay window and later redrives judge
+// its age by it, not by the copy's new SentTimestamp). Then where it came
+// from (AttrRedrivenFrom: the worker claims a marked message through the
+// gate; every route but SkipInboxCheck's finds the work's record without
+// it, in its commit) and its trace context (traceparent and tracestate,
+// or its AWSTraceHeader as traceparent: the redriven delivery's span links
+// to the original producer). dropped names the ones drop left out, then
+// the others, in that order, and droppedNeeded the needed ones among them:
+// a copy that drops one is not sent. A copy of the worker's DLQ copy drops nothing (it carries at most
+// 8 attributes beside the failure code and firstSentAt); one of a message
+// SQS's redrive policy moved with 9 producer attributes drops its mark and
+// trace context, with 10 it is refused.
+func copyAttributes(m *Message, drop []string) (attrs map[string]types.MessageAttributeValue, dropped, droppedNeeded []string) {
 	candidates := m.ProducerAttributes()
+	var left []string // the ones drop names that m carries
+	for _, k := range drop {
+		if _, ok := candidates[k]; ok {
+			left = append(left, k)
+			delete(candidates, k)
+		}
+	}
 	var needed []string
 	for k := range candidates {
 		if k != tracing.AttrTraceparent && k != tracing.AttrTracestate {
@@ -451,10 +482,14 @@ func copyAttributes(m *Message) (attrs map[string]types.MessageAttributeValue, d
 	if !m.FirstSentAt.IsZero() {
 		candidates[AttrFirstSentAt] = types.MessageAttributeValue{DataType: aws.String("Number"),
 			StringValue: aws.String(strconv.FormatInt(m.FirstSentAt.UnixMilli(), 10))}
+		needed = append(needed, AttrFirstSentAt)
 	}
 	candidates[AttrRedrivenFrom] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(m.ID)}
-	attrs, dropped, _ = FitAttributesFor(m.Body, candidates, needed, sqsbatch.MaxMessageBytes)
-	return attrs, dropped
+	attrs, dropped, droppedNeeded = FitAttributesFor(m.Body, candidates, needed, sqsbatch.MaxMessageBytes)
+	if len(left) > 0 {
+		dropped = append(left, dropped...)
+	}
+	return attrs, dropped, droppedNeeded
 }
 
 // pacer spaces sends to a rate: a batch of n waits until the previous

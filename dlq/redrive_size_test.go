@@ -76,9 +76,12 @@ func paddedBody(t *testing.T, typ, key string, n int) string {
 // ones), named in the report; and a message that large goes alone in its
 // call. Likewise, a message with 10 producer attributes left no room for
 // firstSentAt, whose copy then looked freshly sent to the worker's
-// replay-window check: the copy keeps firstSentAt and redrivenFrom (the
-// mark that keeps it off a single-write route's fresh path) and sheds the
-// producer's last two attributes by name.
+// replay-window check; and shedding the producer's last attributes by name
+// instead dropped a route's type attribute (explorer seed 19): such a copy
+// is now refused, naming the fix (DropAttributes: the operator names an
+// attribute no route reads), and the mark redrivenFrom yields to the
+// producer's attributes (the work's record is checked in every commit but
+// SkipInboxCheck's).
 func TestRedriveMessageNearSizeLimit(t *testing.T) {
 	const maxMessage = 1 << 20
 	tenant := map[string]string{"tenant": "acme"}
@@ -106,15 +109,24 @@ func TestRedriveMessageNearSizeLimit(t *testing.T) {
 	require.NoError(t, err)
 	rep, err := q.Redrive(context.Background(), dlq.RedriveOptions{All: true, Rate: 1000})
 	require.NoError(t, err)
-	require.Empty(t, rep.Failed)
-	require.Len(t, rep.Moved, len(seeds))
+	require.Len(t, rep.Failed, 1, "the message with 10 producer attributes is refused")
+	require.Equal(t, "k-ten", rep.Failed[0].Key)
+	require.Equal(t, "fit", rep.Failed[0].Step)
+	require.Contains(t, rep.Failed[0].Error, "it would leave out ddbworker.firstSentAt")
+	require.Contains(t, rep.Failed[0].Error, "--drop-attribute NAME", "the refusal names the fix")
+	require.Len(t, rep.Moved, len(seeds)-1)
+	f.requireAllVisible(1)
+	// The operator names an attribute no route reads: it moves.
+	again, err := q.Redrive(context.Background(), dlq.RedriveOptions{All: true, Rate: 1000, DropAttributes: []string{"a00"}})
+	require.NoError(t, err)
+	require.Empty(t, again.Failed)
 	dropped := map[string][]string{}
-	for _, m := range rep.Moved {
+	for _, m := range append(rep.Moved, again.Moved...) {
 		if len(m.DroppedAttributes) > 0 {
 			dropped[m.Key] = m.DroppedAttributes
 		}
 	}
-	require.Equal(t, map[string][]string{"k-big": {dlq.AttrRedrivenFrom}, "k-ten": {"a08", "a09"}}, dropped, "the report names what each copy could not carry")
+	require.Equal(t, map[string][]string{"k-big": {dlq.AttrRedrivenFrom}, "k-ten": {"a00", dlq.AttrRedrivenFrom}}, dropped, "the report names what each copy could not carry")
 	f.requireAllVisible(0)
 
 	// Every call within 256 KiB of payload, but for a larger message alone.
@@ -143,9 +155,9 @@ func TestRedriveMessageNearSizeLimit(t *testing.T) {
 			require.Len(t, attrs, 2)
 		case envelopeBody(typeNote, "k-ten"):
 			require.Len(t, attrs, 10, "SQS's limit")
-			require.NotContains(t, attrs, "a08")
-			require.NotContains(t, attrs, "a09")
-			require.Contains(t, attrs, dlq.AttrRedrivenFrom, "the mark is kept before the producer's attributes")
+			require.NotContains(t, attrs, "a00", "left out by name")
+			require.Contains(t, attrs, "a09", "every other attribute of the producer's is kept")
+			require.NotContains(t, attrs, dlq.AttrRedrivenFrom, "the mark yields to the producer's attributes")
 		default:
 			key := keyOf[aws.ToString(attrs[dlq.AttrRedrivenFrom].StringValue)]
 			require.NotEmpty(t, key, "redrivenFrom names a seeded message")

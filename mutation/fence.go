@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/inbox"
 )
 
 // The attributes of the fence a single-write commit records in the domain
@@ -284,6 +285,57 @@ func (c *Committer) CommitSingle(ctx context.Context, w Write) error {
 		return failure.Wrap(failure.Terminal, failure.CodeInvalidTransaction, err)
 	}
 	return fmt.Errorf("mutation: single-write commit of %s: %w", aws.ToString(tableOf(w.Item)), err)
+}
+
+// CommitSingleGuarded applies a fenced write (Fenced) as CommitSingle
+// does, in one TransactWriteItems that also checks that rec's work has no
+// inbox record: the single-write route's fresh path, which must not apply
+// work whose record says it is PROCESSING under a lease, FAILED_TERMINAL,
+// or done — the record a message that comes back unmarked (SQS's own
+// DLQ redrive, a producer's resend) cannot announce. One call, as
+// CommitSingle; the transaction writes the item and checks the record, 2
+// write units per started KB of each (4 for an item of at most 1 KB), where
+// CommitSingle's write costs 1.
+//
+// It returns nil, *ExistsError with the record found (the delivery decides
+// from it, under the gate), a *GuardError with the write's verdict on the
+// item as it was, a *failure.Error (retryable cancellations, terminal for a
+// request DynamoDB refuses as invalid), or the SDK's error. rec comes from
+// inbox.NewRecord with LeaseToken set; the token keys the
+// ClientRequestToken, so an SDK retry of a call whose response was lost is
+// not applied twice (and after the token's 10 minutes, the write finds its
+// own fence: Duplicate).
+func (c *Committer) CommitSingleGuarded(ctx context.Context, rec *inbox.Record, w Write, attempt int) error {
+	if w.Fence == nil || SingleOperation(w) == "" {
+		return failure.Wrap(failure.Terminal, failure.CodeInvalidResult, ErrNotSingleWrite)
+	}
+	cond, err := c.createOnly()
+	if err != nil {
+		return err
+	}
+	check := types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+		TableName: aws.String(c.cfg.Store.Table), Key: map[string]types.AttributeValue{
+			c.cfg.Store.Layout.PartitionKey: &types.AttributeValueMemberS{Value: rec.PK},
+			c.cfg.Store.Layout.SortKey:      &types.AttributeValueMemberS{Value: rec.SK},
+		},
+		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}}
+	l := inbox.Lease{Key: rec.PK, MessageType: rec.MessageType, Token: rec.LeaseToken}
+	_, err = c.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+		TransactItems:      []types.TransactWriteItem{w.Item, check},
+		ClientRequestToken: aws.String(RequestToken(l, attempt)),
+	})
+	if err == nil {
+		return nil
+	}
+	return c.mapCancellation(err, []Write{w}, func(old map[string]types.AttributeValue) error {
+		existing, derr := c.cfg.Store.Decode(old)
+		if derr != nil {
+			return failure.Wrap(failure.Retryable, failure.CodeTransactionConflict, fmt.Errorf("single-write commit: inbox check failed without a readable record: %w", derr))
+		}
+		return &ExistsError{Record: existing}
+	})
 }
 
 // SingleOperation names the DynamoDB operation CommitSingle calls for w:

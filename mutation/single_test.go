@@ -12,6 +12,7 @@ import (
 
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/mutation"
 )
 
@@ -130,4 +131,71 @@ func TestCommitSingle(t *testing.T) {
 			require.Equal(t, before, f.raw(key), "nothing written")
 		})
 	}
+}
+
+// CommitSingleGuarded on DynamoDB Local: one TransactWriteItems that
+// applies the fenced write only while the work has no inbox record. A
+// record of any state (a lease held, a terminal failure) comes back as an
+// *ExistsError and nothing is written — the unmarked comeback (SQS's own
+// redrive, a producer's resend) the unguarded CommitSingle applies; the
+// fence's verdicts are CommitSingle's.
+func TestCommitSingleGuarded(t *testing.T) {
+	f := newFixture(t, false)
+	n := 0
+	for _, tc := range []struct {
+		name   string
+		before func(t *testing.T, key string) // what the work has already
+		status inbox.Status                   // the record found; "" none
+		want   *mutation.Verdict              // nil with no status: it applies
+	}{
+		{name: "no record: applies", before: func(*testing.T, string) {}},
+		{name: "a lease held: the record decides", before: func(_ *testing.T, key string) { f.acquire(key) }, status: inbox.StatusProcessing},
+		{name: "a terminal failure: the record decides", before: func(t *testing.T, key string) {
+			require.NoError(t, f.c.Fail(context.Background(), f.acquire(key), failure.NewTerminal("CASE_LOCKED", "locked")))
+		}, status: inbox.StatusFailedTerminal},
+		{name: "applied already: duplicate", before: func(t *testing.T, key string) {
+			require.NoError(t, f.c.CommitSingleGuarded(context.Background(), newRec(f, key, "tok-first"), f.singleWrite(t, key, 1), 0))
+		}, want: &mutation.Verdict{Kind: mutation.Duplicate}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n++
+			key := "k-guarded-" + strconv.Itoa(n)
+			tc.before(t, key)
+			item := dkey("GUARDED#"+key, "ITEM")
+			before := f.raw(item)
+			f.inj.ResetCalls()
+			err := f.c.CommitSingleGuarded(context.Background(), newRec(f, key, "tok"), f.singleWrite(t, key, 1), 0)
+			require.Equal(t, map[string]int{opTWI: 1}, f.inj.Calls(), "one call")
+			switch {
+			case tc.status != "":
+				var ee *mutation.ExistsError
+				require.ErrorAs(t, err, &ee)
+				require.Equal(t, tc.status, ee.Record.Status)
+				require.Equal(t, key, ee.Record.Key)
+				require.Equal(t, before, f.raw(item), "nothing written")
+			case tc.want != nil:
+				var ge *mutation.GuardError
+				require.ErrorAs(t, err, &ge)
+				require.Equal(t, *tc.want, ge.Verdict)
+				require.Equal(t, before, f.raw(item), "nothing written")
+			default:
+				require.NoError(t, err)
+				after := f.raw(item)
+				require.Equal(t, key, after[mutation.FenceKeyAttr("version")].(*types.AttributeValueMemberS).Value)
+				require.Empty(t, f.raw((inbox.Store{}).Key(key, msgType)), "no inbox record written")
+			}
+		})
+	}
+}
+
+// singleWrite is key's fenced single write of version v to its own item.
+func (f *fixture) singleWrite(t *testing.T, key string, v int64) mutation.Write {
+	t.Helper()
+	m, err := ddbworker.Update(f.env.Table, ddbworker.Key{"PK": "GUARDED#" + key, "SK": "ITEM"}).Set("stage", "review").
+		Guard(ddbworker.NewerVersion("version", v)).Mutation()
+	require.NoError(t, err)
+	w := work(key).Work
+	fenced, err := mutation.Fenced([]mutation.Write{m}, mutation.Stamp{Key: key, Type: w.MessageType, Hash: w.RequestHash})
+	require.NoError(t, err)
+	return fenced
 }

@@ -99,7 +99,7 @@ type terminalAgain struct {
 	attempt int
 }
 
-// recordExists: a fused commit found the work's record already there; the
+// recordExists: a fused or single-write commit found the work's record already there; the
 // gate decides from it (claim).
 type recordExists struct{ record *inbox.Record }
 

@@ -13,8 +13,10 @@ import (
 
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/dlq"
+	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/gate"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/dev/ddbproxy"
 	"github.com/ddbworker/ddbworker/internal/dev/testenv"
@@ -142,4 +144,78 @@ func TestRegressDLQSourceClaimsThroughGate(t *testing.T) {
 	require.NotContains(t, h.item(caseflow.CaseKey("c1")), attrStageChanges, "not applied past its terminal record")
 	last := h.allEvents()
 	require.Equal(t, worker.OutcomeTerminal, last[len(last)-1].Outcome)
+}
+
+// A message that comes back with nothing to say it was here before — no
+// ddbworker mark, receive count 1, no DLQ source named: moved back by SQS's
+// own redrive (StartMessageMoveTask keeps no attribute SQS can show), or a
+// producer's resend — for work that already has a record. Before (found by
+// the explorer, seed 17, on the fixed code of the first round), the
+// single-write fresh path wrote the item without reading the inbox: work
+// recorded FAILED_TERMINAL was applied, and work held under a lease whose
+// worker died was applied while its record stayed PROCESSING, for the
+// sweeper to report LEASE_ABANDONED. Now the fresh path's one call checks
+// the record (mutation.Committer.CommitSingleGuarded) and the delivery is
+// decided from what it finds, under the gate.
+func TestRegressUnmarkedComebackFindsItsRecord(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		before  func(h *harness, env *envelope.Envelope, locked *atomic.Bool) // leaves the work's record
+		applied bool                                                          // the comeback applies the work
+		status  inbox.Status                                                  // the record it leaves
+		outcome string
+	}{
+		{name: "recorded terminal", before: func(h *harness, env *envelope.Envelope, locked *atomic.Bool) {
+			locked.Store(true)
+			w := h.lambdaWorker(singleConfig(h), worker.Deps{Handlers: lockableStages(h, locked)})
+			h.send(env)
+			ev := h.sqsEvent(1, 30*time.Second)
+			resp, err := w.HandleSQSEvent(context.Background(), ev)
+			require.NoError(h.t, err)
+			require.Empty(h.t, resp.BatchItemFailures)
+			h.deleteRecords(ev)
+			require.Equal(h.t, inbox.StatusFailedTerminal, h.record(env.IdempotencyKey, env.MessageType).Status)
+			locked.Store(false) // the data is fixed; nobody reopened the work
+		}, status: inbox.StatusFailedTerminal, outcome: worker.OutcomeTerminal},
+		{name: "held by a worker that died", before: func(h *harness, env *envelope.Envelope, _ *atomic.Bool) {
+			// A worker claimed the work an hour ago and died: its lease
+			// has long expired, its message went to the DLQ.
+			g, err := gate.New(h.env.DynamoDB, gate.Config{Store: inbox.Store{Table: h.env.Table}, Owner: "worker-dead",
+				Now: func() time.Time { return time.Now().Add(-time.Hour) }})
+			require.NoError(h.t, err)
+			d, err := g.Acquire(context.Background(), &gate.Request{Work: inbox.Work{Key: env.IdempotencyKey, MessageType: env.MessageType,
+				RequestHash: env.RequestHash, SchemaVersion: env.SchemaVersion}})
+			require.NoError(h.t, err)
+			require.Equal(h.t, gate.Acquired, d.Action)
+		}, applied: true, status: inbox.StatusCompleted, outcome: worker.OutcomeApplied},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, testenv.Options{})
+			h.seedCases("c1")
+			var locked atomic.Bool
+			env := stageChange(t, "k-back", "review", 1)
+			tc.before(h, env, &locked)
+
+			body, err := envelope.Encode(env)
+			require.NoError(t, err)
+			h.sendRaw(string(body))
+			back := h.sqsEvent(1, 30*time.Second)
+			require.Equal(t, "1", back.Records[0].Attributes["ApproximateReceiveCount"])
+			require.Empty(t, back.Records[0].MessageAttributes, "nothing marks it")
+			w := h.lambdaWorker(singleConfig(h), worker.Deps{Handlers: lockableStages(h, &locked)})
+			resp, err := w.HandleSQSEvent(context.Background(), back)
+			require.NoError(t, err)
+			require.Empty(t, resp.BatchItemFailures, "%+v", h.allEvents())
+
+			c := h.item(caseflow.CaseKey("c1"))
+			if tc.applied {
+				require.Equal(t, int64(1), num(t, c, attrStageChanges), "applied once")
+			} else {
+				require.NotContains(t, c, attrStageChanges, "work recorded FAILED_TERMINAL is not applied by an unmarked comeback")
+			}
+			require.Equal(t, tc.status, h.record(env.IdempotencyKey, env.MessageType).Status, "the record and the item agree")
+			last := h.allEvents()
+			require.Equal(t, tc.outcome, last[len(last)-1].Outcome)
+		})
+	}
 }

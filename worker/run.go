@@ -84,7 +84,8 @@ func (w *Worker) judgement(ctx context.Context, err error, outcome string, run i
 
 // commit renders a handler's writes and commits them with the inbox flip
 // (or, fused, with the COMPLETED record; on a single-write route's fresh
-// path, fenced and alone), and says how long its call took (0: none).
+// path, fenced, with a check that the work has no record unless the route
+// skips it), and says how long its call took (0: none).
 func (w *Worker) commit(ctx context.Context, wk *work, c *claimed, beat *heartbeat, res ddbworker.Result, run int) (time.Duration, error) {
 	writes := make([]mutation.Write, len(res.Writes))
 	for i, wr := range res.Writes {
@@ -107,7 +108,7 @@ func (w *Worker) commit(ctx context.Context, wk *work, c *claimed, beat *heartbe
 	switch {
 	case single && len(writes) == 0:
 		op = "" // no write, no call
-	case single:
+	case single && wk.route.SkipInboxCheck:
 		op = mutation.SingleOperation(writes[0])
 	}
 	ctx, span := w.commitStage(ctx, op)
@@ -125,8 +126,10 @@ func (w *Worker) commit(ctx context.Context, wk *work, c *claimed, beat *heartbe
 	switch {
 	case c != nil:
 		beat.hold(func() { err = w.committer.Commit(ctx, c.lease, writes, done, run) })
-	case wk.route.SingleWrite:
+	case wk.route.SkipInboxCheck:
 		err = w.committer.CommitSingle(ctx, writes[0])
+	case wk.route.SingleWrite:
+		err = w.committer.CommitSingleGuarded(ctx, wk.fresh, writes[0], run)
 	default:
 		err = w.committer.CommitFused(ctx, wk.fresh, writes, done, run)
 	}

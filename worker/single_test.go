@@ -49,8 +49,8 @@ func stageWrite(table string, p caseflow.StageChanged, v int64) ddbworker.Write 
 
 // singleRoute registers CaseStageChanged on a single-write route whose
 // handler returns result (nil: stageWrite), failing retryably the first
-// fails runs.
-func singleRoute(h *harness, fails int, result func(p caseflow.StageChanged, v int64) ddbworker.Result) *ddbworker.Registry {
+// fails runs, with the route options opts besides SingleWrite.
+func singleRoute(h *harness, fails int, result func(p caseflow.StageChanged, v int64) ddbworker.Result, opts ...ddbworker.RouteOption) *ddbworker.Registry {
 	if result == nil {
 		result = func(p caseflow.StageChanged, v int64) ddbworker.Result {
 			return ddbworker.Apply(stageWrite(h.env.Table, p, v))
@@ -69,8 +69,20 @@ func singleRoute(h *harness, fails int, result func(p caseflow.StageChanged, v i
 		}
 		v, _ := m.AggregateVersion()
 		return result(p, v), nil
-	}), ddbworker.SingleWrite()))
+	}), append([]ddbworker.RouteOption{ddbworker.SingleWrite()}, opts...)...))
 	return reg
+}
+
+// singleModes are the single-write route's two fresh paths: the default,
+// whose one call checks the inbox (TransactWriteItems), and
+// SkipInboxCheck's plain conditional write.
+var singleModes = []struct {
+	name string
+	opts []ddbworker.RouteOption
+	op   string // the fresh path's call for an Update
+}{
+	{"checked", nil, "TransactWriteItems"},
+	{"SkipInboxCheck", []ddbworker.RouteOption{ddbworker.SkipInboxCheck()}, "UpdateItem"},
 }
 
 // singleConfig hides a received message for 10 s: a single-write fresh
@@ -92,44 +104,46 @@ func stageChange(t *testing.T, key, stage string, v int64) *envelope.Envelope {
 // and late versions; failures are recorded in the inbox and a redelivery
 // commits through the gate.
 func TestSingleWrite(t *testing.T) {
-	t.Run("fresh: one UpdateItem, no inbox record, the fence in the item", func(t *testing.T) {
-		h := newHarness(t, testenv.Options{})
-		h.seedCases("c1")
-		h.inj.ResetCalls()
-		h.start(singleConfig(h), worker.Deps{Handlers: singleRoute(h, 0, nil)})
-		env := stageChange(t, "k-single", "review", 1)
-		h.send(env)
-		ev := h.waitEvents(1, 20*time.Second, final)[0]
-		require.Equal(t, worker.OutcomeApplied, ev.Outcome)
-		require.Equal(t, 1, ev.Attempt)
-		require.Equal(t, map[string]int{"DynamoDB.UpdateItem": 1}, ddbCalls(h.inj.Calls()))
-		require.Nil(t, h.record("k-single", caseflow.TypeStageChanged), "no inbox record on the success path")
-		c := h.item(caseflow.CaseKey("c1"))
-		require.Equal(t, "k-single", str(c, ddbworker.FenceKeyAttr(caseflow.AttrStageVersion)))
-		require.Equal(t, env.RequestHash, str(c, ddbworker.FenceHashAttr(caseflow.AttrStageVersion)))
-		require.EqualValues(t, 1, num(t, c, caseflow.AttrStageVersion), "the worker sets the version the guard fences")
-		require.Equal(t, "review", str(c, caseflow.AttrStage))
-		require.EqualValues(t, 1, num(t, c, attrStageChanges))
-		h.requireQueueEmpty()
-	})
+	for _, mode := range singleModes {
+		t.Run("fresh: one call, no inbox record, the fence in the item/"+mode.name, func(t *testing.T) {
+			h := newHarness(t, testenv.Options{})
+			h.seedCases("c1")
+			h.inj.ResetCalls()
+			h.start(singleConfig(h), worker.Deps{Handlers: singleRoute(h, 0, nil, mode.opts...)})
+			env := stageChange(t, "k-single", "review", 1)
+			h.send(env)
+			ev := h.waitEvents(1, 20*time.Second, final)[0]
+			require.Equal(t, worker.OutcomeApplied, ev.Outcome)
+			require.Equal(t, 1, ev.Attempt)
+			require.Equal(t, map[string]int{"DynamoDB." + mode.op: 1}, ddbCalls(h.inj.Calls()))
+			require.Nil(t, h.record("k-single", caseflow.TypeStageChanged), "no inbox record on the success path")
+			c := h.item(caseflow.CaseKey("c1"))
+			require.Equal(t, "k-single", str(c, ddbworker.FenceKeyAttr(caseflow.AttrStageVersion)))
+			require.Equal(t, env.RequestHash, str(c, ddbworker.FenceHashAttr(caseflow.AttrStageVersion)))
+			require.EqualValues(t, 1, num(t, c, caseflow.AttrStageVersion), "the worker sets the version the guard fences")
+			require.Equal(t, "review", str(c, caseflow.AttrStage))
+			require.EqualValues(t, 1, num(t, c, attrStageChanges))
+			h.requireQueueEmpty()
+		})
 
-	t.Run("duplicate: one call, no write", func(t *testing.T) {
-		h := newHarness(t, testenv.Options{})
-		h.seedCases("c1")
-		h.start(singleConfig(h), worker.Deps{Handlers: singleRoute(h, 0, nil)})
-		env := stageChange(t, "k-dup", "review", 1)
-		h.send(env)
-		h.waitEvents(1, 20*time.Second, final)
-		before := h.item(caseflow.CaseKey("c1"))
-		h.inj.ResetCalls()
-		h.send(env) // a new SQS message for the same work
-		ev := h.waitEvents(2, 20*time.Second, final)[1]
-		require.Equal(t, worker.OutcomeDuplicate, ev.Outcome)
-		require.Equal(t, map[string]int{"DynamoDB.UpdateItem": 1}, ddbCalls(h.inj.Calls()), "a duplicate costs its one conditional write and no read")
-		require.Equal(t, before, h.item(caseflow.CaseKey("c1")), "nothing written")
-		require.Nil(t, h.record("k-dup", caseflow.TypeStageChanged))
-		h.requireQueueEmpty()
-	})
+		t.Run("duplicate: one call, no write/"+mode.name, func(t *testing.T) {
+			h := newHarness(t, testenv.Options{})
+			h.seedCases("c1")
+			h.start(singleConfig(h), worker.Deps{Handlers: singleRoute(h, 0, nil, mode.opts...)})
+			env := stageChange(t, "k-dup", "review", 1)
+			h.send(env)
+			h.waitEvents(1, 20*time.Second, final)
+			before := h.item(caseflow.CaseKey("c1"))
+			h.inj.ResetCalls()
+			h.send(env) // a new SQS message for the same work
+			ev := h.waitEvents(2, 20*time.Second, final)[1]
+			require.Equal(t, worker.OutcomeDuplicate, ev.Outcome)
+			require.Equal(t, map[string]int{"DynamoDB." + mode.op: 1}, ddbCalls(h.inj.Calls()), "a duplicate costs its one conditional write and no read")
+			require.Equal(t, before, h.item(caseflow.CaseKey("c1")), "nothing written")
+			require.Nil(t, h.record("k-dup", caseflow.TypeStageChanged))
+			h.requireQueueEmpty()
+		})
+	}
 
 	t.Run("the same version set by other work: IDEMPOTENCY_HASH_MISMATCH", func(t *testing.T) {
 		for _, tc := range []struct{ name, key, stage string }{
@@ -262,18 +276,26 @@ func TestSingleWrite(t *testing.T) {
 		h.requireQueueEmpty()
 	})
 
-	t.Run("a lost response: applied once", func(t *testing.T) {
-		h := newHarness(t, testenv.Options{})
-		h.seedCases("c1")
-		h.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "UpdateItem", Kind: faults.KindLostResponse, Times: 1})
-		h.start(singleConfig(h), worker.Deps{Handlers: singleRoute(h, 0, nil)})
-		h.send(stageChange(t, "k-lost", "review", 1))
-		ev := h.waitEvents(1, 30*time.Second, final)[0]
-		require.Equal(t, 1, h.inj.Fired()[faults.KindLostResponse], "the fault fired")
-		require.Equal(t, worker.OutcomeDuplicate, ev.Outcome, "the retry finds its own fence")
-		require.EqualValues(t, 1, num(t, h.item(caseflow.CaseKey("c1")), attrStageChanges))
-		h.requireQueueEmpty()
-	})
+	for _, mode := range singleModes {
+		t.Run("a lost response: applied once/"+mode.name, func(t *testing.T) {
+			h := newHarness(t, testenv.Options{})
+			h.seedCases("c1")
+			h.inj.Add(faults.Rule{Service: "DynamoDB", Operation: mode.op, Kind: faults.KindLostResponse, Times: 1})
+			h.start(singleConfig(h), worker.Deps{Handlers: singleRoute(h, 0, nil, mode.opts...)})
+			h.send(stageChange(t, "k-lost", "review", 1))
+			ev := h.waitEvents(1, 30*time.Second, final)[0]
+			require.Equal(t, 1, h.inj.Fired()[faults.KindLostResponse], "the fault fired")
+			if mode.opts == nil {
+				// The SDK's retry carries the call's ClientRequestToken:
+				// DynamoDB answers it as the call that applied.
+				require.Equal(t, worker.OutcomeApplied, ev.Outcome, "the retry is the same transaction")
+			} else {
+				require.Equal(t, worker.OutcomeDuplicate, ev.Outcome, "the retry finds its own fence")
+			}
+			require.EqualValues(t, 1, num(t, h.item(caseflow.CaseKey("c1")), attrStageChanges))
+			h.requireQueueEmpty()
+		})
+	}
 
 	t.Run("concurrent duplicates: applied once", func(t *testing.T) {
 		h := newHarness(t, testenv.Options{})
@@ -465,48 +487,50 @@ func TestSingleWrite(t *testing.T) {
 		require.EqualValues(t, 2, histogramCount(t, sizes), "observed for the recorded work")
 	})
 
-	t.Run("the commit span names the call made: UpdateItem, PutItem, or none", func(t *testing.T) {
-		h := newHarness(t, testenv.Options{})
-		h.seedCases("c1")
-		sp := newSpans(t)
-		h.start(singleConfig(h), worker.Deps{TracerProvider: sp.tp, Handlers: singleRoute(h, 0, func(p caseflow.StageChanged, v int64) ddbworker.Result {
-			switch p.Stage {
-			case "review":
-				return ddbworker.Apply(stageWrite(h.env.Table, p, v))
-			case "appeal":
-				k := caseflow.CaseKey(p.CaseID)
-				key := ddbworker.Key{caseflow.AttrPK: k[caseflow.AttrPK].(*ddbtypes.AttributeValueMemberS).Value,
-					caseflow.AttrSK: k[caseflow.AttrSK].(*ddbtypes.AttributeValueMemberS).Value}
-				return ddbworker.Apply(ddbworker.Put(h.env.Table, key, ddbworker.Item{caseflow.AttrStage: p.Stage}).
-					Guard(ddbworker.NewerVersion(caseflow.AttrStageVersion, v)))
+	for _, mode := range singleModes {
+		t.Run("the commit span names the call made: TransactWriteItems, UpdateItem, PutItem, or none/"+mode.name, func(t *testing.T) {
+			h := newHarness(t, testenv.Options{})
+			h.seedCases("c1")
+			sp := newSpans(t)
+			h.start(singleConfig(h), worker.Deps{TracerProvider: sp.tp, Handlers: singleRoute(h, 0, func(p caseflow.StageChanged, v int64) ddbworker.Result {
+				switch p.Stage {
+				case "review":
+					return ddbworker.Apply(stageWrite(h.env.Table, p, v))
+				case "appeal":
+					k := caseflow.CaseKey(p.CaseID)
+					key := ddbworker.Key{caseflow.AttrPK: k[caseflow.AttrPK].(*ddbtypes.AttributeValueMemberS).Value,
+						caseflow.AttrSK: k[caseflow.AttrSK].(*ddbtypes.AttributeValueMemberS).Value}
+					return ddbworker.Apply(ddbworker.Put(h.env.Table, key, ddbworker.Item{caseflow.AttrStage: p.Stage}).
+						Guard(ddbworker.NewerVersion(caseflow.AttrStageVersion, v)))
+				}
+				return ddbworker.Result{} // nothing to do
+			}, mode.opts...)})
+			for i, tc := range []struct {
+				stage string
+				op    string // "": no db attributes
+			}{
+				{"review", map[bool]string{true: "TransactWriteItems", false: "UpdateItem"}[mode.opts == nil]},
+				{"appeal", map[bool]string{true: "TransactWriteItems", false: "PutItem"}[mode.opts == nil]},
+				{"intake", ""},
+			} {
+				h.send(stageChange(t, "k-span-"+tc.stage, tc.stage, int64(i+1)))
+				require.Equal(t, worker.OutcomeApplied, h.waitEvents(i+1, 20*time.Second, final)[i].Outcome)
+				consumer := sp.wait(i+1, consumerOf(h.env.Queues.URL))[i]
+				commit := sp.children(consumer)[tracing.SpanCommit]
+				require.NotNil(t, commit, "a commit span for %s", tc.stage)
+				a := attrs(commit)
+				if tc.op == "" {
+					require.NotContains(t, a, attribute.Key("db.operation.name"), "nothing written: no db attributes")
+					require.NotContains(t, a, attribute.Key("db.system.name"))
+					require.Equal(t, trace.SpanKindInternal, commit.SpanKind())
+					continue
+				}
+				require.Equal(t, tc.op, a["db.operation.name"].AsString(), tc.stage)
+				require.Equal(t, "aws.dynamodb", a["db.system.name"].AsString())
+				require.Equal(t, trace.SpanKindClient, commit.SpanKind())
 			}
-			return ddbworker.Result{} // nothing to do
-		})})
-		for i, tc := range []struct {
-			stage string
-			op    string // "": no db attributes
-		}{
-			{"review", "UpdateItem"},
-			{"appeal", "PutItem"},
-			{"intake", ""},
-		} {
-			h.send(stageChange(t, "k-span-"+tc.stage, tc.stage, int64(i+1)))
-			require.Equal(t, worker.OutcomeApplied, h.waitEvents(i+1, 20*time.Second, final)[i].Outcome)
-			consumer := sp.wait(i+1, consumerOf(h.env.Queues.URL))[i]
-			commit := sp.children(consumer)[tracing.SpanCommit]
-			require.NotNil(t, commit, "a commit span for %s", tc.stage)
-			a := attrs(commit)
-			if tc.op == "" {
-				require.NotContains(t, a, attribute.Key("db.operation.name"), "nothing written: no db attributes")
-				require.NotContains(t, a, attribute.Key("db.system.name"))
-				require.Equal(t, trace.SpanKindInternal, commit.SpanKind())
-				continue
-			}
-			require.Equal(t, tc.op, a["db.operation.name"].AsString(), tc.stage)
-			require.Equal(t, "aws.dynamodb", a["db.system.name"].AsString())
-			require.Equal(t, trace.SpanKindClient, commit.SpanKind())
-		}
-	})
+		})
+	}
 
 	t.Run("the handler may set the version itself", func(t *testing.T) {
 		h := newHarness(t, testenv.Options{})

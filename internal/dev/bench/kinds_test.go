@@ -62,11 +62,15 @@ func TestUnits(t *testing.T) {
 		// 90 fresh and 10 duplicates, every key read, 8 duplicates found
 		// completed: 92 transactions, 90 index entries, 100 keys read.
 		{"mixed", KindFused, small, usage{Tx: 0.92, Reads: 1, Work: 0.9}, capacity{Write: 0.92*4 + 0.9, Read: 0.5}},
+		// One transaction of the update and the inbox check, each item twice.
+		{"fresh", KindSingle, small, usage{Tx: 1, Work: 1}, capacity{Write: 4}},
+		{"duplicate", KindSingle, small, usage{Tx: 1}, capacity{Write: 4}},
+		{"fresh, item over 1 KB", KindSingle, bigItem, usage{Tx: 1, Work: 1}, capacity{Write: 6}},
 		// One conditional update; a duplicate's failed condition costs the item's units.
-		{"fresh", KindSingle, small, usage{Updates: 1, Work: 1}, capacity{Write: 1}},
-		{"duplicate", KindSingle, small, usage{Updates: 1}, capacity{Write: 1}},
-		{"fresh, item over 1 KB", KindSingle, bigItem, usage{Updates: 1, Work: 1}, capacity{Write: 2}},
-		{"duplicate, item over 1 KB", KindSingle, bigItem, usage{Updates: 1}, capacity{Write: 2}},
+		{"fresh", KindSingleSkip, small, usage{Updates: 1, Work: 1}, capacity{Write: 1}},
+		{"duplicate", KindSingleSkip, small, usage{Updates: 1}, capacity{Write: 1}},
+		{"fresh, item over 1 KB", KindSingleSkip, bigItem, usage{Updates: 1, Work: 1}, capacity{Write: 2}},
+		{"duplicate, item over 1 KB", KindSingleSkip, bigItem, usage{Updates: 1}, capacity{Write: 2}},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.kind)+"/"+tt.name, func(t *testing.T) {
@@ -89,7 +93,7 @@ func TestUnits(t *testing.T) {
 // Every kind of the default list is wired, and an unknown one is refused
 // with the list.
 func TestKinds(t *testing.T) {
-	require.Equal(t, []string{"naive", "default", "fused", "fused-plain", "single"}, KindNames())
+	require.Equal(t, []string{"naive", "default", "fused", "fused-plain", "single", "single-skip"}, KindNames())
 	for _, k := range kindOrder {
 		sp, err := kindOf(k)
 		require.NoError(t, err)
@@ -98,7 +102,7 @@ func TestKinds(t *testing.T) {
 		require.NotNil(t, sp.units, k)
 	}
 	_, err := kindOf("fast")
-	require.ErrorContains(t, err, "naive, default, fused, fused-plain, single")
+	require.ErrorContains(t, err, "naive, default, fused, fused-plain, single, single-skip")
 	cfg := Config{Kinds: []Kind{"fast"}}
 	require.Error(t, cfg.defaults())
 }
@@ -313,8 +317,10 @@ func TestReadBack(t *testing.T) {
 }
 
 // The concurrency sweep, small: every kind side by side; the single-write
-// route makes one call per message, fresh or duplicate, writes one unit
-// for a case item under 1 KB with its fence, supersedes every late note,
+// route makes one call per message, fresh or duplicate, writes 4 units
+// (its transaction of the update and the inbox check) or, with
+// SkipInboxCheck, one for a case item under 1 KB with its fence,
+// supersedes every late note,
 // and neither applies twice nor loses work.
 func TestSweep(t *testing.T) {
 	if testing.Short() {
@@ -344,7 +350,7 @@ func TestSweep(t *testing.T) {
 		require.LessOrEqual(t, x.ItemBytes, 1024, "%s: the case item fits one write unit", x.Kind)
 	}
 	require.Equal(t, 40, byKind[KindNaive].DoubleApplies, "naive applies every duplicate again")
-	for _, k := range []Kind{KindDefault, KindFused, KindFusedPlain, KindSingle} {
+	for _, k := range []Kind{KindDefault, KindFused, KindFusedPlain, KindSingle, KindSingleSkip} {
 		require.Zero(t, byKind[k].DoubleApplies, k)
 	}
 	for _, k := range []Kind{KindNaive, KindDefault, KindFused, KindFusedPlain} {
@@ -366,14 +372,25 @@ func TestSweep(t *testing.T) {
 		require.Less(t, f.Duplicate.AWSWCU, 4.0, "a duplicate read ahead costs no write")
 		require.Less(t, f.Duplicate.DynamoDBCalls, 1.0, "a batch of duplicates costs its one read")
 	}
-	s := byKind[KindSingle]
-	require.Equal(t, [4]float64{1, 1, 1, 1}, [4]float64{s.Fresh.DynamoDBCalls, s.Duplicate.DynamoDBCalls, s.Fresh.AWSWCU, s.Duplicate.AWSWCU})
-	require.Equal(t, map[string]int{"DynamoDB.UpdateItem": 120}, ddbOnly(s.Worker.Fresh.Calls), "fresh: one conditional update each")
-	require.Equal(t, map[string]int{"DynamoDB.UpdateItem": 40}, ddbOnly(s.Worker.Duplicate.Calls), "duplicates: one failed conditional update each")
-	// A late note is far behind its next one (a case count of messages,
-	// four times the concurrency): it always finds it applied.
-	require.Equal(t, s.Late, s.Superseded, "every late note superseded")
-	require.Zero(t, s.RecordBytes, "no inbox record")
+	for _, tc := range []struct {
+		kind      Kind
+		op        string
+		wcu       float64
+		whatFresh string
+	}{
+		{KindSingle, "TransactWriteItems", 4, "fresh: one transaction of the update and the inbox check each"},
+		{KindSingleSkip, "UpdateItem", 1, "fresh: one conditional update each"},
+	} {
+		s := byKind[tc.kind]
+		require.Equal(t, [4]float64{1, 1, tc.wcu, tc.wcu}, [4]float64{s.Fresh.DynamoDBCalls, s.Duplicate.DynamoDBCalls, s.Fresh.AWSWCU, s.Duplicate.AWSWCU}, tc.kind)
+		require.Equal(t, map[string]int{"DynamoDB." + tc.op: 120}, ddbOnly(s.Worker.Fresh.Calls), tc.whatFresh)
+		require.Equal(t, map[string]int{"DynamoDB." + tc.op: 40}, ddbOnly(s.Worker.Duplicate.Calls), "duplicates: one failed call each")
+		// A late note is far behind its next one (a case count of
+		// messages, four times the concurrency): it always finds it
+		// applied.
+		require.Equal(t, s.Late, s.Superseded, "%s: every late note superseded", tc.kind)
+		require.Zero(t, s.RecordBytes, "%s: no inbox record", tc.kind)
+	}
 
 	// Mixed, small: the duplicates interleaved a few messages after their
 	// originals, fused beside fused-plain. Still nothing lost or applied

@@ -45,7 +45,7 @@ func (c *capture) TransactWriteItems(_ context.Context, in *dynamodb.TransactWri
 type prepared struct {
 	put    *dynamodb.PutItemInput            // default: the gate
 	tx     *dynamodb.TransactWriteItemsInput // default: the commit; fused: the fused commit
-	update *dynamodb.UpdateItemInput         // naive: the domain update; single: the fenced update
+	update *dynamodb.UpdateItemInput         // naive: the domain update; single-skip: the fenced update
 }
 
 // prepareNaive is the domain update alone, as a first worker sends it.
@@ -129,19 +129,27 @@ func prepareFused(table string, env *envelope.Envelope) (*prepared, error) {
 	return &prepared{tx: c.tx}, nil
 }
 
-// prepareSingle is the single-write route's one fenced UpdateItem of
-// NoteInOrder's write.
+// prepareSingle is the single-write route's one transaction of
+// NoteInOrder's fenced write and the check that the work has no inbox
+// record.
 func prepareSingle(table string, env *envelope.Envelope) (*prepared, error) {
-	writes, err := handlerWrites(ddbworker.JSON((&caseflow.Handlers{Table: table}).NoteInOrder), env)
+	fenced, committer, c, err := singleWrite(table, env)
 	if err != nil {
 		return nil, err
 	}
-	fenced, err := mutation.Fenced(writes, mutation.Stamp{Key: env.IdempotencyKey, Type: env.MessageType, Hash: env.RequestHash})
-	if err != nil {
+	w := work(env)
+	rec := inbox.NewRecord(&w, time.Now())
+	rec.LeaseToken, rec.LeaseOwner = gate.NewToken(), "bench"
+	if err := committer.CommitSingleGuarded(context.Background(), rec, fenced, 0); err != nil {
 		return nil, err
 	}
-	c := &capture{}
-	committer, err := mutation.New(c, mutation.Config{Store: inbox.Store{Table: table}})
+	return &prepared{tx: c.tx}, nil
+}
+
+// prepareSingleSkip is SkipInboxCheck's one fenced UpdateItem of
+// NoteInOrder's write.
+func prepareSingleSkip(table string, env *envelope.Envelope) (*prepared, error) {
+	fenced, committer, c, err := singleWrite(table, env)
 	if err != nil {
 		return nil, err
 	}
@@ -149,6 +157,25 @@ func prepareSingle(table string, env *envelope.Envelope) (*prepared, error) {
 		return nil, err
 	}
 	return &prepared{update: c.update}, nil
+}
+
+// singleWrite is NoteInOrder's fenced write of env and a committer that
+// captures what it would send.
+func singleWrite(table string, env *envelope.Envelope) (mutation.Write, *mutation.Committer, *capture, error) {
+	writes, err := handlerWrites(ddbworker.JSON((&caseflow.Handlers{Table: table}).NoteInOrder), env)
+	if err != nil {
+		return mutation.Write{}, nil, nil, err
+	}
+	fenced, err := mutation.Fenced(writes, mutation.Stamp{Key: env.IdempotencyKey, Type: env.MessageType, Hash: env.RequestHash})
+	if err != nil {
+		return mutation.Write{}, nil, nil, err
+	}
+	c := &capture{}
+	committer, err := mutation.New(c, mutation.Config{Store: inbox.Store{Table: table}})
+	if err != nil {
+		return mutation.Write{}, nil, nil, err
+	}
+	return fenced, committer, c, nil
 }
 
 // The bare loops send a shallow copy of each prepared request: a work

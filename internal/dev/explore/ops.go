@@ -50,7 +50,15 @@ func (x *run) doOp(ctx context.Context, o Op) (int, error) {
 			opts.Filter = dlq.Filter{Code: o.Code}
 		}
 		rep, err := q.Redrive(ctx, opts)
-		return len(rep.Moved), err
+		if err != nil || !slices.ContainsFunc(rep.Failed, func(f dlq.Failed) bool { return f.Step == "fit" }) {
+			return len(rep.Moved), err
+		}
+		// A copy that cannot carry every producer attribute with its age
+		// is refused, naming the fix: the operator names an attribute no
+		// route reads (the producer's decoration p00) and redrives again.
+		opts.DropAttributes = []string{"p00"}
+		again, err := q.Redrive(ctx, opts)
+		return len(rep.Moved) + len(again.Moved), err
 	case OpSQSRedrive:
 		return x.sqsRedrive(ctx)
 	case OpSweep:
