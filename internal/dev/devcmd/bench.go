@@ -43,8 +43,10 @@ that issues exactly that worker's DynamoDB and SQS calls with no worker around
 them: naive (the update, no inbox), default (gate + transaction), fused (one
 transaction with the inbox record, a receive batch's records read ahead with
 one BatchGetItem while duplicates arrive), fused-plain (fused without the read
-ahead), single (the single-write route: one conditional update fenced in the
-case item, guarded by the note's version, late notes superseded). Efficiency is
+ahead), single (the single-write route: one transaction of an update fenced
+in the case item, guarded by the note's version, late notes superseded, and a
+check that the work has no inbox record), single-skip (single with
+SkipInboxCheck: the conditional update alone). Efficiency is
 the worker's throughput divided by its ceiling's. Calls per message are counted
 by SDK middleware; WCU are shown as DynamoDB Local reports them and, with read
 units, computed in AWS terms from item sizes and the calls made. Applied twice
