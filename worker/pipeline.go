@@ -220,13 +220,12 @@ func (w *Worker) fused(wk *work) bool { return wk.route.Fused && wk.env.PayloadR
 // claimsByCommit reports whether wk's run claims the work by its commit
 // instead of the gate: a fused route's commit creates the record
 // COMPLETED; a single-write route's fenced write creates none. Only a
-// delivery whose work can have no record yet (mayHaveRecord) takes that
-// path, with its payload inline. A fused commit would find a record (its
-// Put's condition) and send the delivery back to the gate (process); a
-// single-write commit cannot — its fence sees only the work's applied
-// outcome, not a failure or a lease in the inbox — so the rule that keeps
-// it from applying work with a recorded outcome, or leaving that record
-// as it was, is mayHaveRecord's. A redelivery claims through the gate:
+// delivery whose work is not known to have a record (mayHaveRecord) takes
+// that path, with its payload inline. Its commit still finds a record the
+// marks could not announce — the fused commit's Put condition, the
+// single-write commit's ConditionCheck (unless the route skips it:
+// SkipInboxCheck, where mayHaveRecord is all there is) — and sends the
+// delivery back to the gate (process). A redelivery claims through the gate:
 // it is more likely to find a record (its earlier delivery failed,
 // crashed or lost its delete), which the gate reads in the same call that
 // would have claimed it, and a failing run does not first have to fail to

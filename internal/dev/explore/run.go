@@ -265,11 +265,12 @@ func runSeed(ctx context.Context, cfg Config, awsCfg aws.Config, seed uint64) (*
 	// The timeline's events end with the seed's run.
 	ctx, cancelTimeline := context.WithCancel(ctx)
 	defer cancelTimeline()
-	end := x.timeline(ctx)
+	end, timelineDone := x.timeline(ctx)
 	if err := x.stream(ctx); err != nil {
 		return nil, err
 	}
-	// The faults' and mid-stream operations' timeline ends.
+	// The faults' and mid-stream operations' timeline ends, the last
+	// operation too.
 	if wait := time.Until(x.started.Add(end)); wait > 0 {
 		select {
 		case <-time.After(wait):
@@ -277,6 +278,7 @@ func runSeed(ctx context.Context, cfg Config, awsCfg aws.Config, seed uint64) (*
 			return nil, ctx.Err()
 		}
 	}
+	timelineDone()
 	var drains []time.Duration
 	backlog := 0
 	d, left := x.drain(ctx)
@@ -348,17 +350,21 @@ func (x *run) send(ctx context.Context, w *Work, n int) error {
 }
 
 // timeline runs the faults and the mid-stream operations at their times,
-// in the background, and returns when the last one ends.
-func (x *run) timeline(ctx context.Context) time.Duration {
+// in the background, and returns when the last one starts, and a wait that
+// returns once every one has ended: an operation still running (a redrive
+// moving messages) must not overlap the final drain and the hosts' stop,
+// or what it moves meets no host and the check reads a queue in motion.
+func (x *run) timeline(ctx context.Context) (time.Duration, func()) {
 	end := x.s.Stream
+	var events sync.WaitGroup
 	at := func(d time.Duration, fn func()) {
-		go func() {
+		events.Go(func() {
 			select {
 			case <-time.After(time.Until(x.started.Add(d))):
 				fn()
 			case <-ctx.Done():
 			}
-		}()
+		})
 	}
 	var outageMu sync.Mutex
 	outages := 0
@@ -428,7 +434,7 @@ func (x *run) timeline(ctx context.Context) time.Duration {
 		end = max(end, o.At)
 		at(o.At, func() { x.op(ctx, o) })
 	}
-	return end
+	return end, events.Wait
 }
 
 // drain waits until the work queue is empty (twice in a row, 500ms
