@@ -338,7 +338,11 @@ func scanProgress(w io.Writer, table string) func(tables.ScanProgress) {
 		if p.Done {
 			state = "read"
 		}
-		fmt.Fprintf(w, "  checking the items of %s: %d %s (%d pages, %s)\n", table, p.Read, state, p.Pages, time.Since(start).Round(100*time.Millisecond))
+		pages := "pages"
+		if p.Pages == 1 {
+			pages = "page"
+		}
+		fmt.Fprintf(w, "  checking the items of %s: %d %s (%d %s, %s)\n", table, p.Read, state, p.Pages, pages, time.Since(start).Round(100*time.Millisecond))
 	}
 }
 

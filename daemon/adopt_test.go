@@ -545,9 +545,9 @@ func TestAdoptRefusesToChangeTheApplicationsItems(t *testing.T) {
 		want: []string{`BLOCKED attribute GSI2SK: 2 items of yours \(all 42 items read, the whole table\) carry it with another type than a string, e\.g\. PK=LEADERBOARD SK=PLAYER#0[12]: ` +
 			`the new index GSI2 would be keyed on it as a string, and DynamoDB would then refuse every write of such an item \("Type mismatch for Index Key"\): ` +
 			`pass --attention-sk-attribute ddbworkerGSI2SK \(DDBWORKER_ATTENTION_SK_ATTRIBUTE\)`,
-			`names your table does not use, for every command on it: --attention-pk-attribute ddbworkerGSI2PK --attention-sk-attribute ddbworkerGSI2SK\n`},
-		fix:   []string{"--attention-pk-attribute", "ddbworkerGSI2PK", "--attention-sk-attribute", "ddbworkerGSI2SK"},
-		steps: []string{"1 create-index GSI2", "2 enable-ttl ttl", "3 record-settings DDBWORKER#CONFIG/INBOX"},
+			`names your table does not use, for every command on it: --attention-index ddbworker-attention --attention-pk-attribute ddbworkerGSI2PK --attention-sk-attribute ddbworkerGSI2SK\n`},
+		fix:   []string{"--attention-index", "ddbworker-attention", "--attention-pk-attribute", "ddbworkerGSI2PK", "--attention-sk-attribute", "ddbworkerGSI2SK"},
+		steps: []string{"1 create-index ddbworker-attention", "2 enable-ttl ttl", "3 record-settings DDBWORKER#CONFIG/INBOX"},
 	}, {
 		name: "3: ttl in the past",
 		extra: []map[string]types.AttributeValue{

@@ -688,8 +688,9 @@ func layoutField(l *Layout, field string) *string {
 }
 
 // propose is the plan's layout with each name a blocker fixes given its
-// fitting value, and each index or index key name the application uses
-// given one of ddbworker's own.
+// fitting value, and each index whose name or key attributes the
+// application uses given names of ddbworker's own (the index and both
+// keys).
 func (a *planning) propose(p *AdoptPlan) Layout {
 	l := p.Layout
 	for _, b := range p.Blockers {
@@ -698,8 +699,11 @@ func (a *planning) propose(p *AdoptPlan) Layout {
 		}
 	}
 	for _, ix := range p.Layout.indexes() {
+		// An index keyed on attributes of its own gets a name of its own
+		// too: no index the application adds later takes it.
+		own := a.taken[ix.pk.name] || a.taken[ix.sk.name]
 		for _, n := range []layoutName{ix.layoutName, ix.pk, ix.sk} {
-			if a.taken[n.name] {
+			if a.taken[n.name] || own {
 				*layoutField(&l, n.field) = proposedName(n.field)
 			}
 		}

@@ -547,7 +547,7 @@ func TestAdoptLeavesTheApplicationsOwn(t *testing.T) {
 		reasons: []string{"3 items of yours (all 43 items read, the whole table) carry it with another type than a string, e.g. PK=LEADERBOARD SK=PLAYER#0", ": " +
 			"the new index GSI2 would be keyed on it as a string, and DynamoDB would then refuse every write of such an item (\"Type mismatch for Index Key\")"},
 		proposed: tables.Layout{PartitionKey: "PK", SortKey: "SK", AggregateIndex: "GSI1", AggregatePK: "GSI1PK", AggregateSK: "GSI1SK",
-			AttentionIndex: "GSI2", AttentionPK: tables.AdoptAttentionPK, AttentionSK: tables.AdoptAttentionSK, TTL: "ttl"},
+			AttentionIndex: tables.AdoptAttentionIndex, AttentionPK: tables.AdoptAttentionPK, AttentionSK: tables.AdoptAttentionSK, TTL: "ttl"},
 	}, {
 		name: "3: TTL off, items carrying ttl in the past",
 		shop: shopOptions{PastTTL: 4, FutureTTL: 2},
