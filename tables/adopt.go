@@ -915,7 +915,11 @@ func (p *AdoptPlan) planTTL(d *types.TimeToLiveDescription) bool {
 	}
 	switch status {
 	case types.TimeToLiveStatusEnabled, types.TimeToLiveStatusEnabling:
-		if attr == p.Layout.TTL {
+		switch {
+		case attr == p.Layout.TTL && namespaced(attr):
+			p.Kept = append(p.Kept, Kept{Target: "TTL", Detail: fmt.Sprintf("%s on %s, ddbworker's: the inbox records expire by it (epoch seconds)", status, attr)})
+			return false
+		case attr == p.Layout.TTL:
 			p.Kept = append(p.Kept, Kept{Target: "TTL", Detail: fmt.Sprintf("%s on %s: the inbox records expire by it too (epoch seconds); yours as before", status, attr)})
 			return false
 		}
