@@ -526,7 +526,7 @@ func enteredIndexes(l Layout, t *types.TableDescription) map[string]enteredIndex
 	mine := map[string]bool{l.AggregateIndex: true, l.AttentionIndex: true}
 	typ := attributeTypes(t.AttributeDefinitions)
 	out := map[string]enteredIndex{}
-	for _, g := range t.GlobalSecondaryIndexes {
+	for _, g := range tableIndexes(t) {
 		if mine[aws.ToString(g.IndexName)] {
 			continue
 		}
@@ -554,6 +554,21 @@ func enteredIndexes(l Layout, t *types.TableDescription) map[string]enteredIndex
 	return out
 }
 
+// localIndex is the status tableIndexes gives a local secondary index
+// (which has none): it shows as "(PK, x) ALL, local".
+const localIndex types.IndexStatus = "local"
+
+// tableIndexes are the table's global secondary indexes, then its local
+// ones (as global descriptions, IndexStatus localIndex): the inbox records
+// enter a local index too when they write its sort key.
+func tableIndexes(t *types.TableDescription) []types.GlobalSecondaryIndexDescription {
+	out := slices.Clone(t.GlobalSecondaryIndexes)
+	for _, l := range t.LocalSecondaryIndexes {
+		out = append(out, types.GlobalSecondaryIndexDescription{IndexName: l.IndexName, KeySchema: l.KeySchema, Projection: l.Projection, IndexStatus: localIndex})
+	}
+	return out
+}
+
 func projectionText(g types.GlobalSecondaryIndexDescription) string {
 	if g.Projection == nil {
 		return ""
@@ -574,12 +589,12 @@ func (p *AdoptPlan) planIndexes(a *planning) error {
 	shared := map[string]bool{}
 	for _, name := range cfg.ShareIndexes {
 		shared[name] = true
-		if _, ok := have[name]; !ok {
+		if !slices.ContainsFunc(tableIndexes(t), func(g types.GlobalSecondaryIndexDescription) bool { return aws.ToString(g.IndexName) == name }) {
 			p.block("index "+name, "it is named to be shared (AdoptConfig.ShareIndexes), but the table has no index of that name", "", "")
 		}
 	}
 	entered := enteredIndexes(p.Layout, t)
-	theirs := slices.SortedFunc(slices.Values(t.GlobalSecondaryIndexes), func(a, b types.GlobalSecondaryIndexDescription) int {
+	theirs := slices.SortedFunc(slices.Values(tableIndexes(t)), func(a, b types.GlobalSecondaryIndexDescription) int {
 		return strings.Compare(aws.ToString(a.IndexName), aws.ToString(b.IndexName))
 	})
 	for _, g := range theirs {

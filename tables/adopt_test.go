@@ -627,3 +627,37 @@ func TestAdoptLeavesTheApplicationsOwn(t *testing.T) {
 		require.Equal(t, tables.ScanProgress{Read: 43, Pages: len(seen), Done: true}, seen[len(seen)-1])
 	})
 }
+
+// A local index of the application's keyed on an attribute the inbox
+// records write (status) would hold them too: it blocks until shared.
+func TestAdoptLocalIndexTheRecordsEnter(t *testing.T) {
+	ctx := context.Background()
+	ddb := dynamodb.NewFromConfig(testenv.AWSConfig(t))
+	name := testenv.Unique("lsi")
+	key := func(h, r string) []types.KeySchemaElement {
+		return []types.KeySchemaElement{{AttributeName: aws.String(h), KeyType: types.KeyTypeHash}, {AttributeName: aws.String(r), KeyType: types.KeyTypeRange}}
+	}
+	str := func(n string) types.AttributeDefinition {
+		return types.AttributeDefinition{AttributeName: aws.String(n), AttributeType: types.ScalarAttributeTypeS}
+	}
+	_, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{TableName: aws.String(name), BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{str("PK"), str("SK"), str(tables.AttrStatus)}, KeySchema: key("PK", "SK"),
+		LocalSecondaryIndexes: []types.LocalSecondaryIndex{{IndexName: aws.String("byStatus"), KeySchema: key("PK", tables.AttrStatus),
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll}}}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)}) })
+
+	plan, err := tables.Plan(ctx, ddb, tables.AdoptConfig{Name: name})
+	require.NoError(t, err)
+	require.Len(t, plan.Blockers, 1)
+	require.Equal(t, "index byStatus", plan.Blockers[0].Subject)
+	require.Equal(t, "your index byStatus (PK, status) ALL, local is keyed on PK, status, which the inbox records write too: they would enter it, beside your items", plan.Blockers[0].Reason)
+	require.Equal(t, []string{"ShareIndexes", "byStatus"}, []string{plan.Blockers[0].Option, plan.Blockers[0].OptionValue})
+
+	plan, err = tables.Plan(ctx, ddb, tables.AdoptConfig{Name: name, ShareIndexes: []string{"byStatus"}})
+	require.NoError(t, err)
+	require.NoError(t, plan.Err())
+	plan, err = tables.Plan(ctx, ddb, tables.AdoptConfig{Name: name, ShareIndexes: []string{"byStatsu"}})
+	require.NoError(t, err)
+	require.Equal(t, "it is named to be shared (AdoptConfig.ShareIndexes), but the table has no index of that name", plan.Blockers[0].Reason, "a typo is no opt-in")
+}
