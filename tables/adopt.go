@@ -310,11 +310,11 @@ func (p *AdoptPlan) block(subject, reason, field, suggest string) *AdoptError {
 //
 //   - An existing index of the layout's name and keys is shared only when
 //     it is ddbworker's — named as ddbworker's (AdoptAggregateIndex, …),
-//     or a sample of its items (the first 100) are all inbox records, or it
-//     is empty and KEYS_ONLY (as ddbworker creates them; nothing of the
-//     application's is in it) — or
-//     cfg.ShareIndexes names it. So is an index of the application's that
-//     the inbox records would enter because they write all of its keys.
+//     or a sample of its items (the first 100) are all inbox records, or
+//     it is empty and KEYS_ONLY (as ddbworker creates them; nothing of the
+//     application's is in it) — or cfg.ShareIndexes names it. So is an
+//     index of the application's, global or local, that the inbox records
+//     would enter because they write all of its keys.
 //   - Before an index is created, the application's items are read (the
 //     first cfg.SampleItems, or all with cfg.ScanAll; the layout's
 //     attributes only): one that carries a key of the new index with
