@@ -77,7 +77,7 @@ func TestTablesAdopt(t *testing.T) {
 	for _, want := range []string{
 		"key: the table's partition key is pk, not PK, and a key schema cannot change: pass --pk-attribute pk (DDBWORKER_PK_ATTRIBUTE)",
 		"key: the table's sort key is sk, not SK, and a key schema cannot change: pass --sk-attribute sk (DDBWORKER_SK_ATTRIBUTE)",
-		"TTL: TTL is ENABLED on expiresAt, and DynamoDB allows one TTL attribute per table and forbids changing it while enabled: the inbox must use it too (your items keep expiring as before): pass --ttl-attribute expiresAt (DDBWORKER_TTL_ATTRIBUTE)",
+		"TTL: TTL is ENABLED on expiresAt, and DynamoDB allows one TTL attribute per table and forbids changing it while enabled: the inbox must use it too — its records then carry expiresAt (epoch seconds) and expire by it; your items keep expiring as before, nothing of yours changes: pass --ttl-attribute expiresAt (DDBWORKER_TTL_ATTRIBUTE)",
 	} {
 		require.Contains(t, err.Error(), want)
 		require.Contains(t, out, "BLOCKED "+want)

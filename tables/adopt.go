@@ -938,8 +938,8 @@ func (p *AdoptPlan) planTTL(d *types.TimeToLiveDescription) bool {
 			p.Kept = append(p.Kept, Kept{Target: "TTL", Detail: fmt.Sprintf("%s on %s: the inbox records expire by it too (epoch seconds); yours as before", status, attr)})
 			return false
 		}
-		p.block("TTL", fmt.Sprintf("TTL is %s on %s, and DynamoDB allows one TTL attribute per table and forbids changing it while enabled: the inbox must use it too (your items keep expiring as before)",
-			status, attr), "TTL", attr)
+		p.block("TTL", fmt.Sprintf("TTL is %s on %s, and DynamoDB allows one TTL attribute per table and forbids changing it while enabled: the inbox must use it too — its records then carry %s (epoch seconds) and expire by it; your items keep expiring as before, nothing of yours changes",
+			status, attr, attr), "TTL", attr)
 	case types.TimeToLiveStatusDisabling:
 		p.block("TTL", fmt.Sprintf("TTL on %s is being disabled, and DynamoDB enables it again only once that is done (up to an hour): run the adoption again then", attr), "", "")
 	default:
