@@ -1,11 +1,13 @@
 package daemon
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -22,6 +24,10 @@ type adoptFlags struct {
 	wait          time.Duration
 	stream        bool
 	dryRun        bool
+	yes           bool
+	shareIndexes  []string
+	scanAll       bool
+	ttlExisting   bool
 	output        string
 	readCapacity  int64
 	writeCapacity int64
@@ -32,12 +38,14 @@ func newAdoptCmd(g *globals) *cobra.Command {
 	f := &adoptFlags{}
 	cmd := &cobra.Command{
 		Use:   "adopt",
-		Short: "Add what the inbox needs to an existing table (its indexes, TTL, the settings item), leaving its items and the rest alone",
+		Short: "Add what the inbox needs to an existing table (its indexes, TTL, the settings item), changing nothing of the application's",
 		Long: `adopt makes an existing table — one that holds an application's items, its
 own indexes, maybe a TTL attribute of its own — fit the inbox layout the flags
-name, without reading or writing any of its items. It prints the plan first:
-each change in order, what it leaves alone, warnings, and what blocks it; then
-applies it, unless --dry-run:
+name, without writing any of its items. It prints the plan first: each change
+in order, what it leaves alone, warnings, and what blocks it; then asks
+"Apply these N changes? [y/N]" and applies exactly what it printed — unless
+--dry-run (plan only) or --yes (no question; required when stdin is not a
+terminal):
 
   - the layout's two indexes, KEYS_ONLY, each created with its own UpdateTable
     (DynamoDB creates one at a time) and waited for until its backfill ends
@@ -50,28 +58,50 @@ applies it, unless --dry-run:
   - the inbox settings item (DDBWORKER#CONFIG / INBOX), as tables create
     records it.
 
-What cannot change is refused before anything is done, naming the flag that
-fits: the table's key (--pk-attribute, --sk-attribute), an index of the
-layout's name with other keys (--aggregate-index, --attention-index), a
-layout attribute the table types other than a string, a TTL on another
-attribute (--ttl-attribute), or more indexes than the table's quota
-(--max-indexes). Adopting an adopted table changes nothing.
+Nothing of the application's changes without a flag that says so; what would
+change it blocks the plan, before anything is done, naming the flag that fixes
+it, and the plan then ends with a layout of names the table does not use
+(ddbworker-aggregate, ddbworkerGSI1PK, …, ddbworkerTTL):
+
+  - an existing index of the layout's name that ddbworker did not create (not
+    named ddbworker-…, and its first 100 items not all inbox records, or
+    empty but not KEYS_ONLY), or an index of the application's keyed on
+    attributes the inbox records write: the records would enter it.
+    --share-index NAME shares it;
+  - items of the application's (the first 1,000 read; --scan-all reads them
+    all, with progress on stderr) carrying a key of an index to create with
+    another type than a string: DynamoDB would refuse their writes;
+  - items of the application's carrying the TTL attribute when TTL is off
+    (the plan counts those DynamoDB would delete within about two days), or
+    a table larger than the sample: --ttl-existing-items enables TTL anyway,
+    --scan-all reads every item;
+  - what cannot change: the table's key (--pk-attribute, --sk-attribute), an
+    index of the layout's name with other keys, a layout attribute the table
+    types other than a string, a TTL on another attribute (--ttl-attribute),
+    more indexes than the table's quota (--max-indexes).
+
+Adopting an adopted table changes nothing.
 
 The layout is not recorded in the table: give every command (run, sweep,
 inbox, relay, the Lambda function) the same layout flags or DDBWORKER_*
 variables.`,
 		Example: examples(g.app.name(),
 			"tables adopt --table orders --pk-attribute pk --sk-attribute sk --ttl-attribute expiresAt --dry-run",
-			"tables adopt --table orders --pk-attribute pk --sk-attribute sk --ttl-attribute expiresAt --wait 3h"),
+			"tables adopt --table orders --pk-attribute pk --sk-attribute sk --ttl-attribute expiresAt --wait 3h",
+			"tables adopt --table shop --aggregate-index ddbworker-aggregate --aggregate-pk-attribute ddbworkerGSI1PK --aggregate-sk-attribute ddbworkerGSI1SK --scan-all --yes"),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runAdopt(cmd.Context(), g, f, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return runAdopt(cmd.Context(), g, f, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	fl := cmd.Flags()
 	fl.DurationVar(&f.wait, "wait", tables.DefaultAdoptWait, "how long to wait for each index's backfill (and for the table to take each update)")
 	fl.BoolVar(&f.stream, "stream", false, "also turn the table's DynamoDB Stream on (NEW_IMAGE), for `relay` (the outbox)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan only; change nothing")
+	fl.BoolVarP(&f.yes, "yes", "y", false, "apply the plan as printed without asking (required when stdin is not a terminal)")
+	fl.StringSliceVar(&f.shareIndexes, "share-index", nil, "share this existing index of the application's with the inbox records, which then enter it (repeatable)")
+	fl.BoolVar(&f.scanAll, "scan-all", false, "read every item (not only the first 1,000) before creating an index or enabling TTL; progress on stderr")
+	fl.BoolVar(&f.ttlExisting, "ttl-existing-items", false, "enable TTL on --ttl-attribute even though items of the application carry it: DynamoDB deletes those in the past within about two days")
 	fl.StringVarP(&f.output, "output", "o", "table", "output: table or json (progress then goes to stderr)")
 	fl.Int64Var(&f.readCapacity, "index-read-capacity", 0, "provisioned tables: each new index's RCU (0: the table's)")
 	fl.Int64Var(&f.writeCapacity, "index-write-capacity", 0, "provisioned tables: each new index's WCU (0: the table's)")
@@ -92,6 +122,9 @@ type adoptDoc struct {
 	Kept     []adoptKeptDoc    `json:"kept"`
 	Warnings []string          `json:"warnings"`
 	Blockers []adoptBlockerDoc `json:"blockers"`
+	// Proposed are, when something blocks, the layout flags of names the
+	// table does not use (empty when no name fixes a blocker).
+	Proposed string `json:"proposed,omitempty"`
 }
 
 type adoptChangeDoc struct {
@@ -110,10 +143,11 @@ type adoptBlockerDoc struct {
 	Subject string `json:"subject"`
 	Reason  string `json:"reason"`
 	Flag    string `json:"flag,omitempty"`    // the flag that would fix it (without its dashes)
-	Suggest string `json:"suggest,omitempty"` // the value that fits, when the table decides it
+	Suggest string `json:"suggest,omitempty"` // the value that fits: the table's, or a name it does not use
+	Allow   string `json:"allow,omitempty"`   // the flag (and value) that allows it explicitly
 }
 
-func runAdopt(ctx context.Context, g *globals, f *adoptFlags, out, errOut io.Writer) error {
+func runAdopt(ctx context.Context, g *globals, f *adoptFlags, in io.Reader, out, errOut io.Writer) error {
 	if err := checkOutput(f.output); err != nil {
 		return err
 	}
@@ -126,8 +160,13 @@ func runAdopt(ctx context.Context, g *globals, f *adoptFlags, out, errOut io.Wri
 		return err
 	}
 	ddb, _ := g.clients(awsCfg, nil, nil)
-	plan, err := tables.Plan(ctx, ddb, tables.AdoptConfig{Name: s.Table, Layout: s.Layout, Stream: f.stream,
-		IndexReadCapacity: f.readCapacity, IndexWriteCapacity: f.writeCapacity, MaxIndexes: f.maxIndexes})
+	cfg := tables.AdoptConfig{Name: s.Table, Layout: s.Layout, Stream: f.stream,
+		IndexReadCapacity: f.readCapacity, IndexWriteCapacity: f.writeCapacity, MaxIndexes: f.maxIndexes,
+		ShareIndexes: f.shareIndexes, ScanAll: f.scanAll, TTLExistingItems: f.ttlExisting}
+	if f.scanAll {
+		cfg.ScanProgress = scanProgress(errOut, s.Table)
+	}
+	plan, err := tables.Plan(ctx, ddb, cfg)
 	if failure.APICode(err) == "ResourceNotFoundException" {
 		return fmt.Errorf("table %q does not exist: `%s tables create` makes it, or set --table (DDBWORKER_TABLE)", s.Table, g.app.name())
 	}
@@ -162,14 +201,23 @@ func runAdopt(ctx context.Context, g *globals, f *adoptFlags, out, errOut io.Wri
 	if len(plan.Blockers) > 0 {
 		errs := make([]error, len(plan.Blockers))
 		for i, b := range plan.Blockers {
-			errs[i] = &adoptRefusal{AdoptError: b, hint: fixText(layoutFlag(b.Field), b.Suggest)}
+			errs[i] = &adoptRefusal{AdoptError: b, hint: fixText(doc.Blockers[i])}
 		}
-		return fmt.Errorf("table %s cannot be adopted; nothing was changed:\n%w", s.Table, errors.Join(errs...))
+		err := fmt.Errorf("table %s cannot be adopted; nothing was changed:\n%w", s.Table, errors.Join(errs...))
+		if doc.Proposed != "" {
+			err = fmt.Errorf("%w\n%s", err, proposedText(g, doc.Proposed))
+		}
+		return err
 	}
 	if f.dryRun || len(doc.Changes) == 0 {
 		return nil
 	}
 	steps := len(doc.Changes) // the plan's, and the settings item
+	if !f.yes {
+		if err := confirm(in, progress, s.Table, steps); err != nil {
+			return err
+		}
+	}
 	err = tables.Adopt(ctx, ddb, plan, tables.AdoptOptions{Wait: f.wait, Progress: func(p tables.Progress) { printProgress(progress, p, steps) }})
 	if errors.Is(err, tables.ErrNotActive) {
 		return fmt.Errorf("%w (--wait %s): run `%s tables adopt` again with the same flags to wait for it and finish", err, f.wait, g.app.name())
@@ -199,16 +247,103 @@ type adoptRefusal struct {
 func (e *adoptRefusal) Error() string { return e.Subject + ": " + e.Reason + e.hint }
 func (e *adoptRefusal) Unwrap() error { return e.AdoptError }
 
-// fixText names the flag that fixes a blocker, and its value when the
-// table decides it.
-func fixText(flag, suggest string) string {
+// fixText names the flags that fix a blocker: the layout flag with the
+// value that fits, and the flag that allows it explicitly.
+func fixText(b adoptBlockerDoc) string {
+	var fixes []string
 	switch {
-	case flag == "":
-		return ""
-	case suggest != "":
-		return fmt.Sprintf(": pass --%s %s (%s)", flag, suggest, envName(flag))
+	case b.Flag != "" && b.Suggest != "":
+		fixes = append(fixes, fmt.Sprintf("pass --%s %s (%s)", b.Flag, b.Suggest, envName(b.Flag)))
+	case b.Flag != "":
+		fixes = append(fixes, fmt.Sprintf("choose another name with --%s (%s)", b.Flag, envName(b.Flag)))
 	}
-	return fmt.Sprintf(": choose another name with --%s (%s)", flag, envName(flag))
+	flag, _, _ := strings.Cut(b.Allow, " ")
+	switch flag {
+	case "":
+	case "share-index":
+		fixes = append(fixes, fmt.Sprintf("--%s to share it", b.Allow))
+	case "ttl-existing-items":
+		fixes = append(fixes, fmt.Sprintf("--%s to enable TTL on it anyway", b.Allow))
+	case "scan-all":
+		fixes = append(fixes, fmt.Sprintf("--%s to read every item", b.Allow))
+	}
+	if len(fixes) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(fixes, ", or ")
+}
+
+// allowFlag is the flag (and its value) of an AdoptConfig option that
+// allows a blocker explicitly, "" for none.
+func allowFlag(b *tables.AdoptError) string {
+	switch b.Option {
+	case "ShareIndexes":
+		return "share-index " + b.OptionValue
+	case "ScanAll":
+		return "scan-all"
+	case "TTLExistingItems":
+		return "ttl-existing-items"
+	}
+	return ""
+}
+
+// proposedText says how to adopt the table with names it does not use.
+func proposedText(g *globals, flags string) string {
+	return fmt.Sprintf("names your table does not use, for every command on it: %s — plan with them: `%s tables adopt --dry-run %s`", flags, g.app.name(), flags)
+}
+
+// errNotConfirmed ends an adoption the operator did not confirm.
+var errNotConfirmed = errors.New("tables adopt: not confirmed; nothing was changed")
+
+// confirm asks whether to apply the plan's steps, on a terminal; without
+// one it refuses, naming --yes.
+func confirm(in io.Reader, w io.Writer, table string, steps int) error {
+	if !isTerminal(in) {
+		return fmt.Errorf("%w: stdin is not a terminal to ask on — pass --yes to apply the %d changes as printed, or --dry-run to only plan", errNotConfirmed, steps)
+	}
+	fmt.Fprintf(w, "Apply these %d changes to table %s? Only y or yes applies them. [y/N] ", steps, table)
+	line, err := bufio.NewReader(in).ReadString('\n')
+	if err != nil && line == "" {
+		fmt.Fprintln(w)
+		return fmt.Errorf("%w: no answer (%v) — pass --yes to apply the %d changes as printed, or --dry-run to only plan", errNotConfirmed, err, steps)
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return nil
+	}
+	return fmt.Errorf("%w (answered %q)", errNotConfirmed, strings.TrimSpace(line))
+}
+
+// isTerminal reports whether in is a terminal (a character device: a
+// closed or redirected stdin is not, and /dev/null answers nothing).
+func isTerminal(in io.Reader) bool {
+	f, ok := in.(interface{ Stat() (os.FileInfo, error) })
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// scanProgress prints the full scan's progress on w, at most once a
+// second, and its end.
+func scanProgress(w io.Writer, table string) func(tables.ScanProgress) {
+	start, last := time.Now(), time.Time{}
+	return func(p tables.ScanProgress) {
+		if !p.Done && time.Since(last) < time.Second {
+			return
+		}
+		last = time.Now()
+		state := "reading"
+		if p.Done {
+			state = "read"
+		}
+		pages := "pages"
+		if p.Pages == 1 {
+			pages = "page"
+		}
+		fmt.Fprintf(w, "  checking the items of %s: %d %s (%d %s, %s)\n", table, p.Read, state, p.Pages, pages, time.Since(start).Round(100*time.Millisecond))
+	}
 }
 
 const settingsTarget = "DDBWORKER#CONFIG/INBOX"
@@ -231,7 +366,10 @@ func newAdoptDoc(plan tables.AdoptPlan, dryRun bool) *adoptDoc {
 		doc.Kept = append(doc.Kept, adoptKeptDoc{Target: k.Target, Detail: k.Detail})
 	}
 	for _, b := range plan.Blockers {
-		doc.Blockers = append(doc.Blockers, adoptBlockerDoc{Subject: b.Subject, Reason: b.Reason, Flag: layoutFlag(b.Field), Suggest: b.Suggest})
+		doc.Blockers = append(doc.Blockers, adoptBlockerDoc{Subject: b.Subject, Reason: b.Reason, Flag: layoutFlag(b.Field), Suggest: b.Suggest, Allow: allowFlag(b)})
+	}
+	if len(plan.Blockers) > 0 && plan.Proposed != plan.Layout {
+		doc.Proposed = layoutGiven(plan.Proposed)
 	}
 	return doc
 }
@@ -281,7 +419,10 @@ func (d *adoptDoc) print(w io.Writer) {
 		fmt.Fprintf(w, "\nwarning: %s\n", warn)
 	}
 	for _, b := range d.Blockers {
-		fmt.Fprintf(w, "\nBLOCKED %s: %s%s\n", b.Subject, b.Reason, fixText(b.Flag, b.Suggest))
+		fmt.Fprintf(w, "\nBLOCKED %s: %s%s\n", b.Subject, b.Reason, fixText(b))
+	}
+	if d.Proposed != "" {
+		fmt.Fprintf(w, "\nnames your table does not use, for every command on it: %s\n", d.Proposed)
 	}
 	fmt.Fprintln(w)
 }

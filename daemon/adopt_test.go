@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"os"
@@ -76,7 +77,7 @@ func TestTablesAdopt(t *testing.T) {
 	for _, want := range []string{
 		"key: the table's partition key is pk, not PK, and a key schema cannot change: pass --pk-attribute pk (DDBWORKER_PK_ATTRIBUTE)",
 		"key: the table's sort key is sk, not SK, and a key schema cannot change: pass --sk-attribute sk (DDBWORKER_SK_ATTRIBUTE)",
-		"TTL: TTL is ENABLED on expiresAt, and DynamoDB allows one TTL attribute per table and forbids changing it while enabled: the inbox must use it too (your items keep expiring as before): pass --ttl-attribute expiresAt (DDBWORKER_TTL_ATTRIBUTE)",
+		"TTL: TTL is ENABLED on expiresAt, and DynamoDB allows one TTL attribute per table and forbids changing it while enabled: the inbox must use it too — its records then carry expiresAt (epoch seconds) and expire by it; your items keep expiring as before, nothing of yours changes: pass --ttl-attribute expiresAt (DDBWORKER_TTL_ATTRIBUTE)",
 	} {
 		require.Contains(t, err.Error(), want)
 		require.Contains(t, out, "BLOCKED "+want)
@@ -127,7 +128,7 @@ func TestTablesAdopt(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, recorded, "a dry run records nothing")
 
-	applied, err := run(append([]string{"tables", "adopt"}, layout...)...)
+	applied, err := run(append([]string{"tables", "adopt", "--yes"}, layout...)...)
 	require.NoError(t, err, applied)
 	require.Equal(t, strings.Replace(dry, "plan (dry run: nothing is changed)", "plan", 1), applied[:len(dry)-len(" (dry run: nothing is changed)")],
 		"the same plan, then its progress")
@@ -139,7 +140,7 @@ func TestTablesAdopt(t *testing.T) {
 	require.Contains(t, progress, "every command on this table needs the same layout (it is not recorded in the table): --pk-attribute pk --sk-attribute sk --ttl-attribute expiresAt")
 	require.Equal(t, items, app.Items(t, ddb), "every application item as it was")
 
-	again, err := run(append([]string{"tables", "adopt"}, layout...)...)
+	again, err := run(append([]string{"tables", "adopt", "--yes"}, layout...)...)
 	require.NoError(t, err, again)
 	require.Contains(t, again, "nothing to change: the table fits the layout")
 	require.Contains(t, again, "inbox settings  --attention-shards 16 --index-processing=false --completed-ttl 840h0m0s --failed-ttl 840h0m0s --processing-ttl 168h0m0s: recorded in the table")
@@ -276,4 +277,321 @@ func TestLayoutFlagsAreTheRootFlags(t *testing.T) {
 		require.Equal(t, lf.flag, layoutFlag(lf.field))
 	}
 	require.Empty(t, layoutFlag(""))
+}
+
+// clearLayoutEnv unsets every DDBWORKER_* variable for the test: no stray
+// flag value.
+func clearLayoutEnv(t *testing.T) {
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, envPrefix) {
+			t.Setenv(k, "")
+			require.NoError(t, os.Unsetenv(k))
+		}
+	}
+}
+
+// tty is a terminal's stdin for the test: answers, and a character device.
+type tty struct{ *strings.Reader }
+
+func (tty) Stat() (os.FileInfo, error) { return ttyInfo{}, nil }
+
+type ttyInfo struct{ os.FileInfo }
+
+func (ttyInfo) Mode() os.FileMode { return os.ModeDevice | os.ModeCharDevice | 0o620 }
+
+// adoptCLI runs the command line on table, with stdin in, and returns its
+// stdout, its stderr and its error.
+func adoptCLI(t *testing.T, table string, in io.Reader, args ...string) (string, string, error) {
+	t.Helper()
+	root := newRootCmd(App{})
+	root.SetArgs(append([]string{"--dynamodb-endpoint", os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"), "--table", table}, args...))
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetIn(in)
+	err := root.ExecuteContext(context.Background())
+	return out.String(), errOut.String(), err
+}
+
+// newShop is the measured application table: key PK/SK, its own GSI1 on
+// GSI1PK/GSI1SK (projection ALL, the single-table convention) besides the
+// testenv indexes, TTL off, and customers and orders that carry GSI1PK and
+// GSI1SK; extra items are added as given.
+func newShop(t *testing.T, ddb *dynamodb.Client, extra ...map[string]types.AttributeValue) *testenv.AppTable {
+	t.Helper()
+	app := testenv.NewAppTable(t, ddb, testenv.AppTableOptions{PK: "PK", SK: "SK", Items: 20,
+		Indexes: []types.GlobalSecondaryIndex{{IndexName: aws.String("GSI1"), KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String("GSI1PK"), KeyType: types.KeyTypeHash}, {AttributeName: aws.String("GSI1SK"), KeyType: types.KeyTypeRange}},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll}}},
+		Attributes: []types.AttributeDefinition{{AttributeName: aws.String("GSI1PK"), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String("GSI1SK"), AttributeType: types.ScalarAttributeTypeS}}})
+	items := extra
+	for c := range 5 {
+		customer := fmt.Sprintf("SHOPPER#%02d", c)
+		items = append(items, map[string]types.AttributeValue{"PK": str(customer), "SK": str("PROFILE"), "GSI1PK": str(fmt.Sprintf("EMAIL#s%02d@example.com", c)),
+			"GSI1SK": str(customer), "name": str(fmt.Sprintf("Shopper %d", c))})
+		for o := range 3 {
+			order := fmt.Sprintf("ORDER#%02d-%d", c, o)
+			items = append(items, map[string]types.AttributeValue{"PK": str(customer), "SK": str(order), "GSI1PK": str(order), "GSI1SK": str(customer),
+				"status": str("OPEN"), "placedAt": str("2024-05-01T10:00:00Z"), "total": num(int64(10*c + o))})
+		}
+	}
+	for _, it := range items {
+		_, err := ddb.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(app.Name), Item: it})
+		require.NoError(t, err)
+	}
+	return app
+}
+
+func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+func num(v int64) types.AttributeValue  { return &types.AttributeValueMemberN{Value: fmt.Sprint(v)} }
+
+// shopState is what must not change of the shop table: its indexes' key
+// schema, projection and status, and its TTL.
+func shopState(t *testing.T, ddb *dynamodb.Client, table string) string {
+	t.Helper()
+	d, err := ddb.DescribeTable(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	require.NoError(t, err)
+	ttl, err := ddb.DescribeTimeToLive(context.Background(), &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(table)})
+	require.NoError(t, err)
+	var b strings.Builder
+	for _, g := range d.Table.GlobalSecondaryIndexes {
+		fmt.Fprintf(&b, "%s %s %s %v %s\n", aws.ToString(g.IndexName), describeKeySchema(g.KeySchema), g.Projection.ProjectionType, g.Projection.NonKeyAttributes, g.IndexStatus)
+	}
+	fmt.Fprintf(&b, "TTL %s %s", ttl.TimeToLiveDescription.TimeToLiveStatus, aws.ToString(ttl.TimeToLiveDescription.AttributeName))
+	return b.String()
+}
+
+func describeKeySchema(ks []types.KeySchemaElement) string {
+	var parts []string
+	for _, k := range ks {
+		parts = append(parts, aws.ToString(k.AttributeName)+":"+string(k.KeyType))
+	}
+	return strings.Join(parts, ",")
+}
+
+// Measured case 1: on a table with its own GSI1 on GSI1PK/GSI1SK
+// (projection ALL), adopting with the default layout is refused — the
+// index is the application's — naming --share-index and a layout of names
+// the table does not use; that layout is planned, refused without --yes
+// when stdin is no terminal, not applied when the answer is no, applied on
+// yes; then a worker with it runs messages, and the application's GSI1
+// holds none of the inbox records, its indexes are as they were and every
+// item of its reads back attribute by attribute unchanged.
+func TestAdoptKeepsTheApplicationsIndex(t *testing.T) {
+	clearLayoutEnv(t)
+	env := testenv.New(t, testenv.Options{Queue: worker.QueueConfig{VisibilityTimeout: 5 * time.Second}})
+	ctx := context.Background()
+	ddb := env.DynamoDB
+	app := newShop(t, ddb)
+	items := app.Items(t, ddb)
+	before := shopState(t, ddb, app.Name)
+	beforeIndexes := before[:strings.LastIndex(before, "TTL")]
+
+	out, errOut, err := adoptCLI(t, app.Name, strings.NewReader(""), "tables", "adopt")
+	t.Logf("tables adopt (defaults):\n%s%s\nerror: %v", out, errOut, err)
+	require.ErrorContains(t, err, "cannot be adopted; nothing was changed")
+	require.Regexp(t, `BLOCKED index GSI1: an index of that name and keys exists, \(GSI1PK, GSI1SK\) ALL, ACTIVE, and nothing shows it is ddbworker's: 20 of the first 20 items in it are not inbox records \(one: PK=SHOPPER#\d+ SK=[^)]+\)\. `+
+		`The inbox records would enter it beside your items, projected ALL, and the index's key attributes are yours too: pass --aggregate-index ddbworker-aggregate \(DDBWORKER_AGGREGATE_INDEX\), or --share-index GSI1 to share it`, out)
+	proposed := "--aggregate-index ddbworker-aggregate --aggregate-pk-attribute ddbworkerGSI1PK --aggregate-sk-attribute ddbworkerGSI1SK"
+	require.Contains(t, out, "names your table does not use, for every command on it: "+proposed+"\n")
+	require.ErrorContains(t, err, " tables adopt --dry-run "+proposed+"`")
+	require.Equal(t, before, shopState(t, ddb, app.Name), "nothing changed")
+	layout := strings.Fields(proposed)
+
+	dry, _, err := adoptCLI(t, app.Name, strings.NewReader(""), append([]string{"tables", "adopt", "--dry-run"}, layout...)...)
+	t.Logf("tables adopt --dry-run %s:\n%s", proposed, dry)
+	require.NoError(t, err, dry)
+	require.Equal(t, []string{
+		"STEP  CHANGE           TARGET                  DETAIL",
+		"1     create-index     ddbworker-aggregate     (ddbworkerGSI1PK S, ddbworkerGSI1SK S) KEYS_ONLY, on-demand, as the table; waits for its backfill",
+		"2     create-index     GSI2                    (GSI2PK S, GSI2SK S) KEYS_ONLY, on-demand, as the table; waits for its backfill",
+		"3     enable-ttl       ttl                     UpdateTimeToLive: TTL on ttl (epoch seconds); no item of yours carries it (all 40 items read, the whole table)",
+		"4     record-settings  DDBWORKER#CONFIG/INBOX  PutItem --attention-shards 16 --index-processing=false --completed-ttl 840h0m0s --failed-ttl 840h0m0s --processing-ttl 168h0m0s (none recorded yet)",
+	}, section(dry, "STEP"))
+	require.Contains(t, dry, "index GSI1      yours, (GSI1PK, GSI1SK) ALL, ACTIVE: untouched")
+
+	for _, tc := range []struct {
+		name string
+		in   io.Reader
+		want string // the error
+	}{
+		{"stdin not a terminal", strings.NewReader("y\n"), "tables adopt: not confirmed; nothing was changed: stdin is not a terminal to ask on — pass --yes to apply the 4 changes as printed, or --dry-run to only plan"},
+		{"answered no", tty{strings.NewReader("n\n")}, `tables adopt: not confirmed; nothing was changed (answered "n")`},
+		{"no answer", tty{strings.NewReader("")}, "tables adopt: not confirmed; nothing was changed: no answer (EOF) — pass --yes to apply the 4 changes as printed, or --dry-run to only plan"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, _, err := adoptCLI(t, app.Name, tc.in, append([]string{"tables", "adopt"}, layout...)...)
+			require.EqualError(t, err, tc.want)
+			require.True(t, strings.HasPrefix(out, strings.Replace(dry, "plan (dry run: nothing is changed)", "plan", 1)), "the plan, printed first:\n%s", out)
+			require.Equal(t, before, shopState(t, ddb, app.Name), "nothing applied")
+		})
+	}
+
+	applied, _, err := adoptCLI(t, app.Name, tty{strings.NewReader("y\n")}, append([]string{"tables", "adopt"}, layout...)...)
+	t.Logf("tables adopt %s, answered y:\n%s", proposed, applied)
+	require.NoError(t, err, applied)
+	require.Contains(t, applied, "Apply these 4 changes to table "+app.Name+"? Only y or yes applies them. [y/N] ")
+	require.Contains(t, applied, "  [4/4] record-settings DDBWORKER#CONFIG/INBOX — done\n")
+	require.Contains(t, applied, "table "+app.Name+" adopted: indexes ddbworker-aggregate and GSI2, TTL on \"ttl\"\n")
+	after := shopState(t, ddb, app.Name)
+	for _, ix := range strings.Split(strings.TrimSpace(beforeIndexes), "\n") {
+		require.Contains(t, after, ix+"\n", "the application's index as it was")
+	}
+	require.Contains(t, after, "ddbworker-aggregate ddbworkerGSI1PK:HASH,ddbworkerGSI1SK:RANGE KEYS_ONLY [] ACTIVE")
+	again, _, err := adoptCLI(t, app.Name, strings.NewReader(""), append([]string{"tables", "adopt"}, layout...)...)
+	require.NoError(t, err, again)
+	require.Contains(t, again, "nothing to change: the table fits the layout")
+	require.Contains(t, again, "index ddbworker-aggregate  ddbworker's (named as ddbworker's)")
+
+	// A worker with that layout: two orders paid, each sent twice.
+	store, err := inbox.Store{Table: app.Name, Layout: tables.Layout{AggregateIndex: tables.AdoptAggregateIndex, AggregatePK: tables.AdoptAggregatePK,
+		AggregateSK: tables.AdoptAggregateSK}}.WithDefaults()
+	require.NoError(t, err)
+	reg := ddbworker.NewRegistry()
+	require.NoError(t, reg.Register("OrderPaid", ddbworker.JSON(func(_ context.Context, msg *ddbworker.Message, p struct{ Order string }) (ddbworker.Result, error) {
+		return ddbworker.Apply(ddbworker.Put(app.Name, ddbworker.Key{"PK": "PAYMENT#" + p.Order, "SK": "PAYMENT"}, ddbworker.Item{"paidBy": msg.Key()}).
+			Guard(ddbworker.CreateOnly())), nil
+	})))
+	events := make(chan worker.Event, 16)
+	w, err := worker.New(worker.Deps{DynamoDB: ddb, SQS: env.SQS, Handlers: reg, OnEvent: func(ev worker.Event) { events <- ev }},
+		worker.Config{Store: store, QueueURL: env.Queues.URL, DLQURL: env.Queues.DLQURL, Concurrency: 2, WaitTime: time.Second,
+			VisibilityTimeout: 5 * time.Second, DeleteFlushInterval: 20 * time.Millisecond, DrainTimeout: 5 * time.Second})
+	require.NoError(t, err)
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	defer func() {
+		stop()
+		require.NoError(t, <-done)
+	}()
+	for i := range 4 {
+		order := fmt.Sprintf("ORDER#%02d-0", i%2)
+		body, err := envelope.Encode(&envelope.Envelope{MessageID: fmt.Sprintf("m-%d", i), SchemaVersion: envelope.SchemaV1, MessageType: "OrderPaid",
+			Producer: "test", OccurredAt: time.Now(), IdempotencyKey: "pay-" + order, AggregateType: "Order", AggregateID: order,
+			Payload: json.RawMessage(fmt.Sprintf(`{"Order":%q}`, order))})
+		require.NoError(t, err)
+		_, err = env.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(env.Queues.URL), MessageBody: aws.String(string(body))})
+		require.NoError(t, err)
+	}
+	outcomes := map[string]int{}
+	for final := 0; final < 4; {
+		select {
+		case ev := <-events:
+			if ev.Final {
+				final++
+				outcomes[ev.Outcome]++
+			}
+		case <-time.After(30 * time.Second):
+			require.FailNow(t, "the worker did not settle 4 messages", "%v", outcomes)
+		}
+	}
+	require.Equal(t, map[string]int{worker.OutcomeApplied: 2, worker.OutcomeDuplicate: 2}, outcomes)
+
+	indexed := func(index string) (records, others int) {
+		p := dynamodb.NewScanPaginator(ddb, &dynamodb.ScanInput{TableName: aws.String(app.Name), IndexName: aws.String(index)})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			require.NoError(t, err)
+			for _, it := range page.Items {
+				if strings.HasPrefix(it["PK"].(*types.AttributeValueMemberS).Value, "IDEMP#") {
+					records++
+				} else {
+					others++
+				}
+			}
+		}
+		return records, others
+	}
+	records, others := indexed("GSI1")
+	require.Zero(t, records, "no inbox record in the application's GSI1")
+	require.Equal(t, 20, others, "the application's items in it, as before")
+	records, others = indexed(tables.AdoptAggregateIndex)
+	require.Equal(t, []int{2, 0}, []int{records, others}, "the inbox records in the inbox's own index, and nothing of the application's")
+
+	got := map[string]map[string]types.AttributeValue{}
+	for _, it := range app.Items(t, ddb) {
+		got[it["PK"].(*types.AttributeValueMemberS).Value+"\x00"+it["SK"].(*types.AttributeValueMemberS).Value] = it
+	}
+	require.Len(t, got, len(items)+2, "two payments added")
+	for _, it := range items {
+		k := it["PK"].(*types.AttributeValueMemberS).Value + "\x00" + it["SK"].(*types.AttributeValueMemberS).Value
+		require.Equal(t, it, got[k], "the application's item %q attribute by attribute as it was", k)
+	}
+	require.Equal(t, after, shopState(t, ddb, app.Name))
+}
+
+// Measured cases 2 and 3, through the command: items carrying GSI2SK as a
+// Number, and TTL off with items carrying ttl in the past, block adopting
+// with the default layout (GSI1 shared as told), naming the counts, an
+// example key and the flags; nothing is created, TTL stays off, and the
+// application's write of a Number GSI2SK still succeeds.
+func TestAdoptRefusesToChangeTheApplicationsItems(t *testing.T) {
+	clearLayoutEnv(t)
+	ddb := dynamodb.NewFromConfig(testenv.AWSConfig(t))
+	past := time.Now().Add(-2 * time.Hour).Unix()
+	for _, tc := range []struct {
+		name  string
+		extra []map[string]types.AttributeValue
+		want  []string // regexps of the output
+		fix   []string // the flags that let adoption go ahead, and its steps
+		steps []string
+	}{{
+		name: "2: GSI2SK a number",
+		extra: []map[string]types.AttributeValue{
+			{"PK": str("LEADERBOARD"), "SK": str("PLAYER#01"), "GSI2PK": str("SCORES"), "GSI2SK": num(120)},
+			{"PK": str("LEADERBOARD"), "SK": str("PLAYER#02"), "GSI2PK": str("SCORES"), "GSI2SK": num(95)},
+		},
+		want: []string{`BLOCKED attribute GSI2SK: 2 items of yours \(all 42 items read, the whole table\) carry it with another type than a string, e\.g\. PK=LEADERBOARD SK=PLAYER#0[12]: ` +
+			`the new index GSI2 would be keyed on it as a string, and DynamoDB would then refuse every write of such an item \("Type mismatch for Index Key"\): ` +
+			`pass --attention-sk-attribute ddbworkerGSI2SK \(DDBWORKER_ATTENTION_SK_ATTRIBUTE\)`,
+			`names your table does not use, for every command on it: --attention-index ddbworker-attention --attention-pk-attribute ddbworkerGSI2PK --attention-sk-attribute ddbworkerGSI2SK\n`},
+		fix:   []string{"--attention-index", "ddbworker-attention", "--attention-pk-attribute", "ddbworkerGSI2PK", "--attention-sk-attribute", "ddbworkerGSI2SK"},
+		steps: []string{"1 create-index ddbworker-attention", "2 enable-ttl ttl", "3 record-settings DDBWORKER#CONFIG/INBOX"},
+	}, {
+		name: "3: ttl in the past",
+		extra: []map[string]types.AttributeValue{
+			{"PK": str("CART#01"), "SK": str("CART"), "ttl": num(past)},
+			{"PK": str("CART#02"), "SK": str("CART"), "ttl": num(past)},
+			{"PK": str("CART#03"), "SK": str("CART"), "ttl": num(time.Now().Add(time.Hour).Unix())},
+		},
+		want: []string{`BLOCKED TTL: 3 items of yours \(all 43 items read, the whole table\) carry ttl: 2 a number of epoch seconds in the past, which DynamoDB would delete within about two days of TTL being enabled; ` +
+			`1 a later one, deleted when it comes; 0 not a number \(TTL ignores them\); e\.g\. PK=CART#0[12] SK=CART\. TTL is enabled on an attribute items of yours carry only when told to: ` +
+			`pass --ttl-attribute ddbworkerTTL \(DDBWORKER_TTL_ATTRIBUTE\), or --ttl-existing-items to enable TTL on it anyway`,
+			`names your table does not use, for every command on it: --ttl-attribute ddbworkerTTL\n`},
+		fix:   []string{"--ttl-attribute", "ddbworkerTTL"},
+		steps: []string{"1 create-index GSI2", "2 enable-ttl ddbworkerTTL", "3 record-settings DDBWORKER#CONFIG/INBOX"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			app := newShop(t, ddb, tc.extra...)
+			items := app.Items(t, ddb)
+			before := shopState(t, ddb, app.Name)
+			var err error
+			for _, args := range [][]string{{"--dry-run"}, {"--yes"}} {
+				var out string
+				out, _, err = adoptCLI(t, app.Name, strings.NewReader(""), append([]string{"tables", "adopt", "--share-index", "GSI1"}, args...)...)
+				t.Logf("tables adopt --share-index GSI1 %s:\n%s\nerror: %v", strings.Join(args, " "), out, err)
+				require.ErrorContains(t, err, "cannot be adopted; nothing was changed")
+				for _, want := range tc.want {
+					require.Regexp(t, want, out)
+				}
+				require.Contains(t, out, "index GSI1      yours (20 of the first 20 items in it are not inbox records")
+				require.Equal(t, before, shopState(t, ddb, app.Name), "nothing created, TTL as it was")
+				require.Equal(t, items, app.Items(t, ddb))
+			}
+			js, _, err := adoptCLI(t, app.Name, strings.NewReader(""), append([]string{"tables", "adopt", "--share-index", "GSI1", "--dry-run", "-o", "json"}, tc.fix...)...)
+			require.NoError(t, err, js)
+			var doc adoptDoc
+			require.NoError(t, json.Unmarshal([]byte(js), &doc))
+			var steps []string
+			for _, c := range doc.Changes {
+				steps = append(steps, fmt.Sprintf("%d %s %s", c.Step, c.Kind, c.Target))
+			}
+			require.Equal(t, tc.steps, steps, "the names the plan proposed fit")
+
+			_, err = ddb.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(app.Name),
+				Item: map[string]types.AttributeValue{"PK": str("LEADERBOARD"), "SK": str("PLAYER#03"), "GSI2PK": str("SCORES"), "GSI2SK": num(80)}})
+			require.NoError(t, err, "the application's own write of a number GSI2SK still succeeds")
+		})
+	}
 }

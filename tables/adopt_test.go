@@ -164,12 +164,12 @@ func TestAdoptBlockers(t *testing.T) {
 			reason: "the table has no sort key"},
 		{name: "an index of the layout's name with other keys", opts: testenv.AppTableOptions{TTL: "expiresAt",
 			Indexes: []types.GlobalSecondaryIndex{hashIndex("GSI1", "email")}}, layout: appLayout(),
-			want:   []blocker{{"index GSI1", "AggregateIndex", ""}},
+			want:   []blocker{{"index GSI1", "AggregateIndex", tables.AdoptAggregateIndex}},
 			reason: "an index of that name exists with the key (email), and the layout's needs (GSI1PK, GSI1SK)"},
 		{name: "a layout attribute of another type", opts: testenv.AppTableOptions{TTL: "expiresAt",
 			Indexes:    []types.GlobalSecondaryIndex{hashIndex("bySeq", "GSI2SK")},
 			Attributes: []types.AttributeDefinition{{AttributeName: aws.String("GSI2SK"), AttributeType: types.ScalarAttributeTypeN}}}, layout: appLayout(),
-			want:   []blocker{{"attribute GSI2SK", "AttentionSK", ""}},
+			want:   []blocker{{"attribute GSI2SK", "AttentionSK", tables.AdoptAttentionSK}},
 			reason: "the table defines it as type N"},
 		{name: "an index of the layout's name and keys, one of them a number", opts: testenv.AppTableOptions{TTL: "expiresAt",
 			Indexes: []types.GlobalSecondaryIndex{{IndexName: aws.String("GSI2"), KeySchema: []types.KeySchemaElement{
@@ -177,7 +177,7 @@ func TestAdoptBlockers(t *testing.T) {
 				Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly}}},
 			Attributes: []types.AttributeDefinition{{AttributeName: aws.String("GSI2PK"), AttributeType: types.ScalarAttributeTypeS},
 				{AttributeName: aws.String("GSI2SK"), AttributeType: types.ScalarAttributeTypeN}}}, layout: appLayout(),
-			want:   []blocker{{"attribute GSI2SK", "AttentionSK", ""}},
+			want:   []blocker{{"attribute GSI2SK", "AttentionSK", tables.AdoptAttentionSK}},
 			reason: "the table defines it as type N"},
 		{name: "an index of yours keyed on a record attribute of another type", opts: testenv.AppTableOptions{TTL: "expiresAt",
 			Indexes:    []types.GlobalSecondaryIndex{hashIndex("byAttempts", "attempts")},
@@ -233,8 +233,8 @@ func TestAdoptTTLStreamAndThroughput(t *testing.T) {
 	require.Equal(t, []step{{tables.ChangeCreateIndex, "GSI1"}, {tables.ChangeCreateIndex, "GSI2"}, {tables.ChangeEnableTTL, "ttl"},
 		{tables.ChangeEnableStream, "stream"}}, steps(plan))
 	require.Contains(t, plan.Changes[0].Detail, "provisioned 2 RCU, 3 WCU (given, else the table's)")
-	require.Len(t, plan.Warnings, 1)
-	require.Contains(t, plan.Warnings[0], "DynamoDB deletes every item whose ttl is a number of epoch seconds in the past")
+	require.Empty(t, plan.Warnings)
+	require.Equal(t, "UpdateTimeToLive: TTL on ttl (epoch seconds); no item of yours carries it (all 20 items read, the whole table)", plan.Changes[2].Detail)
 
 	require.NoError(t, tables.Adopt(ctx, ddb, plan, tables.AdoptOptions{PollInterval: 50 * time.Millisecond}))
 	after := describe(t, ddb, app.Name)
@@ -439,8 +439,11 @@ func TestAdoptTTLEnabledMeanwhile(t *testing.T) {
 			b := newBackfilling(ddb, 0)
 			b.ttlDisabled = 2 // the plan's read and Adopt's
 			layout := tables.Layout{PartitionKey: "pk", SortKey: "sk"}
-			plan, err := tables.Plan(ctx, b, tables.AdoptConfig{Name: app.Name, Layout: layout})
+			// The application's sessions carry the attribute: enabling TTL on
+			// it takes the opt-in.
+			plan, err := tables.Plan(ctx, b, tables.AdoptConfig{Name: app.Name, Layout: layout, TTLExistingItems: true})
 			require.NoError(t, err)
+			require.NoError(t, plan.Err())
 			require.Equal(t, step{tables.ChangeEnableTTL, "ttl"}, steps(plan)[2])
 			err = tables.Adopt(ctx, b, plan, tables.AdoptOptions{PollInterval: 20 * time.Millisecond})
 			if tc.want == "" {
@@ -453,4 +456,208 @@ func TestAdoptTTLEnabledMeanwhile(t *testing.T) {
 			require.True(t, errors.As(err, &apiErr))
 		})
 	}
+}
+
+// shopOptions add what the measured cases need to the shop table.
+type shopOptions struct {
+	// NumberGSI2SK items carry GSI2SK as a Number (a leaderboard score).
+	NumberGSI2SK int
+	// PastTTL items carry ttl, epoch seconds an hour ago; FutureTTL a day
+	// ahead.
+	PastTTL, FutureTTL int
+}
+
+// newShop is the measured application table: key PK/SK, its own GSI1 on
+// GSI1PK/GSI1SK (projection ALL, the single-table convention) besides the
+// testenv indexes, TTL off, and customers and orders that carry GSI1PK and
+// GSI1SK; opts adds items of the measured cases.
+func newShop(t *testing.T, ddb *dynamodb.Client, opts shopOptions) *testenv.AppTable {
+	t.Helper()
+	ctx := context.Background()
+	app := testenv.NewAppTable(t, ddb, testenv.AppTableOptions{PK: "PK", SK: "SK", Items: 20,
+		Indexes: []types.GlobalSecondaryIndex{{IndexName: aws.String("GSI1"), KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String("GSI1PK"), KeyType: types.KeyTypeHash}, {AttributeName: aws.String("GSI1SK"), KeyType: types.KeyTypeRange}},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll}}},
+		Attributes: []types.AttributeDefinition{{AttributeName: aws.String("GSI1PK"), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String("GSI1SK"), AttributeType: types.ScalarAttributeTypeS}}})
+	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	n := func(v int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: fmt.Sprint(v)} }
+	var items []map[string]types.AttributeValue
+	for c := range 5 {
+		customer := fmt.Sprintf("SHOPPER#%02d", c)
+		items = append(items, map[string]types.AttributeValue{"PK": s(customer), "SK": s("PROFILE"), "GSI1PK": s(fmt.Sprintf("EMAIL#s%02d@example.com", c)),
+			"GSI1SK": s(customer), "name": s(fmt.Sprintf("Shopper %d", c))})
+		for o := range 3 {
+			order := fmt.Sprintf("ORDER#%02d-%d", c, o)
+			items = append(items, map[string]types.AttributeValue{"PK": s(customer), "SK": s(order), "GSI1PK": s(order), "GSI1SK": s(customer),
+				"total": n(int64(10*c + o)), "lines": &types.AttributeValueMemberL{Value: []types.AttributeValue{s("SKU-1"), n(2)}}})
+		}
+	}
+	for i := range opts.NumberGSI2SK {
+		items = append(items, map[string]types.AttributeValue{"PK": s("LEADERBOARD"), "SK": s(fmt.Sprintf("PLAYER#%02d", i)), "GSI2PK": s("SCORES"), "GSI2SK": n(int64(100 + i))})
+	}
+	for i := range opts.PastTTL {
+		items = append(items, map[string]types.AttributeValue{"PK": s(fmt.Sprintf("CART#%02d", i)), "SK": s("CART"), "ttl": n(time.Now().Add(-time.Hour).Unix())})
+	}
+	for i := range opts.FutureTTL {
+		items = append(items, map[string]types.AttributeValue{"PK": s(fmt.Sprintf("CART#F%02d", i)), "SK": s("CART"), "ttl": n(time.Now().Add(24 * time.Hour).Unix())})
+	}
+	for _, it := range items {
+		_, err := ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(app.Name), Item: it})
+		require.NoError(t, err)
+	}
+	return app
+}
+
+// The measured cases of adopting an application's table with ddbworker's
+// default layout, each planned on the shop table: what would change
+// something of the application's blocks the plan, naming the option that
+// allows it and the layout of names the table does not use; Adopt refuses
+// such a plan and the table, its items and TTL stay as they were; the
+// proposed layout, or the opt-in, plans without blockers.
+func TestAdoptLeavesTheApplicationsOwn(t *testing.T) {
+	ctx := context.Background()
+	ddb := dynamodb.NewFromConfig(testenv.AWSConfig(t))
+	type blocker struct{ Subject, Field, Suggest, Option, OptionValue string }
+	for _, tc := range []struct {
+		name     string
+		shop     shopOptions
+		cfg      tables.AdoptConfig
+		want     []blocker
+		reasons  []string // in the first blocker's reason
+		proposed tables.Layout
+		// optIn allows what blocked; then the plan has these steps.
+		optIn     func(*tables.AdoptConfig)
+		optInPlan []step
+		warning   string // in the opted-in plan's warnings
+	}{{
+		name: "1: the application's own GSI1",
+		want: []blocker{{"index GSI1", "AggregateIndex", tables.AdoptAggregateIndex, "ShareIndexes", "GSI1"}},
+		reasons: []string{"an index of that name and keys exists, (GSI1PK, GSI1SK) ALL, ACTIVE, and nothing shows it is ddbworker's: " +
+			"20 of the first 20 items in it are not inbox records (one: PK=SHOPPER#", "). The inbox records would enter it beside your items, projected ALL"},
+		proposed: tables.Layout{PartitionKey: "PK", SortKey: "SK", AggregateIndex: tables.AdoptAggregateIndex, AggregatePK: tables.AdoptAggregatePK,
+			AggregateSK: tables.AdoptAggregateSK, AttentionIndex: "GSI2", AttentionPK: "GSI2PK", AttentionSK: "GSI2SK", TTL: "ttl"},
+		optIn:     func(c *tables.AdoptConfig) { c.ShareIndexes = []string{"GSI1"} },
+		optInPlan: []step{{tables.ChangeCreateIndex, "GSI2"}, {tables.ChangeEnableTTL, "ttl"}},
+	}, {
+		name: "2: items carrying GSI2SK as a Number",
+		shop: shopOptions{NumberGSI2SK: 3},
+		cfg:  tables.AdoptConfig{ShareIndexes: []string{"GSI1"}},
+		want: []blocker{{"attribute GSI2SK", "AttentionSK", tables.AdoptAttentionSK, "", ""}},
+		reasons: []string{"3 items of yours (all 43 items read, the whole table) carry it with another type than a string, e.g. PK=LEADERBOARD SK=PLAYER#0", ": " +
+			"the new index GSI2 would be keyed on it as a string, and DynamoDB would then refuse every write of such an item (\"Type mismatch for Index Key\")"},
+		proposed: tables.Layout{PartitionKey: "PK", SortKey: "SK", AggregateIndex: "GSI1", AggregatePK: "GSI1PK", AggregateSK: "GSI1SK",
+			AttentionIndex: tables.AdoptAttentionIndex, AttentionPK: tables.AdoptAttentionPK, AttentionSK: tables.AdoptAttentionSK, TTL: "ttl"},
+	}, {
+		name: "3: TTL off, items carrying ttl in the past",
+		shop: shopOptions{PastTTL: 4, FutureTTL: 2},
+		cfg:  tables.AdoptConfig{ShareIndexes: []string{"GSI1"}},
+		want: []blocker{{"TTL", "TTL", tables.AdoptTTL, "TTLExistingItems", ""}},
+		reasons: []string{"6 items of yours (all 46 items read, the whole table) carry ttl: 4 a number of epoch seconds in the past, which DynamoDB would delete within about two days of TTL being enabled; " +
+			"2 a later one, deleted when it comes; 0 not a number (TTL ignores them); e.g. PK=CART#0", " SK=CART. TTL is enabled on an attribute items of yours carry only when told to"},
+		proposed: tables.Layout{PartitionKey: "PK", SortKey: "SK", AggregateIndex: "GSI1", AggregatePK: "GSI1PK", AggregateSK: "GSI1SK",
+			AttentionIndex: "GSI2", AttentionPK: "GSI2PK", AttentionSK: "GSI2SK", TTL: tables.AdoptTTL},
+		optIn:     func(c *tables.AdoptConfig) { c.TTLExistingItems = true },
+		optInPlan: []step{{tables.ChangeCreateIndex, "GSI2"}, {tables.ChangeEnableTTL, "ttl"}},
+		warning:   "TTL is enabled as told although 6 items of yours (all 46 items read, the whole table) carry ttl: 4 a number of epoch seconds in the past",
+	}, {
+		name: "a sample that does not reach the items",
+		shop: shopOptions{NumberGSI2SK: 3},
+		cfg:  tables.AdoptConfig{ShareIndexes: []string{"GSI1"}, SampleItems: 5},
+		want: []blocker{{"TTL", "TTL", tables.AdoptTTL, "ScanAll", ""}},
+		reasons: []string{"none of the first 5 items carries ttl, but the table holds about 43 and the rest were not read: " +
+			"TTL is enabled on an attribute only once no item of yours is shown to carry it"},
+		proposed: tables.Layout{PartitionKey: "PK", SortKey: "SK", AggregateIndex: "GSI1", AggregatePK: "GSI1PK", AggregateSK: "GSI1SK",
+			AttentionIndex: "GSI2", AttentionPK: "GSI2PK", AttentionSK: "GSI2SK", TTL: tables.AdoptTTL},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			app := newShop(t, ddb, tc.shop)
+			items := app.Items(t, ddb)
+			before := describe(t, ddb, app.Name)
+			cfg := tc.cfg
+			cfg.Name = app.Name
+			plan, err := tables.Plan(ctx, ddb, cfg)
+			require.NoError(t, err)
+			var got []blocker
+			for _, b := range plan.Blockers {
+				got = append(got, blocker{b.Subject, b.Field, b.Suggest, b.Option, b.OptionValue})
+			}
+			require.Equal(t, tc.want, got)
+			for _, r := range tc.reasons {
+				require.Contains(t, plan.Blockers[0].Reason, r)
+			}
+			require.Equal(t, tc.proposed, plan.Proposed)
+			require.ErrorIs(t, tables.Adopt(ctx, ddb, plan, tables.AdoptOptions{}), tables.ErrIncompatible)
+			require.Equal(t, before, describe(t, ddb, app.Name), "nothing changed: indexes, TTL")
+			require.Equal(t, items, app.Items(t, ddb), "every item as it was")
+
+			proposed := cfg
+			proposed.Layout = plan.Proposed
+			again, err := tables.Plan(ctx, ddb, proposed)
+			require.NoError(t, err)
+			require.NoError(t, again.Err(), "the proposed layout changes nothing of the application's")
+			if tc.optIn != nil {
+				tc.optIn(&cfg)
+				opted, err := tables.Plan(ctx, ddb, cfg)
+				require.NoError(t, err)
+				require.NoError(t, opted.Err())
+				require.Equal(t, tc.optInPlan, steps(opted))
+				if tc.warning != "" {
+					require.Contains(t, strings.Join(opted.Warnings, "\n"), tc.warning)
+				}
+			}
+		})
+	}
+
+	t.Run("2: the full scan finds what the sample did not", func(t *testing.T) {
+		app := newShop(t, ddb, shopOptions{NumberGSI2SK: 3})
+		cfg := tables.AdoptConfig{Name: app.Name, ShareIndexes: []string{"GSI1"}, SampleItems: 5, TTLExistingItems: true}
+		plan, err := tables.Plan(ctx, ddb, cfg)
+		require.NoError(t, err)
+		require.NoError(t, plan.Err())
+		require.Contains(t, strings.Join(plan.Warnings, "\n"), "none of the first 5 items carries GSI2PK, GSI2SK, but the table holds about 43 and the rest were not read")
+		var seen []tables.ScanProgress
+		cfg.ScanAll, cfg.ScanProgress = true, func(p tables.ScanProgress) { seen = append(seen, p) }
+		plan, err = tables.Plan(ctx, ddb, cfg)
+		require.NoError(t, err)
+		require.Len(t, plan.Blockers, 1)
+		require.Equal(t, "attribute GSI2SK", plan.Blockers[0].Subject)
+		require.Contains(t, plan.Blockers[0].Reason, "3 items of yours (all 43 items read) carry it with another type than a string")
+		require.NotEmpty(t, seen)
+		require.Equal(t, tables.ScanProgress{Read: 43, Pages: len(seen), Done: true}, seen[len(seen)-1])
+	})
+}
+
+// A local index of the application's keyed on an attribute the inbox
+// records write (status) would hold them too: it blocks until shared.
+func TestAdoptLocalIndexTheRecordsEnter(t *testing.T) {
+	ctx := context.Background()
+	ddb := dynamodb.NewFromConfig(testenv.AWSConfig(t))
+	name := testenv.Unique("lsi")
+	key := func(h, r string) []types.KeySchemaElement {
+		return []types.KeySchemaElement{{AttributeName: aws.String(h), KeyType: types.KeyTypeHash}, {AttributeName: aws.String(r), KeyType: types.KeyTypeRange}}
+	}
+	str := func(n string) types.AttributeDefinition {
+		return types.AttributeDefinition{AttributeName: aws.String(n), AttributeType: types.ScalarAttributeTypeS}
+	}
+	_, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{TableName: aws.String(name), BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{str("PK"), str("SK"), str(tables.AttrStatus)}, KeySchema: key("PK", "SK"),
+		LocalSecondaryIndexes: []types.LocalSecondaryIndex{{IndexName: aws.String("byStatus"), KeySchema: key("PK", tables.AttrStatus),
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll}}}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)}) })
+
+	plan, err := tables.Plan(ctx, ddb, tables.AdoptConfig{Name: name})
+	require.NoError(t, err)
+	require.Len(t, plan.Blockers, 1)
+	require.Equal(t, "index byStatus", plan.Blockers[0].Subject)
+	require.Equal(t, "your index byStatus (PK, status) ALL, local is keyed on PK, status, which the inbox records write too: they would enter it, beside your items", plan.Blockers[0].Reason)
+	require.Equal(t, []string{"ShareIndexes", "byStatus"}, []string{plan.Blockers[0].Option, plan.Blockers[0].OptionValue})
+
+	plan, err = tables.Plan(ctx, ddb, tables.AdoptConfig{Name: name, ShareIndexes: []string{"byStatus"}})
+	require.NoError(t, err)
+	require.NoError(t, plan.Err())
+	plan, err = tables.Plan(ctx, ddb, tables.AdoptConfig{Name: name, ShareIndexes: []string{"byStatsu"}})
+	require.NoError(t, err)
+	require.Equal(t, "it is named to be shared (AdoptConfig.ShareIndexes), but the table has no index of that name", plan.Blockers[0].Reason, "a typo is no opt-in")
 }

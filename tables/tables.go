@@ -102,16 +102,13 @@ type recordKeyedIndex struct {
 	// another (DynamoDB would refuse every record write).
 	typ   types.ScalarAttributeType
 	clash bool
-	// enters says the records write every key of the index, with its
-	// types: they enter the index.
-	enters bool
 }
 
 // recordKeyedIndexes are the key attributes of the table's indexes, other
 // than the layout's, that the inbox records write: with another type
-// DynamoDB refuses every record write ("Type mismatch for Index Key");
-// with the same type, when the records write all of an index's keys, they
-// enter that index.
+// DynamoDB refuses every record write ("Type mismatch for Index Key").
+// (Whether the records enter such an index is enteredIndexes', which also
+// counts the layout's attributes.)
 func recordKeyedIndexes(l Layout, t *types.TableDescription) []recordKeyedIndex {
 	mine := map[string]bool{}
 	for _, ix := range l.indexes() {
@@ -123,23 +120,12 @@ func recordKeyedIndexes(l Layout, t *types.TableDescription) []recordKeyedIndex 
 		if mine[aws.ToString(g.IndexName)] {
 			continue
 		}
-		var keys []recordKeyedIndex
-		all := true
 		for _, k := range g.KeySchema {
 			name := aws.ToString(k.AttributeName)
-			want, ok := recordAttributeType(name)
-			if !ok {
-				all = false
-				continue
+			if want, ok := recordAttributeType(name); ok {
+				out = append(out, recordKeyedIndex{index: aws.ToString(g.IndexName), attr: name, typ: typ[name], clash: typ[name] != want})
 			}
-			rk := recordKeyedIndex{index: aws.ToString(g.IndexName), attr: name, typ: typ[name], clash: typ[name] != want}
-			all = all && !rk.clash
-			keys = append(keys, rk)
 		}
-		for i := range keys {
-			keys[i].enters = all
-		}
-		out = append(out, keys...)
 	}
 	slices.SortFunc(out, func(a, b recordKeyedIndex) int { return strings.Compare(a.index+"\x00"+a.attr, b.index+"\x00"+b.attr) })
 	return out
