@@ -17,6 +17,7 @@ import (
 	"github.com/ddbworker/ddbworker/internal/daemonext"
 	"github.com/ddbworker/ddbworker/outbox"
 	"github.com/ddbworker/ddbworker/relay"
+	"github.com/ddbworker/ddbworker/tables"
 )
 
 type relayFlags struct {
@@ -54,8 +55,10 @@ func (f *relayFlags) register(cmd *cobra.Command, ext daemonext.Extension) {
 	f.faults = ext.Faults(fl)
 }
 
-func (f *relayFlags) config(g *globals) relay.Config {
-	return relay.Config{Table: g.table, Layout: g.layout, Shards: f.shards, QueueURL: f.queueURL, StreamARN: f.streamARN,
+// config is the relay's configuration; layout is the table's (the one it
+// records, else the flags').
+func (f *relayFlags) config(g *globals, layout tables.Layout) relay.Config {
+	return relay.Config{Table: g.table, Layout: layout, Shards: f.shards, QueueURL: f.queueURL, StreamARN: f.streamARN,
 		Name: f.name, LeaseDuration: f.leaseDuration, PollInterval: f.pollInterval, DiscoveryInterval: f.discovery,
 		PublishedTTL: f.publishedTTL, DrainTimeout: f.drainTimeout, SweepAge: f.sweepAge, SweepInterval: f.sweepInterval}
 }
@@ -129,7 +132,18 @@ func runRelay(ctx context.Context, g *globals, f *relayFlags, log *slog.Logger, 
 	if traces.On() {
 		deps.TracerProvider = traces.Provider
 	}
-	r, err := relay.New(deps, f.config(g))
+	// The outbox records live under the layout the table records (its
+	// attention index, TTL attribute); a layout flag that disagrees is
+	// refused.
+	layout := g.layout
+	if g.table != "" {
+		m, err := g.mergeStore(ctx, ddb, true)
+		if err != nil {
+			return err
+		}
+		layout = m.store.Layout
+	}
+	r, err := relay.New(deps, f.config(g, layout))
 	if err != nil {
 		return relayFlagErrors(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/spf13/cobra"
 
 	"github.com/ddbworker/ddbworker/inbox"
@@ -25,7 +26,18 @@ func newTablesCmd(g *globals) *cobra.Command {
 				return err
 			}
 			ddb, _ := g.clients(cfg, nil, nil)
-			if err := tables.Ensure(cmd.Context(), ddb, tables.Config{Name: g.table, Layout: g.layout, WaitTimeout: wait}); err != nil {
+			// An existing table's recorded layout is the one it is checked
+			// against (a flag that disagrees is refused): `tables create`
+			// with no layout flags on a table that records its own changes
+			// nothing.
+			layout := g.layout
+			var notFound *types.ResourceNotFoundException
+			if m, err := g.mergeStore(cmd.Context(), ddb, false); err == nil {
+				layout = m.store.Layout
+			} else if !errors.As(err, &notFound) {
+				return err
+			}
+			if err := tables.Ensure(cmd.Context(), ddb, tables.Config{Name: g.table, Layout: layout, WaitTimeout: wait}); err != nil {
 				if errors.Is(err, tables.ErrIncompatible) {
 					return fmt.Errorf("%w. `%s tables adopt --dry-run` shows what adding the indexes and TTL to this table takes, or what forbids it", err, g.app.name())
 				}
@@ -63,11 +75,15 @@ func newTablesCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// settingsFlags shows the store's recorded settings as the flags that set
-// them.
+// settingsFlags shows the store's recorded settings, its layout's names
+// too, as the flags that set them.
 func settingsFlags(s inbox.Store) string {
-	return fmt.Sprintf("--attention-shards %d --index-processing=%t --completed-ttl %s --failed-ttl %s --processing-ttl %s",
-		s.AttentionShards, s.IndexProcessing, s.TTL.Completed, s.TTL.Failed, s.TTL.Processing)
+	l := s.Layout
+	return fmt.Sprintf("--attention-shards %d --index-processing=%t --completed-ttl %s --failed-ttl %s --processing-ttl %s"+
+		" --aggregate-index %s --aggregate-pk-attribute %s --aggregate-sk-attribute %s"+
+		" --attention-index %s --attention-pk-attribute %s --attention-sk-attribute %s --ttl-attribute %s",
+		s.AttentionShards, s.IndexProcessing, s.TTL.Completed, s.TTL.Failed, s.TTL.Processing,
+		l.AggregateIndex, l.AggregatePK, l.AggregateSK, l.AttentionIndex, l.AttentionPK, l.AttentionSK, l.TTL)
 }
 
 func newQueuesCmd(g *globals) *cobra.Command {

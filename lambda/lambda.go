@@ -160,7 +160,7 @@ func New(ctx context.Context, register func(reg *ddbworker.Registry, env Env) er
 	// database outage must not fail the init (every invocation would fail
 	// and count a receive): the check is left to the invocations, which
 	// park their records until it passes.
-	h.owner, h.given = "lambda", s.given
+	h.owner, h.given, h.keyGiven = "lambda", s.given, s.keyGiven
 	if fn := lookupOr(lookupEnv, "AWS_LAMBDA_FUNCTION_NAME"); fn != "" {
 		h.owner = fn
 	}
@@ -198,9 +198,10 @@ type handler struct {
 	invocations invocations
 	// owner records the settings (the function's name); given reports the
 	// store settings the environment sets explicitly.
-	owner string
-	given func(inbox.Setting) bool
-	ddb   *dynamodb.Client
+	owner    string
+	given    func(inbox.Setting) bool
+	keyGiven map[string]bool
+	ddb      *dynamodb.Client
 	// metrics are the queues' worker metrics, written as EMF after each
 	// invocation (nil while New validates the configuration).
 	metrics *invocationMetrics
@@ -272,7 +273,7 @@ func (h *handler) checkStore(ctx context.Context) error {
 	if now := time.Now(); now.Before(h.nextCheck) {
 		return h.lastCheck
 	}
-	s, err := storeOf(ctx, h.ddb, h.cfg.Store, h.given, h.owner, h.log)
+	s, err := storeOf(ctx, h.ddb, h.cfg.Store, h.given, h.keyGiven, h.owner, h.log)
 	if err != nil {
 		h.failedChecks++
 		// The probes' schedule as configured (DDBWORKER_PROBE_MAX_INTERVAL):
@@ -289,14 +290,20 @@ func (h *handler) checkStore(ctx context.Context) error {
 
 // storeOf is the check of the inbox table, at cold start (or, after a
 // cold start in an outage, at the first invocation that reaches the
-// table): the store settings the table records (by `tables create` or a
-// daemon's first `run`) replace the environment's defaults, and a
-// variable given explicitly with another value is an error naming it — so
-// a function never writes records with other shards or TTLs than the
-// operator commands read; a table that records none gets the function's.
-// Then the table must exist and fit the layout (keys, indexes, TTL
-// attribute).
-func storeOf(ctx context.Context, ddb *dynamodb.Client, s inbox.Store, given func(inbox.Setting) bool, owner string, log *slog.Logger) (inbox.Store, error) {
+// table): the table's key attributes come from its key schema, then the
+// store settings and layout the table records (by `tables create`,
+// `tables adopt` or a daemon's first `run`) replace the environment's
+// defaults, and a variable given explicitly with another value is an
+// error naming it — so a function never writes records with other shards,
+// TTLs or index names than the operator commands read; a table that
+// records none gets the function's. Then the table must exist and fit the
+// layout (keys, indexes, TTL attribute).
+func storeOf(ctx context.Context, ddb *dynamodb.Client, s inbox.Store, given func(inbox.Setting) bool, keyGiven map[string]bool, owner string,
+	log *slog.Logger) (inbox.Store, error) {
+	var err error
+	if s.Layout, err = tableKey(ctx, ddb, s.Table, s.Layout, keyGiven); err != nil {
+		return s, err
+	}
 	rec, ok, err := inbox.ReadRecorded(ctx, onceOnly{ddb}, s)
 	if err != nil {
 		return s, fmt.Errorf("lambda: %w", err)
@@ -321,6 +328,64 @@ func storeOf(ctx context.Context, ddb *dynamodb.Client, s inbox.Store, given fun
 		return s, fmt.Errorf("lambda: table %s (%s): %w", s.Table, envTable, err)
 	}
 	return s, nil
+}
+
+// tableKey is l with the table's key attributes, as its key schema names
+// them (the settings item is stored under them); a variable given
+// explicitly (keyGiven) with another name is an error naming it.
+func tableKey(ctx context.Context, ddb *dynamodb.Client, table string, l tables.Layout, keyGiven map[string]bool) (tables.Layout, error) {
+	desc, err := onceOnly{ddb}.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	if err != nil {
+		return l, fmt.Errorf("lambda: table %s (%s): %w", table, envTable, err)
+	}
+	pk, sk, ok := tables.KeyAttributes(desc.Table)
+	if !ok {
+		return l, nil // no inbox fits it: the table check says why
+	}
+	var problems []string
+	for _, k := range []struct {
+		name       string
+		field      *string
+		tableValue string
+	}{{envPKAttribute, &l.PartitionKey, pk}, {envSKAttribute, &l.SortKey, sk}} {
+		switch {
+		case !keyGiven[k.name]:
+			*k.field = k.tableValue
+		case *k.field != k.tableValue:
+			problems = append(problems, fmt.Sprintf("%s is %s but table %s's key is (%s, %s)", k.name, *k.field, table, pk, sk))
+		}
+	}
+	if len(problems) > 0 {
+		return l, fmt.Errorf("lambda: %s; leave the variable unset, the table's key schema names it", strings.Join(problems, "; "))
+	}
+	return l, nil
+}
+
+// recordedLayout is l with the layout the table records in place of the
+// names the environment does not set (given: the variables it sets); one
+// it sets with another name is an error naming it. A table that records
+// no layout leaves l as it is.
+func recordedLayout(ctx context.Context, ddb *dynamodb.Client, table string, l tables.Layout, given func(name string) bool) (tables.Layout, error) {
+	keyGiven := map[string]bool{envPKAttribute: given(envPKAttribute), envSKAttribute: given(envSKAttribute)}
+	l, err := tableKey(ctx, ddb, table, l, keyGiven)
+	if err != nil {
+		return l, err
+	}
+	s := inbox.Store{Table: table, Layout: l}
+	rec, ok, err := inbox.ReadRecorded(ctx, onceOnly{ddb}, s)
+	if err != nil || !ok {
+		return l, err
+	}
+	merged, mismatches := rec.Merge(s, func(setting inbox.Setting) bool { return setting.IsLayout() && given(settingVars[setting]) })
+	var problems []string
+	for _, m := range mismatches {
+		problems = append(problems, fmt.Sprintf("%s is %s but table %s records %s", settingVars[m], m.Value(s), table, m.Value(rec.Store)))
+	}
+	if len(problems) > 0 {
+		return l, fmt.Errorf("lambda: the inbox layout differs from the one recorded in the table: %s; leave the variables unset to use the recorded one",
+			strings.Join(problems, "; "))
+	}
+	return merged.Layout, nil
 }
 
 func (h *handler) newWorker(queueURL string) (*worker.Worker, error) {

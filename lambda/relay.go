@@ -81,7 +81,12 @@ func NewRelay(ctx context.Context, lookupEnv func(string) (string, bool)) (func(
 	if err != nil {
 		return nil, fmt.Errorf("lambda: %w", err)
 	}
-	deps := relay.Deps{DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqs.NewFromConfig(awsCfg), Logger: log}
+	ddb := dynamodb.NewFromConfig(awsCfg)
+	// The outbox records live under the layout the table records.
+	if cfg.Layout, err = recordedLayout(ctx, ddb, cfg.Table, cfg.Layout, func(name string) bool { _, ok := r.get(name); return ok }); err != nil {
+		return nil, err
+	}
+	deps := relay.Deps{DynamoDB: ddb, SQS: sqs.NewFromConfig(awsCfg), Logger: log}
 	if iv.traces.On() {
 		deps.TracerProvider = iv.traces.Provider // send <queue> spans linked to the records' producers
 	}
