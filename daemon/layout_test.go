@@ -52,7 +52,9 @@ func newShopTable(t *testing.T, ddb *dynamodb.Client) string {
 		Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll}})
 	_, err := ddb.CreateTable(ctx, in)
 	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)}) })
+	t.Cleanup(func() {
+		_, _ = ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+	})
 	require.NoError(t, dynamodb.NewTableExistsWaiter(ddb).Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, time.Minute))
 	for _, id := range []string{"C-3", "C-4"} {
 		_, err := ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(name), Item: map[string]types.AttributeValue{
