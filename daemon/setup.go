@@ -56,6 +56,7 @@ func newTablesCmd(g *globals) *cobra.Command {
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "table %s is ACTIVE with indexes %s, %s and TTL on %q\n", g.table, store.Layout.AggregateIndex, store.Layout.AttentionIndex, store.Layout.TTL)
 			fmt.Fprintf(out, "inbox settings recorded in the table: %s\n", settingsFlags(store))
+			fmt.Fprintf(out, "inbox layout recorded in the table (every command reads it; give no layout flag): %s\n", recordedLayoutFlags(store.Layout))
 			for _, c := range m.changed {
 				fmt.Fprintf(out, "changed: %s — restart every worker so that all of them use the new settings\n", c)
 			}
@@ -75,14 +76,18 @@ func newTablesCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// settingsFlags shows the store's recorded settings, its layout's names
-// too, as the flags that set them.
+// settingsFlags shows the store's recorded settings as the flags that set
+// them.
 func settingsFlags(s inbox.Store) string {
-	l := s.Layout
-	return fmt.Sprintf("--attention-shards %d --index-processing=%t --completed-ttl %s --failed-ttl %s --processing-ttl %s"+
-		" --aggregate-index %s --aggregate-pk-attribute %s --aggregate-sk-attribute %s"+
+	return fmt.Sprintf("--attention-shards %d --index-processing=%t --completed-ttl %s --failed-ttl %s --processing-ttl %s",
+		s.AttentionShards, s.IndexProcessing, s.TTL.Completed, s.TTL.Failed, s.TTL.Processing)
+}
+
+// recordedLayoutFlags shows the store's recorded layout as the flags that
+// set it.
+func recordedLayoutFlags(l tables.Layout) string {
+	return fmt.Sprintf("--aggregate-index %s --aggregate-pk-attribute %s --aggregate-sk-attribute %s"+
 		" --attention-index %s --attention-pk-attribute %s --attention-sk-attribute %s --ttl-attribute %s",
-		s.AttentionShards, s.IndexProcessing, s.TTL.Completed, s.TTL.Failed, s.TTL.Processing,
 		l.AggregateIndex, l.AggregatePK, l.AggregateSK, l.AttentionIndex, l.AttentionPK, l.AttentionSK, l.TTL)
 }
 
