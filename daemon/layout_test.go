@@ -13,12 +13,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/gate"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/outbox"
 	"github.com/ddbworker/ddbworker/stale"
 	"github.com/ddbworker/ddbworker/tables"
 	"github.com/ddbworker/ddbworker/worker"
@@ -99,7 +102,7 @@ func TestRecordedLayoutOperatorCommands(t *testing.T) {
 	shop := newShopTable(t, ddb)
 
 	// The layout is recorded once, where the table is set up.
-	out, err := layoutCLI(t, shop, append([]string{"tables", "create"}, shopLayoutFlags...)...)
+	out, err := layoutCLI(t, shop, append([]string{"tables", "create", "--stream"}, shopLayoutFlags...)...)
 	require.NoError(t, err, out)
 	require.Contains(t, out, "--aggregate-index ddbworker-aggregate")
 	rec, ok, err := inbox.ReadRecorded(ctx, ddb, inbox.Store{Table: shop})
@@ -177,6 +180,27 @@ func TestRecordedLayoutOperatorCommands(t *testing.T) {
 		out, err = layoutCLI(t, shop, "inbox", "list", "--status", "FAILED_TERMINAL", "--code", failure.CodeLeaseAbandoned, "-o", "json")
 		require.NoError(t, err, out)
 		require.Equal(t, []string{"order-3"}, keysOfJSON(layoutJSON(t, out)))
+	})
+	t.Run("relay --sweep, no layout flags", func(t *testing.T) {
+		t.Setenv("AWS_ENDPOINT_URL_DYNAMODB_STREAMS", os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"))
+		q, err := c.env.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(testenv.Unique("relay"))})
+		require.NoError(t, err)
+		w, err := outbox.New(outbox.Config{Table: shop, Layout: shopLayout})
+		require.NoError(t, err)
+		put, err := w.Put(ctx, outbox.Event{Envelope: &envelope.Envelope{MessageID: "m-1", SchemaVersion: envelope.SchemaV1, MessageType: "OrderShipped",
+			Producer: "shop", OccurredAt: time.Now(), IdempotencyKey: "k-m-1", AggregateType: "customer", AggregateID: "C-3", Payload: []byte(`{}`)}})
+		require.NoError(t, err)
+		_, err = ddb.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{put}})
+		require.NoError(t, err)
+
+		_, err = layoutCLI(t, shop, "relay", "--queue-url", aws.ToString(q.QueueUrl), "--sweep", "--sweep-age", "1ms", "--attention-index", "GSI2")
+		require.ErrorContains(t, err, "--attention-index (DDBWORKER_ATTENTION_INDEX) is GSI2 but table "+shop+" records ddbworker-attention")
+		testenv.Eventually(t, 5*time.Second, func() bool {
+			out, err = layoutCLI(t, shop, "relay", "--queue-url", aws.ToString(q.QueueUrl), "--sweep", "--sweep-age", "1ms")
+			require.NoError(t, err, out)
+			return out != "swept: 0 PENDING records older than 1ms, 0 published, 0 failed\n"
+		})
+		require.Equal(t, "swept: 1 PENDING records older than 1ms, 1 published, 0 failed\n", out)
 	})
 	t.Run("nothing of the inbox in the application's GSI1", func(t *testing.T) {
 		q, err := ddb.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(shop), IndexName: aws.String("GSI1")})

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
+	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/internal/daemonext"
 	"github.com/ddbworker/ddbworker/outbox"
 	"github.com/ddbworker/ddbworker/relay"
@@ -138,10 +139,17 @@ func runRelay(ctx context.Context, g *globals, f *relayFlags, log *slog.Logger, 
 	layout := g.layout
 	if g.table != "" {
 		m, err := g.mergeStore(ctx, ddb, true)
-		if err != nil {
+		switch code := failure.APICode(err); {
+		case code == "AccessDeniedException" || code == "AccessDenied":
+			// A role granted before the layout was recorded: the flags name
+			// it, as before.
+			log.Warn("cannot read the inbox layout recorded in the table: the layout flags name it; grant dynamodb:DescribeTable and dynamodb:GetItem on the table",
+				"table", g.table, "error", err.Error())
+		case err != nil:
 			return err
+		default:
+			layout = m.store.Layout
 		}
-		layout = m.store.Layout
 	}
 	r, err := relay.New(deps, f.config(g, layout))
 	if err != nil {
