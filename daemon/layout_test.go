@@ -333,3 +333,37 @@ func TestRecordedLayoutRunStartup(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, shopLayout, s.Layout, "the recorded layout, with no flag")
 }
+
+// A record written before the layout was recorded holds only the store's
+// settings: commands take the layout from the flags (or defaults), checked
+// against the table as before, and `tables create` adds it to the record.
+func TestLayoutOldRecordReadable(t *testing.T) {
+	c := newInboxCLI(t)
+	ctx := context.Background()
+	_, err := c.env.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(c.env.Table), Item: map[string]types.AttributeValue{
+		"PK": &types.AttributeValueMemberS{Value: "DDBWORKER#CONFIG"}, "SK": &types.AttributeValueMemberS{Value: "INBOX"},
+		string(inbox.SettingAttentionShards): &types.AttributeValueMemberN{Value: "4"},
+		string(inbox.SettingIndexProcessing): &types.AttributeValueMemberBOOL{Value: false},
+		string(inbox.SettingCompletedTTL):    &types.AttributeValueMemberN{Value: "3024000"},
+		string(inbox.SettingFailedTTL):       &types.AttributeValueMemberN{Value: "3024000"},
+		string(inbox.SettingProcessingTTL):   &types.AttributeValueMemberN{Value: "604800"},
+	}})
+	require.NoError(t, err)
+	c.failed(inbox.StatusFailedTerminal, "k-old", "BOOM", c.now) // 4 shards, as recorded
+
+	doc := c.runJSON("inbox", "list", "--status", "FAILED_TERMINAL")
+	require.Equal(t, []string{"k-old"}, keysOfJSON(doc), "the defaults' layout, and the recorded shards")
+	_, err = c.run("inbox", "list", "--status", "FAILED_TERMINAL", "--attention-index", "nope")
+	require.ErrorIs(t, err, inbox.ErrIndex, "a flagged layout is checked against the table")
+
+	rec, _, err := inbox.ReadRecorded(ctx, c.env.DynamoDB, inbox.Store{Table: c.env.Table})
+	require.NoError(t, err)
+	require.False(t, rec.HasLayout())
+	out, err := c.run("tables", "create")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "--attention-shards 4", "the recorded settings kept")
+	rec, _, err = inbox.ReadRecorded(ctx, c.env.DynamoDB, inbox.Store{Table: c.env.Table})
+	require.NoError(t, err)
+	require.True(t, rec.HasLayout(), "tables create records the layout")
+	require.Equal(t, "GSI2", rec.Store.Layout.AttentionIndex)
+}
