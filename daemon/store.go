@@ -16,13 +16,14 @@ import (
 	"github.com/ddbworker/ddbworker/tables"
 )
 
-// The inbox store's settings are recorded in the table itself (package
-// inbox owns the record: inbox.ReadRecorded, inbox.RecordSettings). Every
-// command reads them: a setting not given on the command line or in the
-// environment is taken from the record, and one given differently is an
-// error naming the flag — so a sweeper or an `inbox list` can never
-// silently read with other shards, index or TTLs than the workers write
-// with.
+// The inbox store's settings and layout are recorded in the table itself
+// (package inbox owns the record: inbox.ReadRecorded, inbox.RecordSettings;
+// the table's key attributes, under which the record is stored, come from
+// its key schema). Every command reads them: a setting not given on the
+// command line or in the environment is taken from the record, and one
+// given differently is an error naming the flag and both values — so a
+// sweeper or an `inbox list` can never silently read with other shards,
+// indexes or TTLs than the workers write with.
 
 // storeFlag is a recorded setting and the flag that sets it.
 type storeFlag struct {
