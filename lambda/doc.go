@@ -54,10 +54,12 @@
 // defaults — a variable set explicitly to another value fails the init,
 // naming it and both values, and a table that records none gets the
 // function's — and the table must exist and fit the layout (keys,
-// indexes, TTL attribute). The handlers are registered before that check
-// (it may be left to the invocations): a handler that needs the layout
-// (an effects log) sees the environment's, so such a function sets the
-// layout variables as recorded — the check then refuses any difference. A cold start in
+// indexes, TTL attribute). The handlers are registered after that check,
+// with the store it read (an effects log writes under its layout) — unless
+// a database outage left the check to the invocations: then they see the
+// environment's, and a later check that finds another layout recorded says
+// so in the log (a function whose handlers need the layout may set the
+// layout variables as recorded; the check refuses any difference). A cold start in
 // a DynamoDB outage does not fail the init: the check is retried by the
 // invocations, one request each on the probes' schedule, and until it
 // passes they park their records. A queue's redrive policy is read when

@@ -127,13 +127,6 @@ func New(ctx context.Context, register func(reg *ddbworker.Registry, env Env) er
 	s3c := s3.NewFromConfig(awsCfg) // payloads by reference (payloadRef, SQS Extended Client)
 
 	reg := ddbworker.NewRegistry()
-	env := Env{Store: s.store, AWS: awsCfg, DynamoDB: ddb, Logger: log, LookupEnv: lookupEnv}
-	if iv.traces.On() {
-		env.TracerProvider = iv.traces.Provider
-	}
-	if err := register(reg, env); err != nil {
-		return nil, fmt.Errorf("lambda: registering the handlers: %w", err)
-	}
 	cfg := s.worker
 	if fn, stream := lookupOr(lookupEnv, "AWS_LAMBDA_FUNCTION_NAME"), lookupOr(lookupEnv, "AWS_LAMBDA_LOG_STREAM_NAME"); fn != "" && stream != "" {
 		cfg.Owner = fn + "/" + stream // leaseOwner names the log stream of the environment that holds the lease
@@ -143,11 +136,31 @@ func New(ctx context.Context, register func(reg *ddbworker.Registry, env Env) er
 	if iv.traces.On() {
 		h.deps.TracerProvider = iv.traces.Provider
 	}
+	h.owner, h.given, h.keyGiven = "lambda", s.given, s.keyGiven
+	if fn := lookupOr(lookupEnv, "AWS_LAMBDA_FUNCTION_NAME"); fn != "" {
+		h.owner = fn
+	}
+	// The table, with the settings and layout it records, is read before
+	// the handlers are registered, so that they see the store the worker
+	// writes with (an effects log writes under its layout). Its failure
+	// is reported after the configuration's problems; a cold start in a
+	// database outage must not fail the init (every invocation would fail
+	// and count a receive): the check is left to the invocations, which
+	// park their records until it passes.
+	checkErr := h.checkStore(ctx)
+	env := Env{Store: h.cfg.Store, AWS: awsCfg, DynamoDB: ddb, Logger: log, LookupEnv: lookupEnv}
+	if iv.traces.On() {
+		env.TracerProvider = iv.traces.Provider
+	}
+	h.registered = env.Store.Layout
+	if err := register(reg, env); err != nil {
+		return nil, fmt.Errorf("lambda: registering the handlers: %w", err)
+	}
 	validate := s.queueURL
 	if validate == "" {
 		validate = "https://sqs." + awsCfg.Region + ".amazonaws.com/000000000000/validate"
 	}
-	// Configuration problems first, all at once, before any call.
+	// Configuration problems first, all at once.
 	if _, err := h.newWorker(validate); err != nil {
 		return nil, fmt.Errorf("lambda: the DDBWORKER_* configuration or the handlers: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
@@ -156,19 +169,11 @@ func New(ctx context.Context, register func(reg *ddbworker.Registry, env Env) er
 	if h.metrics, err = newInvocationMetrics(os.Stdout, s.metricsNamespace, lookupOr(lookupEnv, "AWS_LAMBDA_FUNCTION_NAME"), log); err != nil {
 		return nil, fmt.Errorf("lambda: %s: %w", envMetricsNamespace, err)
 	}
-	// Then the table, with the settings it records. A cold start in a
-	// database outage must not fail the init (every invocation would fail
-	// and count a receive): the check is left to the invocations, which
-	// park their records until it passes.
-	h.owner, h.given, h.keyGiven = "lambda", s.given, s.keyGiven
-	if fn := lookupOr(lookupEnv, "AWS_LAMBDA_FUNCTION_NAME"); fn != "" {
-		h.owner = fn
-	}
-	if err := h.checkStore(ctx); err != nil && !transient(err) {
-		return nil, err
-	} else if err != nil {
+	if checkErr != nil && !transient(checkErr) {
+		return nil, checkErr
+	} else if checkErr != nil {
 		log.Warn("could not read the inbox table at cold start; the invocations park their records until it answers", "table", s.store.Table,
-			"error", err.Error())
+			"error", checkErr.Error())
 	}
 	queue := "from the records' eventSourceARN"
 	if s.queueURL != "" {
@@ -201,7 +206,10 @@ type handler struct {
 	owner    string
 	given    func(inbox.Setting) bool
 	keyGiven map[string]bool
-	ddb      *dynamodb.Client
+	// registered is the layout the handlers were registered with: the
+	// table's, unless the cold start could not read it.
+	registered tables.Layout
+	ddb        *dynamodb.Client
 	// metrics are the queues' worker metrics, written as EMF after each
 	// invocation (nil while New validates the configuration).
 	metrics *invocationMetrics
@@ -285,6 +293,10 @@ func (h *handler) checkStore(ctx context.Context) error {
 	}
 	h.cfg.Store, h.checked = s, true
 	clear(h.workers) // built to park, with the environment's settings
+	if h.registered != (tables.Layout{}) && h.registered != s.Layout {
+		h.log.WarnContext(ctx, "the handlers were registered with the environment's inbox layout (the cold start could not read the table's), which differs from the one the table records: a handler that writes under the layout (an effects log) uses the environment's until the next cold start; set the DDBWORKER_* layout variables as recorded",
+			"table", s.Table, "recorded", fmt.Sprintf("%+v", s.Layout), "registered", fmt.Sprintf("%+v", h.registered))
+	}
 	return nil
 }
 

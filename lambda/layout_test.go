@@ -36,8 +36,13 @@ func TestNewReadsTheRecordedLayout(t *testing.T) {
 
 	env := w.functionEnv(true)
 	env["DDBWORKER_TABLE"] = table
-	handle, err := lambda.New(ctx, registerInvoices, lookup(env))
+	var registered tables.Layout
+	handle, err := lambda.New(ctx, func(reg *lambda.Registry, e lambda.Env) error {
+		registered = e.Store.Layout
+		return registerInvoices(reg, e)
+	}, lookup(env))
 	require.NoError(t, err, "no layout variable: the recorded layout")
+	require.Equal(t, layout, registered, "the handlers see the recorded layout (an effects log writes under it)")
 
 	const key = "k-layout-1"
 	w.send(request(t, key, invoices.InvoiceRequested{OrderID: "o-none", AmountCents: 1, Currency: "EUR"}))
