@@ -316,10 +316,7 @@ func TestRecordedLayoutRunStartup(t *testing.T) {
 	shop := newShopTable(t, env.DynamoDB)
 	check := func(table string) (inbox.Store, error) {
 		g := &globals{app: App{Name: "ddbworker"}, table: table, layout: tables.DefaultLayout(), shards: inbox.DefaultAttentionShards}
-		resolve := func(ctx context.Context) (inbox.Store, error) {
-			m, err := g.mergeStore(ctx, env.DynamoDB, true)
-			return m.store, err
-		}
+		resolve := func(ctx context.Context) (merged, error) { return g.mergeStore(ctx, env.DynamoDB, true) }
 		return checkStartup(ctx, env.DynamoDB, env.SQS, resolve, table, env.Queues.URL, "", worker.PolicyQuarantine, time.Minute, "ddbworker",
 			slog.New(slog.DiscardHandler))
 	}
@@ -332,6 +329,15 @@ func TestRecordedLayoutRunStartup(t *testing.T) {
 	s, err := check(shop)
 	require.NoError(t, err)
 	require.Equal(t, shopLayout, s.Layout, "the recorded layout, with no flag")
+
+	// A recorded layout the table no longer fits: no adopt of new names.
+	changed := shopLayout
+	changed.TTL = "validUntil"
+	require.NoError(t, inbox.RecordSettings(ctx, env.DynamoDB, inbox.Store{Table: shop, Layout: changed}, "test"))
+	_, err = check(shop)
+	require.ErrorContains(t, err, `TTL is on attribute "expiresAt", not "validUntil"`)
+	require.ErrorContains(t, err, "The table records this inbox layout")
+	require.NotContains(t, err.Error(), "--aggregate-index NAME")
 }
 
 // A record written before the layout was recorded holds only the store's

@@ -205,10 +205,7 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 	// The inbox settings and layout the table records win over defaults
 	// (and must match explicit flags); a table without a record gets
 	// this one.
-	resolve := func(ctx context.Context) (inbox.Store, error) {
-		m, err := g.mergeStore(ctx, ddb, true)
-		return m.store, err
-	}
+	resolve := func(ctx context.Context) (merged, error) { return g.mergeStore(ctx, ddb, true) }
 	if store, err = checkStartup(ctx, ddb, q, resolve, store.Table, f.queueURL, f.dlqURL, worker.TerminalPolicy(f.terminalPolicy),
 		f.startupTimeout, g.app.name(), log); err != nil {
 		return err

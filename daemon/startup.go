@@ -50,11 +50,11 @@ type queueAPI interface {
 
 // storeResolver reads the store the workers must share: the flags with
 // the settings and layout the table records (globals.mergeStore).
-type storeResolver func(context.Context) (inbox.Store, error)
+type storeResolver func(context.Context) (merged, error)
 
 // fixedStore is a resolver of a store known already.
 func fixedStore(s inbox.Store) storeResolver {
-	return func(context.Context) (inbox.Store, error) { return s, nil }
+	return func(context.Context) (merged, error) { return merged{store: s}, nil }
 }
 
 // checkDependencies is checkStartup of the store s, known already.
@@ -102,7 +102,8 @@ func checkStartup(ctx context.Context, ddb startupAPI, q queueAPI, resolve store
 
 func checkOnce(ctx context.Context, ddb startupAPI, q queueAPI, resolve storeResolver, table, queueURL, dlqURL string, policy worker.TerminalPolicy,
 	app string) (inbox.Store, error) {
-	s, err := resolve(ctx)
+	m, err := resolve(ctx)
+	s := m.store
 	if err != nil {
 		// A call that failed may heal (or is the table's absence, or a
 		// permission: said as such below); anything else is a decision —
@@ -118,14 +119,18 @@ func checkOnce(ctx context.Context, ddb startupAPI, q queueAPI, resolve storeRes
 		}
 		return s, err
 	}
-	return s, checkTableAndQueues(ctx, ddb, q, s, queueURL, dlqURL, policy, app)
+	return s, checkTableAndQueues(ctx, ddb, q, s, m.layoutRecorded, queueURL, dlqURL, policy, app)
 }
 
-func checkTableAndQueues(ctx context.Context, ddb startupAPI, q queueAPI, s inbox.Store, queueURL, dlqURL string, policy worker.TerminalPolicy,
-	app string) error {
+// checkTableAndQueues checks the table against the store's layout (which
+// the table records, or the flags name) and the queues.
+func checkTableAndQueues(ctx context.Context, ddb startupAPI, q queueAPI, s inbox.Store, layoutRecorded bool, queueURL, dlqURL string,
+	policy worker.TerminalPolicy, app string) error {
 	if err := tables.Verify(ctx, ddb, s.Table, s.Layout); err != nil {
 		var inc *tables.IncompatibleError
 		switch code := failure.APICode(err); {
+		case errors.As(err, &inc) && layoutRecorded:
+			return &startupError{fmt.Sprintf("%v. The table records this inbox layout, so its indexes or TTL changed since it was recorded: restore them (`%s tables adopt --dry-run` shows what that takes), or point --table (DDBWORKER_TABLE) at the inbox's table", err, app)}
 		case errors.As(err, &inc):
 			// The table records no layout (one that does is read, and
 			// wins over unset flags): the flags name it. A plan with the
