@@ -63,7 +63,7 @@ func TestRecordedLayout(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			require.NoError(t, inbox.RecordSettings(ctx, env.DynamoDB, inbox.Store{Table: env.Table, Layout: layout}, "ops"))
 			_, err := env.DynamoDB.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(env.Table),
-				Key: map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "DDBWORKER#CONFIG"}, "SK": &types.AttributeValueMemberS{Value: "INBOX"}},
+				Key:              map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "DDBWORKER#CONFIG"}, "SK": &types.AttributeValueMemberS{Value: "INBOX"}},
 				UpdateExpression: aws.String("SET #a = :v"), ExpressionAttributeNames: map[string]string{"#a": string(tc.setting)},
 				ExpressionAttributeValues: map[string]types.AttributeValue{":v": tc.value}})
 			require.NoError(t, err)
