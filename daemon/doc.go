@@ -9,8 +9,8 @@
 // sweep, relay, effects and envelope; the DDBWORKER_* environment binding
 // of every flag, each flag that sets a library setting defaulting to that
 // library's DefaultX constant (none restates one: defaults_test.go); and
-// the merging of explicit inbox flags with the settings the table records
-// (inbox.ReadRecorded).
+// the merging of explicit inbox flags with the settings and layout the
+// table records (inbox.ReadRecorded).
 //
 // The development tools (demo, bench, chaos, send, emulators, faultproxy,
 // and the fault-injection flags of run and relay) are not here: they are

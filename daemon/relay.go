@@ -14,9 +14,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
+	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/internal/daemonext"
 	"github.com/ddbworker/ddbworker/outbox"
 	"github.com/ddbworker/ddbworker/relay"
+	"github.com/ddbworker/ddbworker/tables"
 )
 
 type relayFlags struct {
@@ -54,8 +56,10 @@ func (f *relayFlags) register(cmd *cobra.Command, ext daemonext.Extension) {
 	f.faults = ext.Faults(fl)
 }
 
-func (f *relayFlags) config(g *globals) relay.Config {
-	return relay.Config{Table: g.table, Layout: g.layout, Shards: f.shards, QueueURL: f.queueURL, StreamARN: f.streamARN,
+// config is the relay's configuration; layout is the table's (the one it
+// records, else the flags').
+func (f *relayFlags) config(g *globals, layout tables.Layout) relay.Config {
+	return relay.Config{Table: g.table, Layout: layout, Shards: f.shards, QueueURL: f.queueURL, StreamARN: f.streamARN,
 		Name: f.name, LeaseDuration: f.leaseDuration, PollInterval: f.pollInterval, DiscoveryInterval: f.discovery,
 		PublishedTTL: f.publishedTTL, DrainTimeout: f.drainTimeout, SweepAge: f.sweepAge, SweepInterval: f.sweepInterval}
 }
@@ -129,7 +133,25 @@ func runRelay(ctx context.Context, g *globals, f *relayFlags, log *slog.Logger, 
 	if traces.On() {
 		deps.TracerProvider = traces.Provider
 	}
-	r, err := relay.New(deps, f.config(g))
+	// The outbox records live under the layout the table records (its
+	// attention index, TTL attribute); a layout flag that disagrees is
+	// refused.
+	layout := g.layout
+	if g.table != "" {
+		m, err := g.mergeStore(ctx, ddb, true)
+		switch code := failure.APICode(err); {
+		case code == "AccessDeniedException" || code == "AccessDenied":
+			// A role granted before the layout was recorded: the flags name
+			// it, as before.
+			log.Warn("cannot read the inbox layout recorded in the table: the layout flags name it; grant dynamodb:DescribeTable and dynamodb:GetItem on the table",
+				"table", g.table, "error", err.Error())
+		case err != nil:
+			return err
+		default:
+			layout = m.store.Layout
+		}
+	}
+	r, err := relay.New(deps, f.config(g, layout))
 	if err != nil {
 		return relayFlagErrors(err)
 	}

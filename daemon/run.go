@@ -189,16 +189,9 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 	if g.app.Register == nil {
 		return errors.New("daemon: App.Register is required: the service registers its handlers there")
 	}
-	handlers := ddbworker.NewRegistry()
-	env := Env{Store: store, AWS: cfg, DynamoDB: ddb, Logger: log, Registerer: reg}
-	if traces.On() {
-		env.TracerProvider = traces.Provider
-	}
-	if err := g.app.Register(handlers, env); err != nil {
-		return fmt.Errorf("registering the handlers: %w", err)
-	}
-	// The worker's configuration is checked before anything is called.
-	if _, err := worker.New(worker.Deps{DynamoDB: ddb, SQS: q, S3: s3c, Handlers: handlers}, f.workerConfig(store)); err != nil {
+	// The worker's configuration is checked before anything is called
+	// (its handlers are registered once the table's store is read).
+	if _, err := f.workerConfig(store).WithDefaults(); err != nil {
 		return flagErrors(err)
 	}
 	var running atomic.Pointer[worker.Worker]
@@ -209,17 +202,26 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 		}
 		defer stopOps()
 	}
-	if err := checkDependencies(ctx, ddb, q, store, f.queueURL, f.dlqURL, worker.TerminalPolicy(f.terminalPolicy),
+	// The inbox settings and layout the table records win over defaults
+	// (and must match explicit flags); a table without a record gets
+	// this one.
+	resolve := func(ctx context.Context) (merged, error) { return g.mergeStore(ctx, ddb, true) }
+	if store, err = checkStartup(ctx, ddb, q, resolve, store.Table, f.queueURL, f.dlqURL, worker.TerminalPolicy(f.terminalPolicy),
 		f.startupTimeout, g.app.name(), log); err != nil {
-		return err
-	}
-	// The inbox settings the table records win over defaults (and must
-	// match explicit flags); a table without a record gets this one.
-	if store, err = g.resolveStore(ctx, ddb); err != nil {
 		return err
 	}
 	if err := g.recordStore(ctx, ddb, store, false); err != nil {
 		return err
+	}
+	// The handlers see the store the workers write with: its layout is
+	// the table's (an effects log writes under it).
+	handlers := ddbworker.NewRegistry()
+	env := Env{Store: store, AWS: cfg, DynamoDB: ddb, Logger: log, Registerer: reg}
+	if traces.On() {
+		env.TracerProvider = traces.Provider
+	}
+	if err := g.app.Register(handlers, env); err != nil {
+		return fmt.Errorf("registering the handlers: %w", err)
 	}
 	deps := worker.Deps{DynamoDB: ddb, SQS: q, S3: s3c, Handlers: handlers, Logger: log, Metrics: metrics}
 	if traces.On() {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/spf13/cobra"
 
 	"github.com/ddbworker/ddbworker/inbox"
@@ -25,7 +26,18 @@ func newTablesCmd(g *globals) *cobra.Command {
 				return err
 			}
 			ddb, _ := g.clients(cfg, nil, nil)
-			if err := tables.Ensure(cmd.Context(), ddb, tables.Config{Name: g.table, Layout: g.layout, WaitTimeout: wait}); err != nil {
+			// An existing table's recorded layout is the one it is checked
+			// against (a flag that disagrees is refused): `tables create`
+			// with no layout flags on a table that records its own changes
+			// nothing.
+			layout := g.layout
+			var notFound *types.ResourceNotFoundException
+			if m, err := g.mergeStore(cmd.Context(), ddb, false); err == nil {
+				layout = m.store.Layout
+			} else if !errors.As(err, &notFound) {
+				return err
+			}
+			if err := tables.Ensure(cmd.Context(), ddb, tables.Config{Name: g.table, Layout: layout, WaitTimeout: wait}); err != nil {
 				if errors.Is(err, tables.ErrIncompatible) {
 					return fmt.Errorf("%w. `%s tables adopt --dry-run` shows what adding the indexes and TTL to this table takes, or what forbids it", err, g.app.name())
 				}
@@ -44,6 +56,7 @@ func newTablesCmd(g *globals) *cobra.Command {
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "table %s is ACTIVE with indexes %s, %s and TTL on %q\n", g.table, store.Layout.AggregateIndex, store.Layout.AttentionIndex, store.Layout.TTL)
 			fmt.Fprintf(out, "inbox settings recorded in the table: %s\n", settingsFlags(store))
+			fmt.Fprintf(out, "inbox layout recorded in the table (every command reads it; give no layout flag): %s\n", recordedLayoutFlags(store.Layout))
 			for _, c := range m.changed {
 				fmt.Fprintf(out, "changed: %s — restart every worker so that all of them use the new settings\n", c)
 			}
@@ -68,6 +81,14 @@ func newTablesCmd(g *globals) *cobra.Command {
 func settingsFlags(s inbox.Store) string {
 	return fmt.Sprintf("--attention-shards %d --index-processing=%t --completed-ttl %s --failed-ttl %s --processing-ttl %s",
 		s.AttentionShards, s.IndexProcessing, s.TTL.Completed, s.TTL.Failed, s.TTL.Processing)
+}
+
+// recordedLayoutFlags shows the store's recorded layout as the flags that
+// set it.
+func recordedLayoutFlags(l tables.Layout) string {
+	return fmt.Sprintf("--aggregate-index %s --aggregate-pk-attribute %s --aggregate-sk-attribute %s"+
+		" --attention-index %s --attention-pk-attribute %s --attention-sk-attribute %s --ttl-attribute %s",
+		l.AggregateIndex, l.AggregatePK, l.AggregateSK, l.AttentionIndex, l.AttentionPK, l.AttentionSK, l.TTL)
 }
 
 func newQueuesCmd(g *globals) *cobra.Command {

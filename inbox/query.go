@@ -224,6 +224,7 @@ func (r *Reader) ListAggregate(ctx context.Context, aggregateType, aggregateID s
 	}
 	pk := AggregatePK(aggregateType, aggregateID)
 	q := &listQuery{
+		role:  RoleAggregate,
 		index: r.cfg.Store.Layout.AggregateIndex, pkAttr: r.cfg.Store.Layout.AggregatePK, skAttr: r.cfg.Store.Layout.AggregateSK,
 		tablePK: r.cfg.Store.Layout.PartitionKey, tableSK: r.cfg.Store.Layout.SortKey,
 		partitions: []string{pk}, desc: p.Descending,
@@ -269,6 +270,7 @@ func (r *Reader) ListAttention(ctx context.Context, status Status, f AttentionFi
 		hi = FormatTime(u)
 	}
 	q := &listQuery{
+		role:  RoleAttention,
 		index: r.cfg.Store.Layout.AttentionIndex, pkAttr: r.cfg.Store.Layout.AttentionPK, skAttr: r.cfg.Store.Layout.AttentionSK,
 		tablePK: r.cfg.Store.Layout.PartitionKey, tableSK: r.cfg.Store.Layout.SortKey,
 		desc: p.Descending, empty: lo != "" && hi != "" && lo > hi,
@@ -299,6 +301,7 @@ func (r *Reader) ListAttention(ctx context.Context, status Status, f AttentionFi
 
 // listQuery is one index listing: one stream per index partition, merged.
 type listQuery struct {
+	role                  string // RoleAggregate or RoleAttention
 	index, pkAttr, skAttr string
 	tablePK, tableSK      string // the table's key attributes
 	partitions            []string
@@ -319,6 +322,7 @@ type indexEntry struct {
 // stream reads one index partition in order, a query page at a time.
 type indexStream struct {
 	in             dynamodb.QueryInput
+	role           string
 	pkAttr, skAttr string
 	buf            []indexEntry
 	more           bool                            // the index may hold entries beyond buf
@@ -394,7 +398,7 @@ func (r *Reader) streams(q *listQuery, cur string, limit int) ([]*indexStream, e
 		if err != nil {
 			return nil, fmt.Errorf("inbox: build query: %w", err)
 		}
-		s := &indexStream{more: true, pkAttr: q.pkAttr, skAttr: q.skAttr, in: dynamodb.QueryInput{
+		s := &indexStream{more: true, role: q.role, pkAttr: q.pkAttr, skAttr: q.skAttr, in: dynamodb.QueryInput{
 			TableName: aws.String(r.cfg.Store.Table), IndexName: aws.String(q.index),
 			KeyConditionExpression: ex.KeyCondition(), ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(),
 			ScanIndexForward: aws.Bool(!q.desc),
@@ -420,7 +424,10 @@ func (r *Reader) peek(ctx context.Context, s *indexStream) error {
 	for len(s.buf) == 0 && s.more {
 		out, err := r.api.Query(ctx, &s.in)
 		if err != nil {
-			return fmt.Errorf("inbox: query index %s: %w", aws.ToString(s.in.IndexName), err)
+			// A missing index, or one keyed on other attributes, is the
+			// layout's problem, said as such (never a raw SDK error).
+			index := aws.ToString(s.in.IndexName)
+			return fmt.Errorf("inbox: query index %s: %w", index, r.cfg.Store.indexQueryError(err, s.role, index, []string{s.pkAttr, s.skAttr}))
 		}
 		for _, item := range out.Items {
 			s.buf = append(s.buf, indexEntry{key: item, pk: attrString(item, s.pkAttr), sk: attrString(item, s.skAttr),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbworker/ddbworker/tables"
 )
 
 // The store's settings that every writer and reader of the records must
@@ -42,9 +45,70 @@ const (
 	SettingProcessingTTL   Setting = "processingTtlSeconds" // Store.TTL.Processing, whole seconds
 )
 
-// Settings lists the recorded settings in a stable order.
+// The recorded layout: the names the records' indexes and TTL live under
+// (strings). The table's own key attributes are not among them: the
+// settings item is stored under them, so a reader takes them from the
+// table's key schema (tables.KeyAttributes) before it can read the record.
+const (
+	SettingAggregateIndex Setting = "aggregateIndex"       // Store.Layout.AggregateIndex
+	SettingAggregatePK    Setting = "aggregatePkAttribute" // Store.Layout.AggregatePK
+	SettingAggregateSK    Setting = "aggregateSkAttribute" // Store.Layout.AggregateSK
+	SettingAttentionIndex Setting = "attentionIndex"       // Store.Layout.AttentionIndex
+	SettingAttentionPK    Setting = "attentionPkAttribute" // Store.Layout.AttentionPK
+	SettingAttentionSK    Setting = "attentionSkAttribute" // Store.Layout.AttentionSK
+	SettingTTLAttribute   Setting = "ttlAttribute"         // Store.Layout.TTL
+)
+
+// settingLayout names the recorded layout as a whole in a *RecordedError
+// (its names are usable one by one but not together: one named twice).
+const settingLayout Setting = "layout"
+
+// Settings lists the recorded settings in a stable order: the store's,
+// then its layout's. A record written before the layout was recorded holds
+// only the first five; its readers use their own layout, as before.
 func Settings() []Setting {
-	return []Setting{SettingAttentionShards, SettingIndexProcessing, SettingCompletedTTL, SettingFailedTTL, SettingProcessingTTL}
+	return []Setting{SettingAttentionShards, SettingIndexProcessing, SettingCompletedTTL, SettingFailedTTL, SettingProcessingTTL,
+		SettingAggregateIndex, SettingAggregatePK, SettingAggregateSK, SettingAttentionIndex, SettingAttentionPK, SettingAttentionSK,
+		SettingTTLAttribute}
+}
+
+// LayoutSettings lists the recorded layout's settings.
+func LayoutSettings() []Setting { return Settings()[5:] }
+
+// IsLayout reports whether setting is one of the layout's names.
+func (setting Setting) IsLayout() bool { return setting.layoutField(&tables.Layout{}) != nil }
+
+// layoutField is the Layout field setting names, nil for a setting of the
+// store's.
+func (setting Setting) layoutField(l *tables.Layout) *string {
+	switch setting {
+	case SettingAggregateIndex:
+		return &l.AggregateIndex
+	case SettingAggregatePK:
+		return &l.AggregatePK
+	case SettingAggregateSK:
+		return &l.AggregateSK
+	case SettingAttentionIndex:
+		return &l.AttentionIndex
+	case SettingAttentionPK:
+		return &l.AttentionPK
+	case SettingAttentionSK:
+		return &l.AttentionSK
+	case SettingTTLAttribute:
+		return &l.TTL
+	}
+	return nil
+}
+
+// HasLayout reports whether the record holds the whole layout (a record
+// written before the layout was recorded holds none of it).
+func (r Recorded) HasLayout() bool {
+	for _, s := range LayoutSettings() {
+		if !r.Has(s) {
+			return false
+		}
+	}
+	return true
 }
 
 // SettingsAPI is what reading and recording the settings needs of DynamoDB
@@ -127,6 +191,11 @@ func ReadRecorded(ctx context.Context, api SettingsAPI, s Store) (rec Recorded, 
 		}
 		rec.Settings = append(rec.Settings, setting)
 	}
+	if slices.ContainsFunc(rec.Settings, Setting.IsLayout) {
+		if _, err := rec.Store.Layout.WithDefaults(); err != nil {
+			return Recorded{Store: s}, false, &RecordedError{Table: s.Table, Setting: settingLayout, Value: layoutText(rec.Store.Layout), Err: err}
+		}
+	}
 	if v, isS := out.Item[recordedAtAttr].(*types.AttributeValueMemberS); isS {
 		rec.At = v.Value
 	}
@@ -140,6 +209,18 @@ func ReadRecorded(ctx context.Context, api SettingsAPI, s Store) (rec Recorded, 
 // own rules (on an otherwise default store, so that only this setting can
 // be at fault).
 func (setting Setting) apply(s *Store, av types.AttributeValue) error {
+	if field := setting.layoutField(&s.Layout); field != nil {
+		// Each name alone; ReadRecorded checks the names together.
+		v, isS := av.(*types.AttributeValueMemberS)
+		switch {
+		case !isS:
+			return errors.New("not a string")
+		case v.Value == "" || len(v.Value) > 255:
+			return errors.New("must be 1..255 characters")
+		}
+		*field = v.Value
+		return nil
+	}
 	if setting == SettingIndexProcessing {
 		b, isBool := av.(*types.AttributeValueMemberBOOL)
 		if !isBool {
@@ -185,6 +266,9 @@ func (setting Setting) attribute(s Store) types.AttributeValue {
 	secs := func(d time.Duration) types.AttributeValue {
 		return &types.AttributeValueMemberN{Value: strconv.FormatInt(int64(d/time.Second), 10)}
 	}
+	if field := setting.layoutField(&s.Layout); field != nil {
+		return &types.AttributeValueMemberS{Value: *field}
+	}
 	switch setting {
 	case SettingAttentionShards:
 		return &types.AttributeValueMemberN{Value: strconv.Itoa(s.AttentionShards)}
@@ -197,6 +281,12 @@ func (setting Setting) attribute(s Store) types.AttributeValue {
 	default:
 		return secs(s.TTL.Processing)
 	}
+}
+
+// layoutText shows a layout's recorded names for an error.
+func layoutText(l tables.Layout) string {
+	return fmt.Sprintf("aggregate index %s (%s, %s), attention index %s (%s, %s), TTL %s",
+		l.AggregateIndex, l.AggregatePK, l.AggregateSK, l.AttentionIndex, l.AttentionPK, l.AttentionSK, l.TTL)
 }
 
 // show renders a recorded attribute for an error.
@@ -279,8 +369,12 @@ func (r Recorded) Merge(s Store, given func(Setting) bool) (merged Store, mismat
 	return merged, mismatches
 }
 
-// Value is setting's value in s, as a person reads it (840h0m0s, 16, true).
+// Value is setting's value in s, as a person reads it (840h0m0s, 16,
+// true, GSI1).
 func (setting Setting) Value(s Store) string {
+	if field := setting.layoutField(&s.Layout); field != nil {
+		return *field
+	}
 	switch setting {
 	case SettingAttentionShards:
 		return strconv.Itoa(s.AttentionShards)

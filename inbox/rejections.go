@@ -84,7 +84,12 @@ func (r *Reader) Rejections(ctx context.Context, key, messageType string, known 
 			for {
 				out, err := r.api.Query(gctx, in)
 				if err != nil {
-					return fmt.Errorf("inbox: rejections of %q: query index %s: %w", key, aws.ToString(in.IndexName), err)
+					index := aws.ToString(in.IndexName)
+					role, want := RoleAttention, []string{l.AttentionPK, l.AttentionSK}
+					if index == l.AggregateIndex {
+						role, want = RoleAggregate, []string{l.AggregatePK, l.AggregateSK}
+					}
+					return fmt.Errorf("inbox: rejections of %q: query index %s: %w", key, index, r.cfg.Store.indexQueryError(err, role, index, want))
 				}
 				for _, item := range out.Items {
 					found[i] = append(found[i], map[string]types.AttributeValue{l.PartitionKey: item[l.PartitionKey], l.SortKey: item[l.SortKey]})

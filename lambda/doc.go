@@ -47,12 +47,19 @@
 // long outage, at one receive per record per that time once the outage
 // is older (worker.HealthConfig.ParkMaxVisibility states the trade-off).
 //
-// At cold start (New) the adapter checks what it will write to: the store
-// settings the table records (DDBWORKER#CONFIG, written by `tables create`
-// or a daemon's first `run`) replace the environment's defaults — a
-// variable set explicitly to another value fails the init, naming it, and
-// a table that records none gets the function's — and the table must
-// exist and fit the layout (keys, indexes, TTL attribute). A cold start in
+// At cold start (New) the adapter checks what it will write to: the table's
+// key attributes come from its key schema, and the store settings and
+// layout the table records (DDBWORKER#CONFIG, written by `tables create`,
+// `tables adopt` or a daemon's first `run`) replace the environment's
+// defaults — a variable set explicitly to another value fails the init,
+// naming it and both values, and a table that records none gets the
+// function's — and the table must exist and fit the layout (keys,
+// indexes, TTL attribute). The handlers are registered after that check,
+// with the store it read (an effects log writes under its layout) — unless
+// a database outage left the check to the invocations: then they see the
+// environment's, and a later check that finds another layout recorded says
+// so in the log (a function whose handlers need the layout may set the
+// layout variables as recorded; the check refuses any difference). A cold start in
 // a DynamoDB outage does not fail the init: the check is retried by the
 // invocations, one request each on the probes' schedule, and until it
 // passes they park their records. A queue's redrive policy is read when
@@ -120,7 +127,9 @@
 //	DDBWORKER_LOG_LEVEL             debug, info (default), warn or error
 //	DDBWORKER_METRICS_NAMESPACE     CloudWatch namespace of the EMF metrics (ddbworker)
 //
-// and the inbox layout, for a table of the service's own: DDBWORKER_PK_ATTRIBUTE
+// and the inbox layout, for a table whose layout is not recorded (each
+// takes the recorded name unless set; the key attributes, the table's key
+// schema): DDBWORKER_PK_ATTRIBUTE
 // (PK), DDBWORKER_SK_ATTRIBUTE (SK), DDBWORKER_AGGREGATE_INDEX (GSI1),
 // DDBWORKER_AGGREGATE_PK_ATTRIBUTE (GSI1PK), DDBWORKER_AGGREGATE_SK_ATTRIBUTE
 // (GSI1SK), DDBWORKER_ATTENTION_INDEX (GSI2), DDBWORKER_ATTENTION_PK_ATTRIBUTE

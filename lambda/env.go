@@ -54,8 +54,8 @@ var layoutVars = []struct {
 	name  string
 	field func(*tables.Layout) *string
 }{
-	{"DDBWORKER_PK_ATTRIBUTE", func(l *tables.Layout) *string { return &l.PartitionKey }},
-	{"DDBWORKER_SK_ATTRIBUTE", func(l *tables.Layout) *string { return &l.SortKey }},
+	{envPKAttribute, func(l *tables.Layout) *string { return &l.PartitionKey }},
+	{envSKAttribute, func(l *tables.Layout) *string { return &l.SortKey }},
 	{"DDBWORKER_AGGREGATE_INDEX", func(l *tables.Layout) *string { return &l.AggregateIndex }},
 	{"DDBWORKER_AGGREGATE_PK_ATTRIBUTE", func(l *tables.Layout) *string { return &l.AggregatePK }},
 	{"DDBWORKER_AGGREGATE_SK_ATTRIBUTE", func(l *tables.Layout) *string { return &l.AggregateSK }},
@@ -98,8 +98,10 @@ type settings struct {
 	worker   worker.Config // without Store and QueueURL
 	logLevel slog.Level
 	// given reports the store settings the environment sets explicitly
-	// (the others are taken from the table's record).
-	given func(inbox.Setting) bool
+	// (the others are taken from the table's record); keyGiven the table
+	// key variables it sets (the others are taken from the table's key).
+	given    func(inbox.Setting) bool
+	keyGiven map[string]bool
 	// minOutageCover is DDBWORKER_MIN_OUTAGE_COVER.
 	minOutageCover time.Duration
 	// metricsNamespace is DDBWORKER_METRICS_NAMESPACE: the CloudWatch
@@ -107,11 +109,23 @@ type settings struct {
 	metricsNamespace string
 }
 
-// settingVars are the variables of the recorded store settings.
+// settingVars are the variables of the recorded store settings, the
+// layout's names too.
 var settingVars = map[inbox.Setting]string{
 	inbox.SettingAttentionShards: envAttentionShards, inbox.SettingIndexProcessing: envIndexProcessing,
 	inbox.SettingCompletedTTL: envCompletedTTL, inbox.SettingFailedTTL: envFailedTTL, inbox.SettingProcessingTTL: envProcessingTTL,
+	inbox.SettingAggregateIndex: "DDBWORKER_AGGREGATE_INDEX", inbox.SettingAggregatePK: "DDBWORKER_AGGREGATE_PK_ATTRIBUTE",
+	inbox.SettingAggregateSK: "DDBWORKER_AGGREGATE_SK_ATTRIBUTE", inbox.SettingAttentionIndex: "DDBWORKER_ATTENTION_INDEX",
+	inbox.SettingAttentionPK: "DDBWORKER_ATTENTION_PK_ATTRIBUTE", inbox.SettingAttentionSK: "DDBWORKER_ATTENTION_SK_ATTRIBUTE",
+	inbox.SettingTTLAttribute: "DDBWORKER_TTL_ATTRIBUTE",
 }
+
+// The table's key attributes' variables: its key schema says them (the
+// settings item is stored under them), so they are never recorded.
+const (
+	envPKAttribute = "DDBWORKER_PK_ATTRIBUTE"
+	envSKAttribute = "DDBWORKER_SK_ATTRIBUTE"
+)
 
 // DefaultMinOutageCover is DDBWORKER_MIN_OUTAGE_COVER's default: the
 // adapter warns at cold start when a FIFO queue's redrive policy lets a
@@ -299,6 +313,10 @@ func readSettings(lookup func(string) (string, bool)) (settings, error) {
 		_, explicit[setting] = r.get(name)
 	}
 	s.given = func(setting inbox.Setting) bool { return explicit[setting] }
+	s.keyGiven = map[string]bool{}
+	for _, name := range []string{envPKAttribute, envSKAttribute} {
+		_, s.keyGiven[name] = r.get(name)
+	}
 
 	s.metricsNamespace = r.str(envMetricsNamespace, DefaultMetricsNamespace)
 	if err := emf.CheckNamespace(s.metricsNamespace); err != nil {

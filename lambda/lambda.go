@@ -127,13 +127,6 @@ func New(ctx context.Context, register func(reg *ddbworker.Registry, env Env) er
 	s3c := s3.NewFromConfig(awsCfg) // payloads by reference (payloadRef, SQS Extended Client)
 
 	reg := ddbworker.NewRegistry()
-	env := Env{Store: s.store, AWS: awsCfg, DynamoDB: ddb, Logger: log, LookupEnv: lookupEnv}
-	if iv.traces.On() {
-		env.TracerProvider = iv.traces.Provider
-	}
-	if err := register(reg, env); err != nil {
-		return nil, fmt.Errorf("lambda: registering the handlers: %w", err)
-	}
 	cfg := s.worker
 	if fn, stream := lookupOr(lookupEnv, "AWS_LAMBDA_FUNCTION_NAME"), lookupOr(lookupEnv, "AWS_LAMBDA_LOG_STREAM_NAME"); fn != "" && stream != "" {
 		cfg.Owner = fn + "/" + stream // leaseOwner names the log stream of the environment that holds the lease
@@ -143,11 +136,31 @@ func New(ctx context.Context, register func(reg *ddbworker.Registry, env Env) er
 	if iv.traces.On() {
 		h.deps.TracerProvider = iv.traces.Provider
 	}
+	h.owner, h.given, h.keyGiven = "lambda", s.given, s.keyGiven
+	if fn := lookupOr(lookupEnv, "AWS_LAMBDA_FUNCTION_NAME"); fn != "" {
+		h.owner = fn
+	}
+	// The table, with the settings and layout it records, is read before
+	// the handlers are registered, so that they see the store the worker
+	// writes with (an effects log writes under its layout). Its failure
+	// is reported after the configuration's problems; a cold start in a
+	// database outage must not fail the init (every invocation would fail
+	// and count a receive): the check is left to the invocations, which
+	// park their records until it passes.
+	checkErr := h.checkStore(ctx)
+	env := Env{Store: h.cfg.Store, AWS: awsCfg, DynamoDB: ddb, Logger: log, LookupEnv: lookupEnv}
+	if iv.traces.On() {
+		env.TracerProvider = iv.traces.Provider
+	}
+	h.registered = env.Store.Layout
+	if err := register(reg, env); err != nil {
+		return nil, fmt.Errorf("lambda: registering the handlers: %w", err)
+	}
 	validate := s.queueURL
 	if validate == "" {
 		validate = "https://sqs." + awsCfg.Region + ".amazonaws.com/000000000000/validate"
 	}
-	// Configuration problems first, all at once, before any call.
+	// Configuration problems first, all at once.
 	if _, err := h.newWorker(validate); err != nil {
 		return nil, fmt.Errorf("lambda: the DDBWORKER_* configuration or the handlers: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
@@ -156,19 +169,11 @@ func New(ctx context.Context, register func(reg *ddbworker.Registry, env Env) er
 	if h.metrics, err = newInvocationMetrics(os.Stdout, s.metricsNamespace, lookupOr(lookupEnv, "AWS_LAMBDA_FUNCTION_NAME"), log); err != nil {
 		return nil, fmt.Errorf("lambda: %s: %w", envMetricsNamespace, err)
 	}
-	// Then the table, with the settings it records. A cold start in a
-	// database outage must not fail the init (every invocation would fail
-	// and count a receive): the check is left to the invocations, which
-	// park their records until it passes.
-	h.owner, h.given = "lambda", s.given
-	if fn := lookupOr(lookupEnv, "AWS_LAMBDA_FUNCTION_NAME"); fn != "" {
-		h.owner = fn
-	}
-	if err := h.checkStore(ctx); err != nil && !transient(err) {
-		return nil, err
-	} else if err != nil {
+	if checkErr != nil && !transient(checkErr) {
+		return nil, checkErr
+	} else if checkErr != nil {
 		log.Warn("could not read the inbox table at cold start; the invocations park their records until it answers", "table", s.store.Table,
-			"error", err.Error())
+			"error", checkErr.Error())
 	}
 	queue := "from the records' eventSourceARN"
 	if s.queueURL != "" {
@@ -198,9 +203,13 @@ type handler struct {
 	invocations invocations
 	// owner records the settings (the function's name); given reports the
 	// store settings the environment sets explicitly.
-	owner string
-	given func(inbox.Setting) bool
-	ddb   *dynamodb.Client
+	owner    string
+	given    func(inbox.Setting) bool
+	keyGiven map[string]bool
+	// registered is the layout the handlers were registered with: the
+	// table's, unless the cold start could not read it.
+	registered tables.Layout
+	ddb        *dynamodb.Client
 	// metrics are the queues' worker metrics, written as EMF after each
 	// invocation (nil while New validates the configuration).
 	metrics *invocationMetrics
@@ -272,7 +281,7 @@ func (h *handler) checkStore(ctx context.Context) error {
 	if now := time.Now(); now.Before(h.nextCheck) {
 		return h.lastCheck
 	}
-	s, err := storeOf(ctx, h.ddb, h.cfg.Store, h.given, h.owner, h.log)
+	s, err := storeOf(ctx, h.ddb, h.cfg.Store, h.given, h.keyGiven, h.owner, h.log)
 	if err != nil {
 		h.failedChecks++
 		// The probes' schedule as configured (DDBWORKER_PROBE_MAX_INTERVAL):
@@ -284,19 +293,29 @@ func (h *handler) checkStore(ctx context.Context) error {
 	}
 	h.cfg.Store, h.checked = s, true
 	clear(h.workers) // built to park, with the environment's settings
+	if h.registered != (tables.Layout{}) && h.registered != s.Layout {
+		h.log.WarnContext(ctx, "the handlers were registered with the environment's inbox layout (the cold start could not read the table's), which differs from the one the table records: a handler that writes under the layout (an effects log) uses the environment's until the next cold start; set the DDBWORKER_* layout variables as recorded",
+			"table", s.Table, "recorded", fmt.Sprintf("%+v", s.Layout), "registered", fmt.Sprintf("%+v", h.registered))
+	}
 	return nil
 }
 
 // storeOf is the check of the inbox table, at cold start (or, after a
 // cold start in an outage, at the first invocation that reaches the
-// table): the store settings the table records (by `tables create` or a
-// daemon's first `run`) replace the environment's defaults, and a
-// variable given explicitly with another value is an error naming it — so
-// a function never writes records with other shards or TTLs than the
-// operator commands read; a table that records none gets the function's.
-// Then the table must exist and fit the layout (keys, indexes, TTL
-// attribute).
-func storeOf(ctx context.Context, ddb *dynamodb.Client, s inbox.Store, given func(inbox.Setting) bool, owner string, log *slog.Logger) (inbox.Store, error) {
+// table): the table's key attributes come from its key schema, then the
+// store settings and layout the table records (by `tables create`,
+// `tables adopt` or a daemon's first `run`) replace the environment's
+// defaults, and a variable given explicitly with another value is an
+// error naming it — so a function never writes records with other shards,
+// TTLs or index names than the operator commands read; a table that
+// records none gets the function's. Then the table must exist and fit the
+// layout (keys, indexes, TTL attribute).
+func storeOf(ctx context.Context, ddb *dynamodb.Client, s inbox.Store, given func(inbox.Setting) bool, keyGiven map[string]bool, owner string,
+	log *slog.Logger) (inbox.Store, error) {
+	var err error
+	if s.Layout, err = tableKey(ctx, ddb, s.Table, s.Layout, keyGiven); err != nil {
+		return s, err
+	}
 	rec, ok, err := inbox.ReadRecorded(ctx, onceOnly{ddb}, s)
 	if err != nil {
 		return s, fmt.Errorf("lambda: %w", err)
@@ -321,6 +340,64 @@ func storeOf(ctx context.Context, ddb *dynamodb.Client, s inbox.Store, given fun
 		return s, fmt.Errorf("lambda: table %s (%s): %w", s.Table, envTable, err)
 	}
 	return s, nil
+}
+
+// tableKey is l with the table's key attributes, as its key schema names
+// them (the settings item is stored under them); a variable given
+// explicitly (keyGiven) with another name is an error naming it.
+func tableKey(ctx context.Context, ddb *dynamodb.Client, table string, l tables.Layout, keyGiven map[string]bool) (tables.Layout, error) {
+	desc, err := onceOnly{ddb}.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	if err != nil {
+		return l, fmt.Errorf("lambda: table %s (%s): %w", table, envTable, err)
+	}
+	pk, sk, ok := tables.KeyAttributes(desc.Table)
+	if !ok {
+		return l, nil // no inbox fits it: the table check says why
+	}
+	var problems []string
+	for _, k := range []struct {
+		name       string
+		field      *string
+		tableValue string
+	}{{envPKAttribute, &l.PartitionKey, pk}, {envSKAttribute, &l.SortKey, sk}} {
+		switch {
+		case !keyGiven[k.name]:
+			*k.field = k.tableValue
+		case *k.field != k.tableValue:
+			problems = append(problems, fmt.Sprintf("%s is %s but table %s's key is (%s, %s)", k.name, *k.field, table, pk, sk))
+		}
+	}
+	if len(problems) > 0 {
+		return l, fmt.Errorf("lambda: %s; leave the variable unset, the table's key schema names it", strings.Join(problems, "; "))
+	}
+	return l, nil
+}
+
+// recordedLayout is l with the layout the table records in place of the
+// names the environment does not set (given: the variables it sets); one
+// it sets with another name is an error naming it. A table that records
+// no layout leaves l as it is.
+func recordedLayout(ctx context.Context, ddb *dynamodb.Client, table string, l tables.Layout, given func(name string) bool) (tables.Layout, error) {
+	keyGiven := map[string]bool{envPKAttribute: given(envPKAttribute), envSKAttribute: given(envSKAttribute)}
+	l, err := tableKey(ctx, ddb, table, l, keyGiven)
+	if err != nil {
+		return l, err
+	}
+	s := inbox.Store{Table: table, Layout: l}
+	rec, ok, err := inbox.ReadRecorded(ctx, onceOnly{ddb}, s)
+	if err != nil || !ok {
+		return l, err
+	}
+	merged, mismatches := rec.Merge(s, func(setting inbox.Setting) bool { return setting.IsLayout() && given(settingVars[setting]) })
+	var problems []string
+	for _, m := range mismatches {
+		problems = append(problems, fmt.Sprintf("%s is %s but table %s records %s", settingVars[m], m.Value(s), table, m.Value(rec.Store)))
+	}
+	if len(problems) > 0 {
+		return l, fmt.Errorf("lambda: the inbox layout differs from the one recorded in the table: %s; leave the variables unset to use the recorded one",
+			strings.Join(problems, "; "))
+	}
+	return merged.Layout, nil
 }
 
 func (h *handler) newWorker(queueURL string) (*worker.Worker, error) {

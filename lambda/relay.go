@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
+	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/outbox"
 	"github.com/ddbworker/ddbworker/relay"
 )
@@ -81,7 +82,22 @@ func NewRelay(ctx context.Context, lookupEnv func(string) (string, bool)) (func(
 	if err != nil {
 		return nil, fmt.Errorf("lambda: %w", err)
 	}
-	deps := relay.Deps{DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqs.NewFromConfig(awsCfg), Logger: log}
+	ddb := dynamodb.NewFromConfig(awsCfg)
+	// The outbox records live under the layout the table records. A role
+	// granted before the layout was recorded may not read it
+	// (dynamodb:DescribeTable, GetItem): then the variables name it, as
+	// before, and the log says what to grant.
+	layout, err := recordedLayout(ctx, ddb, cfg.Table, cfg.Layout, func(name string) bool { _, ok := r.get(name); return ok })
+	switch code := failure.APICode(err); {
+	case code == "AccessDeniedException" || code == "AccessDenied":
+		log.Warn("cannot read the inbox layout recorded in the table: the DDBWORKER_* layout variables name it; grant dynamodb:DescribeTable and dynamodb:GetItem on the table",
+			"table", cfg.Table, "error", err.Error())
+	case err != nil:
+		return nil, err
+	default:
+		cfg.Layout = layout
+	}
+	deps := relay.Deps{DynamoDB: ddb, SQS: sqs.NewFromConfig(awsCfg), Logger: log}
 	if iv.traces.On() {
 		deps.TracerProvider = iv.traces.Provider // send <queue> spans linked to the records' producers
 	}

@@ -493,3 +493,22 @@ func sameKeys(a, b []types.KeySchemaElement) bool {
 	}
 	return true
 }
+
+// KeyAttributes are the partition and sort key attributes the table's key
+// schema names; ok is false when it has no sort key (no inbox fits it).
+// The table knows its key: a reader of the inbox's recorded settings —
+// stored under that key — takes the names from here, not from a flag.
+func KeyAttributes(t *types.TableDescription) (pk, sk string, ok bool) {
+	if t == nil {
+		return "", "", false
+	}
+	for _, k := range t.KeySchema {
+		switch k.KeyType {
+		case types.KeyTypeHash:
+			pk = aws.ToString(k.AttributeName)
+		case types.KeyTypeRange:
+			sk = aws.ToString(k.AttributeName)
+		}
+	}
+	return pk, sk, pk != "" && sk != ""
+}
