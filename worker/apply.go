@@ -41,6 +41,9 @@ func (w *Worker) apply(ctx context.Context, d *delivery, wk *work, o outcome, h 
 		return applied{settled: settledFinal}
 	case hide:
 		vis := w.cappedHide(a.d, d.receivedAt)
+		if w.lastReceive(d) {
+			return w.keepByResend(ctx, d, h, vis)
+		}
 		w.changeVisibility(ctx, d.m, vis)
 		return applied{settled: settledKept, visibility: vis}
 	case park:
@@ -95,6 +98,30 @@ func (w *Worker) parkByResend(ctx context.Context, d *delivery, h host) applied 
 		w.log.ErrorContext(ctx, "could not re-send a parked message on its last receive before the redrive policy's maxReceiveCount; it is parked, and the DLQ takes it at its next receive if the database is still unhealthy then",
 			"sqsMessageId", d.id, "receiveCount", d.receives, "error", truncateRunes(err.Error(), maxLoggedMessage))
 		return applied{settled: settledParked, visibility: h.park(ctx, d)}
+	}
+	h.ack(d)
+	return applied{settled: settledFinal, visibility: delay, resent: true}
+}
+
+// keepByResend keeps a message on its last receive (lastReceive) for a
+// later delivery — a retryable failure with attempts left, work in flight
+// elsewhere — as a copy of itself, delayed by the hide it was due (within
+// SQS's 15 minutes), and this one deleted: hidden instead, its next
+// receive would move it to the DLQ, healthy work dead-lettered because
+// earlier receives went to an outage or to duplicates in flight (the
+// explorer's seed 19: flaky work on Lambda after two outages). The copy
+// is marked (controls: its work has a record), so it claims through the
+// gate; its business attempts go on counting in the record, which ends
+// the work at MaxAttempts. When the copy cannot be sent the message is
+// hidden as before.
+func (w *Worker) keepByResend(ctx context.Context, d *delivery, h host, vis time.Duration) applied {
+	delay := min(vis, maxSendDelay)
+	if err := w.resend(ctx, d, delay); err != nil {
+		w.stageFailed(ctx, err)
+		w.log.WarnContext(ctx, "could not re-send a message on its last receive before the redrive policy's maxReceiveCount; it is hidden, and the DLQ takes it at its next receive",
+			"sqsMessageId", d.id, "receiveCount", d.receives, "error", truncateRunes(err.Error(), maxLoggedMessage))
+		w.changeVisibility(ctx, d.m, vis)
+		return applied{settled: settledKept, visibility: vis}
 	}
 	h.ack(d)
 	return applied{settled: settledFinal, visibility: delay, resent: true}
