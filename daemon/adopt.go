@@ -56,7 +56,7 @@ terminal):
     forbids changing it while enabled);
   - the stream (NEW_IMAGE) with --stream;
   - the inbox settings item (DDBWORKER#CONFIG / INBOX), as tables create
-    records it.
+    records it: the settings and the layout.
 
 Nothing of the application's changes without a flag that says so; what would
 change it blocks the plan, before anything is done, naming the flag that fixes
@@ -75,10 +75,11 @@ it, and the plan then ends with a layout of names the table does not use
     (the plan counts those DynamoDB would delete within about two days), or
     a table larger than the sample: --ttl-existing-items enables TTL anyway,
     --scan-all reads every item;
-  - what cannot change: the table's key (--pk-attribute, --sk-attribute), an
-    index of the layout's name with other keys, a layout attribute the table
-    types other than a string, a TTL on another attribute (--ttl-attribute),
-    more indexes than the table's quota (--max-indexes).
+  - what cannot change: the table's key (a partition and a sort key of
+    strings; their names come from its key schema), an index of the layout's
+    name with other keys, a layout attribute the table types other than a
+    string, a TTL on another attribute (--ttl-attribute), more indexes than
+    the table's quota (--max-indexes).
 
 The layout is recorded in the table with the settings item, and every
 command (run, sweep, inbox, relay, the Lambda function) reads it from there:
@@ -88,8 +89,8 @@ naming both values. adopt itself plans for the recorded layout when the table
 records one: adopting again with no layout flag changes nothing, and a layout
 flag that disagrees is refused the same way.`,
 		Example: examples(g.app.name(),
-			"tables adopt --table orders --pk-attribute pk --sk-attribute sk --ttl-attribute expiresAt --dry-run",
-			"tables adopt --table orders --pk-attribute pk --sk-attribute sk --ttl-attribute expiresAt --wait 3h",
+			"tables adopt --table orders --ttl-attribute expiresAt --dry-run",
+			"tables adopt --table orders --ttl-attribute expiresAt --wait 3h",
 			"tables adopt --table shop --aggregate-index ddbworker-aggregate --aggregate-pk-attribute ddbworkerGSI1PK --aggregate-sk-attribute ddbworkerGSI1SK --scan-all --yes"),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
