@@ -56,7 +56,7 @@ terminal):
     forbids changing it while enabled);
   - the stream (NEW_IMAGE) with --stream;
   - the inbox settings item (DDBWORKER#CONFIG / INBOX), as tables create
-    records it.
+    records it: the settings and the layout.
 
 Nothing of the application's changes without a flag that says so; what would
 change it blocks the plan, before anything is done, naming the flag that fixes
@@ -75,19 +75,22 @@ it, and the plan then ends with a layout of names the table does not use
     (the plan counts those DynamoDB would delete within about two days), or
     a table larger than the sample: --ttl-existing-items enables TTL anyway,
     --scan-all reads every item;
-  - what cannot change: the table's key (--pk-attribute, --sk-attribute), an
-    index of the layout's name with other keys, a layout attribute the table
-    types other than a string, a TTL on another attribute (--ttl-attribute),
-    more indexes than the table's quota (--max-indexes).
+  - what cannot change: the table's key (a partition and a sort key of
+    strings; their names come from its key schema), an index of the layout's
+    name with other keys, a layout attribute the table types other than a
+    string, a TTL on another attribute (--ttl-attribute), more indexes than
+    the table's quota (--max-indexes).
 
-Adopting an adopted table changes nothing.
-
-The layout is not recorded in the table: give every command (run, sweep,
-inbox, relay, the Lambda function) the same layout flags or DDBWORKER_*
-variables.`,
+The layout is recorded in the table with the settings item, and every
+command (run, sweep, inbox, relay, the Lambda function) reads it from there:
+after adopting, none of them needs a layout flag or DDBWORKER_* layout
+variable, and one given a layout flag that disagrees with the record refuses,
+naming both values. adopt itself plans for the recorded layout when the table
+records one: adopting again with no layout flag changes nothing, and a layout
+flag that disagrees is refused the same way.`,
 		Example: examples(g.app.name(),
-			"tables adopt --table orders --pk-attribute pk --sk-attribute sk --ttl-attribute expiresAt --dry-run",
-			"tables adopt --table orders --pk-attribute pk --sk-attribute sk --ttl-attribute expiresAt --wait 3h",
+			"tables adopt --table orders --ttl-attribute expiresAt --dry-run",
+			"tables adopt --table orders --ttl-attribute expiresAt --wait 3h",
 			"tables adopt --table shop --aggregate-index ddbworker-aggregate --aggregate-pk-attribute ddbworkerGSI1PK --aggregate-sk-attribute ddbworkerGSI1SK --scan-all --yes"),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -151,15 +154,21 @@ func runAdopt(ctx context.Context, g *globals, f *adoptFlags, in io.Reader, out,
 	if err := checkOutput(f.output); err != nil {
 		return err
 	}
-	s, err := g.store()
-	if err != nil {
-		return err
-	}
 	awsCfg, err := g.awsConfig(ctx)
 	if err != nil {
 		return err
 	}
 	ddb, _ := g.clients(awsCfg, nil, nil)
+	// The plan is for the layout every other command would use: the one the
+	// table records, where it records one (adopting again with no layout
+	// flag then changes nothing), and the table's own key attributes. A
+	// layout flag that disagrees with the record is refused here, naming
+	// both: the records already written live under the recorded names.
+	m, err := g.mergeStore(ctx, ddb, false)
+	if err != nil {
+		return err
+	}
+	s := m.store
 	cfg := tables.AdoptConfig{Name: s.Table, Layout: s.Layout, Stream: f.stream,
 		IndexReadCapacity: f.readCapacity, IndexWriteCapacity: f.writeCapacity, MaxIndexes: f.maxIndexes,
 		ShareIndexes: f.shareIndexes, ScanAll: f.scanAll, TTLExistingItems: f.ttlExisting}
@@ -174,14 +183,10 @@ func runAdopt(ctx context.Context, g *globals, f *adoptFlags, in io.Reader, out,
 		return err
 	}
 	doc := newAdoptDoc(plan, f.dryRun)
-	// The settings item lives under the table's key: it can be read only
-	// when the key fits.
+	// The settings item lives under the table's key: it can be written
+	// only when the key fits.
 	var record *inbox.Store // the settings to record, when they must be
 	if plan.KeyFits {
-		m, err := g.mergeStore(ctx, ddb, false)
-		if err != nil {
-			return err
-		}
 		doc.addSettings(m)
 		if settingsNeeded(m) {
 			record = &m.store
@@ -232,9 +237,8 @@ func runAdopt(ctx context.Context, g *globals, f *adoptFlags, in io.Reader, out,
 		fmt.Fprintf(progress, "  [%d/%d] %s %s — done\n", steps, steps, kindRecordSettings, settingsTarget)
 	}
 	fmt.Fprintf(progress, "table %s adopted: indexes %s and %s, TTL on %q\n", s.Table, s.Layout.AggregateIndex, s.Layout.AttentionIndex, s.Layout.TTL)
-	if given := layoutGiven(s.Layout); given != "" {
-		fmt.Fprintf(progress, "every command on this table needs the same layout (it is not recorded in the table): %s, or their DDBWORKER_* variables\n", given)
-	}
+	fmt.Fprintf(progress, "inbox layout recorded in the table: %s\n", recordedLayoutFlags(s.Layout))
+	fmt.Fprintf(progress, "every command on it (run, sweep, inbox, relay, the Lambda function) reads the layout from the table: give them no layout flag or DDBWORKER_* layout variable (one that disagrees with the record is refused)\n")
 	return nil
 }
 
@@ -289,7 +293,7 @@ func allowFlag(b *tables.AdoptError) string {
 
 // proposedText says how to adopt the table with names it does not use.
 func proposedText(g *globals, flags string) string {
-	return fmt.Sprintf("names your table does not use, for every command on it: %s — plan with them: `%s tables adopt --dry-run %s`", flags, g.app.name(), flags)
+	return fmt.Sprintf("names your table does not use (adopting records them in the table, for every command on it): %s — plan with them: `%s tables adopt --dry-run %s`", flags, g.app.name(), flags)
 }
 
 // errNotConfirmed ends an adoption the operator did not confirm.
@@ -422,7 +426,7 @@ func (d *adoptDoc) print(w io.Writer) {
 		fmt.Fprintf(w, "\nBLOCKED %s: %s%s\n", b.Subject, b.Reason, fixText(b))
 	}
 	if d.Proposed != "" {
-		fmt.Fprintf(w, "\nnames your table does not use, for every command on it: %s\n", d.Proposed)
+		fmt.Fprintf(w, "\nnames your table does not use (adopting records them in the table, for every command on it): %s\n", d.Proposed)
 	}
 	fmt.Fprintln(w)
 }

@@ -72,11 +72,13 @@ func TestTablesAdopt(t *testing.T) {
 	before := described()
 	layout := []string{"--pk-attribute", "pk", "--sk-attribute", "sk", "--ttl-attribute", "expiresAt"}
 
+	// The key attributes come from the table's key schema, as for every
+	// command; one given otherwise is refused.
+	_, err := run("tables", "adopt", "--dry-run", "--pk-attribute", "PK")
+	require.ErrorContains(t, err, "--pk-attribute (DDBWORKER_PK_ATTRIBUTE) is PK but table "+app.Name+"'s key is (pk, sk): leave the flag unset, the table's key schema names them")
 	out, err := run("tables", "adopt", "--dry-run")
 	require.Error(t, err)
 	for _, want := range []string{
-		"key: the table's partition key is pk, not PK, and a key schema cannot change: pass --pk-attribute pk (DDBWORKER_PK_ATTRIBUTE)",
-		"key: the table's sort key is sk, not SK, and a key schema cannot change: pass --sk-attribute sk (DDBWORKER_SK_ATTRIBUTE)",
 		"TTL: TTL is ENABLED on expiresAt, and DynamoDB allows one TTL attribute per table and forbids changing it while enabled: the inbox must use it too — its records then carry expiresAt (epoch seconds) and expire by it; your items keep expiring as before, nothing of yours changes: pass --ttl-attribute expiresAt (DDBWORKER_TTL_ATTRIBUTE)",
 	} {
 		require.Contains(t, err.Error(), want)
@@ -137,7 +139,9 @@ func TestTablesAdopt(t *testing.T) {
 	require.Regexp(t, `(?m)^  \[2/3\] create-index GSI2: ACTIVE, 0 items, 0 bytes — done in \d+s$`, progress)
 	require.Contains(t, progress, "  [3/3] record-settings DDBWORKER#CONFIG/INBOX — done\n")
 	require.Contains(t, progress, "table "+app.Name+" adopted: indexes GSI1 and GSI2, TTL on \"expiresAt\"\n")
-	require.Contains(t, progress, "every command on this table needs the same layout (it is not recorded in the table): --pk-attribute pk --sk-attribute sk --ttl-attribute expiresAt")
+	require.Contains(t, progress, "inbox layout recorded in the table: --aggregate-index GSI1 --aggregate-pk-attribute GSI1PK --aggregate-sk-attribute GSI1SK"+
+		" --attention-index GSI2 --attention-pk-attribute GSI2PK --attention-sk-attribute GSI2SK --ttl-attribute expiresAt\n")
+	require.Contains(t, progress, "every command on it (run, sweep, inbox, relay, the Lambda function) reads the layout from the table")
 	require.Equal(t, items, app.Items(t, ddb), "every application item as it was")
 
 	again, err := run(append([]string{"tables", "adopt", "--yes"}, layout...)...)
@@ -394,7 +398,7 @@ func TestAdoptKeepsTheApplicationsIndex(t *testing.T) {
 	require.Regexp(t, `BLOCKED index GSI1: an index of that name and keys exists, \(GSI1PK, GSI1SK\) ALL, ACTIVE, and nothing shows it is ddbworker's: 20 of the first 20 items in it are not inbox records \(one: PK=SHOPPER#\d+ SK=[^)]+\)\. `+
 		`The inbox records would enter it beside your items, projected ALL, and the index's key attributes are yours too: pass --aggregate-index ddbworker-aggregate \(DDBWORKER_AGGREGATE_INDEX\), or --share-index GSI1 to share it`, out)
 	proposed := "--aggregate-index ddbworker-aggregate --aggregate-pk-attribute ddbworkerGSI1PK --aggregate-sk-attribute ddbworkerGSI1SK"
-	require.Contains(t, out, "names your table does not use, for every command on it: "+proposed+"\n")
+	require.Contains(t, out, "names your table does not use (adopting records them in the table, for every command on it): "+proposed+"\n")
 	require.ErrorContains(t, err, " tables adopt --dry-run "+proposed+"`")
 	require.Equal(t, before, shopState(t, ddb, app.Name), "nothing changed")
 	layout := strings.Fields(proposed)
@@ -545,7 +549,7 @@ func TestAdoptRefusesToChangeTheApplicationsItems(t *testing.T) {
 		want: []string{`BLOCKED attribute GSI2SK: 2 items of yours \(all 42 items read, the whole table\) carry it with another type than a string, e\.g\. PK=LEADERBOARD SK=PLAYER#0[12]: ` +
 			`the new index GSI2 would be keyed on it as a string, and DynamoDB would then refuse every write of such an item \("Type mismatch for Index Key"\): ` +
 			`pass --attention-sk-attribute ddbworkerGSI2SK \(DDBWORKER_ATTENTION_SK_ATTRIBUTE\)`,
-			`names your table does not use, for every command on it: --attention-index ddbworker-attention --attention-pk-attribute ddbworkerGSI2PK --attention-sk-attribute ddbworkerGSI2SK\n`},
+			`names your table does not use \(adopting records them in the table, for every command on it\): --attention-index ddbworker-attention --attention-pk-attribute ddbworkerGSI2PK --attention-sk-attribute ddbworkerGSI2SK\n`},
 		fix:   []string{"--attention-index", "ddbworker-attention", "--attention-pk-attribute", "ddbworkerGSI2PK", "--attention-sk-attribute", "ddbworkerGSI2SK"},
 		steps: []string{"1 create-index ddbworker-attention", "2 enable-ttl ttl", "3 record-settings DDBWORKER#CONFIG/INBOX"},
 	}, {
@@ -558,7 +562,7 @@ func TestAdoptRefusesToChangeTheApplicationsItems(t *testing.T) {
 		want: []string{`BLOCKED TTL: 3 items of yours \(all 43 items read, the whole table\) carry ttl: 2 a number of epoch seconds in the past, which DynamoDB would delete within about two days of TTL being enabled; ` +
 			`1 a later one, deleted when it comes; 0 not a number \(TTL ignores them\); e\.g\. PK=CART#0[12] SK=CART\. TTL is enabled on an attribute items of yours carry only when told to: ` +
 			`pass --ttl-attribute ddbworkerTTL \(DDBWORKER_TTL_ATTRIBUTE\), or --ttl-existing-items to enable TTL on it anyway`,
-			`names your table does not use, for every command on it: --ttl-attribute ddbworkerTTL\n`},
+			`names your table does not use \(adopting records them in the table, for every command on it\): --ttl-attribute ddbworkerTTL\n`},
 		fix:   []string{"--ttl-attribute", "ddbworkerTTL"},
 		steps: []string{"1 create-index GSI2", "2 enable-ttl ddbworkerTTL", "3 record-settings DDBWORKER#CONFIG/INBOX"},
 	}} {
