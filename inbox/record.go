@@ -108,6 +108,12 @@ type Record struct {
 	ReopenedAt   string    `dynamodbav:"reopenedAt,omitempty"`
 	ReopenedBy   string    `dynamodbav:"reopenedBy,omitempty"`
 	ReopenReason string    `dynamodbav:"reopenReason,omitempty"`
+	// DiscardedAt, DiscardedBy and DiscardReason say that an operator
+	// removed the work's message from the DLQ for good (ddbworker dlq
+	// discard): the work will never run, and the record says so.
+	DiscardedAt   string `dynamodbav:"discardedAt,omitempty"`
+	DiscardedBy   string `dynamodbav:"discardedBy,omitempty"`
+	DiscardReason string `dynamodbav:"discardReason,omitempty"`
 	TTL          int64     `dynamodbav:"ttl,omitempty"` // epoch s
 	PK           string    `dynamodbav:"PK"`
 	SK           string    `dynamodbav:"SK"`
