@@ -322,12 +322,22 @@ func dlqExcerpt(s string, n int) string {
 
 func dlqPrintPeek(w io.Writer, msgs []dlq.Message, bodyChars, limit int) {
 	tw := dlqTable(w)
-	fmt.Fprintln(tw, "ID\tCODE\tTYPE\tKEY\tFAILED AT\tRECEIVES\tBODY")
+	fmt.Fprintln(tw, "ID\tCODE\tTYPE\tKEY\tFAILED AT\tRECEIVES\tWRAPPER\tBODY")
+	wrapped := false
 	for _, m := range msgs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", m.ID, m.FailureCode, m.MessageType, orDash(dlqExcerpt(m.IdempotencyKey, dlqKeyChars)),
-			dlqStamp(m.FailedAt), m.ReceiveCount, dlqExcerpt(m.Body, bodyChars))
+		// The body a route reads: an SNS notification's Message, an
+		// EventBridge event's detail (JSON output has the whole body too).
+		body := m.Body
+		if m.Wrapper != "" {
+			body, wrapped = m.Payload, true
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", m.ID, m.FailureCode, m.MessageType, orDash(dlqExcerpt(m.IdempotencyKey, dlqKeyChars)),
+			dlqStamp(m.FailedAt), m.ReceiveCount, orDash(m.Wrapper), dlqExcerpt(body, bodyChars))
 	}
 	tw.Flush()
+	if wrapped {
+		fmt.Fprintln(w, "BODY is what a route reads: inside an SNS notification its Message, inside an EventBridge event its detail (-o json shows the whole body)")
+	}
 	more := ""
 	if len(msgs) == limit {
 		more = fmt.Sprintf(" (--max %d reached: there may be more)", limit)
