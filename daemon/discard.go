@@ -295,5 +295,11 @@ func dlqPrintDiscard(w io.Writer, rep dlq.DiscardReport) {
 		fmt.Fprintln(w, "the scan stopped at its limit: more matching messages may remain in the DLQ")
 	case rep.Matched == 0:
 		fmt.Fprintln(w, "no message in the DLQ matched")
+	case rep.Arrived+len(rep.Failed) > 0:
+		fmt.Fprintln(w, "the whole DLQ was scanned: the matching messages left are the newly arrived and the failed above")
+	case rep.DryRun:
+		fmt.Fprintln(w, "the whole DLQ was scanned: every matching message would be removed")
+	default:
+		fmt.Fprintln(w, "the whole DLQ was scanned: every matching message was removed")
 	}
 }

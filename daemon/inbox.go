@@ -475,7 +475,11 @@ func inboxPrintTable(w io.Writer, recs []*inbox.Record, next string, now time.Ti
 			if r.AggregateType != "" || r.AggregateID != "" {
 				agg = r.AggregateType + "/" + r.AggregateID
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", inboxName(r), orDash(r.MessageType), r.Status,
+			status := string(r.Status)
+			if r.DiscardedAt != "" { // its DLQ message was removed: it will not run
+				status += " (discarded)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", inboxName(r), orDash(r.MessageType), status,
 				orDash(result), r.Attempts, r.Deliveries, orDash(r.FirstSeenAt), orDash(at), inboxLease(r, now), agg)
 		}
 		_ = tw.Flush()

@@ -346,13 +346,12 @@ func printReopen(w io.Writer, app string, rep reopenReport, limit string) {
 	for _, r := range rep.Reopened {
 		codes[r.FailureCode]++
 	}
-	var filters []string
-	for _, c := range slices.Sorted(maps.Keys(codes)) {
-		filters = append(filters, "--filter code="+c)
+	// A work item may have several copies in the DLQ (its duplicates
+	// failed too): select them by code, not by count, dry run first.
+	filter := "--filter code=CODE (each of " + strings.Join(slices.Sorted(maps.Keys(codes)), ", ") + ")"
+	if len(codes) == 1 {
+		filter = "--filter code=" + rep.Reopened[0].FailureCode
 	}
-	next := fmt.Sprintf("`%s dlq redrive %s --max %d`", app, filters[0], len(rep.Reopened))
-	if len(filters) > 1 {
-		next = fmt.Sprintf("`%s dlq redrive --filter code=CODE --max N` for each of %s", app, strings.Join(slices.Sorted(maps.Keys(codes)), ", "))
-	}
-	fmt.Fprintf(w, "their next delivery runs them again: redrive their messages from the DLQ (dry run first), e.g. %s\n", next)
+	next := fmt.Sprintf("`%s dlq redrive --dlq-url \"$DLQ_URL\" %s --dry-run`, then with --queue-url \"$QUEUE_URL\" instead of --dry-run", app, filter)
+	fmt.Fprintf(w, "their next delivery runs them again: redrive their messages from the DLQ: %s\n", next)
 }

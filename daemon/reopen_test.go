@@ -60,7 +60,7 @@ func TestInboxReopenBulk(t *testing.T) {
 	require.NoError(t, err, out)
 	require.Contains(t, out, "reopened 3 (at most 3), failed 0")
 	require.Contains(t, out, "--max reached: more FAILED_TERMINAL records match")
-	require.Contains(t, out, "dlq redrive --filter code=CASE_NOT_FOUND --max 3")
+	require.Contains(t, out, `dlq redrive --dlq-url "$DLQ_URL" --filter code=CASE_NOT_FOUND --dry-run`)
 	require.Contains(t, errw, "[reopen] 3 of 3: reopened 3, failed 0")
 	require.Equal(t, inbox.StatusFailedRetryable, c.statusOf("order-0", "CaseOpened"), "oldest first")
 	require.Equal(t, inbox.StatusFailedTerminal, c.statusOf("order-4", "CaseOpened"))
