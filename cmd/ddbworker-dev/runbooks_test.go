@@ -60,6 +60,28 @@ func runbookLines(t *testing.T, path string) []runbookLine {
 	return out
 }
 
+// readmeBlock extracts the `ddbworker …` lines of the fenced blocks under
+// heading (up to the next heading).
+func readmeBlock(t *testing.T, path, heading string) []runbookLine {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var out []runbookLine
+	in, fenced := false, false
+	for n, l := range strings.Split(string(b), "\n") {
+		l = strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(l, "```"):
+			fenced = !fenced
+		case !fenced && strings.HasPrefix(l, "#"):
+			in = l == heading
+		case in && fenced && strings.HasPrefix(l, "ddbworker "):
+			out = append(out, runbookLine{line: n + 1, text: strings.TrimPrefix(l, "ddbworker "), section: "README " + heading})
+		}
+	}
+	return out
+}
+
 // shellWords splits a command line as a POSIX shell does for the forms the
 // runbooks use: words, '…' and "…" quoting, and $VAR / "$VAR" expanded from
 // vars (an unknown variable fails the test: the runbook uses a name the
@@ -129,7 +151,8 @@ func longRunning(args []string) bool {
 }
 
 // TestRunbookCommands runs every `$ ddbworker …` command line of
-// docs/runbooks.md through the command tree, against the emulators, in the
+// docs/runbooks.md, then the README's "Operating it, more" block, through
+// the command tree, against the emulators, in the
 // setup its appendix describes — `tables create --index-processing`,
 // `queues create --max-receive-count 3`, a worker, `send --count 1000
 // --poison 24 --seed 42` (the seed decides the keys the runbooks name) —
@@ -285,6 +308,35 @@ func TestRunbookCommands(t *testing.T) {
 		run(l)
 	}
 
+	// The README's reopen/redrive/discard block, KEY a work item that
+	// failed for good in this run (the CASE_NOT_FOUND work the runbook
+	// reopened and redrove fails again: the test fixed no data).
+	var key string
+	require.Eventually(t, func() bool {
+		out, err := exec(runbookLine{}, []string{"inbox", "list", "--status", "FAILED_TERMINAL", "--code", "CASE_NOT_FOUND", "--all", "-o", "json"})
+		require.NoError(t, err)
+		var doc struct {
+			Records []struct {
+				Key       string `json:"key"`
+				Rejection bool   `json:"rejection"`
+			} `json:"records"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &doc))
+		for _, r := range doc.Records {
+			if !r.Rejection {
+				key = r.Key
+				return true
+			}
+		}
+		return false
+	}, time.Minute, time.Second, "a FAILED_TERMINAL work item for the README's KEY")
+	readme := readmeBlock(t, "../../README.md", "### Operating it, more")
+	require.NotEmpty(t, readme)
+	for _, l := range readme {
+		l.text = strings.ReplaceAll(l.text, "KEY", key)
+		run(l)
+	}
+
 	cancel()
 	for _, b := range running {
 		select {
@@ -294,7 +346,7 @@ func TestRunbookCommands(t *testing.T) {
 			t.Fatalf("line %d: `ddbworker %s` did not stop", b.line.line, b.line.text)
 		}
 	}
-	t.Logf("ran %d runbook command lines (%d of them long-running)", len(lines), len(running))
+	t.Logf("ran %d runbook command lines (%d of them long-running) and %d of the README's", len(lines), len(running), len(readme))
 }
 
 // The extraction finds what a reader sees: fenced `$ ddbworker` lines only,
