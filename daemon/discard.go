@@ -54,8 +54,8 @@ to ` + fmt.Sprint(dlq.DefaultMax) + ` and --all lifts it. Run --dry-run first: i
 removed and what would be recorded, reading the inbox and writing nothing.
 "inbox get" and "inbox list --status FAILED_TERMINAL" then show each removal.`,
 		Example: examples(g.app.name(),
-			"dlq discard --filter code=UNKNOWN_MESSAGE_TYPE --filter type=OrderCancelled --dry-run",
-			`dlq discard --filter code=UNKNOWN_MESSAGE_TYPE --filter type=OrderCancelled --all --reason "OrderCancelled is not ours"`),
+			`dlq discard --dlq-url "$DLQ_URL" --filter code=UNKNOWN_MESSAGE_TYPE --filter type=OrderCancelled --dry-run`,
+			`dlq discard --dlq-url "$DLQ_URL" --filter code=UNKNOWN_MESSAGE_TYPE --filter type=OrderCancelled --all --reason "OrderCancelled is not ours"`),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			filter, err := dlqParseFilters(filters)
