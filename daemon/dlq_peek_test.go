@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -74,4 +75,31 @@ func TestDLQPeekUnwraps(t *testing.T) {
 	require.Equal(t, `{"eventType":"OrderCancelled","orderId":"o-1"}`, byWrapper["sns"]["payload"])
 	require.Contains(t, byWrapper["sns"]["body"], `"Type":"Notification"`, "JSON keeps the whole body")
 	require.Equal(t, `{"orderId":"o-3","amountCents":300}`, byWrapper["eventbridge"]["payload"])
+}
+
+// dlq peek without --max shows up to 50, as its help says. Old behaviour:
+// its --max shared a variable with redrive's, registered later with
+// redrive's default, so peek showed 10 ("--max 10 reached").
+func TestDLQPeekDefaultMax(t *testing.T) {
+	client := sqs.NewFromConfig(testenv.AWSConfig(t))
+	ctx := context.Background()
+	qs, err := worker.CreateQueues(ctx, client, worker.QueueConfig{Name: testenv.Unique("dlqpeekmax")})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for _, u := range []string{qs.URL, qs.DLQURL} {
+			_, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(u)})
+		}
+	})
+	for batch := range 2 {
+		var entries []types.SendMessageBatchRequestEntry
+		for i := range 6 {
+			entries = append(entries, types.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), MessageBody: aws.String(fmt.Sprintf(`{"n":%d}`, batch*6+i))})
+		}
+		out, err := client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(qs.DLQURL), Entries: entries})
+		require.NoError(t, err)
+		require.Empty(t, out.Failed)
+	}
+	text, _, err := runDLQCLI(t, "dlq", "peek", "--dlq-url", qs.DLQURL)
+	require.NoError(t, err)
+	require.Contains(t, text, "12 messages shown; all of them are still in the DLQ")
 }
