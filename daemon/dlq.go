@@ -37,10 +37,12 @@ func newDLQCmd(g *globals) *cobra.Command {
 	f := &dlqFlags{}
 	cmd := &cobra.Command{
 		Use:   "dlq",
-		Short: "Inspect the dead-letter queue and redrive it, a few at a time",
+		Short: "Inspect the dead-letter queue, redrive it a few at a time, discard what can never be fixed",
 		Long: `dlq reads a dead-letter queue without losing anything (every message it
 receives is made visible again) and moves selected messages back to the work
-queue. Redrive a few first, never all at once: --max defaults to ` + fmt.Sprint(dlq.DefaultMax) + `.`,
+queue. Redrive a few first, never all at once: --max defaults to ` + fmt.Sprint(dlq.DefaultMax) + `.
+"discard" removes messages that can never be fixed, each recorded in the inbox
+first.`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.dlqURL, "dlq-url", "", "dead-letter queue URL (required)")
@@ -68,19 +70,22 @@ queue. Redrive a few first, never all at once: --max defaults to ` + fmt.Sprint(
 		},
 	}
 
+	// peek's own --max: a variable shared with redrive's would take
+	// redrive's default (registered last), not the 50 its help shows.
+	var peekMax int
 	peek := &cobra.Command{
 		Use:   "peek",
 		Short: "Show DLQ messages and leave every one in the DLQ",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if f.max < 1 {
-				return fmt.Errorf("--max %d must be at least 1", f.max)
+			if peekMax < 1 {
+				return fmt.Errorf("--max %d must be at least 1", peekMax)
 			}
 			q, err := f.queue(cmd.Context(), g, false)
 			if err != nil {
 				return err
 			}
-			msgs, err := q.Peek(cmd.Context(), f.max)
+			msgs, err := q.Peek(cmd.Context(), peekMax)
 			if err != nil {
 				return err
 			}
@@ -91,11 +96,11 @@ queue. Redrive a few first, never all at once: --max defaults to ` + fmt.Sprint(
 				}
 				return dlqWriteJSON(cmd.OutOrStdout(), views)
 			}
-			dlqPrintPeek(cmd.OutOrStdout(), msgs, f.bodyChars, f.max)
+			dlqPrintPeek(cmd.OutOrStdout(), msgs, f.bodyChars, peekMax)
 			return nil
 		},
 	}
-	peek.Flags().IntVar(&f.max, "max", 50, "show at most this many messages")
+	peek.Flags().IntVar(&peekMax, "max", 50, "show at most this many messages")
 	peek.Flags().IntVar(&f.bodyChars, "body-chars", 60, "body excerpt length in the table")
 
 	redrive := &cobra.Command{
@@ -167,7 +172,7 @@ terminal one fails the same way again and returns to the DLQ.`,
 	rf.BoolVar(&f.dryRun, "dry-run", false, "list what would move; move nothing")
 	rf.BoolVar(&f.all, "all", false, "no --max: move every selected message")
 
-	cmd.AddCommand(stats, peek, redrive)
+	cmd.AddCommand(stats, peek, redrive, newDiscardCmd(g, f))
 	return cmd
 }
 
@@ -322,12 +327,22 @@ func dlqExcerpt(s string, n int) string {
 
 func dlqPrintPeek(w io.Writer, msgs []dlq.Message, bodyChars, limit int) {
 	tw := dlqTable(w)
-	fmt.Fprintln(tw, "ID\tCODE\tTYPE\tKEY\tFAILED AT\tRECEIVES\tBODY")
+	fmt.Fprintln(tw, "ID\tCODE\tTYPE\tKEY\tFAILED AT\tRECEIVES\tWRAPPER\tBODY")
+	wrapped := false
 	for _, m := range msgs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", m.ID, m.FailureCode, m.MessageType, orDash(dlqExcerpt(m.IdempotencyKey, dlqKeyChars)),
-			dlqStamp(m.FailedAt), m.ReceiveCount, dlqExcerpt(m.Body, bodyChars))
+		// The body a route reads: an SNS notification's Message, an
+		// EventBridge event's detail (JSON output has the whole body too).
+		body := m.Body
+		if m.Wrapper != "" {
+			body, wrapped = m.Payload, true
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", m.ID, m.FailureCode, m.MessageType, orDash(dlqExcerpt(m.IdempotencyKey, dlqKeyChars)),
+			dlqStamp(m.FailedAt), m.ReceiveCount, orDash(m.Wrapper), dlqExcerpt(body, bodyChars))
 	}
 	tw.Flush()
+	if wrapped {
+		fmt.Fprintln(w, "BODY is what a route reads: inside an SNS notification its Message, inside an EventBridge event its detail (-o json shows the whole body)")
+	}
 	more := ""
 	if len(msgs) == limit {
 		more = fmt.Sprintf(" (--max %d reached: there may be more)", limit)

@@ -89,9 +89,9 @@ func TestDLQCommands(t *testing.T) {
 
 	out, _, err = runDLQCLI(t, "dlq", "peek", "--dlq-url", qs.DLQURL)
 	require.NoError(t, err)
-	require.Regexp(t, `(?m)^ID\s+CODE\s+TYPE\s+KEY\s+FAILED AT\s+RECEIVES\s+BODY$`, out)
-	require.Regexp(t, `(?m)\s+CASE_NOT_FOUND\s+CaseDeadlineCalculationRequested\s+k1\s+2026-01-02T03:04:05Z\s+\d+\s+\{"messageType"`, out)
-	require.Regexp(t, `(?m)\s+\(none: redrive policy\)\s+\(unreadable\)\s+-\s+-\s+\d+\s+not json$`, out, "the body on one line")
+	require.Regexp(t, `(?m)^ID\s+CODE\s+TYPE\s+KEY\s+FAILED AT\s+RECEIVES\s+WRAPPER\s+BODY$`, out)
+	require.Regexp(t, `(?m)\s+CASE_NOT_FOUND\s+CaseDeadlineCalculationRequested\s+k1\s+2026-01-02T03:04:05Z\s+\d+\s+-\s+\{"messageType"`, out)
+	require.Regexp(t, `(?m)\s+\(none: redrive policy\)\s+\(unreadable\)\s+-\s+-\s+\d+\s+-\s+not json$`, out, "the body on one line")
 	require.Contains(t, out, "4 messages shown; all of them are still in the DLQ")
 
 	out, _, err = runDLQCLI(t, "dlq", "peek", "--dlq-url", qs.DLQURL, "--max", "2", "-o", "json")

@@ -13,7 +13,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/spf13/cobra"
 
 	"github.com/ddbworker/ddbworker/inbox"
@@ -47,8 +46,9 @@ func newInboxCmd(g *globals) *cobra.Command {
 reads one work item by its idempotency key; "list" reads one aggregate's history
 through the aggregate index, or every record of one status (FAILED_TERMINAL,
 FAILED_RETRYABLE, PROCESSING) through the sharded attention index, oldest first,
-a page at a time. "reopen" is the one write: it gives a FAILED_TERMINAL work
-item back to the retry path after its cause was fixed.`,
+a page at a time. "reopen" is the one write: it gives FAILED_TERMINAL work
+back to the retry path after its cause was fixed — one key, or every failure
+of a code, an aggregate or a message type at once.`,
 	}
 	cmd.PersistentFlags().StringVarP(&f.output, "output", "o", "table", "output: table or json")
 
@@ -190,30 +190,7 @@ A page holds --limit records; "next page: --cursor C" resumes after it, and
 	fl.BoolVar(&f.all, "all", false, "follow every page to the end")
 	fl.BoolVar(&f.descending, "descending", false, "newest first")
 
-	var reason, by string
-	reopen := &cobra.Command{
-		Use:   "reopen KEY --type TYPE --reason TEXT",
-		Short: "Give a FAILED_TERMINAL work item back to the retry path after fixing what made it fail (fenced, audited)",
-		Long: `reopen turns one FAILED_TERMINAL work item into FAILED_RETRYABLE with a fresh
-attempts budget, fenced on the record being exactly as read, and records who
-reopened it, when and why (reopenedBy, reopenedAt, reopenReason). Its next
-delivery — redrive its message from the DLQ — runs the handler again instead of
-failing the same way.`,
-		Example: examples(g.app.name(),
-			`inbox reopen case-42:deadline:intake --type CaseDeadlineCalculationRequested --reason "case 42 restored"`,
-			"dlq redrive --filter code=CASE_NOT_FOUND --max 1"),
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if f.msgType == "" || strings.TrimSpace(reason) == "" {
-				return errors.New("--type and --reason are required: reopen one work item, and say why")
-			}
-			return reopenRecord(cmd.Context(), g, args[0], f.msgType, reason, by, f.output, cmd.OutOrStdout())
-		},
-	}
-	rf := reopen.Flags()
-	rf.StringVar(&f.msgType, "type", "", "the work item's message type")
-	rf.StringVar(&reason, "reason", "", "why it may run again (recorded on the record)")
-	rf.StringVar(&by, "by", defaultOperator(), "who reopens it (recorded on the record)")
+	reopen := newReopenCmd(g)
 
 	cmd.AddCommand(get, list, reopen)
 	return cmd
@@ -290,57 +267,6 @@ func inboxPrintRejections(w io.Writer, key string, rejected []*inbox.Record, gap
 			orDash(dlqExcerpt(r.FailureMessage, 80)))
 	}
 	_ = tw.Flush()
-}
-
-// reopenRecord reopens the FAILED_TERMINAL record of (key, messageType).
-func reopenRecord(ctx context.Context, g *globals, key, messageType, reason, by, output string, out io.Writer) error {
-	if err := checkOutput(output); err != nil {
-		return err
-	}
-	cfg, err := g.awsConfig(ctx)
-	if err != nil {
-		return err
-	}
-	ddb, _ := g.clients(cfg, nil, nil)
-	store, err := g.resolveStore(ctx, ddb)
-	if err != nil {
-		return err
-	}
-	r, err := inbox.NewReader(ddb, inbox.ReaderConfig{Store: store})
-	if err != nil {
-		return err
-	}
-	recs, err := r.Get(ctx, key, messageType)
-	if err != nil {
-		return err
-	}
-	rec := recs[0]
-	if rec.Status != inbox.StatusFailedTerminal {
-		return fmt.Errorf("%s %s is %s, not FAILED_TERMINAL: only work that failed for good is reopened", key, messageType, rec.Status)
-	}
-	in, err := store.Reopen(rec, time.Now(), by, reason).UpdateItem(store.Table, store.Key(rec.Key, rec.MessageType))
-	if err != nil {
-		return err
-	}
-	_, err = ddb.UpdateItem(ctx, in)
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return fmt.Errorf("%s %s changed while it was being reopened (a delivery took it, or another operator): read it again with `inbox get`", key, messageType)
-	}
-	if err != nil {
-		return fmt.Errorf("reopen %s %s: %w", key, messageType, err)
-	}
-	recs, err = r.Get(ctx, key, messageType)
-	if err != nil {
-		return err
-	}
-	if output == "json" {
-		return inboxWriteJSON(out, recs, "")
-	}
-	inboxPrintDetail(out, recs, time.Now())
-	fmt.Fprintf(out, "reopened: its next delivery runs it again (last failure %s). Redrive its message from the DLQ, e.g. `%s dlq redrive --filter code=%s --max 1`\n",
-		rec.FailureCode, g.app.name(), rec.FailureCode)
-	return nil
 }
 
 // lister checks the list flags and returns the listing they select.
@@ -448,6 +374,9 @@ type inboxJSONRecord struct {
 	ReopenedAt     string `json:"reopenedAt,omitempty"`
 	ReopenedBy     string `json:"reopenedBy,omitempty"`
 	ReopenReason   string `json:"reopenReason,omitempty"`
+	DiscardedAt    string `json:"discardedAt,omitempty"`
+	DiscardedBy    string `json:"discardedBy,omitempty"`
+	DiscardReason  string `json:"discardReason,omitempty"`
 	TTL            int64  `json:"ttl"` // epoch seconds
 }
 
@@ -506,6 +435,7 @@ func inboxJSONOf(r *inbox.Record) inboxJSONRecord {
 		LeaseExpiresAt: inbox.FormatTime(r.LeaseExpiry), FailureCode: r.FailureCode,
 		FailureMessage: r.FailureMessage, Outcome: r.Outcome, ResultRef: r.ResultRef, TTL: r.TTL,
 		ReopenedAt: r.ReopenedAt, ReopenedBy: r.ReopenedBy, ReopenReason: r.ReopenReason,
+		DiscardedAt: r.DiscardedAt, DiscardedBy: r.DiscardedBy, DiscardReason: r.DiscardReason,
 	}
 }
 
@@ -545,7 +475,11 @@ func inboxPrintTable(w io.Writer, recs []*inbox.Record, next string, now time.Ti
 			if r.AggregateType != "" || r.AggregateID != "" {
 				agg = r.AggregateType + "/" + r.AggregateID
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", inboxName(r), orDash(r.MessageType), r.Status,
+			status := string(r.Status)
+			if r.DiscardedAt != "" { // its DLQ message was removed: it will not run
+				status += " (discarded)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", inboxName(r), orDash(r.MessageType), status,
 				orDash(result), r.Attempts, r.Deliveries, orDash(r.FirstSeenAt), orDash(at), inboxLease(r, now), agg)
 		}
 		_ = tw.Flush()
@@ -596,6 +530,9 @@ func inboxPrintDetail(w io.Writer, recs []*inbox.Record, now time.Time) {
 		field("failureMessage", r.FailureMessage)
 		if r.ReopenedAt != "" {
 			field("reopened", r.ReopenedAt+" by "+r.ReopenedBy+": "+r.ReopenReason)
+		}
+		if r.DiscardedAt != "" {
+			field("discarded", r.DiscardedAt+" by "+r.DiscardedBy+": "+r.DiscardReason+" (its DLQ message was removed; the work will not run)")
 		}
 		num("attempts", int64(r.Attempts))
 		num("deliveries", int64(r.Deliveries))

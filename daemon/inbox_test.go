@@ -460,7 +460,7 @@ func TestInboxReopen(t *testing.T) {
 	}{
 		{"again: it is not FAILED_TERMINAL any more", []string{"case-9:stage", "--type", "CaseOpened", "--reason", "x"}, "is FAILED_RETRYABLE, not FAILED_TERMINAL"},
 		{"in flight", []string{"case-9:open", "--type", "CaseOpened", "--reason", "x"}, "is PROCESSING, not FAILED_TERMINAL"},
-		{"no reason", []string{"case-9:stage", "--type", "CaseOpened"}, "--type and --reason are required"},
+		{"no reason", []string{"case-9:stage", "--type", "CaseOpened"}, "--reason is required"},
 		{"no such record", []string{"case-404", "--type", "CaseOpened", "--reason", "x"}, "not found"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

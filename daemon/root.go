@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/daemonext"
 	"github.com/ddbworker/ddbworker/tables"
 )
 
@@ -104,19 +105,114 @@ SDK's own variables (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS
 	pf.DurationVar(&g.ttl.Failed, "failed-ttl", inbox.DefaultFailedTTL, "how long FAILED records live")
 	pf.DurationVar(&g.ttl.Processing, "processing-ttl", inbox.DefaultProcessingTTL, "how long abandoned PROCESSING records live")
 
-	root.AddCommand(
-		newRunCmd(g),
-		newTablesCmd(g),
-		newQueuesCmd(g),
-		newDLQCmd(g),
-		newInboxCmd(g),
-		newSweepCmd(g),
-		newEffectsCmd(g),
-		newRelayCmd(g),
-		newEnvelopeCmd(),
+	root.AddCommand(newRunCmd(g), newTablesCmd(g), newQueuesCmd(g), newDLQCmd(g), newInboxCmd(g), newSweepCmd(g),
+		newEffectsCmd(g), newRelayCmd(g), newEnvelopeCmd())
+	// The shared flags each command reads, which its help shows (a
+	// subcommand not named reads what its parent's entry says).
+	const (
+		aws, ddb, sqs, log, table, layout = daemonext.GlobalsAWS, daemonext.GlobalsDynamoDB, daemonext.GlobalsSQS,
+			daemonext.GlobalsLog, daemonext.GlobalsTable, daemonext.GlobalsLayout
+		shards, ttl, indexing = daemonext.GlobalsShards, daemonext.GlobalsTTL, daemonext.GlobalsIndexing
 	)
+	for path, groups := range map[string][]string{
+		"run":          {aws, ddb, sqs, log, table, layout, shards, ttl, indexing},
+		"sweep":        {aws, ddb, log, table, layout, shards, ttl, indexing},
+		"relay":        {aws, ddb, sqs, log, table, layout},
+		"tables":       {aws, ddb, table, layout, shards, ttl, indexing},
+		"queues":       {aws, sqs},
+		"dlq":          {aws, sqs},
+		"dlq discard":  {aws, ddb, sqs, table, layout, shards, ttl},
+		"inbox":        {aws, ddb, table, layout, shards},
+		"inbox reopen": {aws, ddb, table, layout, shards, ttl},
+		"effects":      {aws, ddb, table, layout, shards},
+		"envelope":     nil,
+	} {
+		c, _, err := root.Find(strings.Fields(path))
+		if err != nil || c.CommandPath() != root.Name()+" "+path {
+			panic("daemon: no command " + path) // the table above names every command
+		}
+		daemonext.Uses(c, groups...)
+	}
 	root.AddCommand(app.Extension.Commands(extGlobals{g})...)
+	defaultHelp := root.HelpFunc()
+	root.SetHelpFunc(func(cmd *cobra.Command, args []string) {
+		showGlobals(cmd)
+		defaultsFromEnv(cmd)
+		defaultHelp(cmd, args)
+	})
 	return root
+}
+
+// globalGroups names the group (daemonext.Globals*) of each shared flag.
+var globalGroups = map[string]string{
+	"region": daemonext.GlobalsAWS, "dynamodb-endpoint": daemonext.GlobalsDynamoDB, "sqs-endpoint": daemonext.GlobalsSQS,
+	"log-level":    daemonext.GlobalsLog,
+	"table":        daemonext.GlobalsTable,
+	"pk-attribute": daemonext.GlobalsLayout, "sk-attribute": daemonext.GlobalsLayout, "aggregate-index": daemonext.GlobalsLayout,
+	"aggregate-pk-attribute": daemonext.GlobalsLayout, "aggregate-sk-attribute": daemonext.GlobalsLayout,
+	"attention-index": daemonext.GlobalsLayout, "attention-pk-attribute": daemonext.GlobalsLayout,
+	"attention-sk-attribute": daemonext.GlobalsLayout, "ttl-attribute": daemonext.GlobalsLayout,
+	"attention-shards": daemonext.GlobalsShards, "index-processing": daemonext.GlobalsIndexing, "completed-ttl": daemonext.GlobalsTTL,
+	"failed-ttl": daemonext.GlobalsTTL, "processing-ttl": daemonext.GlobalsTTL,
+}
+
+// globalsUsed are the groups of shared flags cmd reads: its annotation,
+// else its nearest ancestor's; a command with subcommands, what any of
+// them reads.
+func globalsUsed(cmd *cobra.Command) map[string]bool {
+	used := map[string]bool{}
+	var own func(c *cobra.Command) (string, bool)
+	own = func(c *cobra.Command) (string, bool) {
+		for ; c != nil; c = c.Parent() {
+			if v, ok := c.Annotations[daemonext.GlobalsAnnotation]; ok {
+				return v, true
+			}
+		}
+		return "", false
+	}
+	var visit func(c *cobra.Command)
+	visit = func(c *cobra.Command) {
+		if v, ok := own(c); ok {
+			for _, grp := range strings.Split(v, ",") {
+				if grp != "" {
+					used[grp] = true
+				}
+			}
+		}
+		for _, sub := range c.Commands() {
+			visit(sub)
+		}
+	}
+	visit(cmd)
+	return used
+}
+
+// showGlobals hides from cmd's help the shared flags it does not read
+// (help prints once and exits: the flags are not shown again).
+func showGlobals(cmd *cobra.Command) {
+	if !cmd.HasParent() {
+		return // the root's help shows them all
+	}
+	used := globalsUsed(cmd)
+	cmd.InheritedFlags().VisitAll(func(f *pflag.Flag) {
+		if grp, ok := globalGroups[f.Name]; ok && !used[grp] {
+			f.Hidden = true
+		}
+	})
+}
+
+// defaultsFromEnv shows, as the default of each of cmd's flags, its
+// DDBWORKER_* value when the environment sets one: what the command would
+// run with.
+func defaultsFromEnv(cmd *cobra.Command) {
+	show := func(f *pflag.Flag) {
+		if v, ok := os.LookupEnv(envName(f.Name)); ok && !f.Changed && !f.Hidden {
+			f.DefValue = v
+			f.Usage += " (set by " + envName(f.Name) + ")"
+		}
+	}
+	cmd.LocalFlags().VisitAll(show)
+	cmd.InheritedFlags().VisitAll(show)
 }
 
 // extGlobals is what an extension's commands see of the shared flags.

@@ -213,6 +213,14 @@ type Message struct {
 	ReceiveCount int `json:"receiveCount"`
 	// Body is the original message body.
 	Body string `json:"body"`
+	// Payload is the body a route reads inside a well-known wrapper: an
+	// SNS notification's Message (raw message delivery off), an
+	// EventBridge event's detail, or both unwrapped in turn; "" when the
+	// body has no such wrapper (then the body is what a route reads).
+	Payload string `json:"payload,omitempty"`
+	// Wrapper names the wrappers Payload was unwrapped from: WrapperSNS,
+	// WrapperEventBridge, or both joined by "+" ("" without one).
+	Wrapper string `json:"wrapper,omitempty"`
 	// Attributes are every message attribute, the ddbworker.* ones included.
 	Attributes map[string]types.MessageAttributeValue `json:"-"`
 	// AWSTraceHeader is the AWSTraceHeader system attribute ("": none): the
@@ -286,9 +294,10 @@ func parse(m types.Message) Message {
 		}
 	}
 	out.ReceiveCount, _ = strconv.Atoi(sys(types.MessageSystemAttributeNameApproximateReceiveCount))
+	out.Payload, out.Wrapper = unwrap(out.Body)
 	if out.MessageType == "" || out.IdempotencyKey == "" {
 		var env bodyEnvelope
-		if json.Unmarshal([]byte(out.Body), &env) == nil {
+		if json.Unmarshal([]byte(cmp.Or(out.Payload, out.Body)), &env) == nil {
 			out.MessageType = firstNonEmpty(out.MessageType, env.MessageType)
 			out.IdempotencyKey = firstNonEmpty(out.IdempotencyKey, env.IdempotencyKey)
 		}
@@ -297,6 +306,40 @@ func parse(m types.Message) Message {
 		out.MessageType = TypeUnreadable
 	}
 	return out
+}
+
+// The wrappers Message.Wrapper names.
+const (
+	WrapperSNS         = "sns"
+	WrapperEventBridge = "eventbridge"
+)
+
+// unwrap finds the body a route reads inside the well-known wrappers a
+// DLQ message may carry — an SNS notification (Type "Notification", a
+// TopicArn and a string Message), an EventBridge event (detail-type,
+// source and an object detail), or an SNS notification of an EventBridge
+// event — as the envelope package's adapters do (envelope.Adapters). The
+// tooling does not know the routes: these two shapes are the ones it can
+// recognise without them. payload is "" when the body has no wrapper.
+func unwrap(body string) (payload, wrapper string) {
+	var doc map[string]json.RawMessage
+	if json.Unmarshal([]byte(body), &doc) != nil {
+		return "", ""
+	}
+	var wrappers []string
+	var typ, arn, msg string
+	if json.Unmarshal(doc["Type"], &typ) == nil && typ == "Notification" && json.Unmarshal(doc["TopicArn"], &arn) == nil && arn != "" &&
+		json.Unmarshal(doc["Message"], &msg) == nil {
+		wrappers, payload = append(wrappers, WrapperSNS), msg
+		doc = nil
+		_ = json.Unmarshal([]byte(msg), &doc)
+	}
+	var dt, src string
+	if detail := doc["detail"]; len(detail) > 0 && detail[0] == '{' && json.Unmarshal(doc["detail-type"], &dt) == nil &&
+		json.Unmarshal(doc["source"], &src) == nil {
+		wrappers, payload = append(wrappers, WrapperEventBridge), string(detail)
+	}
+	return payload, strings.Join(wrappers, "+")
 }
 
 func firstNonEmpty(a, b string) string {

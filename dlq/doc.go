@@ -1,7 +1,9 @@
 // Package dlq reads and replays a dead-letter queue: Stats counts what it
 // holds by failure code and message type, Peek shows messages without
-// losing any, and Redrive moves a bounded, paced, filtered selection back to
-// the work queue (DESIGN §8: redrive a few first, never all at once).
+// losing any (Message.Payload: the body a route reads inside an SNS or
+// EventBridge wrapper), Redrive moves a bounded, paced, filtered selection
+// back to the work queue (DESIGN §8: redrive a few first, never all at
+// once), and Discard removes one for good, each removal recorded first.
 //
 // Two kinds of message reach a DLQ. The worker's terminal policy "dlq"
 // sends a copy carrying the failure as ddbworker.* message attributes
@@ -40,6 +42,14 @@
 // until one more matching message (OverMax, LimitReached: some remain) or
 // the end of the DLQ (Complete: none remain), and it counts what it scanned
 // and what matched.
+//
+// Discard removes a filtered, bounded selection for good — messages that
+// can never be fixed — and deletes each only after DiscardOptions.Account
+// recorded its removal where the work is accounted for (the daemon's
+// `dlq discard` marks the work's FAILED_TERMINAL inbox record, or its
+// rejection record, or creates one), so that no message leaves the DLQ
+// without a trace; this package knows no table, the caller does. A dry run
+// calls Account too, to say what it would record.
 //
 // It does not process messages (worker), decide what a delivery may do
 // (gate) or create queues (worker.CreateQueues).

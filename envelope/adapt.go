@@ -616,6 +616,11 @@ func (a *Adapter) take(r *reading, messageType string, recognised *bool) (*Envel
 	unknown := func(reason string) *Error {
 		return &Error{Code: CodeUnknownMessageType, Adapter: a.name, Reason: reason}
 	}
+	unknownType := func(seen, reason string) *Error {
+		e := unknown(reason)
+		e.MessageType = seen
+		return e
+	}
 	if a.kind == KindEventBridge {
 		dt, isDT := src.doc["detail-type"].(string)
 		from, isFrom := src.doc["source"].(string)
@@ -628,7 +633,7 @@ func (a *Adapter) take(r *reading, messageType string, recognised *bool) (*Envel
 		}
 		*recognised = true
 		if dt != cmp.Or(a.detail, messageType) || a.from != "" && from != a.from {
-			return nil, false, unknown(fmt.Sprintf("no message type takes EventBridge events of detail-type %.128q from source %.128q", dt, from))
+			return nil, false, unknownType(dt, fmt.Sprintf("no message type takes EventBridge events of detail-type %.128q from source %.128q", dt, from))
 		}
 	}
 	if a.match != nil {
@@ -647,7 +652,7 @@ func (a *Adapter) take(r *reading, messageType string, recognised *bool) (*Envel
 				Reason: "the message attribute " + strconv.Quote(a.typeAttr) + " (TypeAttribute) is absent or empty"}
 		}
 		if t != messageType {
-			return nil, false, unknown(fmt.Sprintf("no message type takes this %s of type %.128q (attribute %q)", a.shape(src), t, a.typeAttr))
+			return nil, false, unknownType(t, fmt.Sprintf("no message type takes this %s of type %.128q (attribute %q)", a.shape(src), t, a.typeAttr))
 		}
 	case a.typ != nil:
 		t, err := a.text(a.typ, fieldNames[fMessageType], src.doc)
@@ -658,7 +663,7 @@ func (a *Adapter) take(r *reading, messageType string, recognised *bool) (*Envel
 			return nil, false, a.mark(&Error{Code: CodeMissingField, Field: fieldNames[fMessageType], Expression: a.typ.text,
 				Reason: "the expression yields nothing (the member is absent or null): the body's type cannot be determined"})
 		case t != messageType:
-			return nil, false, unknown(fmt.Sprintf("no message type takes this %s of type %.128q", a.shape(src), t))
+			return nil, false, unknownType(t, fmt.Sprintf("no message type takes this %s of type %.128q", a.shape(src), t))
 		}
 	}
 	env, err := a.build(r.d, &src, messageType)

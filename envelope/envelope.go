@@ -169,6 +169,12 @@ type Error struct {
 	// field values, except the type of an adapted body that no message
 	// type takes (CodeUnknownMessageType).
 	Reason string
+	// MessageType is the type an adapted body named when no message type
+	// takes it (CodeUnknownMessageType: the TypeAttribute's value, the Type
+	// expression's, an EventBridge event's detail-type), "" otherwise: the
+	// worker files its rejection and its DLQ copy under it, so that an
+	// operator sees the type the worker saw.
+	MessageType string
 	// Err is the underlying error (a *json.SyntaxError for malformed JSON,
 	// a time parse error, ...) or nil.
 	Err error

@@ -105,18 +105,24 @@ type Record struct {
 	ResultRef      string `dynamodbav:"resultRef,omitempty"`
 	// ReopenedAt, ReopenedBy and ReopenReason audit the last time an
 	// operator reopened the record (ddbworker inbox reopen).
-	ReopenedAt   string    `dynamodbav:"reopenedAt,omitempty"`
-	ReopenedBy   string    `dynamodbav:"reopenedBy,omitempty"`
-	ReopenReason string    `dynamodbav:"reopenReason,omitempty"`
-	TTL          int64     `dynamodbav:"ttl,omitempty"` // epoch s
-	PK           string    `dynamodbav:"PK"`
-	SK           string    `dynamodbav:"SK"`
-	GSI1PK       string    `dynamodbav:"GSI1PK,omitempty"`
-	GSI1SK       string    `dynamodbav:"GSI1SK,omitempty"`
-	GSI2PK       string    `dynamodbav:"GSI2PK,omitempty"`
-	GSI2SK       string    `dynamodbav:"GSI2SK,omitempty"`
-	Rejection    bool      `dynamodbav:"-"`
-	LeaseExpiry  time.Time `dynamodbav:"-"`
+	ReopenedAt   string `dynamodbav:"reopenedAt,omitempty"`
+	ReopenedBy   string `dynamodbav:"reopenedBy,omitempty"`
+	ReopenReason string `dynamodbav:"reopenReason,omitempty"`
+	// DiscardedAt, DiscardedBy and DiscardReason say that an operator
+	// removed the work's message from the DLQ for good (ddbworker dlq
+	// discard): the work will never run, and the record says so.
+	DiscardedAt   string    `dynamodbav:"discardedAt,omitempty"`
+	DiscardedBy   string    `dynamodbav:"discardedBy,omitempty"`
+	DiscardReason string    `dynamodbav:"discardReason,omitempty"`
+	TTL           int64     `dynamodbav:"ttl,omitempty"` // epoch s
+	PK            string    `dynamodbav:"PK"`
+	SK            string    `dynamodbav:"SK"`
+	GSI1PK        string    `dynamodbav:"GSI1PK,omitempty"`
+	GSI1SK        string    `dynamodbav:"GSI1SK,omitempty"`
+	GSI2PK        string    `dynamodbav:"GSI2PK,omitempty"`
+	GSI2SK        string    `dynamodbav:"GSI2SK,omitempty"`
+	Rejection     bool      `dynamodbav:"-"`
+	LeaseExpiry   time.Time `dynamodbav:"-"`
 }
 
 // finish checks a decoded record's key and fills what the key implies.

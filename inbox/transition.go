@@ -339,6 +339,25 @@ func (s Store) Reopen(rec *Record, now time.Time, by, reason string) Transition 
 		Set(expression.Name(attrReopenReason), expression.Value(reason)).
 		Set(expression.Name(s.layout().TTL), expression.Value(s.ttl().For(StatusFailedRetryable, now))).
 		Set(expression.Name(s.layout().AttentionPK), expression.Value(AttentionPK(StatusFailedRetryable, Shard(rec.Key, s.shards())))).
-		Set(expression.Name(s.layout().AttentionSK), expression.Value(ts))
+		Set(expression.Name(s.layout().AttentionSK), expression.Value(ts)).
+		// A discard said the work would never run; reopened, it may.
+		Remove(expression.Name(tables.AttrDiscardedAt)).Remove(expression.Name(tables.AttrDiscardedBy)).
+		Remove(expression.Name(tables.AttrDiscardReason))
 	return Transition{Update: upd, Condition: Unchanged(rec, 0)}
+}
+
+// Discard marks the FAILED_TERMINAL record rec (a work item's, or a
+// rejection's) as given up by an operator who removed its message from
+// the DLQ: when, by whom and why (discardedAt, discardedBy,
+// discardReason). Its status stays FAILED_TERMINAL — the work never ran —
+// and a later delivery of the same work still finds it failed. It is
+// fenced on the failure being the one read: still FAILED_TERMINAL, failed
+// at the same time (a reopen, or a new failure after one, changes them).
+func (s Store) Discard(rec *Record, now time.Time, by, reason string) Transition {
+	upd := expression.Set(expression.Name(tables.AttrDiscardedAt), expression.Value(FormatTime(now))).
+		Set(expression.Name(tables.AttrDiscardedBy), expression.Value(by)).
+		Set(expression.Name(tables.AttrDiscardReason), expression.Value(reason))
+	cond := expression.Name(tables.AttrStatus).Equal(expression.Value(string(StatusFailedTerminal))).
+		And(expression.Name(tables.AttrFailedAt).Equal(expression.Value(rec.FailedAt)))
+	return Transition{Update: upd, Condition: cond}
 }

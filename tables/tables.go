@@ -86,7 +86,7 @@ func recordAttributeType(n string) (types.ScalarAttributeType, bool) {
 	case AttrStatus, AttrRequestHash, AttrMessageType, AttrAggregateType, AttrAggregateID, AttrCorrelationID,
 		AttrCausationID, AttrProducer, AttrIdempotencyKey, AttrFirstSeenAt, AttrLastSeenAt, AttrStartedAt, AttrCompletedAt,
 		AttrFailedAt, AttrLeaseOwner, AttrLeaseToken, AttrFailureCode, AttrFailureMessage, AttrOutcome, AttrResultRef,
-		AttrSQSMessageID, AttrReopenedAt, AttrReopenedBy, AttrReopenReason:
+		AttrSQSMessageID, AttrReopenedAt, AttrReopenedBy, AttrReopenReason, AttrDiscardedAt, AttrDiscardedBy, AttrDiscardReason:
 		return types.ScalarAttributeTypeS, true
 	case AttrSchemaVersion, AttrAttempts, AttrDeliveries, AttrTakeovers, AttrLeaseExpiresAt:
 		return types.ScalarAttributeTypeN, true
@@ -168,6 +168,9 @@ const (
 	AttrReopenedAt     = "reopenedAt"
 	AttrReopenedBy     = "reopenedBy"
 	AttrReopenReason   = "reopenReason"
+	AttrDiscardedAt    = "discardedAt"
+	AttrDiscardedBy    = "discardedBy"
+	AttrDiscardReason  = "discardReason"
 )
 
 // Sentinel errors.

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -33,7 +34,15 @@ func (w *Worker) admit(ctx context.Context, d *delivery) (*work, verdict) {
 	env, err := decoder.Read(w.input(d, body), w.adapters)
 	if err != nil {
 		f := judge.Undecodable(err)
-		return nil, rejected{rejection: mutation.Rejection{Code: f.Code, Message: f.Message}}
+		rej := rejected{rejection: mutation.Rejection{Code: f.Code, Message: f.Message}}
+		var ee *envelope.Error
+		if errors.As(err, &ee) && ee.MessageType != "" {
+			// An adapted body of a type no route takes: its rejection and
+			// DLQ copy name the type the body named, as the log line does.
+			rej.rejection.MessageType = ee.MessageType
+			return &work{env: &envelope.Envelope{MessageType: ee.MessageType}}, rej
+		}
+		return nil, rej
 	}
 	known := &work{env: env}
 	rt, ok := w.routes[env.MessageType]

@@ -138,9 +138,13 @@ func (w *Worker) dlqAttributes(d *delivery, wk *work, f *failure.Error) fitted {
 		dlq.AttrFailedAt:        strAttr(inbox.FormatTime(w.cfg.Now())),
 		dlq.AttrSourceMessageID: strAttr(d.id),
 	}
-	if wk != nil {
-		ours[dlq.AttrIdempotencyKey] = strAttr(wk.env.IdempotencyKey)
-		ours[dlq.AttrMessageType] = strAttr(wk.env.MessageType)
+	if wk != nil { // SQS takes no empty attribute: an adapted body of an unknown type has only its type
+		if wk.env.IdempotencyKey != "" {
+			ours[dlq.AttrIdempotencyKey] = strAttr(wk.env.IdempotencyKey)
+		}
+		if wk.env.MessageType != "" {
+			ours[dlq.AttrMessageType] = strAttr(wk.env.MessageType)
+		}
 	}
 	maps.Copy(ours, origin(d))
 	return w.fitAttributes(aws.ToString(d.m.Body), ours, carried(d), w.queue.dlqMaxBytes)

@@ -16,6 +16,7 @@ package daemonext
 import (
 	"context"
 	"log/slog"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -94,3 +95,42 @@ type ExitError struct {
 }
 
 func (e *ExitError) Error() string { return e.Msg }
+
+// GlobalsAnnotation is the cobra annotation by which a command names the
+// groups of the daemon's shared flags it reads, comma-separated (Uses sets
+// it): its help shows those and no other (a subcommand without one takes
+// its parent's; a command with subcommands shows what any of them reads).
+const GlobalsAnnotation = "ddbworker/globals"
+
+// The groups of shared flags a command may read.
+const (
+	// GlobalsAWS: --region (the SDK's configuration).
+	GlobalsAWS = "aws"
+	// GlobalsDynamoDB: --dynamodb-endpoint.
+	GlobalsDynamoDB = "dynamodb"
+	// GlobalsSQS: --sqs-endpoint.
+	GlobalsSQS = "sqs"
+	// GlobalsLog: --log-level.
+	GlobalsLog = "log"
+	// GlobalsTable: --table.
+	GlobalsTable = "table"
+	// GlobalsLayout: the table's key, index and TTL attribute names.
+	GlobalsLayout = "layout"
+	// GlobalsShards: --attention-shards.
+	GlobalsShards = "shards"
+	// GlobalsTTL: how long records live (--completed-ttl, --failed-ttl,
+	// --processing-ttl).
+	GlobalsTTL = "ttl"
+	// GlobalsIndexing: --index-processing.
+	GlobalsIndexing = "indexing"
+)
+
+// Uses names the groups of shared flags cmd reads (GlobalsAnnotation) and
+// returns cmd.
+func Uses(cmd *cobra.Command, groups ...string) *cobra.Command {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[GlobalsAnnotation] = strings.Join(groups, ",")
+	return cmd
+}

@@ -69,7 +69,8 @@ when an invariant does not hold.`,
 // demoTally counts the worker's events.
 type demoTally struct {
 	mu       sync.Mutex
-	outcomes map[string]int
+	outcomes map[string]int // every delivery's outcome
+	settled  map[string]int // the outcome of each delivery that settled its message (Final)
 	terminal map[string]int
 	final    map[string]bool
 	changed  chan struct{}
@@ -83,6 +84,7 @@ func (t *demoTally) on(ev worker.Event) {
 	}
 	if ev.Final {
 		t.final[ev.SQSMessageID] = true
+		t.settled[ev.Outcome]++
 	}
 	t.mu.Unlock()
 	select {
@@ -128,7 +130,7 @@ func runDemo(ctx context.Context, g daemonext.Globals, f *demoFlags, out, errw i
 	}
 	fmt.Fprintf(errw, "[demo] table %s, queue %s, %d cases seeded\n", table, queues.URL, len(plan.CaseIDs))
 
-	tally := &demoTally{outcomes: map[string]int{}, terminal: map[string]int{}, final: map[string]bool{}, changed: make(chan struct{}, 1)}
+	tally := &demoTally{outcomes: map[string]int{}, settled: map[string]int{}, terminal: map[string]int{}, final: map[string]bool{}, changed: make(chan struct{}, 1)}
 	handlers := ddbworker.NewRegistry()
 	var opts []ddbworker.RouteOption
 	if f.fused {
@@ -285,16 +287,48 @@ func printDemo(out io.Writer, plan *caseflow.Plan, outcomes map[string]int, tall
 	row("stage changes sent out of order", plan.OutOfOrder)
 	row("poison messages", len(plan.PoisonList))
 
-	section("DELIVERIES (worker outcomes)")
-	for _, k := range slices.Sorted(maps.Keys(outcomes)) {
-		row(k, outcomes[k])
-	}
+	// Each message settles once (its final outcome); a delivery whose
+	// message comes back (in_flight: its work was running elsewhere; retry,
+	// lease_lost, released) is not an outcome of the message, and is
+	// counted apart, so the outcomes add up to the messages sent.
 	tally.mu.Lock()
-	for _, code := range slices.Sorted(maps.Keys(tally.terminal)) {
-		row("terminal "+code, tally.terminal[code])
+	deliveries, settledTotal := 0, 0
+	for _, n := range outcomes {
+		deliveries += n
 	}
+	for _, n := range tally.settled {
+		settledTotal += n
+	}
+	section("DELIVERIES (worker outcomes)")
+	row("messages settled (each once)", settledTotal)
+	for _, k := range slices.Sorted(maps.Keys(tally.settled)) {
+		row("  "+k, tally.settled[k])
+	}
+	for _, code := range slices.Sorted(maps.Keys(tally.terminal)) {
+		row("  terminal "+code, tally.terminal[code])
+	}
+	for _, k := range slices.Sorted(maps.Keys(outcomes)) {
+		if again := outcomes[k] - tally.settled[k]; again > 0 {
+			row("delivered again, not an outcome: "+k, again)
+		}
+	}
+	row("deliveries in all", deliveries)
+	// How the stream's totals become the settled ones.
+	failedWork := 0
+	for k, n := range r.WorkStates {
+		if strings.HasPrefix(k, "FAILED") {
+			failedWork += n
+		}
+	}
+	dupElse := plan.Duplicates - tally.settled[worker.OutcomeDuplicate]
 	tally.mu.Unlock()
 	row("throughput", fmt.Sprintf("%.0f msg/s over %s", float64(sent)/elapsed.Seconds(), elapsed.Round(time.Millisecond)))
+	_ = tw.Flush()
+	fmt.Fprintf(out, "  the stream settles as: %d work items → %d applied, %d superseded, %d failed;\n", len(plan.Work),
+		r.WorkStates["APPLIED"], r.WorkStates["SUPERSEDED"], failedWork)
+	fmt.Fprintf(out, "  %d duplicates → %d duplicate, %d with their work's failure (terminal); %d poison → terminal\n",
+		plan.Duplicates, tally.settled[worker.OutcomeDuplicate], dupElse, len(plan.PoisonList))
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 
 	section("WORK ITEMS (read back from DynamoDB)")
 	for _, k := range slices.Sorted(maps.Keys(r.WorkStates)) {

@@ -3,6 +3,8 @@ package devcmd
 import (
 	"bytes"
 	"context"
+	"regexp"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -26,4 +28,22 @@ func TestDemoHoldsInvariant(t *testing.T) {
 	require.Contains(t, out.String(), "exactly-once invariant  HOLDS")
 	require.Contains(t, out.String(), "terminal IDEMPOTENCY_HASH_MISMATCH")
 	require.NotRegexp(t, `FAILED \(\d+\)`, out.String(), "no invariant check failed")
+
+	// The outcomes add up to the messages sent: a delivery whose message
+	// came back (in_flight) is counted apart, not as an outcome; and the
+	// summary says how the stream's totals settle. Old behaviour: in_flight
+	// was listed among the outcomes (more outcomes than messages) and the
+	// stream's totals were left to disagree with them.
+	text := out.String()
+	require.Regexp(t, `messages settled \(each once\)\s+300\b`, text)
+	sum := 0
+	for _, k := range []string{"applied", "duplicate", "superseded", "terminal"} {
+		if m := regexp.MustCompile(`(?m)^\s+` + k + `\s+(\d+)\s*$`).FindStringSubmatch(text); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			sum += n
+		}
+	}
+	require.Equal(t, 300, sum, "the settled outcomes add up to the messages sent:\n%s", text)
+	require.NotRegexp(t, `(?m)^\s+in_flight\s+\d+\s*$`, text, "in_flight is no outcome")
+	require.Contains(t, text, "the stream settles as:")
 }

@@ -21,7 +21,14 @@ import (
 // of run and relay (hidden).
 func Extension() daemonext.Extension {
 	return daemonext.New(func(g daemonext.Globals) []*cobra.Command {
-		return []*cobra.Command{newDemoCmd(g), newBenchCmd(g), newChaosCmd(g), newExploreCmd(g), newSendCmd(g), newEmulatorsCmd(), newFaultProxyCmd(g)}
+		// The shared flags each reads, which its help shows (the
+		// emulators start their own endpoints and read none).
+		aws := []string{daemonext.GlobalsAWS, daemonext.GlobalsDynamoDB, daemonext.GlobalsSQS}
+		return []*cobra.Command{
+			daemonext.Uses(newDemoCmd(g), aws...), daemonext.Uses(newBenchCmd(g), aws...), daemonext.Uses(newChaosCmd(g), aws...),
+			daemonext.Uses(newExploreCmd(g), aws...), daemonext.Uses(newSendCmd(g), append(aws, daemonext.GlobalsTable)...),
+			daemonext.Uses(newEmulatorsCmd()), daemonext.Uses(newFaultProxyCmd(g), daemonext.GlobalsDynamoDB),
+		}
 	}, registerFaults)
 }
 
