@@ -61,7 +61,7 @@ command that replays it. It exits non-zero when any seed found a violation.`,
 	fl.DurationVar(&cfg.Recover, "recover", explore.DefaultRecover, "the recovery bound: the backlog must drain within it")
 	fl.BoolVar(&cfg.NoFaults, "no-faults", false, "no faults, no host events (a clean run)")
 	fl.BoolVar(&cfg.NoOps, "no-ops", false, "no operator actions")
-	fl.StringVar(&cfg.Plant, "plant", "", `plant a violation to see the checker find it: "lost" (a message deleted before any worker saw it) or "double" (a work applied twice)`)
+	fl.StringVar(&cfg.Plant, "plant", "", `plant a violation to see the checker find it: "lost" (a message deleted before any worker saw it) "double" (a work applied twice), "app-item" (an application item changed behind its back) or "app-index" (an inbox-like record in the application's index; both on a seed whose table is adopted)`)
 	fl.BoolVar(&cfg.StopOnViolation, "stop-on-violation", false, "stop at the first seed that finds a violation")
 	fl.StringVar(&cfg.EmulatorsDir, "emulators-dir", "", "where the emulators' npm packages are installed, on first use (default: $DDBWORKER_EMULATORS_DIR, else the user cache)")
 	fl.StringVar(&workerLogs, "worker-logs", "", "write the workers' JSON logs to this file")
@@ -71,9 +71,9 @@ command that replays it. It exits non-zero when any seed found a violation.`,
 
 func runExplore(cmd *cobra.Command, cfg explore.Config, asJSON bool, out io.Writer) error {
 	switch cfg.Plant {
-	case "", explore.PlantLost, explore.PlantDouble:
+	case "", explore.PlantLost, explore.PlantDouble, explore.PlantAppItem, explore.PlantAppIndex:
 	default:
-		return fmt.Errorf("explore: --plant %q: lost or double", cfg.Plant)
+		return fmt.Errorf("explore: --plant %q: lost, double, app-item or app-index", cfg.Plant)
 	}
 	if cfg.Stream < time.Second {
 		return fmt.Errorf("explore: --stream %s: at least 1s", cfg.Stream)

@@ -55,6 +55,29 @@ const (
 	Backlog Invariant = "backlog-not-drained"
 )
 
+// The invariants of the adopted variant (app.go): nothing of the
+// application's changes.
+const (
+	// AdoptShared: tables.Plan with the default layout did not block the
+	// application's own index of the layout's name and keys.
+	AdoptShared Invariant = "adopt-shares-app-index"
+	// AppItemChanged: an item under the application's keys is not as the
+	// application last wrote it (an attribute changed, added or removed,
+	// the item gone), or is one it never wrote.
+	AppItemChanged Invariant = "app-item-changed"
+	// AppIndexEntered: the application's index holds an item that is not
+	// the application's (an inbox, rejection, settings or domain item).
+	AppIndexEntered Invariant = "app-index-entered"
+	// AppIndexChanged: the application's index's key schema or projection,
+	// or the table's TTL, is not what it was before adoption (TTL off may
+	// become TTL on the layout's own attribute, which no item of the
+	// application's carries).
+	AppIndexChanged Invariant = "app-index-or-ttl-changed"
+	// AppWriteFailed: a write of the application's own failed on the
+	// adopted table.
+	AppWriteFailed Invariant = "app-write-failed"
+)
+
 // Violation is one broken invariant.
 type Violation struct {
 	Invariant Invariant `json:"invariant"`
@@ -86,7 +109,7 @@ type aggregate struct {
 
 // read scans the table: inbox records and aggregate items.
 func (x *run) read(ctx context.Context) (*state, error) {
-	store, err := inbox.Store{Table: x.table}.WithDefaults()
+	store, err := x.store.WithDefaults()
 	if err != nil {
 		return nil, err
 	}
@@ -100,8 +123,8 @@ func (x *run) read(ctx context.Context) (*state, error) {
 		for _, item := range page.Items {
 			pk, _ := item["PK"].(*ddbS)
 			sk, _ := item["SK"].(*ddbS)
-			if pk == nil || sk == nil {
-				continue
+			if pk == nil || sk == nil || strings.HasPrefix(pk.Value, appCustomer) {
+				continue // the application's items: checkApp reads them
 			}
 			switch {
 			case strings.HasPrefix(pk.Value, aggPrefix):

@@ -123,6 +123,72 @@ func TestExploreSeeds(t *testing.T) {
 	}
 }
 
+// adoptedSeeds are the first seeds whose table is an adopted
+// application's: one with the table's TTL on the application's own
+// attribute, one with TTL off.
+func adoptedSeeds(stream time.Duration) (ttlOn, ttlOff uint64) {
+	for seed := uint64(1); ttlOn == 0 || ttlOff == 0; seed++ {
+		s := explore.Generate(seed, explore.Options{Stream: stream})
+		switch {
+		case s.App == nil:
+		case s.App.TTL && ttlOn == 0:
+			ttlOn = seed
+		case !s.App.TTL && ttlOff == 0:
+			ttlOff = seed
+		}
+	}
+	return ttlOn, ttlOff
+}
+
+// The adopted variant end to end: an application's table (its own GSI1
+// on GSI1PK/GSI1SK, projection ALL; TTL on its own expiresAt, or off; a
+// few hundred customers and orders) is adopted with the layout the
+// blocked default plan proposes, every host uses the layout the table
+// records, the application writes its own items throughout, faults and
+// operator actions as drawn — and the seed holds: every application item
+// as it last wrote it, nothing but its items in its index, the index and
+// TTL as they were. Then each planted violation of the application's is
+// found: an item changed behind its back, an inbox-like record in its
+// index.
+func TestExploreAdopted(t *testing.T) {
+	const stream = 8 * time.Second
+	ttlOn, ttlOff := adoptedSeeds(stream)
+	for _, seed := range []uint64{ttlOff, ttlOn} {
+		t.Run("seed "+strconv.FormatUint(seed, 10), func(t *testing.T) {
+			rep, err := explore.Run(context.Background(), config(t, explore.Config{Seed: seed, Seeds: 1, Stream: stream, Recover: 60 * time.Second}))
+			require.NoError(t, err)
+			require.Len(t, rep.Seeds, 1)
+			sr := rep.Seeds[0]
+			var buf bytes.Buffer
+			sr.Print(&buf)
+			t.Log(buf.String())
+			require.Contains(t, sr.Adopted, "defaults blocked (index GSI1")
+			require.Contains(t, sr.Adopted, "ddbworker-aggregate(ddbworkerGSI1PK,ddbworkerGSI1SK)")
+			require.Positive(t, sr.State.Applied)
+			if requireNoViolations {
+				require.Empty(t, sr.Violations, "replay: %s", sr.Replay)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		plant string
+		want  explore.Invariant
+	}{
+		{explore.PlantAppItem, explore.AppItemChanged},
+		{explore.PlantAppIndex, explore.AppIndexEntered},
+	} {
+		t.Run(tc.plant, func(t *testing.T) {
+			rep, err := explore.Run(context.Background(), config(t, explore.Config{Seed: ttlOff, Seeds: 1, Stream: 3 * time.Second,
+				Recover: 60 * time.Second, NoFaults: true, NoOps: true, Plant: tc.plant}))
+			require.NoError(t, err)
+			sr := rep.Seeds[0]
+			require.Len(t, sr.Violations, 1, "exactly the planted violation: %v", sr.Violations)
+			require.Equal(t, tc.want, sr.Violations[0].Invariant, "%v", sr.Violations)
+			t.Log(sr.Violations[0])
+		})
+	}
+}
+
 func cmpOr(s, def string) string {
 	if s == "" {
 		return def

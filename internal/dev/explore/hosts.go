@@ -19,7 +19,6 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/ddbworker/ddbworker/effects"
-	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/hooks"
 	"github.com/ddbworker/ddbworker/worker"
 )
@@ -92,7 +91,7 @@ func (h *host) start() error {
 		o.BaseEndpoint = aws.String(x.sqsEndpoint)
 		o.APIOptions = append(o.APIOptions, switchOff(&in.dead))
 	}, x.inj.SQS)
-	store := inbox.Store{Table: x.table}
+	store := x.store
 	elog, err := effects.New(in.ddb, effects.Config{Inbox: store, CallTimeout: time.Second, Skew: 100 * time.Millisecond})
 	if err != nil {
 		return err
@@ -250,7 +249,7 @@ func (in *instance) mapping(ctx context.Context) {
 func (x *run) workerConfig(owner string) worker.Config {
 	s := x.s
 	return worker.Config{
-		Store: inbox.Store{Table: x.table}, QueueURL: x.qs.URL, DLQURL: x.qs.DLQURL,
+		Store: x.store, QueueURL: x.qs.URL, DLQURL: x.qs.DLQURL,
 		Concurrency: s.Concurrency, WaitTime: time.Second, VisibilityTimeout: s.Visibility, ClockSkew: 100 * time.Millisecond,
 		MaxAttempts: s.MaxAttempts, MaxTakeovers: 20, ReadAhead: s.ReadAhead, TerminalPolicy: s.Policy,
 		Backoff:             worker.Backoff{Base: 500 * time.Millisecond, Max: 3 * time.Second, Jitter: 0.5},

@@ -62,7 +62,7 @@ func (x *run) doOp(ctx context.Context, o Op) (int, error) {
 	case OpSQSRedrive:
 		return x.sqsRedrive(ctx)
 	case OpSweep:
-		sw, err := stale.NewSweeper(x.admin, stale.SweepConfig{Store: inbox.Store{Table: x.table}})
+		sw, err := stale.NewSweeper(x.admin, stale.SweepConfig{Store: x.store})
 		if err != nil {
 			return 0, err
 		}
@@ -80,7 +80,7 @@ func (x *run) reopen(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	store, err := inbox.Store{Table: x.table}.WithDefaults()
+	store, err := x.store.WithDefaults()
 	if err != nil {
 		return 0, err
 	}

@@ -29,6 +29,9 @@ type SeedReport struct {
 	Violations  []Violation     `json:"violations"`
 	Duration    time.Duration   `json:"durationNs"`
 	Replay      string          `json:"replay"`
+	// Adopted is what adopting the application's table did, "" for a
+	// table of ddbworker's own.
+	Adopted string `json:"adopted,omitempty"`
 }
 
 // Print writes the seed's figures and violations.
@@ -38,6 +41,9 @@ func (r *SeedReport) Print(w io.Writer) {
 		verdict = fmt.Sprintf("%d VIOLATIONS", len(r.Violations))
 	}
 	fmt.Fprintf(w, "seed %d: %s in %s — %d work items, %d messages, hosts %s\n", r.Seed, verdict, r.Duration.Round(100*time.Millisecond), r.Works, r.Messages, r.Hosts)
+	if r.Adopted != "" {
+		fmt.Fprintf(w, "  adopted: %s\n", r.Adopted)
+	}
 	fmt.Fprintf(w, "  faults injected: %s\n", counts(r.Faults))
 	fmt.Fprintf(w, "  kills %d, restarts %d, deploys %d, outages %d, lambda invocations %d\n", r.Kills, r.Restarts, r.Deploys, r.Outages, r.Invocations)
 	fmt.Fprintf(w, "  operator: %s\n", counts(r.Ops))

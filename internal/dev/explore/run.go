@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ddbworker/ddbworker/ddbworkertest/emulators"
+	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/dev/ddbproxy"
 	"github.com/ddbworker/ddbworker/internal/dev/faults"
 	"github.com/ddbworker/ddbworker/tables"
@@ -164,10 +165,16 @@ type run struct {
 	proxy       *ddbproxy.Proxy
 	inj         *faults.Injector
 	table       string
-	qs          worker.Queues
-	domain      *domain
-	hosts       []*host
-	started     time.Time
+	// store is every host's, operator's and the checker's inbox store: the
+	// table and, on an adopted table, the layout it records.
+	store inbox.Store
+	// app is the application's side of the adopted variant (nil: a table
+	// of ddbworker's own).
+	app     *appState
+	qs      worker.Queues
+	domain  *domain
+	hosts   []*host
+	started time.Time
 
 	restarts, kills, deploys, invocations atomic.Int64
 	// stopping: the run is over; no instance starts any more.
@@ -208,12 +215,31 @@ func runSeed(ctx context.Context, cfg Config, awsCfg aws.Config, seed uint64) (*
 	x.admin = dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(cfg.DynamoDBEndpoint) })
 	x.adminSQS = sqs.NewFromConfig(awsCfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(cfg.SQSEndpoint) })
 	x.table = fmt.Sprintf("explore-%d-%x", seed, rand.Uint32())
-	if err := tables.Ensure(ctx, x.admin, tables.Config{Name: x.table}); err != nil {
-		return nil, err
-	}
 	defer func() {
 		_, _ = x.admin.DeleteTable(context.WithoutCancel(ctx), &dynamodb.DeleteTableInput{TableName: aws.String(x.table)})
 	}()
+	switch {
+	case cfg.Plant == PlantAppItem || cfg.Plant == PlantAppIndex:
+		if s.App == nil {
+			return nil, fmt.Errorf("plant %s needs a seed whose table is an adopted application's", cfg.Plant)
+		}
+	}
+	if s.App != nil {
+		if err := x.createApp(ctx); err != nil {
+			return nil, err
+		}
+		store, err := x.adoptApp(ctx)
+		if err != nil {
+			return nil, err
+		}
+		x.store = store
+		x.progress("adopted: %s", x.app.adopted)
+	} else {
+		if err := tables.Ensure(ctx, x.admin, tables.Config{Name: x.table}); err != nil {
+			return nil, err
+		}
+		x.store = inbox.Store{Table: x.table}
+	}
 	name := x.table
 	if s.FIFO {
 		name += ".fifo"
@@ -266,6 +292,14 @@ func runSeed(ctx context.Context, cfg Config, awsCfg aws.Config, seed uint64) (*
 	ctx, cancelTimeline := context.WithCancel(ctx)
 	defer cancelTimeline()
 	end, timelineDone := x.timeline(ctx)
+	// The application writes its own items while the stream runs.
+	stopApp := func() {}
+	if x.app != nil {
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() { defer close(done); x.appTraffic(stop) }()
+		stopApp = sync.OnceFunc(func() { close(stop); <-done })
+	}
+	defer stopApp()
 	if err := x.stream(ctx); err != nil {
 		return nil, err
 	}
@@ -279,6 +313,7 @@ func runSeed(ctx context.Context, cfg Config, awsCfg aws.Config, seed uint64) (*
 		}
 	}
 	timelineDone()
+	stopApp()
 	var drains []time.Duration
 	backlog := 0
 	d, left := x.drain(ctx)
@@ -300,14 +335,28 @@ func runSeed(ctx context.Context, cfg Config, awsCfg aws.Config, seed uint64) (*
 			return nil, err
 		}
 	}
+	adopted := ""
+	if x.app != nil {
+		if err := x.plantApp(ctx); err != nil {
+			return nil, err
+		}
+		adopted = fmt.Sprintf("%s; %d application writes", x.app.adopted, x.app.writes)
+	}
 	vs, st, err := x.check(ctx, backlog)
 	if err != nil {
 		return nil, err
 	}
+	if x.app != nil {
+		avs, err := x.checkApp(ctx)
+		if err != nil {
+			return nil, err
+		}
+		vs = merged(append(vs, avs...))
+	}
 	sr := &SeedReport{Seed: seed, Works: len(s.Works), Messages: len(s.Sends), Faults: x.counts, Ops: x.ops, Outcomes: x.outcomes,
 		Kills: int(x.kills.Load()), Restarts: int(x.restarts.Load()), Deploys: int(x.deploys.Load()), Outages: x.outages,
 		Invocations: int(x.invocations.Load()), Drains: drains, Violations: vs, State: st, Duration: time.Since(x.started),
-		Replay: cfg.Replay(seed), Hosts: fmt.Sprintf("%d daemon, %d lambda", s.Daemons, s.Lambdas)}
+		Replay: cfg.Replay(seed), Adopted: adopted, Hosts: fmt.Sprintf("%d daemon, %d lambda", s.Daemons, s.Lambdas)}
 	return sr, nil
 }
 

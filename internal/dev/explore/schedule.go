@@ -243,10 +243,14 @@ type Schedule struct {
 	Concurrency     int
 	ReadAhead       int
 	Stream          time.Duration
-	Works           []*Work
-	Sends           []Send
-	Faults          []Fault
-	Ops             []Op
+	// App, when set, makes the run's table an existing application's,
+	// adopted before the hosts start and written by the application
+	// throughout the stream (app.go).
+	App    *AppTable
+	Works  []*Work
+	Sends  []Send
+	Faults []Fault
+	Ops    []Op
 }
 
 // Hosts is the number of hosts.
@@ -305,6 +309,8 @@ func Generate(seed uint64, o Options) *Schedule {
 	// every other seed's schedule as it was.
 	h := rand.New(rand.NewPCG(seed, 0x6865616c7468)) // "health"
 	s.Consecutive = []int{1, 2, 3}[h.IntN(3)]
+	// So is the adopted variant (a quarter of the seeds).
+	s.App = drawApp(rand.New(rand.NewPCG(seed, 0x61646f7074))) // "adopt"
 	s.generateWork(r)
 	if !o.NoFaults {
 		s.generateFaults(r)
@@ -522,6 +528,11 @@ func (s *Schedule) Print(w io.Writer) {
 		modes = append(modes, t+"="+string(s.Modes[t]))
 	}
 	fmt.Fprintf(w, "  routes: %s\n", strings.Join(modes, " "))
+	if s.App != nil {
+		fmt.Fprintf(w, "  table: %s\n", s.App)
+	} else {
+		fmt.Fprintf(w, "  table: a new ddbworker table (tables.Ensure)\n")
+	}
 	kinds := map[string]int{}
 	for _, wk := range s.Works {
 		kinds[string(wk.Kind)]++
