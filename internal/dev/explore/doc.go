@@ -22,7 +22,10 @@
 // (lost responses per call kind, throttling by key and by table, 5xx,
 // hangs, SQS latency, outages of the database through the fault proxy,
 // deploys, crashes) and the operator's actions (inbox reopen, ddbworker's
-// DLQ redrive filtered and all, SQS's own redrive, the sweeper). The
+// DLQ redrive filtered and all, SQS's own redrive, the sweeper), and the
+// table: a new one of ddbworker's, or (a quarter of the seeds) an existing
+// application's, adopted with the layout the blocked default plan
+// proposes and written by the application throughout (app.go). The
 // schedule is printed; wall-clock timing is not replayed (the emulators
 // and the worker's goroutines run on real time), the schedule is.
 //
