@@ -84,12 +84,15 @@ type appState struct {
 	orders []string                    // keys of the orders, in creation order
 	// unsure are keys whose last write ended in an error that may not
 	// tell whether it applied (a timeout): not compared.
-	unsure  map[string]bool
-	before  appShape
-	layout  tables.Layout
-	writes  int
-	failed  []Violation
-	adopted string // what the adoption did, for the progress line
+	unsure map[string]bool
+	before appShape
+	layout tables.Layout
+	writes int
+	// inAggregate counts the items in the adopted aggregate index at the
+	// end: the hosts wrote their records under the recorded layout.
+	inAggregate int
+	failed      []Violation
+	adopted     string // what the adoption did, for the progress line
 }
 
 // appShape is what adoption must leave as it was: the application's index
@@ -428,6 +431,14 @@ func (x *run) checkApp(ctx context.Context) ([]Violation, error) {
 					appIndex, showAV(got["PK"]), showAV(got["SK"]), appIndexPK, showAV(got[appIndexPK]))
 			}
 		}
+	}
+	cp := dynamodb.NewScanPaginator(x.admin, &dynamodb.ScanInput{TableName: aws.String(x.table), IndexName: aws.String(a.layout.AggregateIndex), Select: ddbtypes.SelectCount})
+	for cp.HasMorePages() {
+		page, err := cp.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		a.inAggregate += int(page.Count)
 	}
 	if entered > 3 {
 		add(AppIndexEntered, "%d items in all in the application's index %s are not the application's", entered, appIndex)

@@ -340,7 +340,6 @@ func runSeed(ctx context.Context, cfg Config, awsCfg aws.Config, seed uint64) (*
 		if err := x.plantApp(ctx); err != nil {
 			return nil, err
 		}
-		adopted = fmt.Sprintf("%s; %d application writes", x.app.adopted, x.app.writes)
 	}
 	vs, st, err := x.check(ctx, backlog)
 	if err != nil {
@@ -352,6 +351,7 @@ func runSeed(ctx context.Context, cfg Config, awsCfg aws.Config, seed uint64) (*
 			return nil, err
 		}
 		vs = merged(append(vs, avs...))
+		adopted = fmt.Sprintf("%s; %d application writes; %d inbox records in %s", x.app.adopted, x.app.writes, x.app.inAggregate, x.app.layout.AggregateIndex)
 	}
 	sr := &SeedReport{Seed: seed, Works: len(s.Works), Messages: len(s.Sends), Faults: x.counts, Ops: x.ops, Outcomes: x.outcomes,
 		Kills: int(x.kills.Load()), Restarts: int(x.restarts.Load()), Deploys: int(x.deploys.Load()), Outages: x.outages,
