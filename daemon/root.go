@@ -161,8 +161,7 @@ var globalGroups = map[string]string{
 // them reads.
 func globalsUsed(cmd *cobra.Command) map[string]bool {
 	used := map[string]bool{}
-	var own func(c *cobra.Command) (string, bool)
-	own = func(c *cobra.Command) (string, bool) {
+	own := func(c *cobra.Command) (string, bool) {
 		for ; c != nil; c = c.Parent() {
 			if v, ok := c.Annotations[daemonext.GlobalsAnnotation]; ok {
 				return v, true
