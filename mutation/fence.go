@@ -329,6 +329,15 @@ func (c *Committer) CommitSingleGuarded(ctx context.Context, rec *inbox.Record, 
 	if err == nil {
 		return nil
 	}
+	// The fence naming this work and its hash means it applied: a
+	// duplicate, whatever record the inbox holds under its key (another
+	// work's, reusing the key, which the gate would call a mismatch).
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) && len(tce.CancellationReasons) > 0 && aws.ToString(tce.CancellationReasons[0].Code) == ReasonConditionalCheck {
+		if v := w.verdict(tce.CancellationReasons[0].Item); v.Kind == Duplicate {
+			return &GuardError{Index: 0, Verdict: v, Old: tce.CancellationReasons[0].Item}
+		}
+	}
 	return c.mapCancellation(err, []Write{w}, func(old map[string]types.AttributeValue) error {
 		existing, derr := c.cfg.Store.Decode(old)
 		if derr != nil {

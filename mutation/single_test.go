@@ -156,6 +156,14 @@ func TestCommitSingleGuarded(t *testing.T) {
 		{name: "applied already: duplicate", before: func(t *testing.T, key string) {
 			require.NoError(t, f.c.CommitSingleGuarded(context.Background(), newRec(f, key, "tok-first"), f.singleWrite(t, key, 1), 0))
 		}, want: &mutation.Verdict{Kind: mutation.Duplicate}},
+		// Found by the chaos run's key-reuse probe: the work applied, then a
+		// message reusing its key for other work claimed the key's record
+		// through the gate and failed. A duplicate of the applied work is
+		// a duplicate (its fence), not the other work's mismatch.
+		{name: "applied already, the key's record another work's: duplicate", before: func(t *testing.T, key string) {
+			require.NoError(t, f.c.CommitSingleGuarded(context.Background(), newRec(f, key, "tok-first"), f.singleWrite(t, key, 1), 0))
+			require.NoError(t, f.c.Fail(context.Background(), f.acquire(key), failure.NewTerminal(failure.CodeHashMismatch, "the key was reused")))
+		}, want: &mutation.Verdict{Kind: mutation.Duplicate}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n++
