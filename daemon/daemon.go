@@ -21,6 +21,7 @@ import (
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/daemonext"
+	"github.com/ddbworker/ddbworker/metrics"
 )
 
 // App is a worker service: its handlers, and what it adds to the command
@@ -72,8 +73,12 @@ type Env struct {
 	DynamoDB *dynamodb.Client
 	// Logger is the daemon's JSON logger.
 	Logger *slog.Logger
-	// Registerer is the registry the daemon serves on /metrics: register
-	// the service's own metrics there (e.g. effects.Config.Registerer).
+	// Metrics declares instruments on the registry the daemon serves on
+	// /metrics: give it to the library's components the service builds
+	// (effects.Config.Metrics).
+	Metrics metrics.Provider
+	// Registerer is that registry, for the service's own Prometheus
+	// collectors.
 	Registerer prometheus.Registerer
 	// TracerProvider is the daemon's trace export (the OTEL_* variables),
 	// for the service's own spans; nil when tracing is off.

@@ -7,29 +7,31 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/ddbworker/ddbworker/relay"
-	"github.com/ddbworker/ddbworker/worker"
+	"github.com/ddbworker/ddbworker/internal/prommetrics"
 )
 
 // The collectors each command serves on --metrics-addr, registered in one
 // place so that the shipped dashboards and alert rules (deploy/) can be
 // checked against what the daemon exports: `run` serves registerRun's
-// (with the queue depths of watchDepth, and whatever the handlers register
-// on Env.Registerer, e.g. an effects.Log's), `relay` registerRelay's,
-// `sweep --every` stale.NewSweepMetrics'.
+// (with the queue depths of watchDepth, the worker's instruments, and
+// whatever the handlers declare on Env.Metrics or register on
+// Env.Registerer, e.g. an effects.Log's), `relay` registerRelay's (with
+// the relay's instruments), `sweep --every` the sweeper's. The library
+// declares its instruments through package metrics; prommetrics makes
+// them Prometheus collectors on the command's registry.
 
-// registerRun registers `run`'s collectors with reg: the Go and process
-// collectors, the worker's metrics and build_info.
-func registerRun(reg prometheus.Registerer, app App) (*worker.Metrics, error) {
-	metrics, err := worker.NewMetrics(reg)
-	return metrics, errors.Join(err, registerProcess(reg, app))
+// registerRun registers `run`'s collectors with reg — the Go and process
+// collectors and build_info — and returns the Provider the worker and the
+// handlers declare theirs on.
+func registerRun(reg prometheus.Registerer, app App) (*prommetrics.Provider, error) {
+	return prommetrics.New(reg), registerProcess(reg, app)
 }
 
-// registerRelay registers `relay`'s collectors with reg: the Go and
-// process collectors, the relay's metrics and build_info.
-func registerRelay(reg prometheus.Registerer, app App) (*relay.Metrics, error) {
-	metrics, err := relay.NewMetrics(reg)
-	return metrics, errors.Join(err, registerProcess(reg, app))
+// registerRelay registers `relay`'s collectors with reg — the Go and
+// process collectors and build_info — and returns the Provider the relay
+// declares its instruments on.
+func registerRelay(reg prometheus.Registerer, app App) (*prommetrics.Provider, error) {
+	return prommetrics.New(reg), registerProcess(reg, app)
 }
 
 // registerProcess registers the Go and process collectors and build_info.

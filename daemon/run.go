@@ -216,7 +216,7 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 	// The handlers see the store the workers write with: its layout is
 	// the table's (an effects log writes under it).
 	handlers := ddbworker.NewRegistry()
-	env := Env{Store: store, AWS: cfg, DynamoDB: ddb, Logger: log, Registerer: reg}
+	env := Env{Store: store, AWS: cfg, DynamoDB: ddb, Logger: log, Registerer: reg, Metrics: metrics}
 	if traces.On() {
 		env.TracerProvider = traces.Provider
 	}
@@ -230,6 +230,9 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 	w, err := worker.New(deps, f.workerConfig(store))
 	if err != nil {
 		return flagErrors(err)
+	}
+	if err := metrics.Err(); err != nil { // the worker's instruments, and the handlers'
+		return err
 	}
 	if f.depthInterval > 0 {
 		go watchDepth(ctx, q, f.queueURL, f.dlqURL, f.depthInterval, reg, log)

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/prommetrics"
 	"github.com/ddbworker/ddbworker/stale"
 	"github.com/ddbworker/ddbworker/worker"
 )
@@ -94,12 +95,10 @@ func runSweep(ctx context.Context, g *globals, f *sweepFlags, out io.Writer) err
 		return err
 	}
 	ddb, _ := g.clients(cfg, nil, nil)
-	var metrics *stale.SweepMetrics
+	var metrics *prommetrics.Provider
 	if f.every > 0 {
 		reg := prometheus.NewRegistry()
-		if metrics, err = stale.NewSweepMetrics(reg); err != nil {
-			return err
-		}
+		metrics = prommetrics.New(reg)
 		if f.metricsAddr != "" {
 			stopOps, err := serveOps(f.metricsAddr, reg, func() bool { return true }, log)
 			if err != nil {
@@ -112,12 +111,19 @@ func runSweep(ctx context.Context, g *globals, f *sweepFlags, out io.Writer) err
 	if err != nil {
 		return err
 	}
-	sw, err := stale.NewSweeper(ddb, stale.SweepConfig{
-		Store: store, Policy: stale.Policy{Lease: f.lease, Skew: explicit(f.skew)}, Grace: explicit(f.grace),
-		UseIndex: f.useIndex, Metrics: metrics,
-	})
+	swcfg := stale.SweepConfig{Store: store, Policy: stale.Policy{Lease: f.lease, Skew: explicit(f.skew)}, Grace: explicit(f.grace),
+		UseIndex: f.useIndex}
+	if metrics != nil {
+		swcfg.Metrics = metrics // a nil *Provider is not a nil Provider
+	}
+	sw, err := stale.NewSweeper(ddb, swcfg)
 	if err != nil {
 		return err
+	}
+	if metrics != nil {
+		if err := metrics.Err(); err != nil {
+			return err
+		}
 	}
 	opts := stale.SweepOptions{DryRun: f.dryRun, MaxMarks: f.max}
 	for {

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/metrics"
 	"github.com/ddbworker/ddbworker/stale"
 )
 
@@ -144,10 +144,11 @@ type Config struct {
 	TTL time.Duration
 	// Logger for JSON logs. Default: discard.
 	Logger *slog.Logger
-	// Registerer registers the metrics (ddbworker_effect_*). Default: none
-	// (the metrics are kept but not exported). A second Log on the same
-	// registry shares the first one's collectors.
-	Registerer prometheus.Registerer
+	// Metrics is where the Log reports its figures (the
+	// ddbworker_effect_* metrics; under the daemon, daemon.Env.Metrics).
+	// Default: metrics.Discard. A second Log on the same Provider shares
+	// the first one's instruments.
+	Metrics metrics.Provider
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
 }
@@ -158,7 +159,7 @@ type Log struct {
 	cfg     Config
 	store   store
 	log     *slog.Logger
-	metrics *metrics
+	metrics *instruments
 }
 
 // store is where and how records are written.
@@ -187,6 +188,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	}
+	if c.Metrics == nil {
+		c.Metrics = metrics.Discard
 	}
 	return c
 }
@@ -225,14 +229,10 @@ func New(ddb API, cfg Config) (*Log, error) {
 	}
 	cfg = cfg.WithDefaults()
 	errs = append(errs, cfg.validate()...)
-	m, err := newMetrics(cfg.Registerer)
-	if err != nil {
-		errs = append(errs, err)
-	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return &Log{ddb: ddb, cfg: cfg, log: cfg.Logger, metrics: m, store: store{
+	return &Log{ddb: ddb, cfg: cfg, log: cfg.Logger, metrics: newInstruments(cfg.Metrics), store: store{
 		table: cfg.Table, inbox: cfg.Inbox, ttl: cfg.TTL, now: cfg.Now, attnIdx: cfg.Inbox.Layout.AttentionIndex,
 	}}, nil
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/prommetrics"
 	"github.com/ddbworker/ddbworker/tables"
 	"github.com/ddbworker/ddbworker/worker"
 )
@@ -410,7 +411,14 @@ func (h *handler) newWorker(queueURL string) (*worker.Worker, error) {
 			return nil, err
 		}
 	}
-	return worker.New(deps, cfg)
+	w, err := worker.New(deps, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if p, ok := deps.Metrics.(*prommetrics.Provider); ok && p.Err() != nil {
+		return nil, p.Err()
+	}
+	return w, nil
 }
 
 // handle runs an invocation inside its span (tracing on), which is
@@ -437,15 +445,15 @@ func (h *handler) records(ctx context.Context, ev events.SQSEvent) (events.SQSEv
 	for _, arn := range arns {
 		records := byARN[arn]
 		w, err := h.worker(ctx, arn)
-		var out events.SQSEventResponse
+		var failed []string
 		switch {
 		case transient(err) && w != nil:
 			// The table cannot be checked yet: the records wait, touching
 			// no table, as in an outage.
-			out = w.ParkSQSEvent(ctx, events.SQSEvent{Records: records})
+			failed = w.ParkSQSEvent(ctx, sqsMessages(records))
 			err = nil
 		case err == nil:
-			out, err = w.HandleSQSEvent(ctx, events.SQSEvent{Records: records})
+			failed, err = w.HandleSQSEvent(ctx, sqsMessages(records))
 		}
 		if err != nil {
 			// Nothing was settled: every record comes back after the
@@ -456,7 +464,7 @@ func (h *handler) records(ctx context.Context, ev events.SQSEvent) (events.SQSEv
 			}
 			continue
 		}
-		resp.BatchItemFailures = append(resp.BatchItemFailures, out.BatchItemFailures...)
+		resp.BatchItemFailures = append(resp.BatchItemFailures, sqsFailures(failed)...)
 	}
 	return resp, nil
 }

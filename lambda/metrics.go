@@ -13,7 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ddbworker/ddbworker/internal/emf"
-	"github.com/ddbworker/ddbworker/worker"
+	"github.com/ddbworker/ddbworker/internal/prommetrics"
+	"github.com/ddbworker/ddbworker/metrics"
 )
 
 // The dimensions every metric the function writes carries, besides the
@@ -47,7 +48,7 @@ func reportedMetrics() []emf.Metric {
 }
 
 // invocationMetrics are the function's metrics: each queue's worker counts
-// into worker.Metrics on a registry of its own, and at the end of every
+// into a Prometheus registry of its own (through internal/prommetrics), and at the end of every
 // invocation what changed is written to out as EMF lines (package emf),
 // where Lambda's log ingestion turns them into CloudWatch metrics.
 type invocationMetrics struct {
@@ -64,7 +65,7 @@ type invocationMetrics struct {
 }
 
 type queueMetrics struct {
-	metrics  *worker.Metrics
+	metrics  metrics.Provider
 	reporter *emf.Reporter
 }
 
@@ -84,26 +85,24 @@ func emfConfig(namespace, function, queue string) emf.Config {
 
 // forQueue returns the metrics of queueURL's workers: the same collectors
 // for every worker of the queue (one rebuilt after the table check counts
-// on), so nothing counted is lost between reports.
-func (m *invocationMetrics) forQueue(queueURL string) (*worker.Metrics, error) {
+// on, its instruments the ones registered first), so nothing counted is
+// lost between reports.
+func (m *invocationMetrics) forQueue(queueURL string) (metrics.Provider, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if q, ok := m.queues[queueURL]; ok {
 		return q.metrics, nil
 	}
 	reg := prometheus.NewRegistry()
-	metrics, err := worker.NewMetrics(reg)
-	if err != nil {
-		return nil, err
-	}
+	provider := prommetrics.New(reg)
 	name := queueURL[strings.LastIndexByte(queueURL, '/')+1:]
 	reporter, err := emf.New(reg, emfConfig(m.namespace, m.function, name))
 	if err != nil {
 		return nil, err
 	}
-	m.queues[queueURL] = &queueMetrics{metrics: metrics, reporter: reporter}
+	m.queues[queueURL] = &queueMetrics{metrics: provider, reporter: reporter}
 	m.order = append(m.order, queueURL)
-	return metrics, nil
+	return provider, nil
 }
 
 // flush writes what changed since the last flush, one line per document.

@@ -106,14 +106,15 @@ func NewRelay(ctx context.Context, lookupEnv func(string) (string, bool)) (func(
 		return nil, fmt.Errorf("lambda: the DDBWORKER_* configuration: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	log.Info("relay ready", "table", cfg.Table, "queueUrl", cfg.QueueURL)
+	handle := streamHandler(rl)
 	if !iv.traces.On() {
-		return rl.HandleStreamEvent, nil
+		return handle, nil
 	}
 	return func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 		// The invocation's span (trigger datasource: a DynamoDB stream)
 		// parents the relay's send spans and holds its log lines.
 		ctx, span := iv.start(ctx, semconv.FaaSTriggerDatasource)
-		resp, err := rl.HandleStreamEvent(ctx, ev)
+		resp, err := handle(ctx, ev)
 		iv.end(ctx, span, len(resp.BatchItemFailures), log)
 		return resp, err
 	}, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/ddbworker/ddbworker/metrics"
 	"github.com/ddbworker/ddbworker/outbox"
 	"github.com/ddbworker/ddbworker/tables"
 )
@@ -52,8 +53,10 @@ type Deps struct {
 	SQS SQSAPI
 	// Logger for JSON logs. Default: discard.
 	Logger *slog.Logger
-	// Metrics collectors. Default: NewMetrics(nil).
-	Metrics *Metrics
+	// Metrics is where the relay reports its figures (the
+	// ddbworker_outbox_* and ddbworker_relay_* metrics the daemon serves
+	// on /metrics). Default: metrics.Discard.
+	Metrics metrics.Provider
 	// TracerProvider traces each SendMessageBatch as a send <queue> span
 	// linked to the records' producers. Optional: nil, no spans. The
 	// records' own trace context travels with their messages either way.

@@ -3,8 +3,8 @@ package relay
 import (
 	"context"
 
-	"github.com/aws/aws-lambda-go/events"
-	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
 	"github.com/ddbworker/ddbworker/outbox"
 )
@@ -17,36 +17,25 @@ import (
 // streams: the mapping checkpoints before it and retries from it, so
 // everything after it comes again (and is skipped if it went: the status
 // check sees PUBLISHED). Records other than outbox INSERTs are ignored.
-// The returned error is always nil: failures are reported per record.
-func (r *Relay) HandleStreamEvent(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+// The records are the event's, as the DynamoDB Streams API's (package
+// lambda converts the runtime's event); failed holds that one sequence
+// number, or nothing. The returned error is always nil: failures are
+// reported per record.
+func (r *Relay) HandleStreamEvent(ctx context.Context, records []types.Record) (failed []string, err error) {
 	var recs []outbox.Record
 	var seqs []string
-	for _, rec := range ev.Records {
-		if rec.EventName != "INSERT" {
-			continue
-		}
-		item := make(map[string]ddbtypes.AttributeValue, len(rec.Change.NewImage))
-		for k, v := range rec.Change.NewImage {
-			switch v.DataType() {
-			case events.DataTypeString:
-				item[k] = &ddbtypes.AttributeValueMemberS{Value: v.String()}
-			case events.DataTypeNumber:
-				item[k] = &ddbtypes.AttributeValueMemberN{Value: v.Number()}
-			}
-		}
-		if o, ok := r.decode(item); ok {
+	for _, rec := range records {
+		if o, ok := r.fromStream(rec); ok {
 			recs = append(recs, o)
-			seqs = append(seqs, rec.Change.SequenceNumber)
+			seqs = append(seqs, aws.ToString(rec.Dynamodb.SequenceNumber))
 		}
 	}
-	var resp events.DynamoDBEventResponse
 	for i, err := range r.Publish(ctx, recs) {
 		if err != nil {
 			r.log.WarnContext(ctx, "relay: record not published; reporting it as the batch's first failure", "eventId", recs[i].EventID,
 				"sequenceNumber", seqs[i], "error", err.Error())
-			resp.BatchItemFailures = []events.DynamoDBBatchItemFailure{{ItemIdentifier: seqs[i]}}
-			break
+			return []string{seqs[i]}, nil
 		}
 	}
-	return resp, nil
+	return nil, nil
 }

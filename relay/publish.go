@@ -28,6 +28,7 @@ import (
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/internal/hooks"
 	"github.com/ddbworker/ddbworker/internal/sqsbatch"
+	"github.com/ddbworker/ddbworker/metrics"
 	"github.com/ddbworker/ddbworker/outbox"
 	"github.com/ddbworker/ddbworker/tables"
 	"github.com/ddbworker/ddbworker/tracing"
@@ -66,7 +67,7 @@ type Relay struct {
 	deps   Deps
 	cfg    Config
 	log    *slog.Logger
-	m      *Metrics
+	m      *instruments
 	tracer trace.Tracer // nil: no spans
 }
 
@@ -85,13 +86,14 @@ func New(deps Deps, cfg Config) (*Relay, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	r := &Relay{deps: deps, cfg: cfg, log: deps.Logger, m: deps.Metrics}
+	r := &Relay{deps: deps, cfg: cfg, log: deps.Logger}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
-	if r.m == nil {
-		r.m, _ = NewMetrics(nil)
+	if deps.Metrics == nil {
+		deps.Metrics = metrics.Discard
 	}
+	r.m = newInstruments(deps.Metrics)
 	if deps.TracerProvider != nil {
 		r.tracer = deps.TracerProvider.Tracer(tracing.InstrumentationName, trace.WithSchemaURL(tracing.SchemaURL))
 	}

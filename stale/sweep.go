@@ -12,10 +12,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/metrics"
 	"github.com/ddbworker/ddbworker/tables"
 )
 
@@ -49,42 +49,35 @@ type SweepConfig struct {
 	// PageSize is how many items one Query or Scan page reads. Default:
 	// DefaultPageSize.
 	PageSize int
-	// Metrics, when set, receives each sweep's figures. Default: nil.
-	Metrics *SweepMetrics
+	// Metrics, when set, receives each sweep's figures (the
+	// ddbworker_stuck_records, ddbworker_sweep_marked_total and
+	// ddbworker_sweeps_total metrics the daemon's sweep --every serves).
+	// Default: nil, none.
+	Metrics metrics.Provider
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
 }
 
-// SweepMetrics are the sweeper's Prometheus collectors.
-type SweepMetrics struct {
+// sweepInstruments are what the sweeper reports through
+// SweepConfig.Metrics.
+type sweepInstruments struct {
 	// Stuck is the number of PROCESSING records with an expired lease, by
 	// state: expired (within Grace) or abandoned (past it).
-	Stuck *prometheus.GaugeVec
+	Stuck metrics.Vec[metrics.Gauge]
 	// Marked counts records the sweeper marked LEASE_ABANDONED.
-	Marked prometheus.Counter
+	Marked metrics.Counter
 	// Sweeps counts sweeps, by result (ok or error).
-	Sweeps *prometheus.CounterVec
+	Sweeps metrics.Vec[metrics.Counter]
 }
 
-// NewSweepMetrics creates the collectors and registers them with reg (when
-// not nil).
-func NewSweepMetrics(reg prometheus.Registerer) (*SweepMetrics, error) {
-	m := &SweepMetrics{
-		Stuck: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "ddbworker", Name: "stuck_records",
-			Help: "PROCESSING records whose lease expired, as of the last sweep, by state (expired, abandoned)."}, []string{"state"}),
-		Marked: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ddbworker", Name: "sweep_marked_total",
-			Help: "Records the sweeper marked FAILED_TERMINAL LEASE_ABANDONED."}),
-		Sweeps: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ddbworker", Name: "sweeps_total",
-			Help: "Sweeps run, by result."}, []string{"result"}),
+// newSweepInstruments declares the sweeper's instruments on p.
+func newSweepInstruments(p metrics.Provider) *sweepInstruments {
+	return &sweepInstruments{
+		Stuck: p.Gauge("ddbworker_stuck_records",
+			"PROCESSING records whose lease expired, as of the last sweep, by state (expired, abandoned).", "state"),
+		Marked: p.Counter("ddbworker_sweep_marked_total", "Records the sweeper marked FAILED_TERMINAL LEASE_ABANDONED.").WithLabelValues(),
+		Sweeps: p.Counter("ddbworker_sweeps_total", "Sweeps run, by result.", "result"),
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.Stuck, m.Marked, m.Sweeps} {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("stale: register sweep metrics: %w", err)
-			}
-		}
-	}
-	return m, nil
 }
 
 // Sweeper finds PROCESSING records whose lease expired and no delivery took
@@ -97,9 +90,10 @@ func NewSweepMetrics(reg prometheus.Registerer) (*SweepMetrics, error) {
 // Leases that expired within Grace are only reported: the next delivery
 // takes them over at once anyway.
 type Sweeper struct {
-	api    SweepAPI
-	reader *inbox.Reader
-	cfg    SweepConfig
+	api     SweepAPI
+	reader  *inbox.Reader
+	cfg     SweepConfig
+	metrics *sweepInstruments // nil: SweepConfig.Metrics is
 }
 
 // The defaults of SweepConfig, applied by WithDefaults.
@@ -159,6 +153,9 @@ func NewSweeper(api SweepAPI, cfg SweepConfig) (*Sweeper, error) {
 	cfg = cfg.WithDefaults()
 	errs = append(errs, cfg.validate()...)
 	s := &Sweeper{api: api, cfg: cfg}
+	if cfg.Metrics != nil {
+		s.metrics = newSweepInstruments(cfg.Metrics)
+	}
 	if api != nil && cfg.Store.Table != "" {
 		var err error
 		if s.reader, err = inbox.NewReader(api, inbox.ReaderConfig{Store: cfg.Store}); err != nil {
@@ -212,7 +209,7 @@ type SweepReport struct {
 // Sweep runs one sweep.
 func (s *Sweeper) Sweep(ctx context.Context, opts SweepOptions) (SweepReport, error) {
 	rep, err := s.sweep(ctx, opts)
-	if m := s.cfg.Metrics; m != nil {
+	if m := s.metrics; m != nil {
 		if err != nil {
 			m.Sweeps.WithLabelValues("error").Inc()
 		} else {

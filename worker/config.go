@@ -129,7 +129,7 @@ type Config struct {
 	// duplicates arrive: at least 1 in 20 of the worker's recent fused
 	// deliveries (readahead.go). It needs dynamodb:BatchGetItem on the
 	// table: denied, the worker warns once, counts
-	// Metrics.ReadAheadDenied and goes on without the read. It pays on
+	// ddbworker_read_ahead_denied_total and goes on without the read. It pays on
 	// queues where duplicates are common: measured on a mixed stream, at
 	// 30 % duplicates it ran 1.14–1.33 times the plain fused worker's
 	// throughput and cut write units per message by a quarter (3.5 instead

@@ -35,11 +35,11 @@ type deleter struct {
 	in       chan deletion
 	stopped  chan struct{}
 	log      *slog.Logger
-	metrics  *Metrics
+	metrics  *instruments
 	fail     func(string) // failpoint hook
 }
 
-func newDeleter(api SQSAPI, queueURL string, interval time.Duration, log *slog.Logger, m *Metrics, fail func(string)) *deleter {
+func newDeleter(api SQSAPI, queueURL string, interval time.Duration, log *slog.Logger, m *instruments, fail func(string)) *deleter {
 	return &deleter{api: api, queueURL: queueURL, interval: interval, in: make(chan deletion, 64),
 		stopped: make(chan struct{}), log: log, metrics: m, fail: fail}
 }

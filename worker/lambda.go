@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ddbworker/ddbworker/tracing"
@@ -57,10 +55,12 @@ const maxBatchingWindow = 5 * time.Minute
 //     ParkMaxVisibility), so each poll costs the least of the redrive
 //     policy's maxReceiveCount (see HealthConfig.OutageCover).
 //
-// It never returns an error: a failed record is reported, not the batch.
-// Config.QueueURL must be the queue the mapping reads (visibility changes
-// go there).
-func (w *Worker) HandleSQSEvent(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+// The records are the event's, as the SQS API's messages (package lambda
+// converts the runtime's event); the answer is the message ids of the
+// records to report as batch item failures. It never returns an error: a
+// failed record is reported, not the batch. Config.QueueURL must be the
+// queue the mapping reads (visibility changes go there).
+func (w *Worker) HandleSQSEvent(ctx context.Context, records []types.Message) (failed []string, err error) {
 	w.Prepare(ctx)
 	now := w.cfg.Now()
 	deadline, ok := ctx.Deadline()
@@ -68,23 +68,23 @@ func (w *Worker) HandleSQSEvent(ctx context.Context, ev events.SQSEvent) (events
 		deadline = now.Add(lambdaLease)
 	}
 	until := deadline.Add(-LambdaSettleMargin)
-	ds := make([]*delivery, len(ev.Records))
-	for i, rec := range ev.Records {
+	ds := make([]*delivery, len(records))
+	for i, rec := range records {
 		// The mapping received the records before the invocation, up to
 		// its batching window (at most 5 minutes) earlier: SQS's 12-hour
 		// visibility cap counts from then.
-		ds[i] = newDelivery(sqsMessage(rec), now.Add(-maxBatchingWindow))
+		ds[i] = newDelivery(rec, now.Add(-maxBatchingWindow))
 		ds[i].until, ds[i].deadline = until, deadline
 	}
 	// Tracing on: the batch's span parents the records' consumer spans.
 	ctx, span := w.batch(ctx, ds)
 	defer endSpan(span)
 	var mu sync.Mutex
-	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
+	failed = []string{}
 	report := func(d *delivery) {
 		mu.Lock()
 		defer mu.Unlock()
-		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: d.id})
+		failed = append(failed, d.id)
 	}
 	h := lambdaHost{w: w}
 	if !w.lambdaHealthy(ctx) {
@@ -127,7 +127,7 @@ func (w *Worker) HandleSQSEvent(ctx context.Context, ev events.SQSEvent) (events
 		})
 	}
 	work.Wait()
-	return resp, nil
+	return failed, nil
 }
 
 // ParkSQSEvent parks every record of ev as HandleSQSEvent does while the
@@ -136,12 +136,12 @@ func (w *Worker) HandleSQSEvent(ctx context.Context, ev events.SQSEvent) (events
 // until it could check the table after a cold start in an outage). On a
 // standard queue the outage's age, which sets the hide, counts from the
 // worker's first ParkSQSEvent.
-func (w *Worker) ParkSQSEvent(ctx context.Context, ev events.SQSEvent) events.SQSEventResponse {
+func (w *Worker) ParkSQSEvent(ctx context.Context, records []types.Message) (failed []string) {
 	w.Prepare(ctx)
 	now := w.cfg.Now()
-	ds := make([]*delivery, len(ev.Records))
-	for i, rec := range ev.Records {
-		ds[i] = newDelivery(sqsMessage(rec), now.Add(-maxBatchingWindow))
+	ds := make([]*delivery, len(records))
+	for i, rec := range records {
+		ds[i] = newDelivery(rec, now.Add(-maxBatchingWindow))
 	}
 	w.health.parkingCold(now)
 	ctx, span := w.batch(ctx, ds)
@@ -151,14 +151,14 @@ func (w *Worker) ParkSQSEvent(ctx context.Context, ev events.SQSEvent) events.SQ
 
 // park parks ds and reports them, but for those re-sent on their last
 // receive (Worker.parkByResend), which the mapping must delete.
-func (w *Worker) park(ctx context.Context, ds []*delivery) events.SQSEventResponse {
-	resp := events.SQSEventResponse{BatchItemFailures: make([]events.SQSBatchItemFailure, 0, len(ds))}
+func (w *Worker) park(ctx context.Context, ds []*delivery) []string {
+	failed := make([]string, 0, len(ds))
 	for _, d := range ds {
 		if w.skip(ctx, d, notStarted{park: true}, lambdaHost{w: w}) != settledFinal {
-			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: d.id})
+			failed = append(failed, d.id)
 		}
 	}
-	return resp
+	return failed
 }
 
 // LambdaSettleMargin is the time kept back from an invocation's deadline
@@ -397,22 +397,6 @@ func (h *dbHealth) probed(now time.Time, err error) bool {
 		return false
 	}
 	return true
-}
-
-// sqsMessage is a Lambda SQS record as the SQS API's message.
-func sqsMessage(rec events.SQSMessage) types.Message {
-	m := types.Message{
-		MessageId: aws.String(rec.MessageId), ReceiptHandle: aws.String(rec.ReceiptHandle), Body: aws.String(rec.Body),
-		MD5OfBody: aws.String(rec.Md5OfBody), Attributes: rec.Attributes,
-	}
-	if len(rec.MessageAttributes) > 0 {
-		m.MessageAttributes = make(map[string]types.MessageAttributeValue, len(rec.MessageAttributes))
-		for k, v := range rec.MessageAttributes {
-			m.MessageAttributes[k] = types.MessageAttributeValue{DataType: aws.String(v.DataType), StringValue: v.StringValue,
-				BinaryValue: v.BinaryValue, StringListValues: v.StringListValues, BinaryListValues: v.BinaryListValues}
-		}
-	}
-	return m
 }
 
 // QueueURLFromARN is the queue URL of an SQS queue ARN

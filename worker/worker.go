@@ -26,6 +26,7 @@ import (
 	"github.com/ddbworker/ddbworker/internal/adaptive"
 	"github.com/ddbworker/ddbworker/internal/hooks"
 	"github.com/ddbworker/ddbworker/internal/slots"
+	"github.com/ddbworker/ddbworker/metrics"
 	"github.com/ddbworker/ddbworker/mutation"
 	"github.com/ddbworker/ddbworker/s3payload"
 	"github.com/ddbworker/ddbworker/stale"
@@ -68,8 +69,9 @@ type Deps struct {
 	S3 s3payload.GetObjectAPI
 	// Logger for JSON logs. Default: discard.
 	Logger *slog.Logger
-	// Metrics collectors. Default: NewMetrics(nil).
-	Metrics *Metrics
+	// Metrics is where the worker reports its figures (the ddbworker_*
+	// metrics the daemon serves on /metrics). Default: metrics.Discard.
+	Metrics metrics.Provider
 	// OnEvent is called after each delivery's disposition. Optional.
 	OnEvent func(Event)
 	// TracerProvider traces every delivery (see package tracing for the
@@ -96,7 +98,7 @@ type Worker struct {
 	owner     string
 	fifo      bool
 	log       *slog.Logger
-	metrics   *Metrics
+	metrics   *instruments
 	labels    *labels
 	tracer    *tracer // nil: no tracing
 	records   *recordSizes
@@ -198,10 +200,10 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 	if w.log == nil {
 		w.log = slog.New(slog.DiscardHandler)
 	}
-	w.metrics = deps.Metrics
-	if w.metrics == nil {
-		w.metrics, _ = NewMetrics(nil)
+	if deps.Metrics == nil {
+		deps.Metrics = metrics.Discard
 	}
+	w.metrics = newInstruments(deps.Metrics)
 	w.metrics.Concurrency.Set(float64(cfg.Concurrency))
 	w.metrics.DatabaseHealthy.Set(1)
 	w.db.paced = func(d time.Duration) { w.metrics.BudgetWait.Add(d.Seconds()); w.capacity.add(cfg.Now(), 0, d, 0) }

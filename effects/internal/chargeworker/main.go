@@ -47,7 +47,7 @@ func main() {
 		},
 		Register: func(reg *ddbworker.Registry, env daemon.Env) error {
 			log, err := effects.New(env.DynamoDB, effects.Config{Inbox: env.Store, Logger: env.Logger,
-				Registerer: env.Registerer, CallTimeout: 3 * time.Second})
+				Metrics: env.Metrics, CallTimeout: 3 * time.Second})
 			if err != nil {
 				return err
 			}

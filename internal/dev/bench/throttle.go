@@ -16,14 +16,13 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/dev/ddbproxy"
 	"github.com/ddbworker/ddbworker/internal/hooks"
+	"github.com/ddbworker/ddbworker/internal/metricstest"
 	"github.com/ddbworker/ddbworker/worker"
 )
 
@@ -218,10 +217,7 @@ func throttledRun(ctx context.Context, env Env, cfg Config, fraction float64, v 
 	met := newMeter()
 	ddb := dynamodb.NewFromConfig(env.AWS, append(slices.Clone(env.DynamoDB), func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(proxy.URL()) })...)
 	sq := sqs.NewFromConfig(env.AWS, append(slices.Clone(env.SQS), met.sqs)...)
-	metrics, err := worker.NewMetrics(nil)
-	if err != nil {
-		return nil, err
-	}
+	metrics := metricstest.New()
 	var finals, workerDLQ atomic.Int64
 	var lastFinal atomic.Int64 // UnixNano
 	settledOne := make(chan struct{}, 1)
@@ -257,7 +253,7 @@ func throttledRun(ctx context.Context, env Env, cfg Config, fraction float64, v 
 	start := time.Now()
 	finished := make(chan error, 1)
 	go func() { finished <- w.Run(runCtx) }()
-	smp := startSampler(w, metrics.Concurrency, cfg.ThrottleConcurrency)
+	smp := startSampler(w, func() float64 { return metrics.Value("ddbworker_concurrency_limit") }, cfg.ThrottleConcurrency)
 
 	// Wait until every message is applied or dead-lettered.
 	deadline := time.NewTimer(cfg.ThrottleTimeout)
@@ -320,9 +316,9 @@ wait:
 	// What the run cost.
 	ps := proxy.Stats()
 	res.Requests, res.Throttled, res.RequestsByOperation = ps.Total, ps.ByMode[ddbproxy.Throttle], ps.Requests
-	res.Probes = int(sumCounter(metrics.Probes))
-	res.Calls = int(sumCounter(metrics.DynamoDBCalls)) + res.Probes // probes bypass the call metrics
-	res.Pauses = int(counterValue(metrics.HealthTransitions.WithLabelValues("unhealthy")))
+	res.Probes = int(metrics.Sum("ddbworker_database_probes_total"))
+	res.Calls = int(metrics.Sum("ddbworker_dynamodb_calls_total")) + res.Probes // probes bypass the call metrics
+	res.Pauses = int(metrics.Value("ddbworker_database_health_transitions_total", "unhealthy"))
 	res.Paused, res.MinLimit, res.AvgLimit = smp.paused, smp.minLimit, smp.avgLimit()
 	r := met.read()
 	res.SQSCalls, res.SQSByOperation = r.SQS, map[string]int{}
@@ -378,7 +374,7 @@ type sampler struct {
 	receiving time.Duration
 }
 
-func startSampler(w *worker.Worker, limit prometheus.Gauge, ceiling int) *sampler {
+func startSampler(w *worker.Worker, limit func() float64, ceiling int) *sampler {
 	s := &sampler{done: make(chan struct{}), minLimit: ceiling}
 	s.wg.Go(func() {
 		t := time.NewTicker(throttleSampleEvery)
@@ -391,7 +387,7 @@ func startSampler(w *worker.Worker, limit prometheus.Gauge, ceiling int) *sample
 			case now := <-t.C:
 				dt := now.Sub(last)
 				last = now
-				l := int(gaugeValue(limit))
+				l := int(limit())
 				s.minLimit = min(s.minLimit, l)
 				if !w.DatabaseHealthy() {
 					s.paused += dt
@@ -415,36 +411,6 @@ func (s *sampler) avgLimit() float64 {
 		return 0
 	}
 	return s.limitTime / s.receiving.Seconds()
-}
-
-func gaugeValue(g prometheus.Gauge) float64 {
-	var m dto.Metric
-	if g.Write(&m) != nil {
-		return 0
-	}
-	return m.GetGauge().GetValue()
-}
-
-func counterValue(c prometheus.Counter) float64 {
-	var m dto.Metric
-	if c.Write(&m) != nil {
-		return 0
-	}
-	return m.GetCounter().GetValue()
-}
-
-// sumCounter adds up every series of a counter vector.
-func sumCounter(v *prometheus.CounterVec) float64 {
-	ch := make(chan prometheus.Metric, 64)
-	go func() { v.Collect(ch); close(ch) }()
-	total := 0.0
-	for m := range ch {
-		var d dto.Metric
-		if m.Write(&d) == nil {
-			total += d.GetCounter().GetValue()
-		}
-	}
-	return total
 }
 
 // batchGet reads items by key, consistently, 100 at a time.

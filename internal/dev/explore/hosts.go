@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -209,31 +208,23 @@ func (in *instance) mapping(ctx context.Context) {
 		if len(out.Messages) == 0 {
 			continue
 		}
-		ev := events.SQSEvent{}
-		for _, m := range out.Messages {
-			rec := events.SQSMessage{MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle),
-				Body: aws.ToString(m.Body), Md5OfBody: aws.ToString(m.MD5OfBody), Attributes: m.Attributes,
-				EventSource: "aws:sqs", EventSourceARN: "arn:aws:sqs:us-east-1:000000000000:" + worker.QueueName(x.qs.URL),
-				AWSRegion: "us-east-1", MessageAttributes: map[string]events.SQSMessageAttribute{}}
-			for k, v := range m.MessageAttributes {
-				rec.MessageAttributes[k] = events.SQSMessageAttribute{DataType: aws.ToString(v.DataType), StringValue: v.StringValue, BinaryValue: v.BinaryValue}
-			}
-			ev.Records = append(ev.Records, rec)
-		}
+		// The mapping hands the received messages to the function as its
+		// event's records.
+		ev := out.Messages
 		// The invocation is not cancelled by a deploy: the mapping waits
 		// for it. A crash ends it through the switched-off clients.
 		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-		resp, _ := in.w.HandleSQSEvent(ictx, ev)
+		failures, _ := in.w.HandleSQSEvent(ictx, ev)
 		cancel()
 		x.invocations.Add(1)
 		failed := map[string]bool{}
-		for _, f := range resp.BatchItemFailures {
-			failed[f.ItemIdentifier] = true
+		for _, id := range failures {
+			failed[id] = true
 		}
 		var entries []types.DeleteMessageBatchRequestEntry
-		for i, r := range ev.Records {
-			if !failed[r.MessageId] {
-				entries = append(entries, types.DeleteMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), ReceiptHandle: aws.String(r.ReceiptHandle)})
+		for i, r := range ev {
+			if !failed[aws.ToString(r.MessageId)] {
+				entries = append(entries, types.DeleteMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), ReceiptHandle: r.ReceiptHandle})
 			}
 		}
 		if len(entries) > 0 && !in.dead.Load() {
