@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"regexp"
@@ -9,14 +10,20 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/effects"
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/prommetrics"
+	"github.com/ddbworker/ddbworker/relay"
 	"github.com/ddbworker/ddbworker/stale"
+	"github.com/ddbworker/ddbworker/worker"
 )
 
 // recorder is a Registerer that keeps what is registered with it.
@@ -93,23 +100,46 @@ func exported(t *testing.T, r *recorder) map[string]bool {
 }
 
 // registries are the collectors the daemon's commands serve: `run` (with
-// watchDepth's queue depths, and an effects.Log a handler registers on
-// Env.Registerer), `relay` and `sweep --every`.
+// the worker's instruments, watchDepth's queue depths, and an effects.Log
+// a handler builds on Env.Metrics), `relay` (with the relay's) and `sweep
+// --every` (the sweeper's). The library's components declare their
+// instruments when they are built: each is built here, as the command
+// builds it, without calling AWS.
 func registries(t *testing.T) map[string]bool {
 	t.Helper()
 	app := App{Name: "orders"}
+	ddb := dynamodb.New(dynamodb.Options{Region: "us-east-1"})
+	q := sqs.New(sqs.Options{Region: "us-east-1"})
+	const queueURL = "https://sqs.us-east-1.amazonaws.com/000000000000/orders"
+	store := inbox.Store{Table: "orders"}
+
 	run := &recorder{Registry: prometheus.NewRegistry()}
-	_, err := registerRun(run, app)
+	metrics, err := registerRun(run, app)
+	require.NoError(t, err)
+	handlers := ddbworker.NewRegistry()
+	require.NoError(t, handlers.Register("OrderPlaced", ddbworker.HandlerFunc(func(context.Context, *ddbworker.Message) (ddbworker.Result, error) {
+		return ddbworker.Result{}, nil
+	})))
+	_, err = worker.New(worker.Deps{DynamoDB: ddb, SQS: q, Handlers: handlers, Metrics: metrics}, worker.Config{QueueURL: queueURL, DLQURL: queueURL + "-dlq", Store: store})
 	require.NoError(t, err)
 	require.NoError(t, run.Register(newQueueDepth()))
-	_, err = effects.New(dynamodb.New(dynamodb.Options{Region: "us-east-1"}), effects.Config{Inbox: inbox.Store{Table: "orders"}, Registerer: run})
+	_, err = effects.New(ddb, effects.Config{Inbox: store, Metrics: metrics})
 	require.NoError(t, err)
+	require.NoError(t, metrics.Err())
+
 	rel := &recorder{Registry: prometheus.NewRegistry()}
-	_, err = registerRelay(rel, app)
+	relayMetrics, err := registerRelay(rel, app)
 	require.NoError(t, err)
+	_, err = relay.New(relay.Deps{DynamoDB: ddb, Streams: dynamodbstreams.New(dynamodbstreams.Options{Region: "us-east-1"}), SQS: q, Metrics: relayMetrics},
+		relay.Config{Table: store.Table, QueueURL: queueURL})
+	require.NoError(t, err)
+	require.NoError(t, relayMetrics.Err())
+
 	sweep := &recorder{Registry: prometheus.NewRegistry()}
-	_, err = stale.NewSweepMetrics(sweep)
+	sweepMetrics := prommetrics.New(sweep)
+	_, err = stale.NewSweeper(ddb, stale.SweepConfig{Store: store, Metrics: sweepMetrics})
 	require.NoError(t, err)
+	require.NoError(t, sweepMetrics.Err())
 	names := map[string]bool{}
 	for _, r := range []*recorder{run, rel, sweep} {
 		for n := range exported(t, r) {

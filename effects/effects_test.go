@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker"
@@ -24,6 +23,7 @@ import (
 	"github.com/ddbworker/ddbworker/internal/dev/faults"
 	"github.com/ddbworker/ddbworker/internal/dev/testenv"
 	"github.com/ddbworker/ddbworker/internal/hooks"
+	"github.com/ddbworker/ddbworker/internal/metricstest"
 	"github.com/ddbworker/ddbworker/mutation"
 )
 
@@ -48,7 +48,7 @@ type fixture struct {
 	admin  *effects.Admin
 	inj    *faults.Injector
 	prov   *payments.Provider
-	reg    *prometheus.Registry
+	reg    *metricstest.Provider
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -63,8 +63,8 @@ func newFixture(t *testing.T) *fixture {
 	require.NoError(t, err)
 	c, err := mutation.New(ddb, mutation.Config{Store: store, Now: clock.Now})
 	require.NoError(t, err)
-	reg := prometheus.NewRegistry()
-	l, err := effects.New(ddb, effects.Config{Inbox: store, Now: clock.Now, CallTimeout: 3 * time.Second, Registerer: reg})
+	reg := metricstest.New()
+	l, err := effects.New(ddb, effects.Config{Inbox: store, Now: clock.Now, CallTimeout: 3 * time.Second, Metrics: reg})
 	require.NoError(t, err)
 	a, err := effects.NewAdmin(env.DynamoDB, effects.AdminConfig{Inbox: store, Now: clock.Now})
 	require.NoError(t, err)
@@ -160,36 +160,10 @@ func run(ctx context.Context, l *effects.Log, msg *ddbworker.Message, c effects.
 	return eff, err, false
 }
 
-// metric sums the samples of the metric name whose labels include want.
+// metric sums the samples of the metric name whose labels include want:
+// a counter's value, a histogram's number of observations.
 func (f *fixture) metric(name string, want map[string]string) float64 {
-	f.t.Helper()
-	mfs, err := f.reg.Gather()
-	require.NoError(f.t, err)
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				got[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range want {
-				if got[k] != v {
-					continue next
-				}
-			}
-			switch {
-			case m.GetCounter() != nil:
-				sum += m.GetCounter().GetValue()
-			case m.GetHistogram() != nil:
-				sum += float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return sum
+	return f.reg.Sum(name, want)
 }
 
 func requireFailure(t *testing.T, err error, kind failure.Kind, code string, sentinel error) {

@@ -3,18 +3,24 @@ package lambda_test
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/example/invoices"
+	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/dev/testenv"
 	"github.com/ddbworker/ddbworker/internal/emf/emftest"
+	"github.com/ddbworker/ddbworker/internal/prommetrics"
 	"github.com/ddbworker/ddbworker/lambda"
 	"github.com/ddbworker/ddbworker/worker"
 )
@@ -125,23 +131,66 @@ func TestInvocationMetricsAreEMF(t *testing.T) {
 	require.Empty(t, emfLines(t, parts[3]), "nothing happened: no EMF")
 }
 
+// typed is a Registerer that keeps each registered collector's metric
+// type by name: a vector's is its Go type (it has no series yet), any
+// other's its series'.
+type typed struct {
+	*prometheus.Registry
+	types map[string]dto.MetricType
+}
+
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+func (r *typed) Register(c prometheus.Collector) error {
+	typ := dto.MetricType_UNTYPED
+	switch c := c.(type) {
+	case *prometheus.CounterVec:
+		typ = dto.MetricType_COUNTER
+	case *prometheus.GaugeVec:
+		typ = dto.MetricType_GAUGE
+	case *prometheus.HistogramVec:
+		typ = dto.MetricType_HISTOGRAM
+	case prometheus.Metric:
+		var m dto.Metric
+		if err := c.Write(&m); err != nil {
+			return err
+		}
+		switch {
+		case m.Counter != nil:
+			typ = dto.MetricType_COUNTER
+		case m.Gauge != nil:
+			typ = dto.MetricType_GAUGE
+		case m.Histogram != nil:
+			typ = dto.MetricType_HISTOGRAM
+		}
+	}
+	ch := make(chan *prometheus.Desc, 8)
+	go func() { c.Describe(ch); close(ch) }()
+	for d := range ch {
+		if m := fqName.FindStringSubmatch(d.String()); m != nil {
+			r.types[m[1]] = typ
+		}
+	}
+	return r.Registry.Register(c)
+}
+
 // Every metric the function writes is one the worker registers, under the
 // same name, with a unit that fits its type.
 func TestReportedMetricsAreTheWorkers(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m, err := worker.NewMetrics(reg)
+	reg := &typed{Registry: prometheus.NewRegistry(), types: map[string]dto.MetricType{}}
+	p := prommetrics.New(reg)
+	handlers := ddbworker.NewRegistry()
+	require.NoError(t, handlers.Register("T", ddbworker.HandlerFunc(func(context.Context, *ddbworker.Message) (ddbworker.Result, error) {
+		return ddbworker.Result{}, nil
+	})))
+	const queueURL = "https://sqs.us-east-1.amazonaws.com/000000000000/q"
+	_, err := worker.New(worker.Deps{DynamoDB: dynamodb.New(dynamodb.Options{Region: "us-east-1"}), SQS: sqs.New(sqs.Options{Region: "us-east-1"}),
+		Handlers: handlers, Metrics: p}, worker.Config{QueueURL: queueURL, DLQURL: queueURL + "-dlq", Store: inbox.Store{Table: "t"}})
 	require.NoError(t, err)
-	m.Outcomes.WithLabelValues("T", worker.OutcomeApplied).Inc()
-	m.Processing.WithLabelValues("T").Observe(1)
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	types := map[string]dto.MetricType{}
-	for _, mf := range mfs {
-		types[mf.GetName()] = mf.GetType()
-	}
+	require.NoError(t, p.Err())
 	units := map[dto.MetricType][]string{dto.MetricType_COUNTER: {"Count"}, dto.MetricType_HISTOGRAM: {"Seconds"}, dto.MetricType_GAUGE: {"None", "Count"}}
 	for _, rm := range lambda.ReportedMetricsForTest() {
-		typ, ok := types[rm.Name]
+		typ, ok := reg.types[rm.Name]
 		require.True(t, ok, "%s is not a worker metric", rm.Name)
 		require.Contains(t, units[typ], rm.Unit, rm.Name)
 	}

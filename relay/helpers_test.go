@@ -17,11 +17,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/middleware"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/internal/metricstest"
 	"github.com/ddbworker/ddbworker/outbox"
 	"github.com/ddbworker/ddbworker/relay"
 	"github.com/ddbworker/ddbworker/tables"
@@ -125,7 +125,7 @@ type world struct {
 	sqs     *sqs.Client // counting
 	sends   *sends
 	outbox  *outbox.Writer
-	metrics *relay.Metrics // the last relay's
+	metrics *metricstest.Provider // the last relay's
 }
 
 func newWorld(t *testing.T, fifo bool) *world {
@@ -152,8 +152,7 @@ func (w *world) relay(mod func(*relay.Config)) *relay.Relay {
 	if mod != nil {
 		mod(&cfg)
 	}
-	m, err := relay.NewMetrics(prometheus.NewRegistry())
-	require.NoError(w.t, err)
+	m := metricstest.New()
 	w.metrics = m
 	r, err := relay.New(relay.Deps{DynamoDB: w.env.DynamoDB, Streams: w.streams, SQS: w.sqs, Metrics: m}, cfg)
 	require.NoError(w.t, err)

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -18,11 +17,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/middleware"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/internal/metricstest"
 	"github.com/ddbworker/ddbworker/outbox"
 	"github.com/ddbworker/ddbworker/relay"
 	"github.com/ddbworker/ddbworker/tables"
@@ -81,9 +79,9 @@ func TestRelayPublishesFromTheStreamInOrder(t *testing.T) {
 	for _, id := range ids {
 		require.Equal(t, 1, w.sends.count(id), id)
 	}
-	require.Equal(t, float64(len(ids)), testutil.ToFloat64(m.Published))
-	require.Equal(t, float64(1), testutil.ToFloat64(m.Shards), "one shard leased")
-	require.Zero(t, testutil.CollectAndCount(m.Failures), "no failed step")
+	require.Equal(t, float64(len(ids)), m.Value("ddbworker_outbox_published_total"))
+	require.Equal(t, float64(1), m.Value("ddbworker_relay_shards"), "one shard leased")
+	require.Empty(t, m.Series("ddbworker_outbox_failures_total"), "no failed step")
 
 	// A published record has its TTL and left the PENDING index.
 	it, err := w.env.DynamoDB.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(w.env.Table), ConsistentRead: aws.Bool(true),
@@ -211,11 +209,11 @@ func TestHandleStreamEventReportsTheFirstFailure(t *testing.T) {
 		Item: map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "ORDER#1"}, "SK": &types.AttributeValueMemberS{Value: "ORDER"}}})
 	require.NoError(t, err)
 	ev, seqs := w.streamEvent()
-	require.Len(t, ev.Records, 7)
+	require.Len(t, ev, 7)
 	r := w.relay(nil)
 	resp, err := r.HandleStreamEvent(context.Background(), ev)
 	require.NoError(t, err)
-	require.Equal(t, []events.DynamoDBBatchItemFailure{{ItemIdentifier: seqs["b-e002"]}}, resp.BatchItemFailures)
+	require.Equal(t, []string{seqs["b-e002"]}, resp)
 	st := w.statuses()
 	require.Equal(t, outbox.StatusPending, st["b-e002"])
 	require.Equal(t, outbox.StatusPending, st["b-e003"])
@@ -228,7 +226,7 @@ func TestHandleStreamEventReportsTheFirstFailure(t *testing.T) {
 	mu.Unlock()
 	resp, err = r.HandleStreamEvent(context.Background(), ev)
 	require.NoError(t, err)
-	require.Empty(t, resp.BatchItemFailures)
+	require.Empty(t, resp)
 	require.True(t, w.allPublished(ids))
 	for _, id := range ids {
 		require.Equal(t, 1, w.sends.count(id), id)
@@ -285,9 +283,11 @@ func (w *world) pendingRecords() []outbox.Record {
 	return recs
 }
 
-// streamEvent reads the table's stream from TRIM_HORIZON (every shard)
-// and builds the Lambda event the mapping would deliver.
-func (w *world) streamEvent() (events.DynamoDBEvent, map[string]string) {
+// streamEvent reads the table's stream from TRIM_HORIZON (every shard):
+// the records of the Lambda event the mapping would deliver (package
+// lambda hands the relay the runtime's records as the Streams API's), and
+// the outbox records' sequence numbers by event id.
+func (w *world) streamEvent() ([]streamtypes.Record, map[string]string) {
 	w.t.Helper()
 	ctx := context.Background()
 	desc, err := w.env.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(w.env.Table)})
@@ -295,7 +295,7 @@ func (w *world) streamEvent() (events.DynamoDBEvent, map[string]string) {
 	arn := desc.Table.LatestStreamArn
 	ds, err := w.streams.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: arn})
 	require.NoError(w.t, err)
-	var ev events.DynamoDBEvent
+	var ev []streamtypes.Record
 	seqs := map[string]string{}
 	for _, sh := range ds.StreamDescription.Shards {
 		it, err := w.streams.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{StreamArn: arn, ShardId: sh.ShardId,
@@ -304,20 +304,9 @@ func (w *world) streamEvent() (events.DynamoDBEvent, map[string]string) {
 		out, err := w.streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: it.ShardIterator})
 		require.NoError(w.t, err)
 		for _, rec := range out.Records {
-			img := map[string]events.DynamoDBAttributeValue{}
-			for k, v := range rec.Dynamodb.NewImage {
-				switch v := v.(type) {
-				case *streamtypes.AttributeValueMemberS:
-					img[k] = events.NewStringAttribute(v.Value)
-				case *streamtypes.AttributeValueMemberN:
-					img[k] = events.NewNumberAttribute(v.Value)
-				}
-			}
-			seq := aws.ToString(rec.Dynamodb.SequenceNumber)
-			ev.Records = append(ev.Records, events.DynamoDBEventRecord{EventName: string(rec.EventName), EventSource: "aws:dynamodb",
-				EventSourceArn: aws.ToString(arn), Change: events.DynamoDBStreamRecord{NewImage: img, SequenceNumber: seq, StreamViewType: "NEW_IMAGE"}})
-			if id, ok := img[tables.AttrOutboxEventID]; ok {
-				seqs[id.String()] = seq
+			ev = append(ev, rec)
+			if id, ok := rec.Dynamodb.NewImage[tables.AttrOutboxEventID].(*streamtypes.AttributeValueMemberS); ok {
+				seqs[id.Value] = aws.ToString(rec.Dynamodb.SequenceNumber)
 			}
 		}
 	}
@@ -386,7 +375,7 @@ func TestRelayRecoversFromExpiredAndTrimmedIterators(t *testing.T) {
 	for _, id := range append(first, second...) {
 		require.Equal(t, 1, w.sends.count(id), id)
 	}
-	require.GreaterOrEqual(t, testutil.ToFloat64(w.metrics.Skipped), float64(len(first)), "the re-read records were skipped")
+	require.GreaterOrEqual(t, w.metrics.Value("ddbworker_outbox_skipped_total"), float64(len(first)), "the re-read records were skipped")
 	inOrder(t, w.drain(8, 20*time.Second))
 }
 
@@ -414,12 +403,12 @@ func TestRelayStopsOnALostLeaseAndTakesOverAnExpiredOne(t *testing.T) {
 		require.NoError(t, err)
 	}
 	steal(time.Now().Add(time.Hour))
-	testenv.Eventually(t, 10*time.Second, func() bool { return testutil.ToFloat64(m.Shards) == 0 }, "the shard was given up")
+	testenv.Eventually(t, 10*time.Second, func() bool { return m.Value("ddbworker_relay_shards") == 0 }, "the shard was given up")
 	second := w.write("a", 3, 4)
 	// The thief's lease expires: the relay takes the shard back.
 	steal(time.Now().Add(-time.Second))
 	testenv.Eventually(t, 30*time.Second, func() bool { return w.allPublished(second) })
-	require.Equal(t, float64(1), testutil.ToFloat64(m.Shards))
+	require.Equal(t, float64(1), m.Value("ddbworker_relay_shards"))
 	for _, id := range append(first, second...) {
 		require.Equal(t, 1, w.sends.count(id), id)
 	}
@@ -460,20 +449,19 @@ func TestRelayGivesUpALeaseItCannotRenew(t *testing.T) {
 	first := w.write("a", 1, 2)
 	f := &leaseFaults{}
 	ddbA := dynamodb.NewFromConfig(w.env.AWS, f.install)
-	mA, err := relay.NewMetrics(prometheus.NewRegistry())
-	require.NoError(t, err)
+	mA := metricstest.New()
 	a, err := relay.New(relay.Deps{DynamoDB: ddbA, Streams: w.streams, SQS: w.sqs, Metrics: mA}, relay.Config{Table: w.env.Table,
 		QueueURL: w.env.Queues.URL, LeaseDuration: 1500 * time.Millisecond, PollInterval: 50 * time.Millisecond,
 		DiscoveryInterval: 200 * time.Millisecond, DrainTimeout: 5 * time.Second})
 	require.NoError(t, err)
 	w.run(a)
 	testenv.Eventually(t, 30*time.Second, func() bool { return w.allPublished(first) })
-	require.Equal(t, float64(1), testutil.ToFloat64(mA.Shards))
+	require.Equal(t, float64(1), mA.Value("ddbworker_relay_shards"))
 	f.mu.Lock()
 	f.on = true
 	f.mu.Unlock()
 	start := time.Now()
-	testenv.Eventually(t, 10*time.Second, func() bool { return testutil.ToFloat64(mA.Shards) == 0 }, "the unrenewed shard was given up")
+	testenv.Eventually(t, 10*time.Second, func() bool { return mA.Value("ddbworker_relay_shards") == 0 }, "the unrenewed shard was given up")
 	require.Less(t, time.Since(start), 1500*time.Millisecond, "given up before the lease expired")
 }
 
@@ -500,8 +488,7 @@ func TestSweepKeepsOrderAcrossPages(t *testing.T) {
 	ids := w.write("a", 1, 3)
 	w.sends.fail = func(id string) bool { return id == "a-e001" }
 	now := time.Now().Add(time.Hour)
-	m, err := relay.NewMetrics(prometheus.NewRegistry())
-	require.NoError(t, err)
+	m := metricstest.New()
 	r, err := relay.New(relay.Deps{DynamoDB: dynamodb.NewFromConfig(w.env.AWS, queryLimit), SQS: w.sqs, Metrics: m},
 		relay.Config{Table: w.env.Table, QueueURL: w.env.Queues.URL, SendAttempts: 1, Now: func() time.Time { return now }})
 	require.NoError(t, err)
@@ -660,7 +647,7 @@ func TestRelayCountsAnUnreadableOutboxItem(t *testing.T) {
 	w.run(w.relay(nil))
 	testenv.Eventually(t, 30*time.Second, func() bool { return w.allPublished(ids) }, "the readable records PUBLISHED")
 	testenv.Eventually(t, 10*time.Second, func() bool {
-		return testutil.ToFloat64(w.metrics.Failures.WithLabelValues("decode")) == 1
+		return w.metrics.Value("ddbworker_outbox_failures_total", "decode") == 1
 	}, "the unreadable one counted once")
-	require.Zero(t, testutil.ToFloat64(w.metrics.Failures.WithLabelValues("send")))
+	require.Zero(t, w.metrics.Value("ddbworker_outbox_failures_total", "send"))
 }

@@ -10,19 +10,19 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/gate"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/dev/faults"
+	"github.com/ddbworker/ddbworker/internal/metricstest"
+	"github.com/ddbworker/ddbworker/metrics"
 	"github.com/ddbworker/ddbworker/mutation"
 	"github.com/ddbworker/ddbworker/stale"
 )
 
-func (f *fixture) sweeper(useIndex bool, m *stale.SweepMetrics) *stale.Sweeper {
+func (f *fixture) sweeper(useIndex bool, m metrics.Provider) *stale.Sweeper {
 	f.t.Helper()
 	s, err := stale.NewSweeper(f.ddb, stale.SweepConfig{Store: inbox.Store{Table: f.env.Table, AttentionShards: 4}, Policy: policy, Grace: time.Hour,
 		UseIndex: useIndex, PageSize: 2, Metrics: m, Now: f.clock.Now})
@@ -40,9 +40,7 @@ func TestSweep(t *testing.T) {
 		t.Run("UseIndex="+strconv.FormatBool(useIndex), func(t *testing.T) {
 			ctx := context.Background()
 			f := newFixture(t, useIndex)
-			reg := prometheus.NewRegistry()
-			m, err := stale.NewSweepMetrics(reg)
-			require.NoError(t, err)
+			m := metricstest.New()
 			sw := f.sweeper(useIndex, m)
 
 			for i := range 3 {
@@ -73,14 +71,14 @@ func TestSweep(t *testing.T) {
 			rep, err = sw.Sweep(ctx, stale.SweepOptions{MaxMarks: 1})
 			require.NoError(t, err)
 			require.Equal(t, 1, rep.Marked)
-			require.Equal(t, 2.0, gauge(t, m.Stuck.WithLabelValues("abandoned")), "two abandoned left unmarked")
+			require.Equal(t, 2.0, m.Value("ddbworker_stuck_records", "abandoned"), "two abandoned left unmarked")
 			rep, err = sw.Sweep(ctx, stale.SweepOptions{})
 			require.NoError(t, err)
 			require.Equal(t, 2, rep.Marked)
 			require.Equal(t, 1, rep.Expired, "an expired lease within Grace is only reported")
-			require.Equal(t, 3.0, counter(t, m.Marked))
-			require.Equal(t, 0.0, gauge(t, m.Stuck.WithLabelValues("abandoned")))
-			require.Equal(t, 1.0, gauge(t, m.Stuck.WithLabelValues("expired")))
+			require.Equal(t, 3.0, m.Value("ddbworker_sweep_marked_total"))
+			require.Equal(t, 0.0, m.Value("ddbworker_stuck_records", "abandoned"))
+			require.Equal(t, 1.0, m.Value("ddbworker_stuck_records", "expired"))
 
 			for i := range 3 {
 				rec := f.record("k-abandoned-" + strconv.Itoa(i))
@@ -204,16 +202,4 @@ func (f *fixture) committer() *mutation.Committer {
 	c, err := mutation.New(f.ddb, mutation.Config{Store: inbox.Store{Table: f.env.Table, AttentionShards: 4}, Now: f.clock.Now})
 	require.NoError(f.t, err)
 	return c
-}
-
-func gauge(t *testing.T, g prometheus.Gauge) float64 {
-	var m dto.Metric
-	require.NoError(t, g.Write(&m))
-	return m.GetGauge().GetValue()
-}
-
-func counter(t *testing.T, c prometheus.Counter) float64 {
-	var m dto.Metric
-	require.NoError(t, c.Write(&m))
-	return m.GetCounter().GetValue()
 }

@@ -278,10 +278,10 @@ func TestLambdaAdaptedBody(t *testing.T) {
 	for i, want := range []string{worker.OutcomeApplied, worker.OutcomeDuplicate} {
 		publish(t, c, topic, `{"orderId":"o-7","amountCents":1999}`)
 		ev := h.sqsEvent(1, 30*time.Second)
-		require.Equal(t, "OrderPlaced", aws.ToString(ev.Records[0].MessageAttributes["eventType"].StringValue), "raw delivery carries the SNS attributes")
+		require.Equal(t, "OrderPlaced", aws.ToString(ev[0].MessageAttributes["eventType"].StringValue), "raw delivery carries the SNS attributes")
 		resp, err := w.HandleSQSEvent(ctx, ev)
 		require.NoError(t, err)
-		require.Empty(t, resp.BatchItemFailures)
+		require.Empty(t, resp)
 		got := h.waitEvents(i+1, 10*time.Second, final)[i]
 		require.Equal(t, want, got.Outcome, "%+v", got)
 		require.Equal(t, "order:o-7:placed", got.IdempotencyKey)

@@ -5,15 +5,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/internal/dev/ddbproxy"
 	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/internal/metricstest"
 	"github.com/ddbworker/ddbworker/worker"
 )
 
@@ -38,17 +37,16 @@ func TestDatabaseCapacityGauge(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, testenv.Options{})
 			h.seedCases("c1")
-			metrics, err := worker.NewMetrics(nil)
-			require.NoError(t, err)
+			metrics := metricstest.New()
 			cfg := h.testConfig()
 			cfg.MaxWCU = tc.maxWCU
 			w := h.lambdaWorker(cfg, worker.Deps{Handlers: h.caseHandlers(), Metrics: metrics})
-			require.Equal(t, float64(cfg.Concurrency), testutil.ToFloat64(metrics.DatabaseCapacity), "a new worker: its concurrency")
+			require.Equal(t, float64(cfg.Concurrency), metrics.Value("ddbworker_database_capacity"), "a new worker: its concurrency")
 			h.send(mustEnv(t)(caseflow.NewDeadlineRequest("k1", "c1", "intake", effective)))
 			resp, err := w.HandleSQSEvent(context.Background(), h.sqsEvent(1, 30*time.Second))
 			require.NoError(t, err)
-			require.Empty(t, resp.BatchItemFailures)
-			tc.want(t, testutil.ToFloat64(metrics.DatabaseCapacity), testutil.ToFloat64(metrics.Concurrency))
+			require.Empty(t, resp)
+			tc.want(t, metrics.Value("ddbworker_database_capacity"), metrics.Value("ddbworker_concurrency_limit"))
 		})
 	}
 
@@ -60,8 +58,7 @@ func TestDatabaseCapacityGauge(t *testing.T) {
 		t.Cleanup(func() { _ = proxy.Close() })
 		ddb := dynamodb.NewFromConfig(h.env.AWS, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(proxy.URL()) })
 		h.seedCases("c1", "c2", "c3", "c4", "c5", "c6")
-		metrics, err := worker.NewMetrics(nil)
-		require.NoError(t, err)
+		metrics := metricstest.New()
 		cfg := h.testConfig()
 		cfg.CallTimeout = time.Second
 		cfg.Health = worker.HealthConfig{ProbeInterval: 200 * time.Millisecond, ProbeMaxInterval: 400 * time.Millisecond, ParkVisibility: 10 * time.Second}
@@ -73,17 +70,17 @@ func TestDatabaseCapacityGauge(t *testing.T) {
 		_, err = w.HandleSQSEvent(context.Background(), h.sqsEvent(6, 30*time.Second))
 		require.NoError(t, err)
 		require.False(t, w.DatabaseHealthy())
-		require.Zero(t, testutil.ToFloat64(metrics.DatabaseCapacity), "the database takes nothing now")
-		require.Positive(t, testutil.ToFloat64(metrics.Concurrency), "while the limit itself stays at least 1")
+		require.Zero(t, metrics.Value("ddbworker_database_capacity"), "the database takes nothing now")
+		require.Positive(t, metrics.Value("ddbworker_concurrency_limit"), "while the limit itself stays at least 1")
 
 		proxy.SetMode(ddbproxy.Pass)
 		testenv.Eventually(t, 20*time.Second, func() bool {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			_, _ = w.HandleSQSEvent(ctx, events.SQSEvent{}) // an empty invocation probes
+			_, _ = w.HandleSQSEvent(ctx, nil) // an empty invocation probes
 			return w.DatabaseHealthy()
 		}, "healthy again after two probes")
-		require.Equal(t, 1.0, testutil.ToFloat64(metrics.DatabaseCapacity), "the restart's limit: 1, growing back")
-		require.Equal(t, testutil.ToFloat64(metrics.Concurrency), testutil.ToFloat64(metrics.DatabaseCapacity))
+		require.Equal(t, 1.0, metrics.Value("ddbworker_database_capacity"), "the restart's limit: 1, growing back")
+		require.Equal(t, metrics.Value("ddbworker_concurrency_limit"), metrics.Value("ddbworker_database_capacity"))
 	})
 }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker"
@@ -24,6 +23,7 @@ import (
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/metricstest"
 	"github.com/ddbworker/ddbworker/internal/sqsbatch"
 	"github.com/ddbworker/ddbworker/tracing"
 )
@@ -268,11 +268,10 @@ func TestCopiesSayWhatTheyDrop(t *testing.T) {
 			dropped []string
 		}{{copyDLQ, []string{"p3", "p4"}}, {copyResend, []string{"ddbworker.failureMessage"}}, {copyResend, nil}} {
 			var logs bytes.Buffer
-			m, err := NewMetrics(nil)
-			require.NoError(t, err)
-			w := &Worker{log: slog.New(slog.NewJSONHandler(&logs, nil)), metrics: m}
+			m := metricstest.New()
+			w := &Worker{log: slog.New(slog.NewJSONHandler(&logs, nil)), metrics: newInstruments(m)}
 			w.droppedAttributes(context.Background(), delivery(nil, 10), tt.copy, tt.dropped)
-			require.Equal(t, float64(len(tt.dropped)), testutil.ToFloat64(m.CopyAttributesDropped.WithLabelValues(tt.copy)))
+			require.Equal(t, float64(len(tt.dropped)), m.Value("ddbworker_copy_attributes_dropped_total", tt.copy))
 			if len(tt.dropped) == 0 {
 				require.Empty(t, logs.String(), "nothing dropped, nothing said")
 				continue

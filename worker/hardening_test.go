@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/aws/smithy-go"
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker"
@@ -18,6 +16,7 @@ import (
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/dev/faults"
 	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/internal/metricstest"
 	"github.com/ddbworker/ddbworker/worker"
 )
 
@@ -180,10 +179,8 @@ func TestHeartbeatKeepsLongHandler(t *testing.T) {
 		})))
 		return reg
 	}
-	m1, err := worker.NewMetrics(prometheus.NewRegistry())
-	require.NoError(t, err)
-	m2, err := worker.NewMetrics(prometheus.NewRegistry())
-	require.NoError(t, err)
+	m1 := metricstest.New()
+	m2 := metricstest.New()
 	h.start(cfg, worker.Deps{Handlers: slow(), Metrics: m1})
 	h.start(cfg, worker.Deps{Handlers: slow(), Metrics: m2})
 	env := mustEnv(t)(caseflow.NewDeadlineRequest("k-long", "c1", "intake", effective))
@@ -214,15 +211,9 @@ func TestHeartbeatKeepsLongHandler(t *testing.T) {
 	require.Zero(t, rec.Attempts)
 	require.Equal(t, 1, rec.Deliveries)
 	require.EqualValues(t, 1, runs.Load(), "the handler ran once")
-	require.Positive(t, counter(t, m1.Extensions)+counter(t, m2.Extensions), "the lease was extended")
+	require.Positive(t, m1.Value("ddbworker_visibility_extensions_total")+m2.Value("ddbworker_visibility_extensions_total"), "the lease was extended")
 	require.EqualValues(t, 1, h.applications("c1", caseflow.TypeDeadline, "k-long"))
 	require.NotEmpty(t, h.waitEventsNow(func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeInFlight }),
 		"the re-sent work was seen in flight")
 	require.Empty(t, h.waitEventsNow(func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeLeaseLost }))
-}
-
-func counter(t *testing.T, c prometheus.Counter) float64 {
-	var m dto.Metric
-	require.NoError(t, c.Write(&m))
-	return m.GetCounter().GetValue()
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -22,51 +21,44 @@ import (
 )
 
 // sqsEvent receives up to n messages from the queue, as the event source
-// mapping would, and builds the Lambda event from them: receipt handles and
-// visibility are real.
-func (h *harness) sqsEvent(n int, visibility time.Duration) events.SQSEvent {
+// mapping would, and returns them as the Lambda event's records (package
+// lambda hands the worker the runtime's records as SQS messages): receipt
+// handles and visibility are real.
+func (h *harness) sqsEvent(n int, visibility time.Duration) []types.Message {
 	h.t.Helper()
-	var ev events.SQSEvent
+	var ev []types.Message
 	deadline := time.Now().Add(10 * time.Second)
-	for len(ev.Records) < n && time.Now().Before(deadline) {
+	for len(ev) < n && time.Now().Before(deadline) {
 		out, err := h.env.SQS.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(h.env.Queues.URL), MaxNumberOfMessages: int32(min(10, n-len(ev.Records))), WaitTimeSeconds: 1,
+			QueueUrl: aws.String(h.env.Queues.URL), MaxNumberOfMessages: int32(min(10, n-len(ev))), WaitTimeSeconds: 1,
 			VisibilityTimeout:           int32(visibility / time.Second),
 			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
 			MessageAttributeNames:       []string{"All"}})
 		require.NoError(h.t, err)
-		for _, m := range out.Messages {
-			rec := events.SQSMessage{MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body),
-				Attributes: m.Attributes, EventSource: "aws:sqs", EventSourceARN: "arn:aws:sqs:us-east-1:000000000000:q", AWSRegion: "us-east-1",
-				MessageAttributes: map[string]events.SQSMessageAttribute{}}
-			for k, v := range m.MessageAttributes {
-				rec.MessageAttributes[k] = events.SQSMessageAttribute{DataType: aws.ToString(v.DataType), StringValue: v.StringValue}
-			}
-			ev.Records = append(ev.Records, rec)
-		}
+		ev = append(ev, out.Messages...)
 	}
-	require.Len(h.t, ev.Records, n)
+	require.Len(h.t, ev, n)
 	return ev
 }
 
 // makeVisible makes an event's records visible again, as when their
 // visibility ends.
-func (h *harness) makeVisible(ev events.SQSEvent) {
+func (h *harness) makeVisible(ev []types.Message) {
 	h.t.Helper()
-	for _, r := range ev.Records {
+	for _, r := range ev {
 		_, err := h.env.SQS.ChangeMessageVisibility(context.Background(), &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(h.env.Queues.URL),
-			ReceiptHandle: aws.String(r.ReceiptHandle), VisibilityTimeout: 0})
+			ReceiptHandle: r.ReceiptHandle, VisibilityTimeout: 0})
 		require.NoError(h.t, err)
 	}
 }
 
 // deleteRecords deletes an event's records, as the event source mapping
 // does with those an invocation does not report.
-func (h *harness) deleteRecords(ev events.SQSEvent) {
+func (h *harness) deleteRecords(ev []types.Message) {
 	h.t.Helper()
-	for _, r := range ev.Records {
+	for _, r := range ev {
 		_, err := h.env.SQS.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(h.env.Queues.URL),
-			ReceiptHandle: aws.String(r.ReceiptHandle)})
+			ReceiptHandle: r.ReceiptHandle})
 		require.NoError(h.t, err)
 	}
 }
@@ -91,13 +83,9 @@ func (h *harness) lambdaWorker(cfg worker.Config, deps worker.Deps) *worker.Work
 	return w
 }
 
-func failedIDs(resp events.SQSEventResponse) []string {
-	var out []string
-	for _, f := range resp.BatchItemFailures {
-		out = append(out, f.ItemIdentifier)
-	}
-	slices.Sort(out)
-	return out
+// failedIDs are the reported records' message ids, sorted.
+func failedIDs(failed []string) []string {
+	return slices.Sorted(slices.Values(failed))
 }
 
 func TestLambdaBatch(t *testing.T) {
@@ -126,16 +114,16 @@ func TestLambdaBatch(t *testing.T) {
 	}
 	require.Equal(t, want, failedIDs(resp), "%+v", h.allEvents())
 	if len(inFlight) == 1 {
-		var again events.SQSEvent
-		for _, r := range ev.Records {
-			if r.MessageId == inFlight[0].SQSMessageID {
-				again.Records = append(again.Records, r)
+		var again []types.Message
+		for _, r := range ev {
+			if aws.ToString(r.MessageId) == inFlight[0].SQSMessageID {
+				again = append(again, r)
 			}
 		}
 		h.makeVisible(again)
 		resp, err = w.HandleSQSEvent(ctx, h.sqsEvent(1, 30*time.Second))
 		require.NoError(t, err)
-		require.Empty(t, resp.BatchItemFailures)
+		require.Empty(t, resp)
 		require.Equal(t, worker.OutcomeDuplicate, h.waitEvents(1, time.Second, func(e worker.Event) bool { return e.Outcome == worker.OutcomeDuplicate })[0].Outcome)
 	}
 	for _, k := range []struct{ id, key string }{{"c1", "k1"}, {"c2", "k2"}} {
@@ -157,7 +145,7 @@ func TestLambdaRetryBacksOff(t *testing.T) {
 	ev := h.sqsEvent(1, 30*time.Second)
 	resp, err := w.HandleSQSEvent(context.Background(), ev)
 	require.NoError(t, err)
-	require.Equal(t, []string{ev.Records[0].MessageId}, failedIDs(resp))
+	require.Equal(t, []string{aws.ToString(ev[0].MessageId)}, failedIDs(resp))
 	retry := h.waitEvents(1, time.Second, func(e worker.Event) bool { return e.Outcome == worker.OutcomeRetry })[0]
 	require.Positive(t, retry.Visibility)
 	require.Less(t, retry.Visibility, 30*time.Second, "hidden for the backoff, not the mapping's visibility timeout")
@@ -165,7 +153,7 @@ func TestLambdaRetryBacksOff(t *testing.T) {
 
 	resp, err = w.HandleSQSEvent(context.Background(), h.sqsEvent(1, 30*time.Second)) // back after the backoff
 	require.NoError(t, err)
-	require.Empty(t, resp.BatchItemFailures)
+	require.Empty(t, resp)
 	applied := h.waitEvents(1, time.Second, final)[0]
 	require.Equal(t, 2, applied.Attempt)
 	require.EqualValues(t, 1, h.applications("c1", caseflow.TypeDeadline, "k-flaky"))
@@ -190,7 +178,7 @@ func TestLambdaLeaseFollowsDeadline(t *testing.T) {
 	defer cancel()
 	resp, err := w.HandleSQSEvent(ctx, ev)
 	require.NoError(t, err)
-	require.Empty(t, resp.BatchItemFailures)
+	require.Empty(t, resp)
 	require.WithinDuration(t, deadline, lease, time.Second, "the lease runs to the deadline, not the 2s lease of the config")
 }
 
@@ -208,13 +196,13 @@ func TestLambdaFIFOGroupStops(t *testing.T) {
 	// is built from two receives' worth here, as AWS may return it at once.
 	ev := h.sqsEvent(2, 30*time.Second)
 	groups := map[string]int{}
-	for _, r := range ev.Records {
+	for _, r := range ev {
 		groups[r.Attributes["MessageGroupId"]]++
 	}
 	require.Len(t, groups, 2, "one record of each group")
 	resp, err := w.HandleSQSEvent(context.Background(), ev)
 	require.NoError(t, err)
-	require.Len(t, resp.BatchItemFailures, 1, "the failed group's record")
+	require.Len(t, resp, 1, "the failed group's record")
 	require.EqualValues(t, 1, h.applications("c2", caseflow.TypeDeadline, "k-g2"), "the other group went on")
 	require.EqualValues(t, 0, h.applications("c1", caseflow.TypeDeadline, "k-g1-second"))
 }
@@ -243,7 +231,7 @@ func TestLambdaUnhealthyReportsBatch(t *testing.T) {
 	first := h.sqsEvent(6, 30*time.Second)
 	resp, err := w.HandleSQSEvent(context.Background(), first)
 	require.NoError(t, err)
-	require.Len(t, resp.BatchItemFailures, 6, "throttled: every record comes back")
+	require.Len(t, resp, 6, "throttled: every record comes back")
 	require.False(t, w.DatabaseHealthy(), "the health gate tripped")
 	for _, ev := range h.allEvents() {
 		require.True(t, ev.Infrastructure, "%+v", ev)
@@ -257,7 +245,7 @@ func TestLambdaUnhealthyReportsBatch(t *testing.T) {
 	proxy.Reset()
 	resp, err = w.HandleSQSEvent(context.Background(), released)
 	require.NoError(t, err)
-	require.Len(t, resp.BatchItemFailures, 6)
+	require.Len(t, resp, 6)
 	require.LessOrEqual(t, proxy.Stats().Total, worker.DefaultCallAttempts, "at most one probe (its SDK attempts): the invocation does not touch the table")
 	require.GreaterOrEqual(t, testenv.InspectQueue(t, h.env.Queues.URL).InFlight, 6, "hidden, not handed straight back")
 
@@ -265,13 +253,13 @@ func TestLambdaUnhealthyReportsBatch(t *testing.T) {
 	testenv.Eventually(t, 20*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_, _ = w.HandleSQSEvent(ctx, events.SQSEvent{}) // an empty invocation still probes
+		_, _ = w.HandleSQSEvent(ctx, nil) // an empty invocation still probes
 		return w.DatabaseHealthy()
 	}, "healthy again after two probes")
 	h.makeVisible(released)
 	resp, err = w.HandleSQSEvent(context.Background(), h.sqsEvent(6, 30*time.Second))
 	require.NoError(t, err)
-	require.Empty(t, resp.BatchItemFailures)
+	require.Empty(t, resp)
 	for _, id := range ids {
 		require.EqualValues(t, 1, h.applications(id, caseflow.TypeDeadline, "k-"+id))
 		require.Zero(t, h.record("k-"+id, caseflow.TypeDeadline).Attempts, "throttling cost no attempt")

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker"
@@ -17,6 +15,7 @@ import (
 	"github.com/ddbworker/ddbworker/internal/dev/ddbproxy"
 	"github.com/ddbworker/ddbworker/internal/dev/faults"
 	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/internal/metricstest"
 	"github.com/ddbworker/ddbworker/worker"
 )
 
@@ -58,9 +57,7 @@ func TestDatabaseUnhealthy(t *testing.T) {
 				}
 			}
 
-			reg := prometheus.NewRegistry()
-			metrics, err := worker.NewMetrics(reg)
-			require.NoError(t, err)
+			metrics := metricstest.New()
 			cfg := h.testConfig()
 			cfg.CallTimeout = time.Second
 			cfg.Health = worker.HealthConfig{ProbeInterval: 300 * time.Millisecond, ProbeMaxInterval: time.Second, ParkVisibility: 10 * time.Second}
@@ -75,8 +72,8 @@ func TestDatabaseUnhealthy(t *testing.T) {
 			send(before, before+during)
 			testenv.Eventually(t, 30*time.Second, func() bool { return !run.w.DatabaseHealthy() }, "the health gate trips")
 			require.False(t, run.w.Ready(), "not ready while the database is unhealthy")
-			require.Zero(t, gauge(t, metrics.DatabaseHealthy))
-			require.Less(t, gauge(t, metrics.Concurrency), float64(cfg.Concurrency), "the adaptive limit shrank")
+			require.Zero(t, metrics.Value("ddbworker_database_healthy"))
+			require.Less(t, metrics.Value("ddbworker_concurrency_limit"), float64(cfg.Concurrency), "the adaptive limit shrank")
 			tripped := proxy.Stats().Total
 			receives := h.inj.Calls()["SQS.ReceiveMessage"]
 
@@ -98,9 +95,9 @@ func TestDatabaseUnhealthy(t *testing.T) {
 			proxy.SetMode(ddbproxy.Pass)
 			h.waitEvents(len(ids), 90*time.Second, final)
 			testenv.Eventually(t, 10*time.Second, run.w.DatabaseHealthy, "healthy again")
-			require.Equal(t, 1.0, gauge(t, metrics.DatabaseHealthy))
-			require.Equal(t, 1.0, counter(t, metrics.HealthTransitions.WithLabelValues("unhealthy")), "one transition each way")
-			require.Equal(t, 1.0, counter(t, metrics.HealthTransitions.WithLabelValues("healthy")))
+			require.Equal(t, 1.0, metrics.Value("ddbworker_database_healthy"))
+			require.Equal(t, 1.0, metrics.Value("ddbworker_database_health_transitions_total", "unhealthy"), "one transition each way")
+			require.Equal(t, 1.0, metrics.Value("ddbworker_database_health_transitions_total", "healthy"))
 
 			for _, ev := range h.allEvents() {
 				if ev.Final {
@@ -118,13 +115,6 @@ func TestDatabaseUnhealthy(t *testing.T) {
 			h.requireQueueEmpty()
 		})
 	}
-}
-
-func gauge(t *testing.T, g prometheus.Gauge) float64 {
-	t.Helper()
-	var m dto.Metric
-	require.NoError(t, g.Write(&m))
-	return m.GetGauge().GetValue()
 }
 
 // Infrastructure trouble after the lease was taken — a commit throttled,
@@ -255,8 +245,7 @@ func TestWriteBudgetPaces(t *testing.T) {
 		ids[i] = fmt.Sprintf("c%02d", i)
 	}
 	h.seedCases(ids...)
-	metrics, err := worker.NewMetrics(nil)
-	require.NoError(t, err)
+	metrics := metricstest.New()
 	cfg := h.testConfig()
 	cfg.MaxWCU = maxWCU
 	h.start(cfg, worker.Deps{Handlers: h.caseHandlers(), Metrics: metrics})
@@ -267,7 +256,7 @@ func TestWriteBudgetPaces(t *testing.T) {
 	h.waitEvents(n, 60*time.Second, final)
 	least := time.Duration(float64(n*perMessage-maxWCU) / maxWCU * float64(time.Second))
 	require.GreaterOrEqual(t, time.Since(start), least, "paced to %v WCU/s", maxWCU)
-	require.Positive(t, counter(t, metrics.BudgetWait), "writes waited for the budget")
+	require.Positive(t, metrics.Value("ddbworker_write_budget_wait_seconds_total"), "writes waited for the budget")
 }
 
 // Calls that hang are few — each waits for CallTimeout, and the adaptive

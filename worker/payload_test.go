@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker"
@@ -21,6 +20,7 @@ import (
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/internal/metricstest"
 	"github.com/ddbworker/ddbworker/producer"
 	"github.com/ddbworker/ddbworker/s3payload"
 	"github.com/ddbworker/ddbworker/worker"
@@ -207,8 +207,7 @@ func TestPayloadRefFailures(t *testing.T) {
 		p.seedCases("c1")
 		env, hash := p.byRef(mustEnv(t)(caseflow.NewDeadlineRequest("k-denied", "c1", "review", effective)))
 		p.faults.Add(testenv.S3Fault{Operation: "GetObject", Status: http.StatusForbidden, Code: "AccessDenied", Message: "Access Denied"})
-		metrics, err := worker.NewMetrics(nil)
-		require.NoError(t, err)
+		metrics := metricstest.New()
 		deps := p.deps()
 		deps.Metrics = metrics
 		p.start(p.testConfig(), deps)
@@ -220,7 +219,7 @@ func TestPayloadRefFailures(t *testing.T) {
 			require.True(t, ev.Infrastructure, "no business attempt")
 			require.False(t, ev.Final)
 		}
-		require.GreaterOrEqual(t, testutil.ToFloat64(metrics.PayloadAccessDenied), 2.0, "each refusal is an alert")
+		require.GreaterOrEqual(t, metrics.Value("ddbworker_payload_access_denied_total"), 2.0, "each refusal is an alert")
 		rec := p.record("k-denied", caseflow.TypeDeadline)
 		require.Zero(t, rec.Attempts, "no attempt was charged")
 		require.Equal(t, s3payload.CodeAccessDenied, rec.FailureCode)
@@ -307,7 +306,7 @@ func TestPayloadsUnderLambda(t *testing.T) {
 	defer cancel()
 	resp, err := w.HandleSQSEvent(ctx, p.sqsEvent(2, 30*time.Second))
 	require.NoError(t, err)
-	require.Empty(t, resp.BatchItemFailures)
+	require.Empty(t, resp)
 	require.Equal(t, hash, p.record("k-lref", caseflow.TypeDeadline).RequestHash)
 	require.Equal(t, inbox.StatusCompleted, p.record("k-lext", caseflow.TypeDeadline).Status)
 	require.EqualValues(t, 1, p.applications("c1", caseflow.TypeDeadline, "k-lref"))
@@ -319,7 +318,7 @@ func TestPayloadsUnderLambda(t *testing.T) {
 	event := p.sqsEvent(1, 30*time.Second)
 	resp, err = w.HandleSQSEvent(ctx, event)
 	require.NoError(t, err)
-	require.Equal(t, []string{event.Records[0].MessageId}, []string{resp.BatchItemFailures[0].ItemIdentifier})
+	require.Equal(t, []string{aws.ToString(event[0].MessageId)}, []string{resp[0]})
 	rec := p.record("k-ldenied", caseflow.TypeDeadline)
 	require.Equal(t, 0, rec.Attempts)
 	require.Equal(t, s3payload.CodeAccessDenied, rec.FailureCode)

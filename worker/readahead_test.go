@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/aws/smithy-go"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker"
@@ -16,6 +15,7 @@ import (
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/dev/faults"
 	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/internal/metricstest"
 	"github.com/ddbworker/ddbworker/worker"
 )
 
@@ -75,8 +75,7 @@ func TestReadAhead(t *testing.T) {
 		h.seedCases("c1")
 		h.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "BatchGetItem", Rate: 1, Err: &smithy.GenericAPIError{Code: "AccessDeniedException",
 			Message: "injected: User: arn:aws:sts::123456789012:assumed-role/worker/i is not authorized to perform: dynamodb:BatchGetItem"}})
-		metrics, err := worker.NewMetrics(nil)
-		require.NoError(t, err)
+		metrics := metricstest.New()
 		logs := &testenv.Buffer{}
 		h.inj.ResetCalls()
 		h.start(cfg(h), worker.Deps{Handlers: h.caseHandlers(ddbworker.Fused()), Metrics: metrics, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
@@ -89,7 +88,7 @@ func TestReadAhead(t *testing.T) {
 
 		reads := ddbCalls(h.inj.Calls())["DynamoDB.BatchGetItem"]
 		require.GreaterOrEqual(t, reads, 2, "each batch read ahead")
-		require.EqualValues(t, reads, testutil.ToFloat64(metrics.ReadAheadDenied), "every denied read is counted")
+		require.EqualValues(t, reads, metrics.Value("ddbworker_read_ahead_denied_total"), "every denied read is counted")
 		var warnings []map[string]any
 		for _, line := range logs.Lines() {
 			var rec map[string]any

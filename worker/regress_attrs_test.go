@@ -138,22 +138,22 @@ func TestRegressResendKeepsRoutingAttribute(t *testing.T) {
 	proxy.SetMode(ddbproxy.Throttle)
 	for receive := 1; receive <= maxReceives; receive++ {
 		ev := h.sqsEvent(1, 30*time.Second)
-		require.Len(t, ev.Records[0].MessageAttributes, 10, "the producer filled SQS's 10 attributes")
+		require.Len(t, ev[0].MessageAttributes, 10, "the producer filled SQS's 10 attributes")
 		resp, err := w.HandleSQSEvent(context.Background(), ev)
 		require.NoError(t, err)
 		parked := h.waitEvents(receive, 5*time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeParked })
 		if receive < maxReceives {
-			require.Len(t, resp.BatchItemFailures, 1)
+			require.Len(t, resp, 1)
 			h.makeVisible(ev)
 			continue
 		}
-		require.Empty(t, resp.BatchItemFailures, "the last receive is re-sent, not reported")
+		require.Empty(t, resp, "the last receive is re-sent, not reported")
 		require.True(t, parked[receive-1].Final)
 		h.deleteRecords(ev)
 	}
 
 	copied := h.sqsEvent(1, 30*time.Second)
-	attrs := copied.Records[0].MessageAttributes
+	attrs := copied[0].MessageAttributes
 	require.Len(t, attrs, 10)
 	require.Contains(t, attrs, "eventType", "the re-send keeps the attribute the route reads; it holds %v", keys(attrs))
 	require.Equal(t, "OrderPlaced", aws.ToString(attrs["eventType"].StringValue))
@@ -164,7 +164,7 @@ func TestRegressResendKeepsRoutingAttribute(t *testing.T) {
 	healthy := h.lambdaWorker(h.testConfig(), worker.Deps{Handlers: reg})
 	resp, err := healthy.HandleSQSEvent(context.Background(), copied)
 	require.NoError(t, err)
-	require.Empty(t, resp.BatchItemFailures)
+	require.Empty(t, resp)
 	applied := h.waitEvents(1, 10*time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeApplied })[0]
 	require.Equal(t, worker.OutcomeApplied, applied.Outcome, "%+v", applied)
 	require.EqualValues(t, 1, num(t, h.item(orderKey("o-22")), "applications"))
@@ -207,11 +207,11 @@ func TestRegressResendFitsTheQueuesMaximumMessageSize(t *testing.T) {
 	require.NoError(t, err)
 	parked := h.waitEvents(1, 5*time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeParked })[0]
 	require.True(t, parked.Final, "re-sent on its last receive, not hidden: %+v", parked)
-	require.Empty(t, resp.BatchItemFailures)
+	require.Empty(t, resp)
 	h.deleteRecords(ev)
 
 	copied := h.sqsEvent(1, 30*time.Second)
-	got := copied.Records[0].MessageAttributes
+	got := copied[0].MessageAttributes
 	require.Subset(t, keys(got), []string{dlq.AttrFirstSentAt, "eventType"}, "eventType kept")
 	require.NotContains(t, keys(got), "a0", "a0 shed to fit 1,024 bytes")
 	var said bool
@@ -224,7 +224,7 @@ func TestRegressResendFitsTheQueuesMaximumMessageSize(t *testing.T) {
 		if rec.DroppedAttributes != nil {
 			said = true
 			require.Equal(t, "WARN", rec.Level)
-			require.Equal(t, ev.Records[0].MessageId, rec.SqsMessageID)
+			require.Equal(t, aws.ToString(ev[0].MessageId), rec.SqsMessageID)
 			require.Equal(t, "resend", rec.Copy)
 			require.Contains(t, rec.DroppedAttributes, "a0")
 			require.NotContains(t, rec.DroppedAttributes, "eventType")

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
@@ -71,7 +70,7 @@ func TestRegressResentCopyKeepsTerminalRecord(t *testing.T) {
 	first := h.sqsEvent(1, 30*time.Second)
 	resp, err := w.HandleSQSEvent(context.Background(), first)
 	require.NoError(t, err)
-	require.Empty(t, resp.BatchItemFailures, "%+v", h.allEvents())
+	require.Empty(t, resp, "%+v", h.allEvents())
 	rec := h.record("k-locked", caseflow.TypeStageChanged)
 	require.NotNil(t, rec)
 	require.Equal(t, inbox.StatusFailedTerminal, rec.Status)
@@ -82,10 +81,10 @@ func TestRegressResentCopyKeepsTerminalRecord(t *testing.T) {
 	// Receive 2, the last: the database is down; the message is re-sent.
 	proxy.SetMode(ddbproxy.Throttle)
 	second := h.sqsEvent(1, 30*time.Second)
-	require.Equal(t, "2", second.Records[0].Attributes["ApproximateReceiveCount"])
+	require.Equal(t, "2", second[0].Attributes["ApproximateReceiveCount"])
 	resp, err = w.HandleSQSEvent(context.Background(), second)
 	require.NoError(t, err)
-	require.Empty(t, resp.BatchItemFailures, "the last receive is re-sent, not reported")
+	require.Empty(t, resp, "the last receive is re-sent, not reported")
 	h.deleteRecords(second)
 	require.False(t, w.DatabaseHealthy())
 
@@ -94,11 +93,11 @@ func TestRegressResentCopyKeepsTerminalRecord(t *testing.T) {
 	proxy.SetMode(ddbproxy.Pass)
 	locked.Store(false)
 	copied := h.sqsEvent(1, 30*time.Second)
-	require.Equal(t, "1", copied.Records[0].Attributes["ApproximateReceiveCount"])
+	require.Equal(t, "1", copied[0].Attributes["ApproximateReceiveCount"])
 	fresh := h.lambdaWorker(singleConfig(h), worker.Deps{Handlers: lockableStages(h, &locked)})
 	resp, err = fresh.HandleSQSEvent(context.Background(), copied)
 	require.NoError(t, err)
-	require.Empty(t, resp.BatchItemFailures)
+	require.Empty(t, resp)
 
 	c := h.item(caseflow.CaseKey("c1"))
 	require.NotContains(t, c, attrStageChanges, "work recorded FAILED_TERMINAL must not be applied by a re-sent copy")
@@ -107,7 +106,7 @@ func TestRegressResentCopyKeepsTerminalRecord(t *testing.T) {
 	require.Equal(t, inbox.StatusFailedTerminal, rec.Status, "the record stays as it was")
 	last := h.allEvents()
 	require.Equal(t, worker.OutcomeTerminal, last[len(last)-1].Outcome, "the copy ends as its record says")
-	require.Equal(t, second.Records[0].MessageId, aws.ToString(copied.Records[0].MessageAttributes[dlq.AttrResentFrom].StringValue),
+	require.Equal(t, aws.ToString(second[0].MessageId), aws.ToString(copied[0].MessageAttributes[dlq.AttrResentFrom].StringValue),
 		"the copy is marked: its work may have a record")
 }
 
@@ -126,21 +125,21 @@ func TestRegressDLQSourceClaimsThroughGate(t *testing.T) {
 	first := h.sqsEvent(1, 30*time.Second)
 	resp, err := w.HandleSQSEvent(context.Background(), first)
 	require.NoError(t, err)
-	require.Empty(t, resp.BatchItemFailures, "%+v", h.allEvents())
+	require.Empty(t, resp, "%+v", h.allEvents())
 	h.deleteRecords(first)
 	require.Equal(t, inbox.StatusFailedTerminal, h.record("k-moved", caseflow.TypeStageChanged).Status)
 
 	// The same body back as SQS's redrive brings it: no ddbworker attribute,
 	// first receive, the DLQ's source named by SQS.
 	locked.Store(false)
-	h.sendRaw(first.Records[0].Body)
+	h.sendRaw(aws.ToString(first[0].Body))
 	back := h.sqsEvent(1, 30*time.Second)
-	require.Equal(t, "1", back.Records[0].Attributes["ApproximateReceiveCount"])
-	back.Records[0].MessageAttributes = map[string]events.SQSMessageAttribute{}
-	back.Records[0].Attributes[string(types.MessageSystemAttributeNameDeadLetterQueueSourceArn)] = "arn:aws:sqs:us-east-1:000000000000:work"
+	require.Equal(t, "1", back[0].Attributes["ApproximateReceiveCount"])
+	back[0].MessageAttributes = map[string]types.MessageAttributeValue{}
+	back[0].Attributes[string(types.MessageSystemAttributeNameDeadLetterQueueSourceArn)] = "arn:aws:sqs:us-east-1:000000000000:work"
 	resp, err = w.HandleSQSEvent(context.Background(), back)
 	require.NoError(t, err)
-	require.Empty(t, resp.BatchItemFailures)
+	require.Empty(t, resp)
 	require.NotContains(t, h.item(caseflow.CaseKey("c1")), attrStageChanges, "not applied past its terminal record")
 	last := h.allEvents()
 	require.Equal(t, worker.OutcomeTerminal, last[len(last)-1].Outcome)
@@ -172,7 +171,7 @@ func TestRegressUnmarkedComebackFindsItsRecord(t *testing.T) {
 			ev := h.sqsEvent(1, 30*time.Second)
 			resp, err := w.HandleSQSEvent(context.Background(), ev)
 			require.NoError(h.t, err)
-			require.Empty(h.t, resp.BatchItemFailures)
+			require.Empty(h.t, resp)
 			h.deleteRecords(ev)
 			require.Equal(h.t, inbox.StatusFailedTerminal, h.record(env.IdempotencyKey, env.MessageType).Status)
 			locked.Store(false) // the data is fixed; nobody reopened the work
@@ -200,12 +199,12 @@ func TestRegressUnmarkedComebackFindsItsRecord(t *testing.T) {
 			require.NoError(t, err)
 			h.sendRaw(string(body))
 			back := h.sqsEvent(1, 30*time.Second)
-			require.Equal(t, "1", back.Records[0].Attributes["ApproximateReceiveCount"])
-			require.Empty(t, back.Records[0].MessageAttributes, "nothing marks it")
+			require.Equal(t, "1", back[0].Attributes["ApproximateReceiveCount"])
+			require.Empty(t, back[0].MessageAttributes, "nothing marks it")
 			w := h.lambdaWorker(singleConfig(h), worker.Deps{Handlers: lockableStages(h, &locked)})
 			resp, err := w.HandleSQSEvent(context.Background(), back)
 			require.NoError(t, err)
-			require.Empty(t, resp.BatchItemFailures, "%+v", h.allEvents())
+			require.Empty(t, resp, "%+v", h.allEvents())
 
 			c := h.item(caseflow.CaseKey("c1"))
 			if tc.applied {

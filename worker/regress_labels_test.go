@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker"
@@ -16,26 +15,17 @@ import (
 	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/internal/metricstest"
 	"github.com/ddbworker/ddbworker/worker"
 )
 
-// labelValues gathers reg and returns, per value of label in family, how
-// many series carry it.
-func labelValues(t *testing.T, reg *prometheus.Registry, family, label string) map[string]int {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
+// labelValues returns, per value of label in family, how many series
+// carry it.
+func labelValues(m *metricstest.Provider, family, label string) map[string]int {
 	out := map[string]int{}
-	for _, mf := range mfs {
-		if mf.GetName() != family {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == label {
-					out[lp.GetValue()]++
-				}
-			}
+	for _, series := range m.Series(family) {
+		if v, ok := series[label]; ok {
+			out[v]++
 		}
 	}
 	return out
@@ -77,9 +67,7 @@ func TestRegressMetricLabelsBounded(t *testing.T) {
 		}
 		return ddbworker.Result{Outcome: "chosen-" + key}, nil // a handler's own outcome, one per message
 	})))
-	metricsReg := prometheus.NewRegistry()
-	metrics, err := worker.NewMetrics(metricsReg)
-	require.NoError(t, err)
+	metrics := metricstest.New()
 	cfg := h.testConfig()
 	cfg.Concurrency = 16
 	cfg.Backoff = worker.Backoff{Base: 500 * time.Millisecond, Max: time.Second, Jitter: 0.5}
@@ -107,12 +95,12 @@ func TestRegressMetricLabelsBounded(t *testing.T) {
 	require.Equal(t, unknownTypes, outcomes[worker.OutcomeTerminal], "the unregistered types ended terminal: %v", outcomes)
 	require.Equal(t, codes+len(invalid), len(evs)-outcomes[worker.OutcomeTerminal], "the failing ones were applied on their second attempt")
 
-	types := labelValues(t, metricsReg, "ddbworker_messages_total", "message_type")
+	types := labelValues(metrics, "ddbworker_messages_total", "message_type")
 	require.Contains(t, types, "(unknown)")
 	require.Contains(t, types, caseflow.TypeDeadline)
 	require.LessOrEqual(t, len(types), len(reg.Types())+2, "message_type values: %v", types)
 
-	outcomeLabels := labelValues(t, metricsReg, "ddbworker_messages_total", "outcome")
+	outcomeLabels := labelValues(metrics, "ddbworker_messages_total", "outcome")
 	known := []string{worker.OutcomeApplied, worker.OutcomeDuplicate, worker.OutcomeSuperseded, worker.OutcomeInFlight, worker.OutcomeRetry,
 		worker.OutcomeTerminal, worker.OutcomeDeferred, worker.OutcomeLeaseLost, worker.OutcomeReleased, worker.OutcomeParked}
 	for o := range outcomeLabels {
@@ -120,7 +108,7 @@ func TestRegressMetricLabelsBounded(t *testing.T) {
 	}
 	require.Contains(t, outcomeLabels, worker.OutcomeApplied)
 
-	codeLabels := labelValues(t, metricsReg, "ddbworker_failures_total", "code")
+	codeLabels := labelValues(metrics, "ddbworker_failures_total", "code")
 	// 100 handler codes, OTHER, and the worker's and envelope's own codes
 	// (UNKNOWN_MESSAGE_TYPE here; under load an infrastructure code such as
 	// TIMEOUT may show too), which are never pushed out.
@@ -139,7 +127,7 @@ func TestRegressMetricLabelsBounded(t *testing.T) {
 	require.Contains(t, codeLabels, "OTHER")
 	require.NotContains(t, codeLabels, "lower-case")
 	require.NotContains(t, codeLabels, strings.Repeat("A", 100))
-	failureTypes := labelValues(t, metricsReg, "ddbworker_failures_total", "message_type")
+	failureTypes := labelValues(metrics, "ddbworker_failures_total", "message_type")
 	require.LessOrEqual(t, len(failureTypes), len(reg.Types())+2, "failures message_type values: %v", failureTypes)
 	require.Contains(t, failureTypes, "(unknown)")
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/middleware"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker"
@@ -20,6 +19,7 @@ import (
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/dev/ddbproxy"
 	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/internal/metricstest"
 	"github.com/ddbworker/ddbworker/worker"
 )
 
@@ -240,8 +240,7 @@ func TestParkedLetGoLeaseGivenBackOnRecovery(t *testing.T) {
 	h.send(mustEnv(t)(caseflow.NewDeadlineRequest("k-letgo", "c1", "intake", effective)))
 
 	reg, started, outage, runs := interruptedOnce(t, h.env.Table)
-	metrics, err := worker.NewMetrics(prometheus.NewRegistry())
-	require.NoError(t, err)
+	metrics := metricstest.New()
 	cfg := h.testConfig()
 	cfg.CallTimeout = 1500 * time.Millisecond
 	cfg.Health = worker.HealthConfig{ConsecutiveFailures: 1, ProbeInterval: 300 * time.Millisecond, ProbeMaxInterval: time.Second, ParkVisibility: 3 * time.Second}
@@ -254,9 +253,9 @@ func TestParkedLetGoLeaseGivenBackOnRecovery(t *testing.T) {
 	close(outage)
 	parked := h.waitEvents(1, 30*time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeParked })[0]
 	require.False(t, parked.Final)
-	testenv.Eventually(t, 10*time.Second, func() bool { return gauge(t, metrics.Parked) == 1 }, "parked in the worker")
+	testenv.Eventually(t, 10*time.Second, func() bool { return metrics.Value("ddbworker_parked_messages") == 1 }, "parked in the worker")
 	invalid.on.Store(true)
-	testenv.Eventually(t, 30*time.Second, func() bool { return gauge(t, metrics.Parked) == 0 }, "the parked message is let go")
+	testenv.Eventually(t, 30*time.Second, func() bool { return metrics.Value("ddbworker_parked_messages") == 0 }, "the parked message is let go")
 	invalid.on.Store(false)
 	held := h.record("k-letgo", caseflow.TypeDeadline)
 	require.Equal(t, inbox.StatusProcessing, held.Status)

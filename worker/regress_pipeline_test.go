@@ -49,13 +49,13 @@ func TestRegressLambdaResendIsNotReported(t *testing.T) {
 	first := h.sqsEvent(1, 30*time.Second)
 	resp, err := w.HandleSQSEvent(context.Background(), first)
 	require.NoError(t, err)
-	require.Len(t, resp.BatchItemFailures, 1, "hidden by visibility: reported, back later")
+	require.Len(t, resp, 1, "hidden by visibility: reported, back later")
 	h.makeVisible(first)
 	second := h.sqsEvent(1, 30*time.Second)
-	require.Equal(t, "2", second.Records[0].Attributes["ApproximateReceiveCount"])
+	require.Equal(t, "2", second[0].Attributes["ApproximateReceiveCount"])
 	resp, err = w.HandleSQSEvent(context.Background(), second)
 	require.NoError(t, err)
-	require.Empty(t, resp.BatchItemFailures, "re-sent: the original is a success the mapping deletes")
+	require.Empty(t, resp, "re-sent: the original is a success the mapping deletes")
 	resent := h.waitEvents(1, 5*time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeDeferred && ev.Final })
 	require.Equal(t, 15*time.Minute, resent[0].Visibility, "the copy waits SQS's longest delay")
 	q := testenv.InspectQueue(t, h.env.Queues.URL)
@@ -165,7 +165,7 @@ func TestRegressLambdaWorkEndsAtInvocationDeadline(t *testing.T) {
 		answered := time.Now()
 		require.NoError(t, err)
 		require.True(t, answered.Before(deadline), "answered %s after the deadline", answered.Sub(deadline))
-		require.Len(t, resp.BatchItemFailures, 3)
+		require.Len(t, resp, 3)
 		require.EqualValues(t, 1, runs.Load(), "the records behind the first had no time left: not started")
 		requireWithin(t, ends, deadline.Add(-worker.LambdaSettleMargin))
 		var recorded int
@@ -213,7 +213,7 @@ func TestRegressLambdaWorkEndsAtInvocationDeadline(t *testing.T) {
 		require.True(t, answered.Before(deadline), "answered %s after the deadline", answered.Sub(deadline))
 		require.EqualValues(t, 2, runs.Load(), "the record behind the first had time left: started")
 		requireWithin(t, ends, deadline.Add(-worker.LambdaSettleMargin))
-		require.Len(t, resp.BatchItemFailures, 1)
+		require.Len(t, resp, 1)
 		var completed, timedOut int
 		for _, k := range []string{"k-1", "k-2"} {
 			rec := h.record(k, caseflow.TypeDeadline)
@@ -342,7 +342,7 @@ func TestRegressLambdaOutageHidesByItsAge(t *testing.T) {
 	var hides []time.Duration
 	for receive := 1; receive <= maxReceives; receive++ {
 		ev := h.sqsEvent(1, 30*time.Second) // when its hide ends: the outage goes on
-		require.Equal(t, fmt.Sprint(receive), ev.Records[0].Attributes["ApproximateReceiveCount"])
+		require.Equal(t, fmt.Sprint(receive), ev[0].Attributes["ApproximateReceiveCount"])
 		resp, err := w.HandleSQSEvent(context.Background(), ev)
 		require.NoError(t, err)
 		hideBound := bound()
@@ -353,21 +353,21 @@ func TestRegressLambdaOutageHidesByItsAge(t *testing.T) {
 		require.Zero(t, parked[receive-1].Attempt)
 		require.LessOrEqual(t, parked[receive-1].Visibility, hideBound, "receive %d: hidden no longer than the outage so far", receive)
 		if receive < maxReceives {
-			require.Len(t, resp.BatchItemFailures, 1, "receive %d: parked and reported", receive)
+			require.Len(t, resp, 1, "receive %d: parked and reported", receive)
 			require.False(t, parked[receive-1].Final)
 			hides = append(hides, parked[receive-1].Visibility)
 			continue
 		}
 		// The last receive: a copy goes back to the queue, delayed by the
 		// same schedule; the original is a success the mapping deletes.
-		require.Empty(t, resp.BatchItemFailures, "the last receive is re-sent, not reported")
+		require.Empty(t, resp, "the last receive is re-sent, not reported")
 		require.True(t, parked[receive-1].Final)
 		h.deleteRecords(ev)
 		copied := h.sqsEvent(1, 30*time.Second)
-		require.NotEqual(t, ev.Records[0].MessageId, copied.Records[0].MessageId)
-		require.Equal(t, ev.Records[0].Body, copied.Records[0].Body)
-		require.Equal(t, "1", copied.Records[0].Attributes["ApproximateReceiveCount"], "the copy's receive count starts afresh")
-		require.Contains(t, copied.Records[0].MessageAttributes, dlq.AttrFirstSentAt, "the copy keeps the work's origin")
+		require.NotEqual(t, aws.ToString(ev[0].MessageId), aws.ToString(copied[0].MessageId))
+		require.Equal(t, aws.ToString(ev[0].Body), aws.ToString(copied[0].Body))
+		require.Equal(t, "1", copied[0].Attributes["ApproximateReceiveCount"], "the copy's receive count starts afresh")
+		require.Contains(t, copied[0].MessageAttributes, dlq.AttrFirstSentAt, "the copy keeps the work's origin")
 	}
 	t.Logf("hides %v; the copy received %s into the outage", hides, time.Since(began).Round(time.Millisecond))
 	require.Equal(t, time.Second, hides[0], "just tripped: ParkVisibility")
@@ -449,7 +449,7 @@ func TestLambdaOutageCoverIsTheHidesGiven(t *testing.T) {
 	var total time.Duration
 	for receive := 1; receive < maxReceives; receive++ {
 		ev := h.sqsEvent(1, 30*time.Second)
-		require.Equal(t, fmt.Sprint(receive), ev.Records[0].Attributes["ApproximateReceiveCount"])
+		require.Equal(t, fmt.Sprint(receive), ev[0].Attributes["ApproximateReceiveCount"])
 		_, err := w.HandleSQSEvent(context.Background(), ev)
 		require.NoError(t, err)
 		parked := h.waitEvents(receive, 5*time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeParked })

@@ -12,9 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -28,6 +25,7 @@ import (
 	"github.com/ddbworker/ddbworker/internal/dev/faults"
 	"github.com/ddbworker/ddbworker/internal/dev/testenv"
 	"github.com/ddbworker/ddbworker/internal/hooks"
+	"github.com/ddbworker/ddbworker/internal/metricstest"
 	"github.com/ddbworker/ddbworker/tracing"
 	"github.com/ddbworker/ddbworker/worker"
 )
@@ -188,8 +186,7 @@ func TestSingleWrite(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				h := newHarness(t, testenv.Options{})
 				h.seedCases("c1")
-				metrics, err := worker.NewMetrics(nil)
-				require.NoError(t, err)
+				metrics := metricstest.New()
 				h.start(singleConfig(h), worker.Deps{Handlers: singleRoute(h, 0, nil), Metrics: metrics})
 				h.send(stageChange(t, "k-reused", "review", tc.first))
 				require.Equal(t, worker.OutcomeApplied, h.waitEvents(1, 20*time.Second, final)[0].Outcome)
@@ -200,7 +197,7 @@ func TestSingleWrite(t *testing.T) {
 				require.Equal(t, worker.OutcomeTerminal, ev.Outcome)
 				require.Equal(t, failure.CodeHashMismatch, ev.Code)
 				require.Equal(t, before, h.item(caseflow.CaseKey("c1")), "the item is untouched")
-				require.Equal(t, 1.0, testutil.ToFloat64(metrics.HashMismatches), "the alert")
+				require.Equal(t, 1.0, metrics.Value("ddbworker_hash_mismatches_total"), "the alert")
 				rej, err := (inbox.Store{}).Decode(h.item((inbox.Store{}).RejectionKey(ev.SQSMessageID)))
 				require.NoError(t, err)
 				require.True(t, rej.Rejection)
@@ -221,8 +218,7 @@ func TestSingleWrite(t *testing.T) {
 		// the other applied, is still a duplicate.
 		h := newHarness(t, testenv.Options{})
 		h.seedCases("c1")
-		metrics, err := worker.NewMetrics(nil)
-		require.NoError(t, err)
+		metrics := metricstest.New()
 		reg := singleRoute(h, 0, nil)
 		require.NoError(t, reg.Register(caseflow.TypeNote, ddbworker.JSON((&caseflow.Handlers{Table: h.env.Table}).NoteInOrder), ddbworker.SingleWrite()))
 		h.start(singleConfig(h), worker.Deps{Handlers: reg, Metrics: metrics})
@@ -257,7 +253,7 @@ func TestSingleWrite(t *testing.T) {
 		require.Equal(t, stage2.RequestHash, str(c, ddbworker.FenceHashAttr(caseflow.AttrStageVersion)))
 		require.Equal(t, "k-note-1", str(c, ddbworker.FenceKeyAttr(caseflow.AttrNoteVersion)))
 		require.Equal(t, note1.RequestHash, str(c, ddbworker.FenceHashAttr(caseflow.AttrNoteVersion)))
-		require.Zero(t, testutil.ToFloat64(metrics.HashMismatches), "no mismatch")
+		require.Zero(t, metrics.Value("ddbworker_hash_mismatches_total"), "no mismatch")
 		h.requireQueueEmpty()
 	})
 
@@ -423,8 +419,7 @@ func TestSingleWrite(t *testing.T) {
 				h := newHarness(t, testenv.Options{})
 				h.seedCases("c1")
 				h.inj.ResetCalls()
-				metrics, err := worker.NewMetrics(nil)
-				require.NoError(t, err)
+				metrics := metricstest.New()
 				h.start(singleConfig(h), worker.Deps{Metrics: metrics, Handlers: singleRoute(h, 0, func(caseflow.StageChanged, int64) ddbworker.Result {
 					return ddbworker.Result{Outcome: tc.outcome}
 				})})
@@ -433,9 +428,9 @@ func TestSingleWrite(t *testing.T) {
 				require.Equal(t, tc.want, ev.Outcome)
 				require.Empty(t, ddbCalls(h.inj.Calls()), "no DynamoDB call")
 				require.Nil(t, h.record("k-nothing", caseflow.TypeStageChanged), "nothing recorded")
-				require.Zero(t, histogramCount(t, metrics.Commit), "no commit latency: no commit call was made")
-				require.Zero(t, testutil.CollectAndCount(metrics.InboxRecordBytes), "no record, no record size")
-				require.Equal(t, 1.0, testutil.ToFloat64(metrics.Outcomes.WithLabelValues(caseflow.TypeStageChanged, worker.OutcomeApplied)))
+				require.Zero(t, metrics.Count("ddbworker_transaction_seconds"), "no commit latency: no commit call was made")
+				require.Empty(t, metrics.Series("ddbworker_inbox_record_bytes"), "no record, no record size")
+				require.Equal(t, 1.0, metrics.Value("ddbworker_messages_total", caseflow.TypeStageChanged, worker.OutcomeApplied))
 				h.requireQueueEmpty()
 			})
 		}
@@ -444,8 +439,7 @@ func TestSingleWrite(t *testing.T) {
 	t.Run("the inbox record size: observed only for work that has a record", func(t *testing.T) {
 		h := newHarness(t, testenv.Options{})
 		h.seedCases("c1")
-		metrics, err := worker.NewMetrics(nil)
-		require.NoError(t, err)
+		metrics := metricstest.New()
 		h.start(singleConfig(h), worker.Deps{Metrics: metrics, Handlers: singleRoute(h, 0, nil)})
 		v2 := stageChange(t, "k-size-2", "appeal", 2)
 		h.send(v2)
@@ -454,27 +448,25 @@ func TestSingleWrite(t *testing.T) {
 		evs := h.waitEvents(3, 20*time.Second, final)
 		require.ElementsMatch(t, []string{worker.OutcomeApplied, worker.OutcomeDuplicate, worker.OutcomeSuperseded},
 			[]string{evs[0].Outcome, evs[1].Outcome, evs[2].Outcome})
-		require.Zero(t, testutil.CollectAndCount(metrics.InboxRecordBytes), "the fresh path wrote no record")
+		require.Empty(t, metrics.Series("ddbworker_inbox_record_bytes"), "the fresh path wrote no record")
 		// A redriven message takes the gated path: the gate writes its record.
 		h.sendWithAttributes(stageChange(t, "k-size-3", "decision", 3), map[string]types.MessageAttributeValue{dlq.AttrRedrivenFrom: stringAttr("dlq")})
 		require.Equal(t, worker.OutcomeApplied, h.waitEvents(4, 20*time.Second, final)[3].Outcome)
 		require.NotNil(t, h.record("k-size-3", caseflow.TypeStageChanged))
-		require.Equal(t, 1, testutil.CollectAndCount(metrics.InboxRecordBytes), "observed for the recorded work")
+		require.Len(t, metrics.Series("ddbworker_inbox_record_bytes"), 1, "observed for the recorded work")
 	})
 
 	t.Run("the inbox record size: observed for work decided again from the record it found", func(t *testing.T) {
 		h := newHarness(t, testenv.Options{})
 		h.seedCases("c1")
-		metrics, err := worker.NewMetrics(nil)
-		require.NoError(t, err)
-		sizes := metrics.InboxRecordBytes.WithLabelValues(caseflow.TypeStageChanged).(prometheus.Histogram)
+		metrics := metricstest.New()
 		cfg := singleConfig(h)
 		cfg.Backoff = worker.Backoff{Base: 20 * time.Second, Max: 20 * time.Second, Jitter: worker.Zero} // the first message stays away
 		h.start(cfg, worker.Deps{Metrics: metrics, Handlers: singleRoute(h, 2, nil)})
 		env := stageChange(t, "k-found", "review", 1)
 		h.send(env) // run 1 fails: its failure creates the record
 		h.waitEvents(1, 20*time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeRetry })
-		require.EqualValues(t, 1, histogramCount(t, sizes), "its failure wrote the work's record")
+		require.EqualValues(t, 1, metrics.Count("ddbworker_inbox_record_bytes", caseflow.TypeStageChanged), "its failure wrote the work's record")
 		// The same work in a new message: its fresh run (2) fails too, and
 		// the write of that failure finds the record — the delivery is
 		// decided again from it, claims, and applies under the lease (run
@@ -484,7 +476,7 @@ func TestSingleWrite(t *testing.T) {
 		require.Equal(t, worker.OutcomeApplied, ev.Outcome)
 		require.Equal(t, 2, ev.Attempt)
 		require.Equal(t, inbox.StatusCompleted, h.record("k-found", caseflow.TypeStageChanged).Status)
-		require.EqualValues(t, 2, histogramCount(t, sizes), "observed for the recorded work")
+		require.EqualValues(t, 2, metrics.Count("ddbworker_inbox_record_bytes", caseflow.TypeStageChanged), "observed for the recorded work")
 	})
 
 	for _, mode := range singleModes {
@@ -554,14 +546,6 @@ func ddbCalls(calls map[string]int) map[string]int {
 		}
 	}
 	return out
-}
-
-// histogramCount is how many observations h holds.
-func histogramCount(t *testing.T, h prometheus.Histogram) uint64 {
-	t.Helper()
-	var m dto.Metric
-	require.NoError(t, h.Write(&m))
-	return m.GetHistogram().GetSampleCount()
 }
 
 // typeStageCorrected is a second message type whose handler writes what a
@@ -660,8 +644,7 @@ func TestSingleWriteTwoTypesOneKey(t *testing.T) {
 			t.Run(tc.name+"/"+route.name, func(t *testing.T) {
 				h := newHarness(t, testenv.Options{})
 				h.seedCases("c1")
-				metrics, err := worker.NewMetrics(nil)
-				require.NoError(t, err)
+				metrics := metricstest.New()
 				h.start(singleConfig(h), worker.Deps{Handlers: stageRoutes(h, route.single, tc.onStale), Metrics: metrics})
 				var applied *envelope.Envelope // the last work applied: sent again, a duplicate on both routes
 				for i, s := range tc.steps {
@@ -681,7 +664,7 @@ func TestSingleWriteTwoTypesOneKey(t *testing.T) {
 				require.Equal(t, tc.stage, str(c, caseflow.AttrStage))
 				require.EqualValues(t, tc.version, num(t, c, caseflow.AttrStageVersion))
 				require.EqualValues(t, tc.changes, num(t, c, attrStageChanges), "each work applied at most once")
-				require.Zero(t, testutil.ToFloat64(metrics.HashMismatches), "no key reuse")
+				require.Zero(t, metrics.Value("ddbworker_hash_mismatches_total"), "no key reuse")
 				h.requireQueueEmpty()
 			})
 		}
@@ -696,8 +679,7 @@ func TestSingleWriteTwoTypesOneKey(t *testing.T) {
 func TestSingleWriteOlderFence(t *testing.T) {
 	h := newHarness(t, testenv.Options{})
 	h.seedCases("c1")
-	metrics, err := worker.NewMetrics(nil)
-	require.NoError(t, err)
+	metrics := metricstest.New()
 	applied := stageChange(t, "k-old", "review", 1)
 	// The item as the older worker left it after applying that work.
 	update := expression.Set(expression.Name(caseflow.AttrStage), expression.Value("review")).
@@ -723,6 +705,6 @@ func TestSingleWriteOlderFence(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, rej.FailureMessage, "a fence that does not name its message type")
 	require.Equal(t, before, h.item(caseflow.CaseKey("c1")), "nothing written")
-	require.Equal(t, 1.0, testutil.ToFloat64(metrics.HashMismatches))
+	require.Equal(t, 1.0, metrics.Value("ddbworker_hash_mismatches_total"))
 	h.requireQueueEmpty()
 }

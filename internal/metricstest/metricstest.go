@@ -161,21 +161,34 @@ func (p *Provider) Series(name string) []map[string]string {
 	return out
 }
 
-// Sum adds up name's value over all its series.
-func (p *Provider) Sum(name string) float64 {
+// Sum adds up, over the series of name whose labels include match (nil:
+// every series), a counter's or a gauge's value, or a histogram's number
+// of observations.
+func (p *Provider) Sum(name string, match map[string]string) float64 {
 	p.mu.Lock()
 	f, ok := p.families[name]
 	var ss []*series
 	if ok {
+	next:
 		for _, k := range f.order {
-			ss = append(ss, f.series[k])
+			s := f.series[k]
+			for i, l := range f.labels {
+				if v, ok := match[l]; ok && v != s.values[i] {
+					continue next
+				}
+			}
+			ss = append(ss, s)
 		}
 	}
 	p.mu.Unlock()
 	total := 0.0
 	for _, s := range ss {
 		s.mu.Lock()
-		total += s.v
+		if f.kind == "histogram" {
+			total += float64(s.n)
+		} else {
+			total += s.v
+		}
 		s.mu.Unlock()
 	}
 	return total

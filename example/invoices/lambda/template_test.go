@@ -14,12 +14,17 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/example/invoices"
+	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/internal/prommetrics"
 	"github.com/ddbworker/ddbworker/lambda"
 	"github.com/ddbworker/ddbworker/worker"
 )
@@ -383,8 +388,14 @@ func TestTemplateAlarms(t *testing.T) {
 	// The hash-mismatch metric is one the worker registers and the adapter
 	// writes (its EMF metrics are the worker's Prometheus ones).
 	reg := prometheus.NewRegistry()
-	_, err := worker.NewMetrics(reg)
+	metrics := prommetrics.New(reg)
+	handlers := ddbworker.NewRegistry()
+	require.NoError(t, (&invoices.Handler{Table: "invoices"}).Register(handlers))
+	const queueURL = "https://sqs.us-east-1.amazonaws.com/000000000000/work"
+	_, err := worker.New(worker.Deps{DynamoDB: dynamodb.New(dynamodb.Options{Region: "us-east-1"}), SQS: sqs.New(sqs.Options{Region: "us-east-1"}),
+		Handlers: handlers, Metrics: metrics}, worker.Config{QueueURL: queueURL, DLQURL: queueURL + "-dlq", Store: inbox.Store{Table: "invoices"}})
 	require.NoError(t, err)
+	require.NoError(t, metrics.Err())
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	var names []string

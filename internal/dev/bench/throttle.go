@@ -316,8 +316,8 @@ wait:
 	// What the run cost.
 	ps := proxy.Stats()
 	res.Requests, res.Throttled, res.RequestsByOperation = ps.Total, ps.ByMode[ddbproxy.Throttle], ps.Requests
-	res.Probes = int(metrics.Sum("ddbworker_database_probes_total"))
-	res.Calls = int(metrics.Sum("ddbworker_dynamodb_calls_total")) + res.Probes // probes bypass the call metrics
+	res.Probes = int(metrics.Sum("ddbworker_database_probes_total", nil))
+	res.Calls = int(metrics.Sum("ddbworker_dynamodb_calls_total", nil)) + res.Probes // probes bypass the call metrics
 	res.Pauses = int(metrics.Value("ddbworker_database_health_transitions_total", "unhealthy"))
 	res.Paused, res.MinLimit, res.AvgLimit = smp.paused, smp.minLimit, smp.avgLimit()
 	r := met.read()
