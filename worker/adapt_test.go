@@ -281,7 +281,7 @@ func TestLambdaAdaptedBody(t *testing.T) {
 		require.Equal(t, "OrderPlaced", aws.ToString(ev[0].MessageAttributes["eventType"].StringValue), "raw delivery carries the SNS attributes")
 		resp, err := w.HandleSQSEvent(ctx, ev)
 		require.NoError(t, err)
-		require.Empty(t, resp)
+		require.Empty(t, resp, "%+v", h.allEvents())
 		got := h.waitEvents(i+1, 10*time.Second, final)[i]
 		require.Equal(t, want, got.Outcome, "%+v", got)
 		require.Equal(t, "order:o-7:placed", got.IdempotencyKey)
