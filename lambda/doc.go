@@ -161,10 +161,11 @@
 // # Metrics
 //
 // A function serves no /metrics. Each queue's workers count into the
-// daemon's collectors (worker.NewMetrics) on a registry of their own, and
-// after every invocation what changed is written to stdout as CloudWatch
-// Embedded Metric Format documents, one JSON line each, which Lambda's log
-// ingestion turns into CloudWatch metrics in DDBWORKER_METRICS_NAMESPACE —
+// daemon's collectors (worker.Deps.Metrics, through internal/prommetrics)
+// on a registry of their own, and after every invocation what changed is
+// written to stdout as CloudWatch Embedded Metric Format documents, one
+// JSON line each, which Lambda's log ingestion turns into CloudWatch
+// metrics in DDBWORKER_METRICS_NAMESPACE —
 // no API call, no permission beyond writing logs. The names and label
 // values are the Prometheus ones (one source of truth, package
 // internal/emf): ddbworker_messages_total by message_type and outcome,

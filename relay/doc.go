@@ -13,8 +13,10 @@
 //     PENDING in the table), then restarts at TRIM_HORIZON.
 //   - Sweep finds PENDING records older than SweepAge in the sparse
 //     attention index, for records the stream can no longer deliver.
-//   - HandleStreamEvent is the Lambda handler of stream events, reporting
-//     the first unpublished record's sequence number in batchItemFailures.
+//   - HandleStreamEvent is the Lambda handler of stream events (their
+//     records as the Streams API's; package lambda converts the runtime's
+//     event), reporting the first unpublished record's sequence number in
+//     batchItemFailures.
 //
 // Publish re-reads the records' status (strongly consistent BatchGetItem)
 // and skips those no longer PENDING, sends the rest with SendMessageBatch

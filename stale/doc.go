@@ -7,7 +7,7 @@
 // PROCESSING records whose lease expired or was given back with no
 // delivery taking them over (through the attention index, or by a scan),
 // reports them, and marks those past SweepConfig.Grace FAILED_TERMINAL
-// LEASE_ABANDONED, fenced, with its Prometheus figures (SweepMetrics).
+// LEASE_ABANDONED, fenced, with its figures (SweepConfig.Metrics).
 //
 // It does not own the TTL of records: how long each status lives is
 // inbox.TTL, part of inbox.Store. TTL is garbage collection only (DynamoDB

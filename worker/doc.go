@@ -60,7 +60,8 @@
 // (fifo.go), the DynamoDB call policy — one retry owner, timeouts, the
 // write budget (dynamo.go), the Lambda adapter's per-invocation host
 // (lambda.go: HandleSQSEvent, the outage hiding and OutageCover), metrics
-// with bounded labels, the database capacity gauge — how many messages the
+// with bounded labels (declared through package metrics: the host
+// chooses the backend), the database capacity gauge — how many messages the
 // database can take from this worker now, the scaling signal
 // (capacity.go) — and queue creation (queues.go).
 //

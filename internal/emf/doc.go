@@ -1,7 +1,8 @@
 // Package emf writes what changed in a Prometheus registry as CloudWatch
 // Embedded Metric Format documents: the Lambda adapter's metrics, under
 // the same names and label values as the daemon's /metrics, from the same
-// collectors (worker.NewMetrics on a private registry).
+// collectors (the worker's instruments, internal/prommetrics, on a
+// private registry).
 //
 // # What it owns
 //
