@@ -1,6 +1,7 @@
 package ddbworker_test
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -62,13 +63,25 @@ func anchors(t *testing.T, path string) map[string]bool {
 	return out
 }
 
-// Every relative link of the README and of docs/*.md names a file that
-// exists and, into a Markdown file, a heading that exists: moving a
-// section must move its links too.
+// Every relative link of the README, of docs/*.md and of the module's
+// other Markdown files names a file that exists and, into a Markdown file,
+// a heading that exists: moving a section must move its links too.
 func TestDocLinks(t *testing.T) {
-	docs, err := filepath.Glob("docs/*.md")
-	require.NoError(t, err)
-	files := append([]string{"README.md"}, docs...)
+	var files []string
+	require.NoError(t, filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules" || d.Name() == "bin") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".md") {
+			files = append(files, path)
+		}
+		return nil
+	}))
+	require.Contains(t, files, "README.md")
+	require.Contains(t, files, filepath.Join("docs", "README.md"))
 	checked := 0
 	for _, file := range files {
 		b, err := os.ReadFile(file)
