@@ -255,7 +255,8 @@ func exitCode(err error) int {
 //
 // What the test substitutes, and only that: the table (DDBWORKER_TABLE, or
 // --table where a document exports its own) and queue names are the test's
-// own; $QUEUE_URL, $DLQ_URL and their DDBWORKER_ forms are its queues;
+// own; $QUEUE_URL, $DLQ_URL and their DDBWORKER_ forms (exported, or
+// given to `run` as flags) are its queues;
 // --metrics-addr listens on a free port; KEY, the SQS message ids and the
 // one key of another session the documents name are resolved to records of
 // the same kind in this run. Old behaviour: runbook 2 said a handler's
@@ -401,6 +402,10 @@ func TestRunbookCommands(t *testing.T) {
 		}
 		if args[0] == "run" && !slices.Contains(args, "--metrics-addr") {
 			args = append(args, "--metrics-addr", "127.0.0.1:0")
+		}
+		if args[0] == "run" && !slices.Contains(args, "--queue-url") && vars["DDBWORKER_QUEUE_URL"] != "" {
+			// the document exported what queues create printed
+			args = append(args, "--queue-url", vars["DDBWORKER_QUEUE_URL"], "--dlq-url", vars["DDBWORKER_DLQ_URL"])
 		}
 		if table != "" && takesTable(l.prog, args) {
 			args = append(args, "--table", table)
