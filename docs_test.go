@@ -172,3 +172,18 @@ func TestReadmeSnippets(t *testing.T) {
 	}
 	require.Equal(t, 3, blocks, "the README's Go blocks: a handler, a main, a unit test")
 }
+
+// docs/README.md indexes every document of docs/ by its reader: a new
+// document gets its line there.
+func TestDocsIndex(t *testing.T) {
+	index, err := os.ReadFile(filepath.Join("docs", "README.md"))
+	require.NoError(t, err)
+	docs, err := filepath.Glob(filepath.Join("docs", "*.md"))
+	require.NoError(t, err)
+	require.Greater(t, len(docs), 10)
+	for _, d := range docs {
+		if name := filepath.Base(d); name != "README.md" {
+			require.Contains(t, string(index), "]("+name+")", "docs/README.md has no line for %s", name)
+		}
+	}
+}
