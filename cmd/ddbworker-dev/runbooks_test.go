@@ -34,12 +34,12 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// runbookLine is one `$ ddbworker …` (or `$ invoice-worker …`) command
-// line of a fenced block of a document.
+// runbookLine is one `$ ddbworker …` (or `$ ddbworker-dev …`, `$
+// invoice-worker …`) command line of a fenced block of a document.
 type runbookLine struct {
 	file    string // the document, as the test reads it
 	line    int    // in the file, 1-based
-	prog    string // "ddbworker", or "invoice-worker" (the README's service)
+	prog    string // "ddbworker", "ddbworker-dev", or "invoice-worker" (the README's service)
 	text    string // after "$ <prog> ", continuation lines joined
 	section string // the "## " heading it is under
 	exit    int    // the exit status the document shows ("(exit N)", or `echo $?`'s answer); 0 if it shows none
@@ -47,7 +47,7 @@ type runbookLine struct {
 
 // docProgs are the programs whose command lines the documents show and
 // the test runs.
-var docProgs = []string{"ddbworker", "invoice-worker"}
+var docProgs = []string{"ddbworker", "ddbworker-dev", "invoice-worker"}
 
 // assignment is a `$ NAME="…"` or `$ export NAME=…` line: a variable later
 // lines of the same document use.
@@ -60,8 +60,8 @@ var exitShown = regexp.MustCompile(`^\(exit (\d+)\)$`)
 // document's assignment of one is not taken, nor of a DDBWORKER_ one.
 var testVars = map[string]bool{"QUEUE_URL": true, "DLQ_URL": true}
 
-// runbookLines extracts the fenced `$ ddbworker …` and `$ invoice-worker …`
-// command lines of a Markdown file, each with the exit status the file
+// runbookLines extracts the fenced `$ ddbworker …`, `$ ddbworker-dev …`
+// and `$ invoice-worker …` command lines of a Markdown file, each with the exit status the file
 // shows for it, and puts the variables its `$ NAME=…` lines assign in vars
 // (if not nil).
 func runbookLines(t *testing.T, path string, vars map[string]string) []runbookLine {
@@ -237,10 +237,11 @@ func exitCode(err error) int {
 	}
 }
 
-// TestRunbookCommands runs every `$ ddbworker …` command line of the
-// README and of docs/*.md (and the README's `$ invoice-worker …` lines,
-// with the README's service) through the command tree, against the
-// emulators, and requires each to exit as the document shows — 0 unless
+// TestRunbookCommands runs every `$ ddbworker …` and `$ ddbworker-dev …`
+// command line of the README and of docs/*.md (and the README's `$
+// invoice-worker …` lines, with the README's service) through the command
+// tree its main builds — so a line that needs a development command or
+// flag must name ddbworker-dev — against the emulators, and requires each to exit as the document shows — 0 unless
 // it shows "(exit N)" or `echo $?` — and each worker or `--every` sweeper
 // to keep running until the test stops it (then to exit 0).
 //
@@ -306,21 +307,27 @@ func TestRunbookCommands(t *testing.T) {
 	}
 	var running []background
 	var mu sync.Mutex
-	// root is the command tree of a document's program: the example service
-	// with the development tools (send; the hidden fault flags), as main
-	// builds it, or the README's invoice-worker, as its main builds it.
+	// root is the command tree of a document's program, as its main builds
+	// it: ddbworker, the example service (no development tools: a line that
+	// needs one names ddbworker-dev); ddbworker-dev, the same with the
+	// development tools (send; the hidden fault flags); invoice-worker, the
+	// README's service.
 	root := func(prog string) *cobra.Command {
-		if prog == "invoice-worker" {
+		switch prog {
+		case "invoice-worker":
 			return daemon.Command(daemon.App{
 				Name: "invoice-worker",
 				Register: func(reg *ddbworker.Registry, env daemon.Env) error {
 					return (&invoices.Handler{Table: env.Store.Table}).Register(reg)
 				},
 			})
+		case "ddbworker-dev":
+			app := caseapp.App("", "")
+			app.Extension = devcmd.Extension()
+			return daemon.Command(app)
+		default:
+			return daemon.Command(caseapp.App("", ""))
 		}
-		app := caseapp.App("", "")
-		app.Extension = devcmd.Extension()
-		return daemon.Command(app)
 	}
 	exec := func(prog string, args []string) (string, error) {
 		cmd := root(prog)
