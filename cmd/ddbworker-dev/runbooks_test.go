@@ -26,6 +26,7 @@ import (
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/cmd/internal/caseapp"
 	"github.com/ddbworker/ddbworker/daemon"
+	"github.com/ddbworker/ddbworker/effects"
 	"github.com/ddbworker/ddbworker/example/invoices"
 	"github.com/ddbworker/ddbworker/internal/daemonext"
 	"github.com/ddbworker/ddbworker/internal/dev/devcmd"
@@ -202,6 +203,7 @@ const (
 	docShop     = "shop"     // a single-table application's table, as the document's
 	docRunbooks = "runbooks" // the runbooks' session
 	docAfter    = "after"    // after the runbooks, in their session
+	docEffects  = "effects"  // a table where an effect of a provider without idempotency keys was left UNKNOWN
 )
 
 // docPlace says where each document's command lines run; a document that
@@ -214,15 +216,13 @@ var docPlace = map[string]string{
 	"../../docs/runbooks.md":  docRunbooks,
 	"../../docs/operate.md":   docAfter,
 	"../../docs/producers.md": docAfter, // and its `envelope` lines offline
-	"../../docs/effects.md":   docAfter,
+	"../../docs/effects.md":   docEffects,
 }
 
 // docNotRun are the command lines the test cannot run, each with the test
-// that runs its steps instead (by prefix: file, then the command).
-var docNotRun = map[string]string{
-	"../../docs/effects.md: effects get ":     "needs an effect left UNKNOWN by a crash: effects/kill_test.go TestKillNineUnknownResolvedThroughTheCommand kills a worker in the call and runs `effects get` and `effects resolve` through the command",
-	"../../docs/effects.md: effects resolve ": "as `effects get`: TestKillNineUnknownResolvedThroughTheCommand",
-}
+// that runs its steps instead (by prefix: file, then the command). None
+// today.
+var docNotRun = map[string]string{}
 
 // exitCode is the status daemon.Main exits with after err.
 func exitCode(err error) int {
@@ -248,11 +248,13 @@ func exitCode(err error) int {
 // Where: the runbooks in the setup their appendix describes — `tables
 // create --index-processing`, `queues create --max-receive-count 3`, a
 // worker, `send --count 1000 --poison 24 --seed 42` (the seed decides the
-// keys the runbooks name) — then operate.md's, producers.md's `inbox` and
-// effects.md's lines in that session; the README's on a table and queues of
-// their own; adopt.md's on a single-table application's table such as it
-// describes (its own GSI1, a GSI2SK that is a number, items with a ttl);
-// producers.md's `envelope` lines offline, on the envelope it shows.
+// keys the runbooks name) — then operate.md's and producers.md's `inbox`
+// lines in that session; the README's on a table and queues of their own;
+// adopt.md's on a single-table application's table such as it describes
+// (its own GSI1, a GSI2SK that is a number, items with a ttl); effects.md's
+// where a worker of a service that charges a provider without idempotency
+// keys left the effect it names UNKNOWN; producers.md's `envelope` lines
+// offline, on the envelope it shows.
 //
 // What the test substitutes, and only that: the table (DDBWORKER_TABLE, or
 // --table where a document exports its own) and queue names are the test's
@@ -321,6 +323,8 @@ func TestRunbookCommands(t *testing.T) {
 					return (&invoices.Handler{Table: env.Store.Table}).Register(reg)
 				},
 			})
+		case "effects-example":
+			return daemon.Command(effectsApp())
 		case "ddbworker-dev":
 			app := caseapp.App("", "")
 			app.Extension = devcmd.Extension()
@@ -507,6 +511,36 @@ func TestRunbookCommands(t *testing.T) {
 	createShop(t, ddb, shop)
 	runDoc("../../docs/adopt.md", all, docVars["../../docs/adopt.md"], shop, "", nil)
 
+	// effects.md: its effect, OrderSend/o-2:payment/charge — a charge of a
+	// provider without idempotency keys whose answer was lost — left
+	// UNKNOWN by a worker of its own on a table and queues of their own.
+	effectsTable, effectsVars := testenv.Unique("effects"), map[string]string{}
+	dropTable(effectsTable)
+	_, err = exec("effects-example", []string{"tables", "create", "--table", effectsTable})
+	require.NoError(t, err)
+	out, err := exec("effects-example", []string{"queues", "create", "--queue", testenv.Unique("effects")})
+	require.NoError(t, err)
+	for _, kv := range strings.Fields(out) {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			effectsVars[k] = v
+		}
+	}
+	t.Cleanup(func() {
+		for _, u := range []string{effectsVars["DDBWORKER_QUEUE_URL"], effectsVars["DDBWORKER_DLQ_URL"]} {
+			_, _ = sqs.NewFromConfig(cfg).DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(u)})
+		}
+	})
+	run(runbookLine{file: "(the test's effects worker)", prog: "effects-example", text: "run --table " + effectsTable + " --queue-url " + effectsVars["DDBWORKER_QUEUE_URL"] + " --dlq-url " + effectsVars["DDBWORKER_DLQ_URL"]}, effectsVars, "", "", nil)
+	_, err = sqs.NewFromConfig(cfg).SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(effectsVars["DDBWORKER_QUEUE_URL"]), MessageBody: aws.String(`{
+		"messageId": "m-o-2", "schemaVersion": 1, "messageType": "OrderSend", "producer": "shop", "occurredAt": "2026-12-03T14:56:08Z",
+		"idempotencyKey": "o-2:payment", "aggregateType": "order", "aggregateId": "o-2", "payload": {"orderId": "o-2", "amountCents": 1999}}`)})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		out, err := exec("ddbworker", []string{"effects", "get", "OrderSend/o-2:payment/charge", "--table", effectsTable})
+		return err == nil && strings.Contains(out, "UNKNOWN")
+	}, time.Minute, 200*time.Millisecond, "the effect of effects.md, UNKNOWN")
+	runDoc("../../docs/effects.md", all, docVars["../../docs/effects.md"], effectsTable, "", nil)
+
 	// The runbooks: the appendix's setup first, as the session did.
 	vars := map[string]string{}
 	var setup, rest2 []runbookLine
@@ -548,7 +582,7 @@ func TestRunbookCommands(t *testing.T) {
 		}
 		return false
 	}, time.Minute, time.Second, "a FAILED_TERMINAL work item for KEY")
-	for _, f := range []string{"../../docs/operate.md", producers, "../../docs/effects.md"} {
+	for _, f := range []string{"../../docs/operate.md", producers} {
 		runDoc(f, func(l runbookLine) bool { return !isEnvelope(l) }, vars, "", queue, nil)
 	}
 
@@ -567,7 +601,33 @@ func TestRunbookCommands(t *testing.T) {
 		total += len(lines)
 		t.Logf("%s: ran %d of its %d command lines", strings.TrimPrefix(f, "../../"), ran[f], len(lines))
 	}
-	t.Logf("ran %d command lines of %d documents (%d of them long-running); %d not run (docNotRun)", total-skipped, len(docs), len(running), skipped)
+	t.Logf("ran %d command lines of %d documents (%d processes kept running until the end); %d not run (docNotRun)", total-skipped, len(docs), len(running), skipped)
+}
+
+// effectsApp is a service whose one handler charges through the effect log
+// a provider without idempotency keys whose answer never comes: the effect
+// ends UNKNOWN, as effects.md's does (there, the worker was killed in the
+// call).
+func effectsApp() daemon.App {
+	return daemon.App{
+		Name: "effects-example",
+		Register: func(reg *ddbworker.Registry, env daemon.Env) error {
+			log, err := effects.New(env.DynamoDB, effects.Config{Inbox: env.Store, Table: env.Store.Table})
+			if err != nil {
+				return err
+			}
+			return reg.Register("OrderSend", ddbworker.JSON(func(ctx context.Context, msg *ddbworker.Message, p map[string]any) (ddbworker.Result, error) {
+				eff, err := log.Do(ctx, msg, effects.Call{Name: "charge", Provider: "legacy-pay", Operation: "charge", Request: p},
+					func(context.Context, string) (effects.Outcome, error) {
+						return effects.Outcome{}, errors.New("read timeout: the provider's answer was lost")
+					})
+				if err != nil {
+					return ddbworker.Result{}, err
+				}
+				return ddbworker.Apply(eff.Write()), nil
+			}))
+		},
+	}
 }
 
 // notRunWhy says why the test does not run l, if docNotRun names it.
