@@ -71,3 +71,21 @@ func TestInvoice(t *testing.T) {
 		})
 	}
 }
+
+// The README's unit test, as it shows it (TestReadmeSnippets keeps the two
+// the same): an open order is invoiced.
+func TestOpenOrderIsInvoiced(t *testing.T) {
+	reg := ddbworker.NewRegistry()
+	require.NoError(t, (&invoices.Handler{Table: "app"}).Register(reg))
+	kit := ddbworkertest.NewRegistry(reg).Before(ddbworkertest.Existing{
+		Table: "app", Key: invoices.OrderKey("o-1"), Item: ddbworker.Item{invoices.AttrStatus: "OPEN"},
+	})
+
+	res := kit.RequireWork(t, ddbworkertest.NewMessage(invoices.TypeInvoiceRequested,
+		invoices.InvoiceRequested{OrderID: "o-1", AmountCents: 1200, Currency: "EUR"},
+		ddbworkertest.Key("inv-o-1")))
+
+	res.RequireApplied(t)
+	inv := res.RequireWrite(t, "app", invoices.InvoiceKey("o-1"))
+	require.EqualValues(t, 1200, inv.Item[invoices.AttrAmountCents])
+}

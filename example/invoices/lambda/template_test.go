@@ -204,18 +204,18 @@ func roleGrants(t *testing.T, tpl tmap) map[string][]string {
 	return grants
 }
 
-// iamRow is a row of the README's IAM actions table.
+// iamRow is a row of the IAM actions table of docs/operate.md.
 type iamRow struct {
 	actions   []string
 	resources []string // as written: "the table", "the queue", …
 	needed    string   // "always", "on Lambda", or the condition
 }
 
-// readmeIAM reads the table under the README's "#### IAM actions".
+// readmeIAM reads the table under "## IAM actions" (docs/operate.md).
 func readmeIAM(t *testing.T, path string) []iamRow {
 	t.Helper()
-	_, section, ok := strings.Cut(readFile(t, path), "\n#### IAM actions\n")
-	require.True(t, ok, "%s has a section #### IAM actions", path)
+	_, section, ok := strings.Cut(readFile(t, path), "\n## IAM actions\n")
+	require.True(t, ok, "%s has a section ## IAM actions", path)
 	action := regexp.MustCompile("`([a-z0-9-]+:[A-Za-z]+)`")
 	var rows []iamRow
 	inTable := false
@@ -247,7 +247,8 @@ func readmeIAM(t *testing.T, path string) []iamRow {
 	return rows
 }
 
-// The README's IAM actions and the template's role are one list: the rows
+// The IAM actions of docs/operate.md (the README's until it was cut to a
+// front page) and the template's role are one list: the rows
 // needed always and on Lambda are exactly what the role grants, on the
 // resources the rows name; a row needed only under a condition (fused
 // routes, a handler's deletes, checks or queries, payloads by S3
@@ -255,12 +256,12 @@ func readmeIAM(t *testing.T, path string) []iamRow {
 // DynamoDB action. Old behaviour: the README listed the role's actions in
 // two paragraphs of prose and named no dynamodb:BatchGetItem, which the
 // read ahead of fused routes calls.
-func TestTemplateRoleIsTheREADMEs(t *testing.T) {
+func TestTemplateRoleIsTheIAMTable(t *testing.T) {
 	resource := map[string]string{"the table": "Table", "the queue": "WorkQueue", "the DLQ": "DeadLetterQueue",
 		"the function's log group": "FunctionLogGroup", "`*`": "*"}
 	want := map[string][]string{}
 	var conditional []string
-	for _, row := range readmeIAM(t, "../../../README.md") {
+	for _, row := range readmeIAM(t, "../../../docs/operate.md") {
 		for _, a := range row.actions {
 			if row.needed != "always" && row.needed != "on Lambda" {
 				conditional = append(conditional, a)
@@ -284,7 +285,7 @@ func TestTemplateRoleIsTheREADMEs(t *testing.T) {
 	for a := range grants {
 		slices.Sort(grants[a])
 	}
-	require.Equal(t, want, grants, "the README's IAM actions needed always and on Lambda are the role's grants")
+	require.Equal(t, want, grants, "the IAM actions docs/operate.md says are needed always and on Lambda are the role's grants")
 	template := readFile(t, "../template.yaml")
 	for _, a := range conditional {
 		require.NotContains(t, grants, a, "needed only under a condition these handlers do not meet")
