@@ -70,6 +70,7 @@ type httpClient struct {
 	headers map[string]string
 	gzip    bool
 	http    *http.Client
+	retry   retryPolicy
 	// stopped interrupts the requests in flight when the exporter stops.
 	stopped context.Context
 	stop    context.CancelFunc
@@ -86,7 +87,7 @@ func newHTTPClient(endpoint string, get func(string) string) (*httpClient, error
 		}
 		return envPrefix + name, get(envPrefix + name)
 	}
-	c := &httpClient{url: endpoint}
+	c := &httpClient{url: endpoint, retry: retryPolicy{initial: DefaultRetryInitial, max: DefaultRetryMax, elapsed: DefaultRetryElapsed}}
 	if k, v := pick(envHeaders); v != "" {
 		h, err := parseHeaders(v)
 		if err != nil {
@@ -198,9 +199,12 @@ func (c *httpClient) Stop(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// retryPolicy is the exponential backoff after a retryable answer.
+type retryPolicy struct{ initial, max, elapsed time.Duration }
+
 // UploadTraces posts one batch, retrying what the receiver says may be
 // retried (429, 502, 503, 504: after the longer of the backoff and its
-// Retry-After) within ctx and DefaultRetryElapsed.
+// Retry-After) within ctx and the policy's elapsed time.
 func (c *httpClient) UploadTraces(ctx context.Context, spans []*tracepb.ResourceSpans) error {
 	body, err := exportRequest(spans)
 	if err != nil {
@@ -216,7 +220,7 @@ func (c *httpClient) UploadTraces(ctx context.Context, spans []*tracepb.Resource
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(c.stopped, cancel)()
-	start, backoff := time.Now(), DefaultRetryInitial
+	start, backoff := time.Now(), c.retry.initial
 	for {
 		err := c.post(ctx, body)
 		var retry retryable
@@ -225,9 +229,9 @@ func (c *httpClient) UploadTraces(ctx context.Context, spans []*tracepb.Resource
 		}
 		// otlptracehttp's backoff: ×1.5 up to the maximum, ±50% jitter.
 		wait := max(retry.after, backoff/2+rand.N(backoff))
-		backoff = min(backoff*3/2, DefaultRetryMax)
-		if time.Since(start)+wait > DefaultRetryElapsed {
-			return fmt.Errorf("telemetry: OTLP export: no retry within %s: %w", DefaultRetryElapsed, retry.err)
+		backoff = min(backoff*3/2, c.retry.max)
+		if time.Since(start)+wait > c.retry.elapsed {
+			return fmt.Errorf("telemetry: OTLP export: no retry within %s: %w", c.retry.elapsed, retry.err)
 		}
 		timer := time.NewTimer(wait)
 		select {
