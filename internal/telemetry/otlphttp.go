@@ -87,6 +87,9 @@ func newHTTPClient(endpoint string, get func(string) string) (*httpClient, error
 		}
 		return envPrefix + name, get(envPrefix + name)
 	}
+	if _, err := url.Parse(endpoint); err != nil {
+		return nil, fmt.Errorf("telemetry: OTLP endpoint: %w", err)
+	}
 	c := &httpClient{url: endpoint, retry: retryPolicy{initial: DefaultRetryInitial, max: DefaultRetryMax, elapsed: DefaultRetryElapsed}}
 	if k, v := pick(envHeaders); v != "" {
 		h, err := parseHeaders(v)
@@ -274,10 +277,10 @@ func (c *httpClient) post(ctx context.Context, body []byte) error {
 	if err != nil {
 		return fmt.Errorf("telemetry: OTLP request: %w", err)
 	}
+	req.Header.Set("User-Agent", "OTel OTLP Exporter Go/"+otlptrace.Version()) // the headers' may replace it
 	for k, v := range c.headers {
 		req.Header.Set(k, v)
 	}
-	req.Header.Set("User-Agent", "OTel OTLP Exporter Go/"+otlptrace.Version())
 	req.Header.Set("Content-Type", contentProtobuf)
 	if c.gzip {
 		req.Header.Set("Content-Encoding", "gzip")

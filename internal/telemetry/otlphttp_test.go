@@ -397,6 +397,7 @@ func TestHTTPClientConfigErrors(t *testing.T) {
 		{name: "a CA file without PEM", env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE": notPEM}, err: "no PEM certificate"},
 		{name: "a client certificate without its key", env: map[string]string{"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE": ca, "OTEL_EXPORTER_OTLP_CLIENT_KEY": notPEM},
 			err: "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and OTEL_EXPORTER_OTLP_CLIENT_KEY"},
+		{name: "not a URL", endpoint: "http://[::1", err: "OTLP endpoint"},
 		{name: "TLS settings for an http:// endpoint", endpoint: "http://127.0.0.1:4318/v1/traces",
 			env: map[string]string{"OTEL_EXPORTER_OTLP_CERTIFICATE": ca}, err: "insecure HTTP endpoint"},
 	} {
