@@ -23,7 +23,10 @@ import (
 // development commands) or ddbworkertest/ (the test kits, the emulators) —
 // and of example/ only the domain it runs. The libraries a team's binary
 // links (daemon, lambda) link none of it: their dependency graphs hold
-// nothing under internal/dev/, ddbworkertest/ or example/.
+// nothing under internal/dev/, ddbworkertest/ or example/. None of them
+// links gRPC or golang.org/x/net/trace (which gRPC imports; otlptracehttp
+// imports gRPC): x/net/trace's init reaches html/template, whose
+// MethodByName makes the linker keep every exported method of every type.
 func TestProductionDependencies(t *testing.T) {
 	const module = "github.com/ddbworker/ddbworker/"
 	for _, tc := range []struct {
@@ -40,6 +43,8 @@ func TestProductionDependencies(t *testing.T) {
 			deps := strings.Fields(string(out))
 			require.Contains(t, deps, module+"worker", "go list -deps %s lists the module's packages", tc.pkg)
 			for _, dep := range deps {
+				require.Falsef(t, dep == "golang.org/x/net/trace" || dep == "google.golang.org/grpc" || strings.HasPrefix(dep, "google.golang.org/grpc/"),
+					"%s links %s: it reaches text/template's MethodByName, which keeps every exported method (+16 MB; see maxBinarySize)", tc.pkg, dep)
 				rel, ours := strings.CutPrefix(dep, module)
 				if !ours {
 					continue
@@ -69,6 +74,10 @@ var faultEnv = []string{"DDBWORKER_FAULT_THROTTLE=1", "DDBWORKER_FAILPOINT_KILL=
 // settable by flag or environment in production).
 func TestProductionBinaryHasNoFaults(t *testing.T) {
 	bin := buildBinary(t)
+
+	// The binary's size, on the build the other subtests run.
+	t.Run("size", func(t *testing.T) { requireBinarySize(t, bin) })
+
 	dev := buildDevBinary(t)
 
 	t.Run("flags", func(t *testing.T) {
@@ -214,4 +223,28 @@ func TestProductionBinaryHasNoFaults(t *testing.T) {
 			}
 		}
 	})
+}
+
+// maxBinarySize is the most a plain `go build ./cmd/ddbworker` may weigh:
+// 27 MiB (26.1 MiB at the time of writing; the Dockerfile's -trimpath -s -w
+// build is 18.1 MiB). Linking a package that reaches reflect's
+// Value.Method or MethodByName with a name known only at run time (as
+// text/template does) turns off the linker's removal of unused methods:
+// 41.7 MiB when otlptracehttp brought in gRPC and with it
+// golang.org/x/net/trace. To find what reaches it:
+//
+//	go build -ldflags=-dumpdep ./cmd/ddbworker 2>&1 | grep ReflectMethod
+const maxBinarySize = 27 << 20
+
+// requireBinarySize fails when bin weighs more than maxBinarySize (size is
+// not speed: a test, skipped in -short mode, as the build takes a while).
+func requireBinarySize(t *testing.T, bin string) {
+	if testing.Short() {
+		t.Skip("the production binary's size: not in -short mode")
+	}
+	info, err := os.Stat(bin)
+	require.NoError(t, err)
+	t.Logf("go build ./cmd/ddbworker: %d bytes (%.1f MiB)", info.Size(), float64(info.Size())/(1<<20))
+	require.LessOrEqualf(t, info.Size(), int64(maxBinarySize), "the production binary weighs %.1f MiB, more than %d MiB: see maxBinarySize",
+		float64(info.Size())/(1<<20), maxBinarySize>>20)
 }

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -80,9 +80,11 @@ func (t Tracing) Shutdown(timeout time.Duration) error {
 //   - an error for what this build cannot do: OTEL_TRACES_EXPORTER other
 //     than otlp or none, an OTLP protocol other than http/protobuf (no
 //     gRPC exporter is built in);
-//   - otherwise OTLP/HTTP to that endpoint; the exporter reads its headers,
-//     timeout, compression and certificates from the process's
-//     OTEL_EXPORTER_OTLP_* variables, the sampler is OTEL_TRACES_SAMPLER's
+//   - otherwise OTLP/HTTP to that endpoint (otlphttp.go: not otlptracehttp,
+//     which links gRPC); the exporter reads its headers, timeout,
+//     compression and certificates from lookup's OTEL_EXPORTER_OTLP_* and
+//     OTEL_EXPORTER_OTLP_TRACES_* variables (an error when one is not
+//     valid), the sampler is OTEL_TRACES_SAMPLER's
 //     (default parentbased_always_on), the batch processor OTEL_BSP_*'s;
 //     the resource is service.name service (OTEL_SERVICE_NAME wins),
 //     service.version version, extra, and OTEL_RESOURCE_ATTRIBUTES.
@@ -118,7 +120,11 @@ func FromEnv(ctx context.Context, lookup func(string) (string, bool), service, v
 	if !strings.HasPrefix(endpoint, "http://") && !strings.HasPrefix(endpoint, "https://") {
 		return Tracing{}, fmt.Errorf("telemetry: OTLP endpoint %q: an http:// or https:// URL is required", endpoint)
 	}
-	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(endpoint))
+	client, err := newHTTPClient(endpoint, get)
+	if err != nil {
+		return Tracing{}, err
+	}
+	exp, err := otlptrace.New(ctx, client)
 	if err != nil {
 		return Tracing{}, fmt.Errorf("telemetry: OTLP exporter to %s: %w", endpoint, err)
 	}
