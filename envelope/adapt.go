@@ -463,13 +463,14 @@ func (d *Decoder) Read(in Input, as *Adapters) (*Envelope, error) {
 // schemaVersion member.
 func isEnvelope(b []byte) bool {
 	var spans [1]span
+	var rd reader
 	var scratch []byte
 	_, err := scanObject(b, spans[:], func(k []byte) int {
 		if string(k) == "schemaVersion" {
 			return 0
 		}
 		return -1
-	}, &scratch, false)
+	}, &rd, &scratch, false)
 	return err == nil && spans[0].set
 }
 
@@ -763,14 +764,12 @@ func (a *Adapter) build(d *Decoder, src *source, messageType string) (*Envelope,
 		}
 		return nil, a.attribute(err, src)
 	}
-	h, canonical, err := requestHashV2(e, true)
+	h, canonical, err := requestHashV3(e, true)
 	if err != nil {
 		return nil, a.attribute(err, src)
 	}
 	e.RequestHash = h
-	if canonical != nil {
-		e.setCanonical(canonical)
-	}
+	e.setCanonical(canonical)
 	return e, nil
 }
 
@@ -874,8 +873,8 @@ func (a *Adapter) integer(x *expr, field string, doc map[string]any) (*int64, *E
 		n = int64(t)
 	case bigNumber:
 		s, ok := numberText(t)
-		end, num, serr := scanNumber([]byte(s), 0)
-		if !ok || serr != nil || end != len(s) || !num.isInteger() {
+		num, isNum := splitNumber([]byte(s))
+		if !ok || !isNum || !num.isInteger() {
 			return nil, wrongType(x, field, v, "an integer")
 		}
 		if n, ok = parseInt([]byte(s[num.intS:num.intE]), num.neg, 64); !ok {

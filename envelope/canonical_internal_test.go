@@ -1,7 +1,7 @@
 package envelope
 
-// Internal tests: they compare the hand-written scanner and canonicalizer
-// with encoding/json, which unexported functions make possible.
+// Internal tests: they compare the canonical forms with encoding/json,
+// which unexported functions make possible.
 
 import (
 	"bytes"
@@ -11,21 +11,27 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
 )
 
-func validBySkip(b []byte) bool {
-	end, err := skipValue(b, skipWS(b, 0), 0)
-	return err == nil && skipWS(b, end) == len(b)
-}
+// canonicalize is HashV1's form of p (see canonicalizeForm).
+func canonicalize(p []byte) ([]byte, *canonError) { return canonicalizeForm(p, HashV1) }
 
-func canonicalize(p []byte) ([]byte, *canonError) { return canonicalizeForm(p, false) }
-
-func canonicalizeForm(p []byte, v2 bool) ([]byte, *canonError) {
-	c := &canon{v2: v2}
+// canonicalizeForm is p's canonical payload in hash version v.
+func canonicalizeForm(p []byte, v HashVersion) ([]byte, *canonError) {
+	c := &canon{}
 	if ce := c.payload(p); ce != nil {
 		return nil, ce
 	}
-	return c.out, nil
+	if v == HashV3 {
+		return c.out, nil
+	}
+	out, ok := c.old.value(nil, c.rd.reset(p), v == HashV2)
+	if !ok {
+		return nil, &canonError{reason: "payload number exponent overflows int32"}
+	}
+	return out, nil
 }
 
 var canonSeeds = []string{
@@ -58,17 +64,18 @@ func TestCanonicalSeeds(t *testing.T) {
 
 func checkCanonical(t *testing.T, p []byte) {
 	t.Helper()
-	checkCanonicalForm(t, p, false)
-	checkCanonicalForm(t, p, true)
+	for _, v := range []HashVersion{HashV1, HashV2, HashV3} {
+		checkCanonicalForm(t, p, v)
+	}
 }
 
-// checkCanonicalForm checks one hash version's form (v2 or v1).
-func checkCanonicalForm(t *testing.T, p []byte, v2 bool) {
+// checkCanonicalForm checks one hash version's form.
+func checkCanonicalForm(t *testing.T, p []byte, v HashVersion) {
 	t.Helper()
-	canonicalize := func(p []byte) ([]byte, *canonError) { return canonicalizeForm(p, v2) }
+	canonicalize := func(p []byte) ([]byte, *canonError) { return canonicalizeForm(p, v) }
 	valid := json.Valid(p)
-	if got := validBySkip(p); got != valid {
-		t.Fatalf("skipValue validity %v, json.Valid %v for %q", got, valid, p)
+	if got := validJSON(p); got != valid {
+		t.Fatalf("jsontext validity %v, json.Valid %v for %q", got, valid, p)
 	}
 	out, ce := canonicalize(p)
 	if ce != nil {
@@ -104,8 +111,9 @@ func checkCanonicalForm(t *testing.T, p []byte, v2 bool) {
 	if !sameValue(a, b) {
 		t.Fatalf("canonical form %q differs in value from %q", out, p)
 	}
-	// Strings are escaped exactly like encoding/json without HTML escaping.
-	if s, ok := a.(string); ok {
+	// Strings are escaped exactly like encoding/json without HTML escaping
+	// (HashV1, HashV2).
+	if s, ok := a.(string); ok && v != HashV3 {
 		var buf bytes.Buffer
 		enc := json.NewEncoder(&buf)
 		enc.SetEscapeHTML(false)
@@ -189,9 +197,9 @@ func TestNumberCanonicalForms(t *testing.T) {
 		"10e2147483646": "1e2147483647", "0.5e-2147483647": "5e-2147483648",
 		"123.456e2": "123456e-1", "0.00100": "1e-3", "1e00000000000000000001": "1e1",
 	} {
-		end, n, err := scanNumber([]byte(in), 0)
-		if err != nil || end != len(in) {
-			t.Fatalf("scanNumber(%q): %v", in, err)
+		n, ok := splitNumber([]byte(in))
+		if !ok {
+			t.Fatalf("splitNumber(%q)", in)
 		}
 		got, ok := appendNumber(nil, []byte(in), &n)
 		if !ok || string(got) != want {
@@ -199,7 +207,7 @@ func TestNumberCanonicalForms(t *testing.T) {
 		}
 	}
 	for _, in := range []string{"1e2147483648", "1e-2147483649", "10e2147483647", "0.1e-2147483648", "1e99999999999", "0e99999999999"} {
-		_, n, _ := scanNumber([]byte(in), 0)
+		n, _ := splitNumber([]byte(in))
 		if _, ok := appendNumber(nil, []byte(in), &n); ok {
 			t.Errorf("canonical(%q) should overflow", in)
 		}
@@ -218,9 +226,9 @@ func TestNumberCanonicalFormsV2(t *testing.T) {
 		"10e2147483646": "1e2147483647", "0.5e-2147483647": "5e-2147483648",
 		"-9223372036854775808": "-9223372036854775808", "18446744073709551615.000": "18446744073709551615",
 	} {
-		end, n, err := scanNumber([]byte(in), 0)
-		if err != nil || end != len(in) {
-			t.Fatalf("scanNumber(%q): %v", in, err)
+		n, ok := splitNumber([]byte(in))
+		if !ok {
+			t.Fatalf("splitNumber(%q)", in)
 		}
 		got, ok := appendNumberV2(nil, []byte(in), &n)
 		if !ok || string(got) != want {
@@ -228,7 +236,7 @@ func TestNumberCanonicalFormsV2(t *testing.T) {
 		}
 	}
 	for _, in := range []string{"1e2147483648", "1e-2147483649", "10e2147483647", "0.1e-2147483648"} {
-		_, n, _ := scanNumber([]byte(in), 0)
+		n, _ := splitNumber([]byte(in))
 		if _, ok := appendNumberV2(nil, []byte(in), &n); ok {
 			t.Errorf("canonical(%q) should overflow", in)
 		}
@@ -239,7 +247,7 @@ func TestNumberCanonicalFormsV2(t *testing.T) {
 // integral value decodes into an int64 from the canonical form.
 func TestCanonicalV2DecodesIntegers(t *testing.T) {
 	for _, in := range []string{"1234", "1234.0", "1.2340e3", "12340e-1", "1234.000000", "0.1234e4"} {
-		out, ce := canonicalizeForm([]byte(`{"n":`+in+`}`), true)
+		out, ce := canonicalizeForm([]byte(`{"n":`+in+`}`), HashV2)
 		if ce != nil {
 			t.Fatal(ce.reason)
 		}
@@ -251,14 +259,8 @@ func TestCanonicalV2DecodesIntegers(t *testing.T) {
 }
 
 func TestHugeExponentDoesNotAllocate(t *testing.T) {
-	for _, v2 := range []bool{false, true} {
-		hugeExponentAllocs(t, v2)
-	}
-}
-
-func hugeExponentAllocs(t *testing.T, v2 bool) {
 	p := []byte(`[1e999999999,-123.456e-999999999]`)
-	c := &canon{v2: v2}
+	c := &canon{}
 	c.payload(p) // warm buffers
 	allocs := testing.AllocsPerRun(100, func() {
 		c.out = c.out[:0]
@@ -269,13 +271,21 @@ func hugeExponentAllocs(t *testing.T, v2 bool) {
 	if allocs != 0 {
 		t.Fatalf("%v allocs per run", allocs)
 	}
+	for _, v2 := range []bool{false, true} {
+		out, ok := c.old.value(nil, c.rd.reset(p), v2)
+		require.True(t, ok)
+		allocs := testing.AllocsPerRun(100, func() {
+			out, _ = c.old.value(out[:0], c.rd.reset(p), v2)
+		})
+		require.Zero(t, allocs, "v2 %v", v2)
+	}
 }
 
 func TestSyntaxDepthMatchesEncodingJSON(t *testing.T) {
-	for _, n := range []int{maxSyntaxDepth - 1, maxSyntaxDepth, maxSyntaxDepth + 1} {
+	for _, n := range []int{9999, 10000, 10001} {
 		p := []byte(strings.Repeat("[", n) + strings.Repeat("]", n))
-		if validBySkip(p) != json.Valid(p) {
-			t.Fatalf("depth %d: skipValue %v, json.Valid %v", n, validBySkip(p), json.Valid(p))
+		if validJSON(p) != json.Valid(p) {
+			t.Fatalf("depth %d: jsontext %v, json.Valid %v", n, validJSON(p), json.Valid(p))
 		}
 	}
 }
