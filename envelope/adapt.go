@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jmespath/go-jmespath"
+	"github.com/jmespath-community/go-jmespath"
 )
 
 // Adapted bodies: messages that are not ddbworker's envelope — an SNS
@@ -171,7 +171,7 @@ type Adapter struct {
 // expr is a compiled JMESPath expression.
 type expr struct {
 	text string
-	jp   *jmespath.JMESPath
+	jp   jmespath.JMESPath
 }
 
 // ErrAdapter is matched by every *AdapterError.
@@ -913,10 +913,14 @@ func (x *expr) eval(doc any) (v any, err error) {
 	v, err = x.jp.Search(doc)
 	if err != nil {
 		msg := err.Error()
-		if strings.HasPrefix(msg, "Invalid type for: ") {
-			// "Invalid type for: <the value>, expected: …": not the value.
-			_, want, _ := strings.Cut(msg[len("Invalid type for: "):], ", expected: ")
-			want = strings.ReplaceAll(strings.TrimSuffix(strings.TrimPrefix(want, "[]jmespath.jpType{"), "}"), `"`, "")
+		const p = "invalid type for: "
+		if len(msg) > len(p) && strings.EqualFold(msg[:len(p)], p) {
+			// "invalid type for: <the value>, expected: []functions.JpType{…}": not the value.
+			_, want, _ := strings.Cut(msg[len(p):], ", expected: ")
+			if _, types, ok := strings.Cut(want, "{"); ok {
+				want = types
+			}
+			want = strings.ReplaceAll(strings.TrimSuffix(want, "}"), `"`, "")
 			msg = "a function's argument is of another type, expected " + want
 		}
 		return nil, fmt.Errorf("jmespath: %.120s", msg)

@@ -6,7 +6,6 @@ package envelope
 import (
 	"bytes"
 	"encoding/json"
-	"math/big"
 	"strconv"
 	"strings"
 	"testing"
@@ -167,25 +166,60 @@ func sameValue(a, b any) bool {
 	}
 }
 
-// sameNumber compares decimal literals exactly with big.Rat when the
-// exponent is small enough to do so cheaply, and otherwise trusts that
-// the canonicalizer's own idempotence check covers the case.
+// sameNumber compares decimal literals exactly, by their significant
+// digits and exponent (see significant): no float64, no big.Rat of a huge
+// exponent.
 func sameNumber(x, y string) bool {
-	if hugeExp(x) || hugeExp(y) {
-		return true
+	nx, okx := splitNumber([]byte(x))
+	ny, oky := splitNumber([]byte(y))
+	if !okx || !oky {
+		return false
 	}
-	rx, ok1 := new(big.Rat).SetString(x)
-	ry, ok2 := new(big.Rat).SetString(y)
-	return ok1 && ok2 && rx.Cmp(ry) == 0
+	sx, zx, okx := significant([]byte(x), &nx)
+	sy, zy, oky := significant([]byte(y), &ny)
+	switch {
+	case !okx || !oky:
+		return x == y
+	case zx || zy:
+		return zx == zy
+	}
+	dx := sx.appendDigits(nil, 0, sx.last-sx.first+1)
+	dy := sy.appendDigits(nil, 0, sy.last-sy.first+1)
+	return nx.neg == ny.neg && sx.e == sy.e && bytes.Equal(dx, dy)
 }
 
-func hugeExp(s string) bool {
-	i := strings.IndexAny(s, "eE")
-	if i < 0 {
-		return len(s) > 2000
+// FuzzCanonicalDistinct: two payloads share a HashV3 canonical form only
+// when they are the same JSON value — members compared as sets, strings
+// by their bytes, numbers (integers above 2^53 included) by their exact
+// decimal value. Every seed pair but the last has equal forms.
+func FuzzCanonicalDistinct(f *testing.F) {
+	for _, s := range [][2]string{
+		{`{"b":1,"a":[1.0,"x"]}`, `{ "a" : [1, "\u0078"], "b" : 1e0 }`},
+		{`9007199254740993`, `9007199254740993.0`},
+		{`[1e21, 0.000001, -0]`, `[1000000000000000000000, 1e-6, 0]`},
+		{`{"\ud83d\ude00":1,"\uffff":2}`, `{"\uffff":2,"😀":1}`},
+		{`"\u2028\/"`, "\"\u2028/\""},
+		{`9007199254740993`, `9007199254740992`},
+	} {
+		f.Add([]byte(s[0]), []byte(s[1]))
 	}
-	e, err := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+"))
-	return err != nil || e > 1000 || e < -1000 || len(s) > 2000
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		ca, ea := canonicalizeForm(a, HashV3)
+		cb, eb := canonicalizeForm(b, HashV3)
+		if ea != nil || eb != nil || !bytes.Equal(ca, cb) {
+			return
+		}
+		var va, vb any
+		if err := unmarshalNumber(a, &va); err != nil {
+			t.Fatalf("encoding/json cannot read %q: %v", a, err)
+		}
+		if err := unmarshalNumber(b, &vb); err != nil {
+			t.Fatalf("encoding/json cannot read %q: %v", b, err)
+		}
+		if !sameValue(va, vb) {
+			t.Fatalf("%q and %q share the canonical form %q", a, b, ca)
+		}
+	})
 }
 
 func TestNumberCanonicalForms(t *testing.T) {
@@ -325,5 +359,21 @@ func TestLargeObjectSorted(t *testing.T) {
 	dup := strings.Replace(in.String(), `"k100"`, `"k139"`, 1)
 	if _, ce := canonicalize([]byte(dup)); ce == nil || ce.reason != "payload object has a duplicate key" {
 		t.Fatalf("duplicate in large object not detected: %v", ce)
+	}
+}
+
+// The seeds of FuzzCanonicalDistinct exercise equal forms.
+func TestCanonicalDistinctSeeds(t *testing.T) {
+	for _, s := range [][2]string{
+		{`{"b":1,"a":[1.0,"x"]}`, `{ "a" : [1, "\u0078"], "b" : 1e0 }`},
+		{`9007199254740993`, `9007199254740993.0`},
+		{`[1e21, 0.000001, -0]`, `[1000000000000000000000, 1e-6, 0]`},
+		{`{"\ud83d\ude00":1,"\uffff":2}`, `{"\uffff":2,"😀":1}`},
+	} {
+		a, ea := canonicalizeForm([]byte(s[0]), HashV3)
+		b, eb := canonicalizeForm([]byte(s[1]), HashV3)
+		require.Nil(t, ea)
+		require.Nil(t, eb)
+		require.Equal(t, string(a), string(b))
 	}
 }
