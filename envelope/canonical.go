@@ -221,7 +221,7 @@ func (e *Envelope) HashLike(stored string) (string, error) {
 // (a payloadRef not yet resolved) is CodeMissingField "payload". The
 // result must not be modified.
 func (e *Envelope) CanonicalPayload() (json.RawMessage, error) {
-	if len(e.canonical) > 0 && len(e.Payload) == len(e.canonicalOf) && len(e.Payload) > 0 && &e.Payload[0] == &e.canonicalOf[0] {
+	if e.hasCanonical() {
 		return e.canonical, nil
 	}
 	if len(e.Payload) == 0 {
@@ -234,6 +234,13 @@ func (e *Envelope) CanonicalPayload() (json.RawMessage, error) {
 		return nil, &Error{Code: CodeInvalidField, Field: "payload", Reason: ce.reason, Err: ce.err}
 	}
 	return json.RawMessage(bytes.Clone(c.out)), nil
+}
+
+// hasCanonical reports whether e holds the canonical payload of its
+// Payload: Decode (or ResolvePayload) validated it and the caller has not
+// replaced it since.
+func (e *Envelope) hasCanonical() bool {
+	return len(e.canonical) > 0 && len(e.Payload) == len(e.canonicalOf) && len(e.Payload) > 0 && &e.Payload[0] == &e.canonicalOf[0]
 }
 
 // setCanonical stores e's canonical payload for CanonicalPayload.

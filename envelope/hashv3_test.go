@@ -67,3 +67,14 @@ func TestHashLikeOlderVersions(t *testing.T) {
 		require.NotEqual(t, stored, other, "%v: another integer above 2^53 is other work", v)
 	}
 }
+
+// A decoded envelope's payload changed in place (its bytes, not the slice)
+// is refused by every version, never walked as if still valid.
+func TestHashOfPayloadChangedInPlace(t *testing.T) {
+	e := mustDecode(t, validFields().body())
+	copy(e.Payload, `{"a":[}`)
+	for _, v := range []envelope.HashVersion{envelope.HashV1, envelope.HashV2, envelope.HashV3} {
+		_, err := envelope.RequestHashVersion(e, v)
+		requireCode(t, err, envelope.CodeInvalidField, "payload")
+	}
+}

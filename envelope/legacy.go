@@ -55,8 +55,9 @@ func requestHashLegacy(e *Envelope, v HashVersion) (string, *Error) {
 	c := getCanon()
 	defer putCanon(c)
 	v2 := v == HashV2
-	if e.PayloadRef == nil {
-		// Validate as the current form does; its text is thrown away.
+	if e.PayloadRef == nil && !e.hasCanonical() {
+		// Validate as the current form does (Decode did, for its own
+		// envelopes); its text is thrown away.
 		c.out = c.out[:0]
 		if ce := c.payload(e.Payload); ce != nil {
 			return "", &Error{Code: CodeInvalidField, Field: "payload", Reason: ce.reason, Err: ce.err}
@@ -82,7 +83,7 @@ func requestHashLegacy(e *Envelope, v HashVersion) (string, *Error) {
 		out = append(out, `,"payload":`...)
 		var ok bool
 		if out, ok = c.old.value(out, c.rd.reset(e.Payload), v2); !ok {
-			return "", &Error{Code: CodeInvalidField, Field: "payload", Reason: "payload number exponent overflows int32"}
+			return "", &Error{Code: CodeInvalidField, Field: "payload", Reason: "payload cannot be canonicalized"}
 		}
 	}
 	out = append(out, `,"schemaVersion":`...)
@@ -97,9 +98,12 @@ func requestHashLegacy(e *Envelope, v HashVersion) (string, *Error) {
 }
 
 // value appends the legacy canonical form of the next value of d, a
-// payload already validated.
+// payload already validated; false if it is not valid after all (its
+// bytes were changed in place since) or a number's exponent overflows.
 func (l *legacy) value(out []byte, d *jsontext.Decoder, v2 bool) ([]byte, bool) {
 	switch d.PeekKind() {
+	case 0, '}', ']':
+		return out, false
 	case '{':
 		d.ReadToken()
 		out = append(out, '{')
@@ -108,7 +112,10 @@ func (l *legacy) value(out []byte, d *jsontext.Decoder, v2 bool) ([]byte, bool) 
 			if len(l.members) > base {
 				out = append(out, ',')
 			}
-			raw, _ := d.ReadValue()
+			raw, err := d.ReadValue()
+			if err != nil {
+				return out, false
+			}
 			var key []byte
 			l.keys, key, _ = unquote(l.keys, raw)
 			start := len(out)

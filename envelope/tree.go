@@ -1,12 +1,14 @@
 package envelope
 
 import (
-	"github.com/go-json-experiment/json/jsontext"
+	"errors"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // This file parses an adapted body (Decoder.Read) into the document its
@@ -132,11 +134,13 @@ func (p *treeParser) value() (any, *treeError) {
 		raw, _ := d.ReadValue()
 		return numberValue(raw), nil
 	}
-	tok, _ := d.ReadToken()
-	if tok.Kind() == 'n' {
+	switch tok, _ := d.ReadToken(); tok.Kind() {
+	case 'n':
 		return nil, nil
+	case 't', 'f':
+		return tok.Bool(), nil
 	}
-	return tok.Bool(), nil
+	return nil, &treeError{syntax: errors.New("invalid JSON")} // unreachable: b was validated
 }
 
 // numberValue is the document's value of the number b[start:end]: a
