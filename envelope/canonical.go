@@ -251,11 +251,25 @@ func (e *Envelope) setCanonical(canonical []byte) {
 // requestHashV3 is the HashV3 form. With keep it also returns a copy of
 // the canonical payload (nil for a payloadRef).
 func requestHashV3(e *Envelope, keep bool) (string, []byte, *Error) {
-	if len(e.Payload) == 0 && e.PayloadRef == nil {
-		return "", nil, &Error{Code: CodeMissingField, Field: "payload", Reason: "required field is missing"}
-	}
 	c := getCanon()
 	defer putCanon(c)
+	canonical, err := c.documentV3(e, keep)
+	if err != nil {
+		return "", nil, err
+	}
+	sum := sha256.Sum256(c.out)
+	var h [3 + 2*sha256.Size]byte
+	copy(h[:], "v3:")
+	hex.Encode(h[3:], sum[:])
+	return string(h[:]), canonical, nil
+}
+
+// documentV3 leaves e's HashV3 canonical text in c.out. With keep it also
+// returns a copy of the canonical payload (nil for a payloadRef).
+func (c *canon) documentV3(e *Envelope, keep bool) ([]byte, *Error) {
+	if len(e.Payload) == 0 && e.PayloadRef == nil {
+		return nil, &Error{Code: CodeMissingField, Field: "payload", Reason: "required field is missing"}
+	}
 	out := append(c.out[:0], `{"aggregateId":`...)
 	out, _ = jsontext.AppendQuote(out, e.AggregateID)
 	out = append(out, `,"aggregateType":`...)
@@ -278,7 +292,7 @@ func requestHashV3(e *Envelope, keep bool) (string, []byte, *Error) {
 		start := len(out)
 		c.out = out
 		if ce := c.payload(e.Payload); ce != nil {
-			return "", nil, &Error{Code: CodeInvalidField, Field: "payload", Reason: ce.reason, Err: ce.err}
+			return nil, &Error{Code: CodeInvalidField, Field: "payload", Reason: ce.reason, Err: ce.err}
 		}
 		out = c.out
 		if keep {
@@ -287,13 +301,8 @@ func requestHashV3(e *Envelope, keep bool) (string, []byte, *Error) {
 	}
 	out = append(out, `,"schemaVersion":`...)
 	out = strconv.AppendInt(out, int64(e.SchemaVersion), 10)
-	out = append(out, '}')
-	c.out = out
-	sum := sha256.Sum256(out)
-	var h [3 + 2*sha256.Size]byte
-	copy(h[:], "v3:")
-	hex.Encode(h[3:], sum[:])
-	return string(h[:]), canonical, nil
+	c.out = append(out, '}')
+	return canonical, nil
 }
 
 // reorder is jsontext's formatting for the canonical form: compact,

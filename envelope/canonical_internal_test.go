@@ -37,6 +37,8 @@ var canonSeeds = []string{
 	`{"b":1,"a":[1,2.50,-0,1e999999999,{"y":null,"x":true}]}`,
 	`"\u00e9\ud83d\ude00\u2028<&>\"\\\/\b\f\n\r\t\u0001"`,
 	`[0.0001e-3, 120e-1, -1200.50, 0e99, 1E+2]`,
+	`[1e20, 1e21, 12345678901234567890123, 1234567890123456789012.0, 10000000000000000000000, 0.000001, 1e-7]`,
+	`{"\uffff":1,"\ud83d\ude00":2,"\u2028":[1.5e-7,-0.5]}`,
 	`{"\u0062":1,"a":2}`,
 	`{"a":1,"a":2}`,
 	`"\ud800"`,
@@ -65,6 +67,15 @@ func checkCanonical(t *testing.T, p []byte) {
 	t.Helper()
 	for _, v := range []HashVersion{HashV1, HashV2, HashV3} {
 		checkCanonicalForm(t, p, v)
+	}
+	// HashV2 is taken from HashV3's text where v2SameAsV3 says it is the
+	// same: it must be, byte for byte.
+	v3, ce := canonicalizeForm(p, HashV3)
+	if ce != nil || !v2SameAsV3(v3) {
+		return
+	}
+	if v2, _ := canonicalizeForm(p, HashV2); !bytes.Equal(v2, v3) {
+		t.Fatalf("v2SameAsV3 holds for %q, but V2 is %q", v3, v2)
 	}
 }
 

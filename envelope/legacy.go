@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -16,9 +17,11 @@ import (
 // was written for is hashed in the record's version (Envelope.HashLike).
 // They are never written any more. Their texts differ from HashV3's in
 // escaping (encoding/json's: U+2028 and U+2029 escaped), member order (by
-// UTF-8 bytes) and number forms, so they walk the payload themselves; the
-// payload is validated by HashV3's canonicalization first, which accepts
-// exactly what they accept.
+// UTF-8 bytes) and number forms. HashV2's text is HashV3's wherever those
+// do not occur (v2SameAsV3, almost every payload): there it is taken from
+// HashV3's; otherwise, and for HashV1, the payload is walked on jsontext's
+// tokens, after HashV3's canonicalization validated it (it accepts exactly
+// what they accept).
 
 // legacy is the reusable state of a HashV1 or HashV2 canonicalization.
 type legacy struct {
@@ -55,12 +58,15 @@ func requestHashLegacy(e *Envelope, v HashVersion) (string, *Error) {
 	c := getCanon()
 	defer putCanon(c)
 	v2 := v == HashV2
-	if e.PayloadRef == nil && !e.hasCanonical() {
+	if v2 || e.PayloadRef == nil && !e.hasCanonical() {
 		// Validate as the current form does (Decode did, for its own
-		// envelopes); its text is thrown away.
-		c.out = c.out[:0]
-		if ce := c.payload(e.Payload); ce != nil {
-			return "", &Error{Code: CodeInvalidField, Field: "payload", Reason: ce.reason, Err: ce.err}
+		// envelopes), and for HashV2 use its text where it is V2's.
+		if _, err := c.documentV3(e, false); err != nil {
+			return "", err
+		}
+		if v2 && v2SameAsV3(c.out) {
+			sum := sha256.Sum256(c.out)
+			return "v2:" + hex.EncodeToString(sum[:]), nil
 		}
 	}
 	out := append(c.out[:0], `{"aggregateId":`...)
@@ -95,6 +101,48 @@ func requestHashLegacy(e *Envelope, v HashVersion) (string, *Error) {
 		return hex.EncodeToString(sum[:]), nil
 	}
 	return "v2:" + hex.EncodeToString(sum[:]), nil
+}
+
+// v2SameAsV3 reports whether t, a HashV3 canonical text, is also the HashV2
+// text of its document (see RequestHash): no U+2028 or U+2029 (V2 escapes
+// them); not both characters from U+E000 and characters above U+FFFF (V2
+// orders names by UTF-8, V3 by UTF-16: they order those two differently);
+// no number in an exponent form, and no integer of more than 21 digits
+// ending in 0 (V2 writes both as DeE).
+func v2SameAsV3(t []byte) bool {
+	if bytes.Contains(t, []byte("\u2028")) || bytes.Contains(t, []byte("\u2029")) {
+		return false
+	}
+	high := bytes.IndexByte(t, 0xEE) >= 0 || bytes.IndexByte(t, 0xEF) >= 0
+	if high && bytes.IndexFunc(t, func(r rune) bool { return r > 0xFFFF }) >= 0 {
+		return false
+	}
+	for i := 0; i < len(t); {
+		switch ch := t[i]; {
+		case ch == '"':
+			for i++; t[i] != '"'; i++ {
+				if t[i] == '\\' {
+					i++
+				}
+			}
+			i++
+		case ch == '-' || ch >= '0' && ch <= '9':
+			end, point := i+1, false
+			for ; end < len(t) && strings.IndexByte("0123456789.e+-", t[end]) >= 0; end++ {
+				if t[end] == 'e' {
+					return false
+				}
+				point = point || t[end] == '.'
+			}
+			if n := t[i:end]; !point && len(bytes.TrimPrefix(n, []byte("-"))) > maxPlainIntDigits && n[len(n)-1] == '0' {
+				return false
+			}
+			i = end
+		default:
+			i++
+		}
+	}
+	return true
 }
 
 // value appends the legacy canonical form of the next value of d, a
