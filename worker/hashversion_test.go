@@ -124,10 +124,16 @@ func TestHashVersionV1Records(t *testing.T) {
 		priceEnvelope("v2-retry", `{"sku":"C-3","cents":900,"note":"\u2028"}`),
 		priceEnvelope("v2-other", `{"sku":"A-1","cents":500,"note":"\u2029"}`),
 	)
-	evs := h.waitEvents(6, 30*time.Second, final)
+	// The first final event of each key: a slow machine may redeliver a
+	// message before its delete lands, and that copy is a duplicate.
 	byKey := map[string]worker.Event{}
-	for _, ev := range evs {
-		byKey[ev.IdempotencyKey] = ev
+	for n := 6; len(byKey) < 6; n++ {
+		clear(byKey)
+		for _, ev := range h.waitEvents(n, 30*time.Second, final) {
+			if _, seen := byKey[ev.IdempotencyKey]; !seen {
+				byKey[ev.IdempotencyKey] = ev
+			}
+		}
 	}
 	for _, v := range []string{"v1", "v2"} {
 		require.Equal(t, worker.OutcomeDuplicate, byKey[v+"-done"].Outcome, "%+v", byKey[v+"-done"])
