@@ -57,9 +57,9 @@ func ExampleSNS() {
 	res, _ := kit.Work(context.Background(), ddbworkertest.FromBody([]byte(`{"eventType":"OrderPlaced","amountCents":1999}`)))
 	fmt.Println(res.Failure)
 	// Output:
-	// applied order:o-1042:placed v2:1bbc7f72520a 63a3f6b6-d533-4a47-aef9-fcf5cf758c76
-	// applied order:o-1042:placed v2:1bbc7f72520a b8f1c0de-3c4d-5e6f-8a9b-0c1d2e3f4a5b
-	// applied order:o-1042:placed v2:1bbc7f72520a test-sqs-message
+	// applied order:o-1042:placed v3:1bbc7f72520a 63a3f6b6-d533-4a47-aef9-fcf5cf758c76
+	// applied order:o-1042:placed v3:1bbc7f72520a b8f1c0de-3c4d-5e6f-8a9b-0c1d2e3f4a5b
+	// applied order:o-1042:placed v3:1bbc7f72520a test-sqs-message
 	// terminal MISSING_FIELD: envelope: MISSING_FIELD idempotencyKey (SNS(JSON) expression "join(':', ['order', orderId, 'placed'])"): the expression fails on this body (a member it needs is absent, null or of another type): jmespath: a function's argument is of another type, expected array[string]
 }
 
@@ -122,8 +122,8 @@ func ExampleJSONBody() {
 		fmt.Println(res.Envelope.MessageType, res.Envelope.IdempotencyKey, res.Envelope.RequestHash[:15])
 	}
 	// Output:
-	// invoice.requested o-1:invoice.requested v2:a84a7545c1b0
-	// invoice.requested o-1:invoice.requested v2:a84a7545c1b0
+	// invoice.requested o-1:invoice.requested v3:a84a7545c1b0
+	// invoice.requested o-1:invoice.requested v3:a84a7545c1b0
 	// UNKNOWN_MESSAGE_TYPE
 	// MISSING_FIELD
 }

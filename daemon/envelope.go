@@ -68,7 +68,7 @@ docs/producers.md describes every field and limit.`,
 		},
 	}
 	hash.Flags().StringVar(&hashVersion, "hash-version", envelope.CurrentHashVersion.String(),
-		"canonical form: v2 (what the worker writes today) or v1 (records written before hash versioning: unprefixed hex)")
+		"canonical form: v3 (what the worker writes today), v2 or v1 (records written by older workers; v1 is unprefixed hex)")
 	schema := &cobra.Command{
 		Use:   "schema",
 		Short: "Print the envelope's JSON Schema (draft 2020-12)",
@@ -83,12 +83,12 @@ docs/producers.md describes every field and limit.`,
 }
 
 func parseHashVersion(s string) (envelope.HashVersion, error) {
-	for _, v := range []envelope.HashVersion{envelope.HashV1, envelope.HashV2} {
+	for _, v := range []envelope.HashVersion{envelope.HashV1, envelope.HashV2, envelope.HashV3} {
 		if s == v.String() {
 			return v, nil
 		}
 	}
-	return 0, fmt.Errorf("--hash-version %q: want v1 or v2", s)
+	return 0, fmt.Errorf("--hash-version %q: want v1, v2 or v3", s)
 }
 
 // decodeEnvelopeArg reads FILE (or stdin for "-") and decodes it with the

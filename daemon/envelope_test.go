@@ -82,7 +82,13 @@ func TestEnvelopeHash(t *testing.T) {
 	out, code := runEnvelopeCLI(t, "", "hash", path)
 	require.Equal(t, 0, code)
 	require.Equal(t, e.RequestHash+"\n", out)
-	require.True(t, strings.HasPrefix(out, "v2:"))
+	require.True(t, strings.HasPrefix(out, "v3:"))
+
+	v2, err := envelope.RequestHashVersion(e, envelope.HashV2)
+	require.NoError(t, err)
+	out, code = runEnvelopeCLI(t, string(body), "hash", "--hash-version", "v2", "-")
+	require.Equal(t, 0, code)
+	require.Equal(t, v2+"\n", out)
 
 	v1, err := envelope.RequestHashVersion(e, envelope.HashV1)
 	require.NoError(t, err)
@@ -102,9 +108,9 @@ func TestEnvelopeHash(t *testing.T) {
 	require.Contains(t, out, "code:   UNKNOWN_SCHEMA_VERSION\n")
 
 	root := newRootCmd(App{})
-	root.SetArgs([]string{"envelope", "hash", "--hash-version", "v3", path})
+	root.SetArgs([]string{"envelope", "hash", "--hash-version", "v4", path})
 	root.SetOut(&bytes.Buffer{})
-	require.ErrorContains(t, root.Execute(), "want v1 or v2")
+	require.ErrorContains(t, root.Execute(), "want v1, v2 or v3")
 }
 
 func TestEnvelopeSchema(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jmespath/go-jmespath"
+	"github.com/jmespath-community/go-jmespath"
 )
 
 // Adapted bodies: messages that are not ddbworker's envelope — an SNS
@@ -171,7 +171,7 @@ type Adapter struct {
 // expr is a compiled JMESPath expression.
 type expr struct {
 	text string
-	jp   *jmespath.JMESPath
+	jp   jmespath.JMESPath
 }
 
 // ErrAdapter is matched by every *AdapterError.
@@ -463,13 +463,14 @@ func (d *Decoder) Read(in Input, as *Adapters) (*Envelope, error) {
 // schemaVersion member.
 func isEnvelope(b []byte) bool {
 	var spans [1]span
+	var rd reader
 	var scratch []byte
 	_, err := scanObject(b, spans[:], func(k []byte) int {
 		if string(k) == "schemaVersion" {
 			return 0
 		}
 		return -1
-	}, &scratch, false)
+	}, &rd, &scratch, false)
 	return err == nil && spans[0].set
 }
 
@@ -763,14 +764,12 @@ func (a *Adapter) build(d *Decoder, src *source, messageType string) (*Envelope,
 		}
 		return nil, a.attribute(err, src)
 	}
-	h, canonical, err := requestHashV2(e, true)
+	h, canonical, err := requestHashV3(e, true)
 	if err != nil {
 		return nil, a.attribute(err, src)
 	}
 	e.RequestHash = h
-	if canonical != nil {
-		e.setCanonical(canonical)
-	}
+	e.setCanonical(canonical)
 	return e, nil
 }
 
@@ -874,8 +873,8 @@ func (a *Adapter) integer(x *expr, field string, doc map[string]any) (*int64, *E
 		n = int64(t)
 	case bigNumber:
 		s, ok := numberText(t)
-		end, num, serr := scanNumber([]byte(s), 0)
-		if !ok || serr != nil || end != len(s) || !num.isInteger() {
+		num, isNum := splitNumber([]byte(s))
+		if !ok || !isNum || !num.isInteger() {
 			return nil, wrongType(x, field, v, "an integer")
 		}
 		if n, ok = parseInt([]byte(s[num.intS:num.intE]), num.neg, 64); !ok {
@@ -914,10 +913,14 @@ func (x *expr) eval(doc any) (v any, err error) {
 	v, err = x.jp.Search(doc)
 	if err != nil {
 		msg := err.Error()
-		if strings.HasPrefix(msg, "Invalid type for: ") {
-			// "Invalid type for: <the value>, expected: …": not the value.
-			_, want, _ := strings.Cut(msg[len("Invalid type for: "):], ", expected: ")
-			want = strings.ReplaceAll(strings.TrimSuffix(strings.TrimPrefix(want, "[]jmespath.jpType{"), "}"), `"`, "")
+		const p = "invalid type for: "
+		if len(msg) > len(p) && strings.EqualFold(msg[:len(p)], p) {
+			// "invalid type for: <the value>, expected: []functions.JpType{…}": not the value.
+			_, want, _ := strings.Cut(msg[len(p):], ", expected: ")
+			if _, types, ok := strings.Cut(want, "{"); ok {
+				want = types
+			}
+			want = strings.ReplaceAll(strings.TrimSuffix(want, "}"), `"`, "")
 			msg = "a function's argument is of another type, expected " + want
 		}
 		return nil, fmt.Errorf("jmespath: %.120s", msg)

@@ -46,3 +46,36 @@ func BenchmarkRequestHash(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRequestHashVersion hashes the benchmark envelope in each
+// version: v1 and v2 (kept for records written with them) walk jsontext's
+// tokens, v3 is jsontext's formatting plus exact numbers.
+func BenchmarkRequestHashVersion(b *testing.B) {
+	e := mustDecode(b, benchBody(b))
+	for _, v := range []envelope.HashVersion{envelope.HashV1, envelope.HashV2, envelope.CurrentHashVersion} {
+		b.Run(v.String(), func(b *testing.B) {
+			b.SetBytes(int64(len(e.Payload)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := envelope.RequestHashVersion(e, v); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkReadSNS reads an SNS notification through an adapter: the
+// document parse and the JMESPath expressions.
+func BenchmarkReadSNS(b *testing.B) {
+	d := defaultDecoder(b)
+	as := adapters(b, "OrderPlaced", sns(orders))
+	in := envelope.Input{Body: testdata(b, "sns-notification.json"), MessageID: "m", SentAt: sentAt}
+	b.SetBytes(int64(len(in.Body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := d.Read(in, as); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -7,11 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // MaxPayloadDepth is the deepest nesting of arrays and objects accepted in a
@@ -19,33 +19,15 @@ import (
 // members are scalars has depth 1.
 const MaxPayloadDepth = 128
 
-// member is one object member while its object is being canonicalized:
-// key is the decoded key, [start,end) the member's canonical `"key":value`
-// bytes in canon.out.
-type member struct {
-	key        []byte
-	start, end int
-}
-
-// canon is the reusable state of one canonicalization. It is pooled.
+// canon is the reusable state of one canonicalization or decode. It is
+// pooled.
 type canon struct {
-	out     []byte   // canonical document being built
-	tmp     []byte   // scratch for reordering object members
-	keys    []byte   // arena for decoded object keys that had escapes
-	str     []byte   // scratch for decoded string values
-	members []member // stack of members of all open objects
-	text    textArena
-	// v2 selects the number form of hash version 2 (see RequestHash); the
-	// zero value is version 1's. Every user sets it.
-	v2 bool
-	// payloadForm selects the form of the canonical payload a handler
-	// decodes (Envelope.CanonicalPayload) instead of the hashed one: with
-	// v2, integral values of more than 21 digits are written as plain
-	// integers too (see appendNumberV2). Every user sets it.
-	payloadForm bool
-	// formsDiffer reports that a number was written whose hashed and
-	// payload forms differ.
-	formsDiffer bool
+	out  []byte // canonical document being built
+	tmp  []byte // jsontext's formatting of a payload
+	str  []byte // scratch for decoded strings
+	rd   reader
+	text textArena
+	old  legacy // hash versions 1 and 2
 }
 
 var canonPool = sync.Pool{New: func() any { return new(canon) }}
@@ -57,22 +39,21 @@ const maxPooledBytes = 4 << 20
 func getCanon() *canon { return canonPool.Get().(*canon) }
 
 func putCanon(c *canon) {
-	if cap(c.out) > maxPooledBytes || cap(c.tmp) > maxPooledBytes ||
-		cap(c.keys) > maxPooledBytes || cap(c.str) > maxPooledBytes ||
-		cap(c.text.buf) > maxPooledBytes {
+	if cap(c.out) > maxPooledBytes || cap(c.tmp) > maxPooledBytes || cap(c.str) > maxPooledBytes ||
+		cap(c.text.buf) > maxPooledBytes || c.old.large() {
 		return
 	}
 	clear(c.text.dsts)
 	c.text.reset()
-	clear(c.members[:cap(c.members)]) // drop key slices that alias caller memory
-	c.members = c.members[:0]
+	c.old.reset()
+	c.rd.reset(nil) // drop the input
 	canonPool.Put(c)
 }
 
 // canonError is a payload that cannot be canonicalized.
 type canonError struct {
 	reason string
-	err    error // *syntaxError for malformed JSON
+	err    error // *json.SyntaxError for malformed JSON
 }
 
 // HashVersion names a canonical form of the request hash. A stored hash
@@ -91,10 +72,18 @@ const (
 	// absent and 0 differ) and writes numbers so that the canonical payload
 	// decodes as its value reads: integral values up to 21 digits as plain
 	// integers (1234.0 is "1234"), other values of moderate magnitude as
-	// plain decimals (19.990 is "19.99").
+	// plain decimals (19.990 is "19.99"). Strings are escaped as
+	// encoding/json escapes them, members sorted by UTF-8 bytes.
 	HashV2 HashVersion = 2
+	// HashV3 is written "v3:<hex>": the fields of HashV2 in JSON text
+	// formatted by jsontext as RFC 8785 (JCS) formats it — members sorted
+	// by UTF-16 code units, strings in their minimal escaping — except
+	// numbers, which keep their exact value (see RequestHash): integers
+	// are never rounded to a float64, so integers above 2^53 stay distinct.
+	// Identical to HashV2 wherever the two agree: see RequestHash.
+	HashV3 HashVersion = 3
 	// CurrentHashVersion is the form Decode and RequestHash produce.
-	CurrentHashVersion = HashV2
+	CurrentHashVersion = HashV3
 )
 
 // String returns "v1", "v2", ...
@@ -112,15 +101,17 @@ func HashVersionOf(stored string) (v HashVersion, ok bool) {
 	if len(stored) == 2*sha256.Size && isSHA256Hex(stored) {
 		return HashV1, true
 	}
-	if strings.HasPrefix(stored, "v2:") && isSHA256Hex(stored[3:]) {
-		return HashV2, true
+	for _, v := range [...]HashVersion{HashV2, HashV3} {
+		if p := v.String() + ":"; strings.HasPrefix(stored, p) && isSHA256Hex(stored[len(p):]) {
+			return v, true
+		}
 	}
 	return 0, false
 }
 
 // RequestHash returns the canonical request hash of e in the current
-// version (CurrentHashVersion): "v2:" followed by the lowercase hex SHA-256
-// of the canonical JSON encoding of
+// version (CurrentHashVersion): "v3:" followed by the lowercase hex SHA-256
+// of the canonical JSON text of
 //
 //	{"aggregateId":…,"aggregateType":…,"aggregateVersion":…,"messageType":…,"payload":…,"schemaVersion":…}
 //
@@ -133,29 +124,40 @@ func HashVersionOf(stored string) (v HashVersion, ok bool) {
 // deliberately excluded because they change when a producer re-sends the
 // same work.
 //
-// The canonical encoding is:
+// The canonical text is jsontext's formatting with RFC 8785's rules for
+// structure and strings:
 //
 //   - no insignificant whitespace;
-//   - object members sorted by the bytes of their decoded (unescaped) UTF-8
-//     keys; duplicate keys are rejected;
-//   - strings escaped exactly as encoding/json does with SetEscapeHTML(false):
-//     \" \\ \b \f \n \r \t, other control characters as \u00xx (lowercase
-//     hex), U+2028 and U+2029 as \u2028 and \u2029, everything else literal;
-//     payload strings must be valid UTF-8 without unpaired surrogate escapes;
+//   - object members sorted by the UTF-16 code units of their decoded
+//     names; a repeated name is rejected;
+//   - strings in their minimal form: \" \\ \b \f \n \r \t, other control
+//     characters as \u00xx (lowercase hex), everything else literal;
+//     payload strings must be valid UTF-8 without unpaired surrogate
+//     escapes;
 //   - true, false and null as themselves;
-//   - numbers in a value-exact form computed from the decimal text without
-//     floating point. With the value written as ±D×10^E, D a digit string
-//     of n digits without leading or trailing zeros, and k = n+E the
-//     position of the decimal point: zero (including -0, 0.0, 0e5) is "0";
-//     when E ≥ 0 and k ≤ 21, D followed by E zeros (1234.0, 1.2340e3 and
-//     1234 are all "1234"); when E < 0 and k > 0, D with a point after k
-//     digits (19.990 is "19.99"); when E < 0 and -6 < k ≤ 0, "0." then -k
-//     zeros then D (0.25 is "0.25", 1e-6 is "0.000001"); otherwise "D" then
-//     "e" and E, without "e" when E is 0 (1e21 is "1e21", 1e-7 is "1e-7").
-//     A "-" prefix when negative. Exponents, as written or after
-//     normalization, must fit in an int32.
+//   - numbers by their exact decimal value, never through a float64. With
+//     the value written as ±D×10^E, D a digit string of n digits without
+//     leading or trailing zeros, and k = n+E the position of the decimal
+//     point: zero (including -0, 0.0, 0e5) is "0"; an integral value (E ≥
+//     0) is D followed by E zeros when k ≤ 21 or E ≤ 21 (1234.0, 1.2340e3
+//     and 1234 are all "1234"; an integer literal of any length is itself);
+//     when E < 0 and k > 0, D with a point after k digits (19.990 is
+//     "19.99"); when E < 0 and -6 < k ≤ 0, "0." then -k zeros then D (0.25
+//     is "0.25", 1e-6 is "0.000001"); otherwise RFC 8785's exponent form:
+//     the first digit, "." and the rest when n > 1, "e", the sign and k-1
+//     (1e30 is "1e+30", 1.5e-7 is "1.5e-7"). A "-" prefix when negative.
+//     Exponents, as written or after normalization, must fit in an int32.
+//     So a number that is the shortest form of a float64 is written as RFC
+//     8785 writes it (except integral values from 1e21 with at most 21
+//     trailing zeros, written in full), and no two values share a form.
 //
-// So the canonical payload of work that hashes the same is the same bytes,
+// HashV2's text is the same bytes wherever neither differs: no number
+// in an exponent form (|x| < 1e21 and ≥ 1e-6, and integral values of
+// at most 21 digits), no U+2028 or U+2029 (HashV2 escapes them), and no
+// member names that sort differently by UTF-16 than by UTF-8 (characters
+// from U+E000 beside ones above U+FFFF).
+//
+// The canonical payload of work that hashes the same is the same bytes,
 // and decodes the same: an integral value decodes into an integer type
 // however it was written. Envelope.CanonicalPayload returns those bytes.
 //
@@ -171,8 +173,8 @@ func RequestHash(e *Envelope) (string, error) {
 	return RequestHashVersion(e, CurrentHashVersion)
 }
 
-// RequestHashVersion is RequestHash in canonical form v. HashV1 is the
-// form records written before hash versioning carry.
+// RequestHashVersion is RequestHash in canonical form v. HashV1 and
+// HashV2 are the forms records written by older workers carry.
 func RequestHashVersion(e *Envelope, v HashVersion) (string, error) {
 	if e == nil {
 		return "", &Error{Code: CodeInvalidJSON, Reason: "nil envelope"}
@@ -180,10 +182,10 @@ func RequestHashVersion(e *Envelope, v HashVersion) (string, error) {
 	var h string
 	var err *Error
 	switch v {
-	case HashV1:
-		h, err = requestHashV1(e)
-	case HashV2:
-		h, _, err = requestHashV2(e, false)
+	case HashV1, HashV2:
+		h, err = requestHashLegacy(e, v)
+	case HashV3:
+		h, _, err = requestHashV3(e, false)
 	default:
 		return "", fmt.Errorf("%w: %v", ErrUnknownHashVersion, v)
 	}
@@ -196,8 +198,8 @@ func RequestHashVersion(e *Envelope, v HashVersion) (string, error) {
 // HashLike returns e's request hash in the canonical form that produced
 // stored (a record's requestHash), so that the two compare like with like:
 // the same work gives stored itself. A record written by an older worker
-// (HashV1) is compared with e's HashV1 hash. An unrecognized stored hash
-// is ErrUnknownHashVersion.
+// (HashV1, HashV2) is compared with e's hash in that version. An
+// unrecognized stored hash is ErrUnknownHashVersion.
 func (e *Envelope) HashLike(stored string) (string, error) {
 	v, ok := HashVersionOf(stored)
 	if !ok {
@@ -210,19 +212,16 @@ func (e *Envelope) HashLike(stored string) (string, error) {
 }
 
 // CanonicalPayload returns the payload in the canonical form the request
-// hash covers (see RequestHash): sorted keys, no insignificant whitespace,
-// numbers normalized — except that an integral value of more than 21
-// digits needing at most 21 zeros after its significant digits is written
-// as a plain integer (1e21 as "1000000000000000000000", which a *big.Int
-// decodes), where the hashed form writes "1e21"; still a function of the
-// value alone. Envelopes that hash the same have the same canonical
-// payload byte for byte, so decoding it (as ddbworker.JSON does) gives the
-// same value for every copy of the work. Decode and ResolvePayload compute
-// it once; for other envelopes, or after Payload was replaced, it is
-// computed on each call. An envelope without a payload (a payloadRef not yet
-// resolved) is CodeMissingField "payload". The result must not be modified.
+// hash covers (see RequestHash): sorted members, no insignificant
+// whitespace, numbers by value. Envelopes that hash the same have the same
+// canonical payload byte for byte, so decoding it (as ddbworker.JSON does)
+// gives the same value for every copy of the work. Decode and
+// ResolvePayload compute it once; for other envelopes, or after Payload
+// was replaced, it is computed on each call. An envelope without a payload
+// (a payloadRef not yet resolved) is CodeMissingField "payload". The
+// result must not be modified.
 func (e *Envelope) CanonicalPayload() (json.RawMessage, error) {
-	if len(e.canonical) > 0 && len(e.Payload) == len(e.canonicalOf) && len(e.Payload) > 0 && &e.Payload[0] == &e.canonicalOf[0] {
+	if e.hasCanonical() {
 		return e.canonical, nil
 	}
 	if len(e.Payload) == 0 {
@@ -230,11 +229,18 @@ func (e *Envelope) CanonicalPayload() (json.RawMessage, error) {
 	}
 	c := getCanon()
 	defer putCanon(c)
-	c.out, c.v2, c.payloadForm = c.out[:0], true, true
+	c.out = c.out[:0]
 	if ce := c.payload(e.Payload); ce != nil {
 		return nil, &Error{Code: CodeInvalidField, Field: "payload", Reason: ce.reason, Err: ce.err}
 	}
 	return json.RawMessage(bytes.Clone(c.out)), nil
+}
+
+// hasCanonical reports whether e holds the canonical payload of its
+// Payload: Decode (or ResolvePayload) validated it and the caller has not
+// replaced it since.
+func (e *Envelope) hasCanonical() bool {
+	return len(e.canonical) > 0 && len(e.Payload) == len(e.canonicalOf) && len(e.Payload) > 0 && &e.Payload[0] == &e.canonicalOf[0]
 }
 
 // setCanonical stores e's canonical payload for CanonicalPayload.
@@ -242,335 +248,184 @@ func (e *Envelope) setCanonical(canonical []byte) {
 	e.canonical, e.canonicalOf = canonical, e.Payload
 }
 
-// requestHashV1 is the HashV1 form, kept so that records written by older
-// workers compare like with like. Those workers already hashed a
-// payloadRef as HashV2 does (its sha256 and size in place of the payload).
-func requestHashV1(e *Envelope) (string, *Error) {
-	if len(e.Payload) == 0 && e.PayloadRef == nil {
-		return "", &Error{Code: CodeMissingField, Field: "payload", Reason: "required field is missing"}
-	}
+// requestHashV3 is the HashV3 form. With keep it also returns a copy of
+// the canonical payload (nil for a payloadRef).
+func requestHashV3(e *Envelope, keep bool) (string, []byte, *Error) {
 	c := getCanon()
 	defer putCanon(c)
-	c.v2, c.payloadForm = false, false
-	out := append(c.out[:0], `{"aggregateId":`...)
-	out = appendString(out, e.AggregateID)
-	out = append(out, `,"aggregateType":`...)
-	out = appendString(out, e.AggregateType)
-	out = append(out, `,"messageType":`...)
-	out = appendString(out, e.MessageType)
-	if r := e.PayloadRef; r != nil {
-		out = appendRef(out, r)
-	} else {
-		out = append(out, `,"payload":`...)
-		c.out = out
-		if ce := c.payload(e.Payload); ce != nil {
-			return "", &Error{Code: CodeInvalidField, Field: "payload", Reason: ce.reason, Err: ce.err}
-		}
-		out = c.out
+	canonical, err := c.documentV3(e, keep)
+	if err != nil {
+		return "", nil, err
 	}
-	out = append(out, `,"schemaVersion":`...)
-	out = strconv.AppendInt(out, int64(e.SchemaVersion), 10)
-	out = append(out, '}')
-	c.out = out
-	sum := sha256.Sum256(out)
-	var h [2 * sha256.Size]byte
-	hex.Encode(h[:], sum[:])
-	return string(h[:]), nil
+	sum := sha256.Sum256(c.out)
+	var h [3 + 2*sha256.Size]byte
+	copy(h[:], "v3:")
+	hex.Encode(h[3:], sum[:])
+	return string(h[:]), canonical, nil
 }
 
-// requestHashV2 is the HashV2 form. With keep it also returns a copy of
-// the canonical payload (nil for a payloadRef).
-func requestHashV2(e *Envelope, keep bool) (string, []byte, *Error) {
+// documentV3 leaves e's HashV3 canonical text in c.out. With keep it also
+// returns a copy of the canonical payload (nil for a payloadRef).
+func (c *canon) documentV3(e *Envelope, keep bool) ([]byte, *Error) {
 	if len(e.Payload) == 0 && e.PayloadRef == nil {
-		return "", nil, &Error{Code: CodeMissingField, Field: "payload", Reason: "required field is missing"}
+		return nil, &Error{Code: CodeMissingField, Field: "payload", Reason: "required field is missing"}
 	}
-	c := getCanon()
-	defer putCanon(c)
-	c.v2, c.payloadForm, c.formsDiffer = true, false, false
 	out := append(c.out[:0], `{"aggregateId":`...)
-	out = appendString(out, e.AggregateID)
+	out, _ = jsontext.AppendQuote(out, e.AggregateID)
 	out = append(out, `,"aggregateType":`...)
-	out = appendString(out, e.AggregateType)
+	out, _ = jsontext.AppendQuote(out, e.AggregateType)
 	if v := e.AggregateVersion; v != nil {
 		out = append(out, `,"aggregateVersion":`...)
 		out = strconv.AppendInt(out, *v, 10)
 	}
 	out = append(out, `,"messageType":`...)
-	out = appendString(out, e.MessageType)
+	out, _ = jsontext.AppendQuote(out, e.MessageType)
 	var canonical []byte
 	if r := e.PayloadRef; r != nil {
-		out = appendRef(out, r)
+		out = append(out, `,"payloadRef":{"sha256":`...)
+		out, _ = jsontext.AppendQuote(out, r.SHA256)
+		out = append(out, `,"size":`...)
+		out = strconv.AppendInt(out, r.Size, 10)
+		out = append(out, '}')
 	} else {
 		out = append(out, `,"payload":`...)
 		start := len(out)
 		c.out = out
 		if ce := c.payload(e.Payload); ce != nil {
-			return "", nil, &Error{Code: CodeInvalidField, Field: "payload", Reason: ce.reason, Err: ce.err}
+			return nil, &Error{Code: CodeInvalidField, Field: "payload", Reason: ce.reason, Err: ce.err}
 		}
 		out = c.out
-		if keep && !c.formsDiffer {
+		if keep {
 			canonical = bytes.Clone(out[start:])
 		}
 	}
 	out = append(out, `,"schemaVersion":`...)
 	out = strconv.AppendInt(out, int64(e.SchemaVersion), 10)
-	out = append(out, '}')
-	c.out = out
-	sum := sha256.Sum256(out)
-	var h [3 + 2*sha256.Size]byte
-	copy(h[:], "v2:")
-	hex.Encode(h[3:], sum[:])
-	if keep && e.PayloadRef == nil && c.formsDiffer {
-		// A large integer: the payload handlers decode is written apart.
-		c.out, c.payloadForm = c.out[:0], true
-		if ce := c.payload(e.Payload); ce != nil {
-			return "", nil, &Error{Code: CodeInvalidField, Field: "payload", Reason: ce.reason, Err: ce.err}
-		}
-		canonical = bytes.Clone(c.out)
-	}
-	return string(h[:]), canonical, nil
+	c.out = append(out, '}')
+	return canonical, nil
 }
 
-// appendRef appends the canonical form of a payloadRef member: its content
-// identity only. Bucket, key and version say where a copy lives; a re-send
-// that uploads the same bytes elsewhere is the same work.
-func appendRef(out []byte, r *PayloadRef) []byte {
-	out = append(out, `,"payloadRef":{"sha256":`...)
-	out = appendString(out, r.SHA256)
-	out = append(out, `,"size":`...)
-	out = strconv.AppendInt(out, r.Size, 10)
-	return append(out, '}')
-}
+// reorder is jsontext's formatting for the canonical form: compact,
+// members in RFC 8785's order, strings minimal; repeated names and invalid
+// UTF-8 are errors (its defaults). Numbers are left as written, for
+// appendNumberV3.
+var reorder = jsontext.ReorderRawObjects(true)
 
-// payload appends the canonical form of the JSON document p to c.out.
+// payload appends the HashV3 canonical form of the JSON document p to
+// c.out: jsontext formats it, then each number that is not already its
+// own canonical form (an integer literal other than -0) is rewritten.
 func (c *canon) payload(p []byte) *canonError {
-	c.keys = c.keys[:0]
-	c.members = c.members[:0]
-	i := skipWS(p, 0)
-	isNull := i < len(p) && p[i] == 'n'
-	i, ce := c.value(p, i, 0)
-	if ce != nil {
-		if ce.err == nil {
-			// The walk stops at the first problem. Malformed JSON is the more
-			// fundamental one, so report it even when it comes later.
-			end, err := skipValue(p, skipWS(p, 0), 0)
-			if err == nil && skipWS(p, end) != len(p) {
-				err = errChar(p, skipWS(p, end), "after top-level value")
-			}
-			if err != nil {
-				return syntaxCanonError(err)
-			}
+	f, err := jsontext.AppendFormat(c.tmp[:0], p, reorder)
+	c.tmp = f
+	if err != nil {
+		switch {
+		case !validJSON(p):
+			return &canonError{reason: "payload is not valid JSON", err: syntaxError(p)}
+		case errors.Is(err, jsontext.ErrDuplicateName):
+			return &canonError{reason: "payload object has a duplicate key"}
 		}
-		return ce
+		return &canonError{reason: "payload string is not valid UTF-8 or has an unpaired surrogate escape"}
 	}
-	if i = skipWS(p, i); i != len(p) {
-		return syntaxCanonError(errChar(p, i, "after top-level value"))
-	}
-	if isNull {
+	if string(f) == "null" {
 		return &canonError{reason: "payload must not be null"}
 	}
+	depth, done := 0, 0
+	for i := 0; i < len(f); {
+		switch ch := f[i]; {
+		case ch == '"':
+			// Formatted strings escape only with a backslash.
+			for i++; f[i] != '"'; i++ {
+				if f[i] == '\\' {
+					i++
+				}
+			}
+			i++
+		case ch == '{' || ch == '[':
+			if depth++; depth > MaxPayloadDepth {
+				return &canonError{reason: "payload nesting exceeds " + strconv.Itoa(MaxPayloadDepth) + " levels"}
+			}
+			i++
+		case ch == '}' || ch == ']':
+			depth--
+			i++
+		case ch == '-' || ch >= '0' && ch <= '9':
+			end := i + 1
+			plain := true
+			for ; end < len(f) && strings.IndexByte("0123456789.eE+-", f[end]) >= 0; end++ {
+				plain = plain && f[end] >= '0' && f[end] <= '9'
+			}
+			if plain && !(ch == '-' && f[i+1] == '0') {
+				i = end // an integer literal is its own canonical form
+				continue
+			}
+			c.out = append(c.out, f[done:i]...)
+			var ok bool
+			if c.out, ok = appendNumberV3(c.out, f[i:end]); !ok {
+				return &canonError{reason: "payload number exponent overflows int32"}
+			}
+			i, done = end, end
+		default:
+			i++
+		}
+	}
+	c.out = append(c.out, f[done:]...)
 	return nil
 }
 
-func syntaxCanonError(err error) *canonError {
-	return &canonError{reason: "payload is not valid JSON", err: err}
-}
+// Bounds of the plain number forms (see RequestHash).
+const (
+	maxPlainIntDigits = 21 // 1e21 and above in exponent form, unless integral with ≤ 21 zeros
+	minPlainFracPoint = -6 // 1e-7 and below in exponent form
+)
 
-// value canonicalizes the value at p[i], appending to c.out, and returns the
-// index just past it. depth counts the arrays/objects enclosing it.
-func (c *canon) value(p []byte, i, depth int) (int, *canonError) {
-	if i >= len(p) {
-		return i, syntaxCanonError(errEOF(i))
+// appendNumberV3 appends the HashV3 form of the number literal lit. It
+// reports false if an exponent overflows int32. It never allocates in
+// proportion to the exponent's value: plain forms are used only where they
+// are at most 21 digits longer than the digits given.
+func appendNumberV3(dst, lit []byte) ([]byte, bool) {
+	n, _ := splitNumber(lit)
+	sig, zero, ok := significant(lit, &n)
+	switch {
+	case !ok:
+		return dst, false
+	case zero:
+		return append(dst, '0'), true
 	}
-	switch ch := p[i]; ch {
-	case '{':
-		return c.object(p, i, depth+1)
-	case '[':
-		if depth+1 > MaxPayloadDepth {
-			return i, &canonError{reason: "payload nesting exceeds " + strconv.Itoa(MaxPayloadDepth) + " levels"}
+	if n.neg {
+		dst = append(dst, '-')
+	}
+	nd := sig.last - sig.first + 1
+	e := sig.e
+	k := int64(nd) + e // position of the decimal point within the digits
+	switch {
+	case e >= 0 && (k <= maxPlainIntDigits || e <= maxPlainIntDigits):
+		dst = sig.appendDigits(dst, 0, nd)
+		for range e {
+			dst = append(dst, '0')
 		}
-		c.out = append(c.out, '[')
-		i = skipWS(p, i+1)
-		if i < len(p) && p[i] == ']' {
-			c.out = append(c.out, ']')
-			return i + 1, nil
+	case e < 0 && k > 0:
+		dst = sig.appendDigits(dst, 0, int(k))
+		dst = append(dst, '.')
+		dst = sig.appendDigits(dst, int(k), nd)
+	case e < 0 && k > minPlainFracPoint:
+		dst = append(dst, '0', '.')
+		for range -k {
+			dst = append(dst, '0')
 		}
-		for {
-			var ce *canonError
-			if i, ce = c.value(p, i, depth+1); ce != nil {
-				return i, ce
-			}
-			i = skipWS(p, i)
-			if i >= len(p) {
-				return i, syntaxCanonError(errEOF(i))
-			}
-			switch p[i] {
-			case ',':
-				c.out = append(c.out, ',')
-				i = skipWS(p, i+1)
-			case ']':
-				c.out = append(c.out, ']')
-				return i + 1, nil
-			default:
-				return i, syntaxCanonError(errChar(p, i, "after array element"))
-			}
-		}
-	case '"':
-		c.str = c.str[:0]
-		end, s, simple, ascii, err := unquote(p, i, &c.str)
-		if err != nil {
-			return end, syntaxCanonError(err)
-		}
-		if simple && ascii {
-			// No escapes and pure ASCII: the input bytes are already canonical.
-			c.out = append(c.out, p[i:end]...)
-			return end, nil
-		}
-		if !utf8.Valid(s) {
-			return end, &canonError{reason: "payload string is not valid UTF-8 or has an unpaired surrogate escape"}
-		}
-		c.out = appendString(c.out, s)
-		return end, nil
-	case 't':
-		return c.literal(p, i, "true")
-	case 'f':
-		return c.literal(p, i, "false")
-	case 'n':
-		return c.literal(p, i, "null")
+		dst = sig.appendDigits(dst, 0, nd)
 	default:
-		if ch == '-' || (ch >= '0' && ch <= '9') {
-			end, n, err := scanNumber(p, i)
-			if err != nil {
-				return end, syntaxCanonError(err)
-			}
-			var ok bool
-			if c.v2 {
-				var differ bool
-				c.out, ok, differ = appendNumberV2Form(c.out, p, &n, c.payloadForm)
-				c.formsDiffer = c.formsDiffer || differ
-			} else {
-				c.out, ok = appendNumber(c.out, p, &n)
-			}
-			if !ok {
-				return end, &canonError{reason: "payload number exponent overflows int32"}
-			}
-			return end, nil
+		dst = sig.appendDigits(dst, 0, 1)
+		if nd > 1 {
+			dst = append(dst, '.')
+			dst = sig.appendDigits(dst, 1, nd)
 		}
-		return i, syntaxCanonError(errChar(p, i, "looking for beginning of value"))
+		dst = append(dst, 'e')
+		if k-1 >= 0 {
+			dst = append(dst, '+')
+		}
+		dst = strconv.AppendInt(dst, k-1, 10)
 	}
-}
-
-func (c *canon) literal(p []byte, i int, lit string) (int, *canonError) {
-	end, err := skipLiteral(p, i, lit)
-	if err != nil {
-		return end, syntaxCanonError(err)
-	}
-	c.out = append(c.out, lit...)
-	return end, nil
-}
-
-// object canonicalizes the object at p[i] == '{'. Members are written in
-// input order, then reordered in place if their keys were not sorted.
-func (c *canon) object(p []byte, i, depth int) (int, *canonError) {
-	if depth > MaxPayloadDepth {
-		return i, &canonError{reason: "payload nesting exceeds " + strconv.Itoa(MaxPayloadDepth) + " levels"}
-	}
-	c.out = append(c.out, '{')
-	region := len(c.out)
-	base := len(c.members)
-	i = skipWS(p, i+1)
-	if i < len(p) && p[i] == '}' {
-		c.out = append(c.out, '}')
-		return i + 1, nil
-	}
-	for {
-		if i >= len(p) || p[i] != '"' {
-			return i, syntaxCanonError(errChar(p, i, "looking for beginning of object key string"))
-		}
-		end, key, simple, ascii, err := unquote(p, i, &c.keys)
-		if err != nil {
-			return end, syntaxCanonError(err)
-		}
-		start := len(c.out)
-		if simple && ascii {
-			c.out = append(c.out, p[i:end]...)
-		} else {
-			if !utf8.Valid(key) {
-				return end, &canonError{reason: "payload object key is not valid UTF-8 or has an unpaired surrogate escape"}
-			}
-			c.out = appendString(c.out, key)
-		}
-		i = skipWS(p, end)
-		if i >= len(p) || p[i] != ':' {
-			return i, syntaxCanonError(errChar(p, i, "after object key"))
-		}
-		c.out = append(c.out, ':')
-		var ce *canonError
-		if i, ce = c.value(p, skipWS(p, i+1), depth); ce != nil {
-			return i, ce
-		}
-		c.members = append(c.members, member{key: key, start: start, end: len(c.out)})
-		i = skipWS(p, i)
-		if i >= len(p) {
-			return i, syntaxCanonError(errEOF(i))
-		}
-		if p[i] == '}' {
-			i++
-			break
-		}
-		if p[i] != ',' {
-			return i, syntaxCanonError(errChar(p, i, "after object key:value pair"))
-		}
-		c.out = append(c.out, ',')
-		i = skipWS(p, i+1)
-	}
-	ms := c.members[base:]
-	sorted := true
-	for k := 1; k < len(ms); k++ {
-		switch bytes.Compare(ms[k-1].key, ms[k].key) {
-		case 0:
-			return i, dupKeyError()
-		case 1:
-			sorted = false
-		}
-	}
-	if !sorted {
-		sortMembers(ms)
-		for k := 1; k < len(ms); k++ {
-			if bytes.Equal(ms[k-1].key, ms[k].key) {
-				return i, dupKeyError()
-			}
-		}
-		c.tmp = append(c.tmp[:0], c.out[region:]...)
-		c.out = c.out[:region]
-		for k, m := range ms {
-			if k > 0 {
-				c.out = append(c.out, ',')
-			}
-			c.out = append(c.out, c.tmp[m.start-region:m.end-region]...)
-		}
-	}
-	c.members = c.members[:base]
-	c.out = append(c.out, '}')
-	return i, nil
-}
-
-// sortMembers sorts by key. Objects are usually small, where a plain
-// insertion sort beats the generic sort's indirect comparisons.
-func sortMembers(ms []member) {
-	if len(ms) > 16 {
-		slices.SortFunc(ms, func(a, b member) int { return bytes.Compare(a.key, b.key) })
-		return
-	}
-	for k := 1; k < len(ms); k++ {
-		for j := k; j > 0 && bytes.Compare(ms[j-1].key, ms[j].key) > 0; j-- {
-			ms[j], ms[j-1] = ms[j-1], ms[j]
-		}
-	}
-}
-
-func dupKeyError() *canonError {
-	return &canonError{reason: "payload object has a duplicate key"}
+	return dst, true
 }
 
 // significand is a number's significant digits: digit(k) for first <= k
@@ -587,6 +442,14 @@ func (s *significand) digit(k int) byte {
 		return s.ints[k]
 	}
 	return s.frac[k-len(s.ints)]
+}
+
+// appendDigits appends the significant digits first+a .. first+b-1.
+func (s *significand) appendDigits(dst []byte, a, b int) []byte {
+	for k := s.first + a; k < s.first+b; k++ {
+		dst = append(dst, s.digit(k))
+	}
+	return dst
 }
 
 // significant locates n's significant digits (ranges into p). It reports
@@ -616,115 +479,6 @@ func significant(p []byte, n *number) (s significand, zero, ok bool) {
 	return s, false, true
 }
 
-// appendNumber appends the canonical form of the number n (ranges into p).
-// It reports false if an exponent overflows int32. It never allocates in
-// proportion to the exponent's value.
-func appendNumber(dst, p []byte, n *number) ([]byte, bool) {
-	s, zero, ok := significant(p, n)
-	switch {
-	case !ok:
-		return dst, false
-	case zero:
-		return append(dst, '0'), true
-	}
-	if n.neg {
-		dst = append(dst, '-')
-	}
-	// Digits first..last, which may straddle the integer and fraction parts.
-	if s.first < len(s.ints) {
-		dst = append(dst, s.ints[s.first:min(s.last+1, len(s.ints))]...)
-	}
-	if s.last >= len(s.ints) {
-		dst = append(dst, s.frac[max(s.first-len(s.ints), 0):s.last+1-len(s.ints)]...)
-	}
-	if s.e != 0 {
-		dst = append(dst, 'e')
-		dst = strconv.AppendInt(dst, s.e, 10)
-	}
-	return dst, true
-}
-
-// Bounds of HashV2's plain number forms (see RequestHash).
-const (
-	maxPlainIntDigits = 21 // 1e21 and above in exponent form
-	minPlainFracPoint = -6 // 1e-7 and below in exponent form
-)
-
-// appendNumberV2 appends n in HashV2's form. Like appendNumber it never
-// allocates in proportion to the exponent's value: plain forms are used
-// only where they are at most 21 digits longer than the digits given.
-func appendNumberV2(dst, p []byte, n *number) ([]byte, bool) {
-	dst, ok, _ := appendNumberV2Form(dst, p, n, false)
-	return dst, ok
-}
-
-// appendNumberV2Form appends n in HashV2's hashed form, or with payload in
-// the form of the canonical payload handlers decode, which differs in one
-// way: an integral value of more than 21 digits whose digit string needs at
-// most 21 zeros appended is written as a plain integer too (1e21 is
-// "1000000000000000000000", not "1e21"), so that what decodes as an
-// integer from the original (a *big.Int, a json.Number read as one) does so
-// from the canonical payload. Both are functions of the value alone. differ
-// reports that the two forms of n differ.
-func appendNumberV2Form(dst, p []byte, n *number, payload bool) (out []byte, ok, differ bool) {
-	if ints := p[n.intS:n.intE]; n.isInteger() && len(ints) <= maxPlainIntDigits {
-		// The common case, a plain integer, is its own canonical form (JSON
-		// allows no leading zeros, so only 0 and -0 need care).
-		if ints[0] == '0' {
-			return append(dst, '0'), true, false
-		}
-		if n.neg {
-			dst = append(dst, '-')
-		}
-		return append(dst, ints...), true, false
-	}
-	sig, zero, ok := significant(p, n)
-	switch {
-	case !ok:
-		return dst, false, false
-	case zero:
-		return append(dst, '0'), true, false
-	}
-	if n.neg {
-		dst = append(dst, '-')
-	}
-	first, last, e := sig.first, sig.last, sig.e
-	// digits appends the significant digits first+a .. first+b-1.
-	digits := func(dst []byte, a, b int) []byte {
-		for k := first + a; k < first+b; k++ {
-			dst = append(dst, sig.digit(k))
-		}
-		return dst
-	}
-	nd := last - first + 1
-	k := int64(nd) + e // position of the decimal point within the digits
-	wide := e >= 0 && k > maxPlainIntDigits && e <= maxPlainIntDigits
-	switch {
-	case e >= 0 && (k <= maxPlainIntDigits || payload && wide):
-		dst = digits(dst, 0, nd)
-		for range e {
-			dst = append(dst, '0')
-		}
-	case e < 0 && k > 0:
-		dst = digits(dst, 0, int(k))
-		dst = append(dst, '.')
-		dst = digits(dst, int(k), nd)
-	case e < 0 && k > minPlainFracPoint:
-		dst = append(dst, '0', '.')
-		for range -k {
-			dst = append(dst, '0')
-		}
-		dst = digits(dst, 0, nd)
-	default:
-		dst = digits(dst, 0, nd)
-		if e != 0 {
-			dst = append(dst, 'e')
-			dst = strconv.AppendInt(dst, e, 10)
-		}
-	}
-	return dst, true, wide
-}
-
 // parseExp parses exponent digits, reporting false if the value overflows
 // int32.
 func parseExp(d []byte, neg bool) (int64, bool) {
@@ -745,60 +499,4 @@ func parseExp(d []byte, neg bool) (int64, bool) {
 		return 0, false
 	}
 	return v, true
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string, escaped exactly like
-// encoding/json with SetEscapeHTML(false). Invalid UTF-8 becomes \ufffd.
-func appendString[S []byte | string](dst []byte, s S) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		b := s[i]
-		if b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '\\', '"':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }

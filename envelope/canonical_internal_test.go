@@ -1,37 +1,44 @@
 package envelope
 
-// Internal tests: they compare the hand-written scanner and canonicalizer
-// with encoding/json, which unexported functions make possible.
+// Internal tests: they compare the canonical forms with encoding/json,
+// which unexported functions make possible.
 
 import (
 	"bytes"
 	"encoding/json"
-	"math/big"
 	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
 )
 
-func validBySkip(b []byte) bool {
-	end, err := skipValue(b, skipWS(b, 0), 0)
-	return err == nil && skipWS(b, end) == len(b)
-}
+// canonicalize is HashV1's form of p (see canonicalizeForm).
+func canonicalize(p []byte) ([]byte, *canonError) { return canonicalizeForm(p, HashV1) }
 
-func canonicalize(p []byte) ([]byte, *canonError) { return canonicalizeForm(p, false) }
-
-func canonicalizeForm(p []byte, v2 bool) ([]byte, *canonError) {
-	c := &canon{v2: v2}
+// canonicalizeForm is p's canonical payload in hash version v.
+func canonicalizeForm(p []byte, v HashVersion) ([]byte, *canonError) {
+	c := &canon{}
 	if ce := c.payload(p); ce != nil {
 		return nil, ce
 	}
-	return c.out, nil
+	if v == HashV3 {
+		return c.out, nil
+	}
+	out, ok := c.old.value(nil, c.rd.reset(p), v == HashV2)
+	if !ok {
+		return nil, &canonError{reason: "payload number exponent overflows int32"}
+	}
+	return out, nil
 }
 
 var canonSeeds = []string{
 	`{"b":1,"a":[1,2.50,-0,1e999999999,{"y":null,"x":true}]}`,
 	`"\u00e9\ud83d\ude00\u2028<&>\"\\\/\b\f\n\r\t\u0001"`,
 	`[0.0001e-3, 120e-1, -1200.50, 0e99, 1E+2]`,
+	`[1e20, 1e21, 12345678901234567890123, 1234567890123456789012.0, 10000000000000000000000, 0.000001, 1e-7]`,
+	`{"\uffff":1,"\ud83d\ude00":2,"\u2028":[1.5e-7,-0.5]}`,
 	`{"\u0062":1,"a":2}`,
 	`{"a":1,"a":2}`,
 	`"\ud800"`,
@@ -58,17 +65,27 @@ func TestCanonicalSeeds(t *testing.T) {
 
 func checkCanonical(t *testing.T, p []byte) {
 	t.Helper()
-	checkCanonicalForm(t, p, false)
-	checkCanonicalForm(t, p, true)
+	for _, v := range []HashVersion{HashV1, HashV2, HashV3} {
+		checkCanonicalForm(t, p, v)
+	}
+	// HashV2 is taken from HashV3's text where v2SameAsV3 says it is the
+	// same: it must be, byte for byte.
+	v3, ce := canonicalizeForm(p, HashV3)
+	if ce != nil || !v2SameAsV3(v3) {
+		return
+	}
+	if v2, _ := canonicalizeForm(p, HashV2); !bytes.Equal(v2, v3) {
+		t.Fatalf("v2SameAsV3 holds for %q, but V2 is %q", v3, v2)
+	}
 }
 
-// checkCanonicalForm checks one hash version's form (v2 or v1).
-func checkCanonicalForm(t *testing.T, p []byte, v2 bool) {
+// checkCanonicalForm checks one hash version's form.
+func checkCanonicalForm(t *testing.T, p []byte, v HashVersion) {
 	t.Helper()
-	canonicalize := func(p []byte) ([]byte, *canonError) { return canonicalizeForm(p, v2) }
+	canonicalize := func(p []byte) ([]byte, *canonError) { return canonicalizeForm(p, v) }
 	valid := json.Valid(p)
-	if got := validBySkip(p); got != valid {
-		t.Fatalf("skipValue validity %v, json.Valid %v for %q", got, valid, p)
+	if got := validJSON(p); got != valid {
+		t.Fatalf("jsontext validity %v, json.Valid %v for %q", got, valid, p)
 	}
 	out, ce := canonicalize(p)
 	if ce != nil {
@@ -104,8 +121,9 @@ func checkCanonicalForm(t *testing.T, p []byte, v2 bool) {
 	if !sameValue(a, b) {
 		t.Fatalf("canonical form %q differs in value from %q", out, p)
 	}
-	// Strings are escaped exactly like encoding/json without HTML escaping.
-	if s, ok := a.(string); ok {
+	// Strings are escaped exactly like encoding/json without HTML escaping
+	// (HashV1, HashV2).
+	if s, ok := a.(string); ok && v != HashV3 {
 		var buf bytes.Buffer
 		enc := json.NewEncoder(&buf)
 		enc.SetEscapeHTML(false)
@@ -159,25 +177,60 @@ func sameValue(a, b any) bool {
 	}
 }
 
-// sameNumber compares decimal literals exactly with big.Rat when the
-// exponent is small enough to do so cheaply, and otherwise trusts that
-// the canonicalizer's own idempotence check covers the case.
+// sameNumber compares decimal literals exactly, by their significant
+// digits and exponent (see significant): no float64, no big.Rat of a huge
+// exponent.
 func sameNumber(x, y string) bool {
-	if hugeExp(x) || hugeExp(y) {
-		return true
+	nx, okx := splitNumber([]byte(x))
+	ny, oky := splitNumber([]byte(y))
+	if !okx || !oky {
+		return false
 	}
-	rx, ok1 := new(big.Rat).SetString(x)
-	ry, ok2 := new(big.Rat).SetString(y)
-	return ok1 && ok2 && rx.Cmp(ry) == 0
+	sx, zx, okx := significant([]byte(x), &nx)
+	sy, zy, oky := significant([]byte(y), &ny)
+	switch {
+	case !okx || !oky:
+		return x == y
+	case zx || zy:
+		return zx == zy
+	}
+	dx := sx.appendDigits(nil, 0, sx.last-sx.first+1)
+	dy := sy.appendDigits(nil, 0, sy.last-sy.first+1)
+	return nx.neg == ny.neg && sx.e == sy.e && bytes.Equal(dx, dy)
 }
 
-func hugeExp(s string) bool {
-	i := strings.IndexAny(s, "eE")
-	if i < 0 {
-		return len(s) > 2000
+// FuzzCanonicalDistinct: two payloads share a HashV3 canonical form only
+// when they are the same JSON value — members compared as sets, strings
+// by their bytes, numbers (integers above 2^53 included) by their exact
+// decimal value. Every seed pair but the last has equal forms.
+func FuzzCanonicalDistinct(f *testing.F) {
+	for _, s := range [][2]string{
+		{`{"b":1,"a":[1.0,"x"]}`, `{ "a" : [1, "\u0078"], "b" : 1e0 }`},
+		{`9007199254740993`, `9007199254740993.0`},
+		{`[1e21, 0.000001, -0]`, `[1000000000000000000000, 1e-6, 0]`},
+		{`{"\ud83d\ude00":1,"\uffff":2}`, `{"\uffff":2,"😀":1}`},
+		{`"\u2028\/"`, "\"\u2028/\""},
+		{`9007199254740993`, `9007199254740992`},
+	} {
+		f.Add([]byte(s[0]), []byte(s[1]))
 	}
-	e, err := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+"))
-	return err != nil || e > 1000 || e < -1000 || len(s) > 2000
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		ca, ea := canonicalizeForm(a, HashV3)
+		cb, eb := canonicalizeForm(b, HashV3)
+		if ea != nil || eb != nil || !bytes.Equal(ca, cb) {
+			return
+		}
+		var va, vb any
+		if err := unmarshalNumber(a, &va); err != nil {
+			t.Fatalf("encoding/json cannot read %q: %v", a, err)
+		}
+		if err := unmarshalNumber(b, &vb); err != nil {
+			t.Fatalf("encoding/json cannot read %q: %v", b, err)
+		}
+		if !sameValue(va, vb) {
+			t.Fatalf("%q and %q share the canonical form %q", a, b, ca)
+		}
+	})
 }
 
 func TestNumberCanonicalForms(t *testing.T) {
@@ -189,9 +242,9 @@ func TestNumberCanonicalForms(t *testing.T) {
 		"10e2147483646": "1e2147483647", "0.5e-2147483647": "5e-2147483648",
 		"123.456e2": "123456e-1", "0.00100": "1e-3", "1e00000000000000000001": "1e1",
 	} {
-		end, n, err := scanNumber([]byte(in), 0)
-		if err != nil || end != len(in) {
-			t.Fatalf("scanNumber(%q): %v", in, err)
+		n, ok := splitNumber([]byte(in))
+		if !ok {
+			t.Fatalf("splitNumber(%q)", in)
 		}
 		got, ok := appendNumber(nil, []byte(in), &n)
 		if !ok || string(got) != want {
@@ -199,7 +252,7 @@ func TestNumberCanonicalForms(t *testing.T) {
 		}
 	}
 	for _, in := range []string{"1e2147483648", "1e-2147483649", "10e2147483647", "0.1e-2147483648", "1e99999999999", "0e99999999999"} {
-		_, n, _ := scanNumber([]byte(in), 0)
+		n, _ := splitNumber([]byte(in))
 		if _, ok := appendNumber(nil, []byte(in), &n); ok {
 			t.Errorf("canonical(%q) should overflow", in)
 		}
@@ -218,9 +271,9 @@ func TestNumberCanonicalFormsV2(t *testing.T) {
 		"10e2147483646": "1e2147483647", "0.5e-2147483647": "5e-2147483648",
 		"-9223372036854775808": "-9223372036854775808", "18446744073709551615.000": "18446744073709551615",
 	} {
-		end, n, err := scanNumber([]byte(in), 0)
-		if err != nil || end != len(in) {
-			t.Fatalf("scanNumber(%q): %v", in, err)
+		n, ok := splitNumber([]byte(in))
+		if !ok {
+			t.Fatalf("splitNumber(%q)", in)
 		}
 		got, ok := appendNumberV2(nil, []byte(in), &n)
 		if !ok || string(got) != want {
@@ -228,7 +281,7 @@ func TestNumberCanonicalFormsV2(t *testing.T) {
 		}
 	}
 	for _, in := range []string{"1e2147483648", "1e-2147483649", "10e2147483647", "0.1e-2147483648"} {
-		_, n, _ := scanNumber([]byte(in), 0)
+		n, _ := splitNumber([]byte(in))
 		if _, ok := appendNumberV2(nil, []byte(in), &n); ok {
 			t.Errorf("canonical(%q) should overflow", in)
 		}
@@ -239,7 +292,7 @@ func TestNumberCanonicalFormsV2(t *testing.T) {
 // integral value decodes into an int64 from the canonical form.
 func TestCanonicalV2DecodesIntegers(t *testing.T) {
 	for _, in := range []string{"1234", "1234.0", "1.2340e3", "12340e-1", "1234.000000", "0.1234e4"} {
-		out, ce := canonicalizeForm([]byte(`{"n":`+in+`}`), true)
+		out, ce := canonicalizeForm([]byte(`{"n":`+in+`}`), HashV2)
 		if ce != nil {
 			t.Fatal(ce.reason)
 		}
@@ -251,14 +304,8 @@ func TestCanonicalV2DecodesIntegers(t *testing.T) {
 }
 
 func TestHugeExponentDoesNotAllocate(t *testing.T) {
-	for _, v2 := range []bool{false, true} {
-		hugeExponentAllocs(t, v2)
-	}
-}
-
-func hugeExponentAllocs(t *testing.T, v2 bool) {
 	p := []byte(`[1e999999999,-123.456e-999999999]`)
-	c := &canon{v2: v2}
+	c := &canon{}
 	c.payload(p) // warm buffers
 	allocs := testing.AllocsPerRun(100, func() {
 		c.out = c.out[:0]
@@ -266,16 +313,24 @@ func hugeExponentAllocs(t *testing.T, v2 bool) {
 			t.Fatal(ce.reason)
 		}
 	})
-	if allocs != 0 {
+	if allocs != 0 && !raceEnabled {
 		t.Fatalf("%v allocs per run", allocs)
+	}
+	for _, v2 := range []bool{false, true} {
+		out, ok := c.old.value(nil, c.rd.reset(p), v2)
+		require.True(t, ok)
+		allocs := testing.AllocsPerRun(100, func() {
+			out, _ = c.old.value(out[:0], c.rd.reset(p), v2)
+		})
+		require.Zero(t, allocs, "v2 %v", v2)
 	}
 }
 
 func TestSyntaxDepthMatchesEncodingJSON(t *testing.T) {
-	for _, n := range []int{maxSyntaxDepth - 1, maxSyntaxDepth, maxSyntaxDepth + 1} {
+	for _, n := range []int{9999, 10000, 10001} {
 		p := []byte(strings.Repeat("[", n) + strings.Repeat("]", n))
-		if validBySkip(p) != json.Valid(p) {
-			t.Fatalf("depth %d: skipValue %v, json.Valid %v", n, validBySkip(p), json.Valid(p))
+		if validJSON(p) != json.Valid(p) {
+			t.Fatalf("depth %d: jsontext %v, json.Valid %v", n, validJSON(p), json.Valid(p))
 		}
 	}
 }
@@ -315,5 +370,21 @@ func TestLargeObjectSorted(t *testing.T) {
 	dup := strings.Replace(in.String(), `"k100"`, `"k139"`, 1)
 	if _, ce := canonicalize([]byte(dup)); ce == nil || ce.reason != "payload object has a duplicate key" {
 		t.Fatalf("duplicate in large object not detected: %v", ce)
+	}
+}
+
+// The seeds of FuzzCanonicalDistinct exercise equal forms.
+func TestCanonicalDistinctSeeds(t *testing.T) {
+	for _, s := range [][2]string{
+		{`{"b":1,"a":[1.0,"x"]}`, `{ "a" : [1, "\u0078"], "b" : 1e0 }`},
+		{`9007199254740993`, `9007199254740993.0`},
+		{`[1e21, 0.000001, -0]`, `[1000000000000000000000, 1e-6, 0]`},
+		{`{"\ud83d\ude00":1,"\uffff":2}`, `{"\uffff":2,"😀":1}`},
+	} {
+		a, ea := canonicalizeForm([]byte(s[0]), HashV3)
+		b, eb := canonicalizeForm([]byte(s[1]), HashV3)
+		require.Nil(t, ea)
+		require.Nil(t, eb)
+		require.Equal(t, string(a), string(b))
 	}
 }

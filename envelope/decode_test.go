@@ -32,7 +32,7 @@ func TestDecodeValid(t *testing.T) {
 	require.True(t, e.AttemptPolicy.RetryableUntil.Equal(time.Date(2024, 5, 2, 10, 0, 0, 0, time.UTC)))
 	require.Equal(t, []string{"OUT_OF_STOCK"}, e.AttemptPolicy.TerminalAfterCodes)
 	require.JSONEq(t, `{"sku":"A-1","qty":2,"price":19.99,"note":"`+secret+`"}`, string(e.Payload))
-	require.Regexp(t, `^v2:[0-9a-f]{64}$`, e.RequestHash)
+	require.Regexp(t, `^v3:[0-9a-f]{64}$`, e.RequestHash)
 
 	h, err := envelope.RequestHash(e)
 	require.NoError(t, err)
@@ -78,7 +78,7 @@ func TestDecodeAccepts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e, err := d.Decode(tc.body)
 			require.NoError(t, err)
-			require.Regexp(t, `^v2:[0-9a-f]{64}$`, e.RequestHash)
+			require.Regexp(t, `^v3:[0-9a-f]{64}$`, e.RequestHash)
 		})
 	}
 }

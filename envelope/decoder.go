@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"time"
@@ -287,7 +288,7 @@ func (d *Decoder) decode(body []byte) (*Envelope, *Error) {
 
 	// Step 2: structure.
 	var spans [numFields]span
-	dup, serr := scanObject(body, spans[:], lookupField, &c.str, true)
+	dup, serr := scanObject(body, spans[:], lookupField, &c.rd, &c.str, true)
 	if serr != nil {
 		return nil, serr
 	}
@@ -365,7 +366,7 @@ func (d *Decoder) decode(body []byte) (*Envelope, *Error) {
 		if body[sp.start] != '{' {
 			return nil, typeError(fieldNames[fAttemptPolicy], "must be an object")
 		}
-		e.AttemptPolicy, err = decodePolicy(body[sp.start:sp.end], &ds, &c.str)
+		e.AttemptPolicy, err = decodePolicy(body[sp.start:sp.end], &ds, &c.rd, &c.str)
 		if err != nil {
 			return nil, err
 		}
@@ -377,7 +378,7 @@ func (d *Decoder) decode(body []byte) (*Envelope, *Error) {
 		if body[sp.start] != '{' {
 			return nil, typeError(fieldNames[fPayloadRef], "must be an object")
 		}
-		e.PayloadRef, err = decodeRef(body[sp.start:sp.end], &ds, ta, &c.str)
+		e.PayloadRef, err = decodeRef(body[sp.start:sp.end], &ds, ta, &c.rd, &c.str)
 		if err != nil {
 			return nil, err
 		}
@@ -388,14 +389,12 @@ func (d *Decoder) decode(body []byte) (*Envelope, *Error) {
 	if err := validate(e, &d.cfg, &ds); err != nil {
 		return nil, err
 	}
-	h, canonical, err := requestHashV2(e, true)
+	h, canonical, err := requestHashV3(e, true)
 	if err != nil {
 		return nil, err
 	}
 	e.RequestHash = h
-	if canonical != nil {
-		e.setCanonical(canonical)
-	}
+	e.setCanonical(canonical)
 	return e, nil
 }
 
@@ -405,77 +404,47 @@ func (d *Decoder) decode(body []byte) (*Envelope, *Error) {
 // caller decides when to report that, so that syntax errors anywhere and
 // an unsupported schemaVersion take precedence. top selects the error
 // wording and whether Err is encoding/json's *json.SyntaxError.
-func scanObject(b []byte, spans []span, lookup func([]byte) int, scratch *[]byte, top bool) (dup int, _ *Error) {
-	syntax := func(err error) *Error {
+func scanObject(b []byte, spans []span, lookup func([]byte) int, rd *reader, scratch *[]byte, top bool) (dup int, _ *Error) {
+	syntax := func() *Error {
 		if top {
-			// Prefer encoding/json's own error as the underlying one so that
-			// callers can errors.As it into a *json.SyntaxError.
-			var raw json.RawMessage
-			if jerr := json.Unmarshal(b, &raw); jerr != nil {
-				err = jerr
-			}
-			return &Error{Code: CodeInvalidJSON, Reason: "body is not valid JSON", Err: err}
+			return &Error{Code: CodeInvalidJSON, Reason: "body is not valid JSON", Err: syntaxError(b)}
 		}
-		return &Error{Code: CodeInvalidJSON, Reason: "malformed JSON", Err: err}
+		return &Error{Code: CodeInvalidJSON, Reason: "malformed JSON", Err: syntaxError(b)}
 	}
-	i := skipWS(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		end, err := skipValue(b, i, 0)
-		if err == nil {
-			if end = skipWS(b, end); end != len(b) {
-				err = errChar(b, end, "after top-level value")
-			}
-		}
-		if err != nil {
-			return -1, syntax(err)
+	d := rd.reset(b, lenient...)
+	if d.PeekKind() != '{' {
+		if !validJSON(b) {
+			return -1, syntax()
 		}
 		return -1, &Error{Code: CodeInvalidJSON, Reason: "body must be a JSON object"}
 	}
+	d.ReadToken()
 	dup = -1
-	i = skipWS(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		i++
-	} else {
-		for {
-			if i >= len(b) || b[i] != '"' {
-				return -1, syntax(errChar(b, i, "looking for beginning of object key string"))
+	for d.PeekKind() != '}' {
+		name, err := d.ReadValue()
+		if err != nil {
+			return -1, syntax()
+		}
+		var key []byte
+		*scratch, key, _ = unquote((*scratch)[:0], name)
+		f := lookup(key)
+		v, err := d.ReadValue()
+		if err != nil {
+			return -1, syntax()
+		}
+		if f >= 0 {
+			if spans[f].set && dup < 0 {
+				dup = f
 			}
-			*scratch = (*scratch)[:0]
-			end, key, _, _, err := unquote(b, i, scratch)
-			if err != nil {
-				return -1, syntax(err)
-			}
-			i = skipWS(b, end)
-			if i >= len(b) || b[i] != ':' {
-				return -1, syntax(errChar(b, i, "after object key"))
-			}
-			i = skipWS(b, i+1)
-			start := i
-			if i, err = skipValue(b, i, 1); err != nil {
-				return -1, syntax(err)
-			}
-			if f := lookup(key); f >= 0 {
-				if spans[f].set && dup < 0 {
-					dup = f
-				}
-				spans[f] = span{start: start, end: i, set: true}
-			}
-			i = skipWS(b, i)
-			if i >= len(b) {
-				return -1, syntax(errEOF(i))
-			}
-			if b[i] == '}' {
-				i++
-				break
-			}
-			if b[i] != ',' {
-				return -1, syntax(errChar(b, i, "after object key:value pair"))
-			}
-			i = skipWS(b, i+1)
+			end := int(d.InputOffset())
+			spans[f] = span{start: end - len(v), end: end, set: true}
 		}
 	}
-	if i = skipWS(b, i); i != len(b) {
-		return -1, syntax(errChar(b, i, "after top-level value"))
+	if _, err := d.ReadToken(); err != nil {
+		return -1, syntax()
+	}
+	if _, err := d.ReadToken(); err != io.EOF {
+		return -1, syntax()
 	}
 	return dup, nil
 }
@@ -495,8 +464,8 @@ func typeError(field, reason string) *Error {
 // they are for encoding/json.
 func decodeInt(b []byte, sp span, field string, bitSize int) (int64, *Error) {
 	v := b[sp.start:sp.end]
-	end, n, err := scanNumber(v, 0)
-	if err != nil || end != len(v) {
+	n, ok := splitNumber(v)
+	if !ok {
 		return 0, typeError(field, "must be a number")
 	}
 	if !n.isInteger() {
@@ -543,10 +512,9 @@ func decodeString(b []byte, sp span, field string, ta *textArena, dst *string) *
 		return typeError(field, "must be a string")
 	}
 	start := len(ta.buf)
-	_, s, simple, _, err := unquote(b, sp.start, &ta.buf)
-	if err != nil { // unreachable: the body was validated
-		return typeError(field, "malformed string")
-	}
+	var s []byte
+	var simple bool
+	ta.buf, s, simple = unquote(ta.buf, b[sp.start:sp.end])
 	if simple {
 		ta.buf = append(ta.buf, s...)
 	}
@@ -593,11 +561,8 @@ func decodeTime(b []byte, sp span, field string, dst *time.Time, scratch *[]byte
 	if b[sp.start] != '"' {
 		return ts, typeError(field, "must be a string")
 	}
-	*scratch = (*scratch)[:0]
-	_, s, _, _, err := unquote(b, sp.start, scratch)
-	if err != nil {
-		return ts, typeError(field, "malformed string")
-	}
+	var s []byte
+	*scratch, s, _ = unquote((*scratch)[:0], b[sp.start:sp.end])
 	if len(s) == 0 {
 		return ts, nil
 	}
@@ -611,9 +576,9 @@ func decodeTime(b []byte, sp span, field string, dst *time.Time, scratch *[]byte
 }
 
 // decodePolicy decodes the attemptPolicy object b (already syntax-checked).
-func decodePolicy(b []byte, ds *decodeState, scratch *[]byte) (*AttemptPolicy, *Error) {
+func decodePolicy(b []byte, ds *decodeState, rd *reader, scratch *[]byte) (*AttemptPolicy, *Error) {
 	var spans [numPolicyFields]span
-	dup, err := scanObject(b, spans[:], lookupPolicyField, scratch, false)
+	dup, err := scanObject(b, spans[:], lookupPolicyField, rd, scratch, false)
 	if err != nil {
 		return nil, err
 	}
@@ -647,7 +612,7 @@ func decodePolicy(b []byte, ds *decodeState, scratch *[]byte) (*AttemptPolicy, *
 		}
 	}
 	if sp := spans[pTerminalAfterCodes]; sp.set && !isNull(b, sp) {
-		codes, err := decodeStrings(b, sp, policyFieldNames[pTerminalAfterCodes], scratch)
+		codes, err := decodeStrings(b, sp, policyFieldNames[pTerminalAfterCodes], rd, scratch)
 		if err != nil {
 			return nil, err
 		}
@@ -658,9 +623,9 @@ func decodePolicy(b []byte, ds *decodeState, scratch *[]byte) (*AttemptPolicy, *
 
 // decodeRef decodes the payloadRef object b (already syntax-checked).
 // Unknown members are ignored, as they are at the top level.
-func decodeRef(b []byte, ds *decodeState, ta *textArena, scratch *[]byte) (*PayloadRef, *Error) {
+func decodeRef(b []byte, ds *decodeState, ta *textArena, rd *reader, scratch *[]byte) (*PayloadRef, *Error) {
 	var spans [numRefFields]span
-	dup, err := scanObject(b, spans[:], lookupRefField, scratch, false)
+	dup, err := scanObject(b, spans[:], lookupRefField, rd, scratch, false)
 	if err != nil {
 		return nil, err
 	}
@@ -693,31 +658,21 @@ func decodeRef(b []byte, ds *decodeState, ta *textArena, scratch *[]byte) (*Payl
 }
 
 // decodeStrings decodes an array of strings (already syntax-checked).
-func decodeStrings(b []byte, sp span, field string, scratch *[]byte) ([]string, *Error) {
-	if b[sp.start] != '[' {
+func decodeStrings(b []byte, sp span, field string, rd *reader, scratch *[]byte) ([]string, *Error) {
+	d := rd.reset(b[sp.start:sp.end], lenient...)
+	if d.PeekKind() != '[' {
 		return nil, typeError(field, "must be an array of strings")
 	}
+	d.ReadToken()
 	out := []string{}
-	i := skipWS(b, sp.start+1)
-	if i < sp.end && b[i] == ']' {
-		return out, nil
-	}
-	for i < sp.end {
-		if b[i] != '"' {
+	for d.PeekKind() != ']' {
+		if d.PeekKind() != '"' {
 			return nil, typeError(field, "must be an array of strings")
 		}
-		*scratch = (*scratch)[:0]
-		end, s, _, _, err := unquote(b, i, scratch)
-		if err != nil {
-			return nil, typeError(field, "malformed string")
-		}
+		raw, _ := d.ReadValue()
+		var s []byte
+		*scratch, s, _ = unquote((*scratch)[:0], raw)
 		out = append(out, string(s))
-		i = skipWS(b, end)
-		if i < sp.end && b[i] == ',' {
-			i = skipWS(b, i+1)
-			continue
-		}
-		break
 	}
 	return out, nil
 }

@@ -16,7 +16,8 @@
 //     envelope's hash in that form, so records written by older workers
 //     compare like with like) and the canonical payload a typed handler
 //     decodes (Envelope.CanonicalPayload: work that hashes the same decodes
-//     the same);
+//     the same); JSON is parsed, validated and formatted by jsontext
+//     (github.com/go-json-experiment/json), json.go;
 //   - payloads by reference (PayloadRef): decoding and validating the
 //     reference, and checking fetched bytes against it (ResolvePayload) —
 //     not fetching them, which the worker does;

@@ -86,7 +86,7 @@ type Envelope struct {
 	// Exactly one of Payload and PayloadRef is required.
 	PayloadRef *PayloadRef `json:"payloadRef,omitempty"`
 	// RequestHash is set by Decode to RequestHash(e), in the current hash
-	// version ("v2:<hex>"). It is not part of the wire format.
+	// version ("v3:<hex>"). It is not part of the wire format.
 	RequestHash string `json:"-"`
 
 	// canonical is the canonical payload computed while hashing, valid

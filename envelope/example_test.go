@@ -39,7 +39,7 @@ func ExampleDecoder_Decode() {
 	fmt.Println(err)
 	// Output:
 	// order.created order-42:create
-	// v2:073e5567aa0f1cc2cd5908c76725e6a25095f86bfc99e711e2e13f3ce5e17047
+	// v3:073e5567aa0f1cc2cd5908c76725e6a25095f86bfc99e711e2e13f3ce5e17047
 	// UNKNOWN_SCHEMA_VERSION true
 	// envelope: UNKNOWN_SCHEMA_VERSION schemaVersion: schema version 2 is not supported
 }

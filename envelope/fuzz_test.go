@@ -10,7 +10,7 @@ import (
 	"github.com/ddbworker/ddbworker/envelope"
 )
 
-var hex64 = regexp.MustCompile(`^v2:[0-9a-f]{64}$`)
+var hex64 = regexp.MustCompile(`^v3:[0-9a-f]{64}$`)
 
 func FuzzDecode(f *testing.F) {
 	base := validFields()

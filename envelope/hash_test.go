@@ -1,6 +1,7 @@
 package envelope_test
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -24,22 +25,36 @@ func sha(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// goldenHashV1 and goldenHashV2 pin the canonical forms of validFields().
-// If one changes, every stored idempotency record of that version stops
-// matching its redeliveries: never update them. A new canonical form is a
-// new HashVersion.
+// goldenHashV1, goldenHashV2 and goldenHashV3 pin the canonical forms of
+// validFields(). If one changes, every stored idempotency record of that
+// version stops matching its redeliveries: never update them. A new
+// canonical form is a new HashVersion. (V2's and V3's texts of
+// validFields() are the same bytes: see TestHashV3MatchesV2.)
 const (
 	goldenHashV1 = "3ee666fc9143de4490442fc2cfa19996eba897a0c04a4f137b979f5c4d837893"
 	goldenHashV2 = "v2:5bc5e65662436f088e590b73b319efad0ad03ac5100b9b5e9b693a879a29e30a"
+	goldenHashV3 = "v3:5bc5e65662436f088e590b73b319efad0ad03ac5100b9b5e9b693a879a29e30a"
 )
+
+// hashV returns the request hash of f in version v.
+func hashV(t *testing.T, f fields, v envelope.HashVersion) string {
+	t.Helper()
+	h, err := envelope.RequestHashVersion(mustDecode(t, f.body()), v)
+	require.NoError(t, err)
+	return h
+}
 
 func TestRequestHashGolden(t *testing.T) {
 	e := mustDecode(t, validFields().body())
 	// The canonical documents, spelled out.
-	canonicalV2 := `{"aggregateId":"42","aggregateType":"order","aggregateVersion":7,"messageType":"order.created",` +
+	canonicalV3 := `{"aggregateId":"42","aggregateType":"order","aggregateVersion":7,"messageType":"order.created",` +
 		`"payload":{"note":"` + secret + `","price":19.99,"qty":2,"sku":"A-1"},"schemaVersion":1}`
-	require.Equal(t, "v2:"+sha(canonicalV2), e.RequestHash)
-	require.Equal(t, goldenHashV2, e.RequestHash)
+	require.Equal(t, "v3:"+sha(canonicalV3), e.RequestHash)
+	require.Equal(t, goldenHashV3, e.RequestHash)
+	v2, err := envelope.RequestHashVersion(e, envelope.HashV2)
+	require.NoError(t, err)
+	require.Equal(t, "v2:"+sha(canonicalV3), v2)
+	require.Equal(t, goldenHashV2, v2)
 
 	canonicalV1 := `{"aggregateId":"42","aggregateType":"order","messageType":"order.created",` +
 		`"payload":{"note":"` + secret + `","price":1999e-2,"qty":2,"sku":"A-1"},"schemaVersion":1}`
@@ -137,10 +152,24 @@ func TestRequestHashNumberForms(t *testing.T) {
 	}
 
 	// The canonical forms themselves.
-	payloadHash := func(canonicalPayload string) string {
-		return "v2:" + sha(`{"aggregateId":"42","aggregateType":"order","aggregateVersion":7,"messageType":"order.created","payload":`+
+	payloadHash := func(v envelope.HashVersion, canonicalPayload string) string {
+		return v.String() + ":" + sha(`{"aggregateId":"42","aggregateType":"order","aggregateVersion":7,"messageType":"order.created","payload":`+
 			canonicalPayload+`,"schemaVersion":1}`)
 	}
+	for in, want := range map[string]string{
+		"1.0": "1", "100": "100", "0.25": "0.25", "-0.0": "0", "-1200.50": "-1200.5", "-0": "0",
+		"1234.0": "1234", "1.2340e3": "1234", "1e20": "100000000000000000000", "1e21": "1000000000000000000000",
+		"123456789012345678901": "123456789012345678901", "1234567890123456789012": "1234567890123456789012",
+		"12345678901234567890120": "12345678901234567890120", "123456789012345678901200e1": "1234567890123456789012000",
+		"1e22": "1e+22", "15e21": "15000000000000000000000", "1e43": "1e+43", "1.5e43": "1.5e+43", "98765432109876543210987654321e30": "9.8765432109876543210987654321e+58",
+		"1e-6": "0.000001", "1e-7": "1e-7", "-12.5e-7": "-0.00000125", "0.000000125": "1.25e-7",
+		"1e999999999": "1e+999999999", "0.000123E-7": "1.23e-11", "120e-1": "12", "19.990": "19.99",
+		"9223372036854775807.0": "9223372036854775807", "0.1000000000000000000001": "0.1000000000000000000001",
+		"9007199254740993": "9007199254740993", "9007199254740993.0": "9007199254740993",
+	} {
+		require.Equal(t, payloadHash(envelope.HashV3, "["+want+"]"), hashOf(t, base.with("payload", "["+in+"]")), in)
+	}
+	// Version 2's forms, kept for records written before version 3.
 	for in, want := range map[string]string{
 		"1.0": "1", "100": "100", "0.25": "0.25", "-0.0": "0", "-1200.50": "-1200.5",
 		"1234.0": "1234", "1.2340e3": "1234", "1e20": "100000000000000000000", "1e21": "1e21",
@@ -150,7 +179,7 @@ func TestRequestHashNumberForms(t *testing.T) {
 		"1e999999999": "1e999999999", "0.000123E-7": "123e-13", "120e-1": "12", "19.990": "19.99",
 		"9223372036854775807.0": "9223372036854775807",
 	} {
-		require.Equal(t, payloadHash("["+want+"]"), hashOf(t, base.with("payload", "["+in+"]")), in)
+		require.Equal(t, payloadHash(envelope.HashV2, "["+want+"]"), hashV(t, base.with("payload", "["+in+"]"), envelope.HashV2), in)
 	}
 	// Version 1's forms, kept for records written before version 2.
 	payloadHashV1 := func(canonicalPayload string) string {
@@ -169,26 +198,30 @@ func TestRequestHashNumberForms(t *testing.T) {
 
 func TestRequestHashCanonicalStringsAndStructure(t *testing.T) {
 	base := validFields()
-	payloadHash := func(canonicalPayload string) string {
-		return "v2:" + sha(`{"aggregateId":"42","aggregateType":"order","aggregateVersion":7,"messageType":"order.created","payload":`+
+	payloadHash := func(v envelope.HashVersion, canonicalPayload string) string {
+		return v.String() + ":" + sha(`{"aggregateId":"42","aggregateType":"order","aggregateVersion":7,"messageType":"order.created","payload":`+
 			canonicalPayload+`,"schemaVersion":1}`)
 	}
-	for in, want := range map[string]string{
-		`{"b":1,"a":{"d":[3,{"z":0,"y":true}],"c":null}}`: `{"a":{"c":null,"d":[3,{"y":true,"z":0}]},"b":1}`,
-		`{"é":1,"z":2,"Z":3,"a":4}`:                       `{"Z":3,"a":4,"z":2,"é":1}`, // UTF-8 byte order
-		`"\u0041\/\u00e9\ud83d\ude00"`:                    `"A/é😀"`,
-		`"<&>"`:                                           `"<&>"`,
-		`"\u2028\u2029"`:                                  `"\u2028\u2029"`,
-		"\"\u2028\"":                                      `"\u2028"`,
-		`"\b\f\n\r\t\u0001\u001f\"\\"`:                    `"\b\f\n\r\t\u0001\u001f\"\\"`,
-		`"\u007f"`:                                        "\"\x7f\"",
-		` [ 1 , [ ] , { } , "x" ] `:                       `[1,[],{},"x"]`,
-		`true`:                                            `true`,
+	for _, tc := range []struct{ in, v3, v2 string }{
+		{`{"b":1,"a":{"d":[3,{"z":0,"y":true}],"c":null}}`, `{"a":{"c":null,"d":[3,{"y":true,"z":0}]},"b":1}`, ""},
+		{`{"é":1,"z":2,"Z":3,"a":4}`, `{"Z":3,"a":4,"z":2,"é":1}`, ""}, // UTF-8 byte order
+		// V3 sorts by UTF-16 code units (RFC 8785), V2 by UTF-8 bytes.
+		{`{"\ud83d\ude00":1,"\uffff":2}`, "{\"\U0001F600\":1,\"\uffff\":2}", "{\"\uffff\":2,\"\U0001F600\":1}"},
+		{`"\u0041\/\u00e9\ud83d\ude00"`, `"A/é😀"`, ""},
+		{`"<&>"`, `"<&>"`, ""},
+		// V2 escapes U+2028 and U+2029 as encoding/json does; V3 does not.
+		{`"\u2028\u2029"`, "\"\u2028\u2029\"", `"\u2028\u2029"`},
+		{"\"\u2028\"", "\"\u2028\"", `"\u2028"`},
+		{`"\b\f\n\r\t\u0001\u001f\"\\"`, `"\b\f\n\r\t\u0001\u001f\"\\"`, ""},
+		{`"\u007f"`, "\"\x7f\"", ""},
+		{` [ 1 , [ ] , { } , "x" ] `, `[1,[],{},"x"]`, ""},
+		{`true`, `true`, ""},
 	} {
-		require.Equal(t, payloadHash(want), hashOf(t, base.with("payload", in)), in)
+		require.Equal(t, payloadHash(envelope.HashV3, tc.v3), hashOf(t, base.with("payload", tc.in)), tc.in)
+		require.Equal(t, payloadHash(envelope.HashV2, cmp.Or(tc.v2, tc.v3)), hashV(t, base.with("payload", tc.in), envelope.HashV2), tc.in)
 	}
 	// Escaped keys sort and compare by their decoded form.
-	require.Equal(t, payloadHash(`{"a":1,"b":2}`), hashOf(t, base.with("payload", `{"\u0062":2,"a":1}`)))
+	require.Equal(t, payloadHash(envelope.HashV3, `{"a":1,"b":2}`), hashOf(t, base.with("payload", `{"\u0062":2,"a":1}`)))
 }
 
 func TestRequestHashDistinguishesWork(t *testing.T) {
@@ -331,16 +364,17 @@ func TestHashVersionOf(t *testing.T) {
 	for stored, want := range map[string]envelope.HashVersion{
 		hex:         envelope.HashV1,
 		"v2:" + hex: envelope.HashV2,
+		"v3:" + hex: envelope.HashV3,
 	} {
 		v, ok := envelope.HashVersionOf(stored)
 		require.True(t, ok, stored)
 		require.Equal(t, want, v, stored)
 	}
-	for _, stored := range []string{"", "v2:", "v3:" + hex, "v1:" + hex, strings.ToUpper(hex), hex[:63], "v2:" + hex + "0"} {
+	for _, stored := range []string{"", "v2:", "v3:", "v4:" + hex, "v1:" + hex, strings.ToUpper(hex), hex[:63], "v2:" + hex + "0"} {
 		_, ok := envelope.HashVersionOf(stored)
 		require.False(t, ok, stored)
 	}
-	require.Equal(t, "v2", envelope.CurrentHashVersion.String())
+	require.Equal(t, "v3", envelope.CurrentHashVersion.String())
 }
 
 // A record written by an older worker carries a v1 hash; a redelivery of

@@ -37,7 +37,7 @@ func (e *Envelope) ResolvePayload(fetched []byte) error {
 	}
 	c := getCanon()
 	defer putCanon(c)
-	c.out, c.v2, c.payloadForm = c.out[:0], true, true
+	c.out = c.out[:0]
 	if ce := c.payload(fetched); ce != nil {
 		return &Error{Code: CodeInvalidField, Field: fieldNames[fPayload], Reason: ce.reason, Err: ce.err}
 	}

@@ -1,11 +1,14 @@
 package envelope
 
 import (
+	"errors"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // This file parses an adapted body (Decoder.Read) into the document its
@@ -71,152 +74,84 @@ func (e *treeError) field() string {
 // parseTree parses b, exactly one JSON value with optional whitespace
 // around it, into a document.
 func parseTree(b []byte) (any, *treeError) {
-	p := treeParser{b: b}
-	i := skipWS(b, 0)
-	v, i, err := p.value(i, 0)
-	if err != nil {
-		return nil, err
+	if !validJSON(b) {
+		return nil, &treeError{syntax: syntaxError(b)}
 	}
-	if i = skipWS(b, i); i != len(b) {
-		return nil, &treeError{syntax: errChar(b, i, "after top-level value")}
-	}
-	return v, nil
+	var rd reader
+	p := treeParser{d: rd.reset(b, lenient...)}
+	return p.value()
 }
 
+// treeParser reads a document from valid JSON.
 type treeParser struct {
-	b       []byte
+	d       *jsontext.Decoder
 	scratch []byte
 }
 
-func (p *treeParser) value(i, depth int) (any, int, *treeError) {
-	b := p.b
-	if i >= len(b) {
-		return nil, i, &treeError{syntax: errEOF(i)}
-	}
-	switch c := b[i]; c {
+func (p *treeParser) text() string {
+	raw, _ := p.d.ReadValue()
+	var s []byte
+	p.scratch, s, _ = unquote(p.scratch[:0], raw)
+	return string(s)
+}
+
+func (p *treeParser) value() (any, *treeError) {
+	d := p.d
+	switch d.PeekKind() {
 	case '{':
-		if depth+1 > maxSyntaxDepth {
-			return nil, i, &treeError{syntax: &syntaxError{msg: "exceeded max depth", off: i}}
-		}
+		d.ReadToken()
 		obj := map[string]any{}
-		i = skipWS(b, i+1)
-		if i < len(b) && b[i] == '}' {
-			return obj, i + 1, nil
-		}
-		for {
-			if i >= len(b) || b[i] != '"' {
-				return nil, i, &treeError{syntax: errChar(b, i, "looking for beginning of object key string")}
-			}
-			p.scratch = p.scratch[:0]
-			end, key, _, _, err := unquote(b, i, &p.scratch)
-			if err != nil {
-				return nil, end, &treeError{syntax: err}
-			}
-			name := string(key)
-			i = skipWS(b, end)
-			if i >= len(b) || b[i] != ':' {
-				return nil, i, &treeError{syntax: errChar(b, i, "after object key")}
-			}
-			v, next, terr := p.value(skipWS(b, i+1), depth+1)
+		for d.PeekKind() != '}' {
+			name := p.text()
+			v, terr := p.value()
 			if terr != nil {
-				if terr.syntax == nil {
-					terr.path = append(terr.path, pathSeg{name: name, index: -1})
-				}
-				return nil, next, terr
+				terr.path = append(terr.path, pathSeg{name: name, index: -1})
+				return nil, terr
 			}
 			if _, dup := obj[name]; dup {
-				// Reported after the value is known to be valid JSON: malformed
-				// JSON later in the body is the more fundamental problem.
-				if _, err := skipValue(b, skipWS(b, 0), 0); err != nil {
-					return nil, next, &treeError{syntax: err}
-				}
-				return nil, next, &treeError{path: []pathSeg{{name: name, index: -1}}}
+				return nil, &treeError{path: []pathSeg{{name: name, index: -1}}}
 			}
 			obj[name] = v
-			i = skipWS(b, next)
-			if i >= len(b) {
-				return nil, i, &treeError{syntax: errEOF(i)}
-			}
-			switch b[i] {
-			case ',':
-				i = skipWS(b, i+1)
-			case '}':
-				return obj, i + 1, nil
-			default:
-				return nil, i, &treeError{syntax: errChar(b, i, "after object key:value pair")}
-			}
 		}
+		d.ReadToken()
+		return obj, nil
 	case '[':
-		if depth+1 > maxSyntaxDepth {
-			return nil, i, &treeError{syntax: &syntaxError{msg: "exceeded max depth", off: i}}
-		}
+		d.ReadToken()
 		arr := []any{}
-		i = skipWS(b, i+1)
-		if i < len(b) && b[i] == ']' {
-			return arr, i + 1, nil
-		}
-		for {
-			v, next, terr := p.value(i, depth+1)
+		for d.PeekKind() != ']' {
+			v, terr := p.value()
 			if terr != nil {
-				if terr.syntax == nil {
-					terr.path = append(terr.path, pathSeg{index: len(arr)})
-				}
-				return nil, next, terr
+				terr.path = append(terr.path, pathSeg{index: len(arr)})
+				return nil, terr
 			}
 			arr = append(arr, v)
-			i = skipWS(b, next)
-			if i >= len(b) {
-				return nil, i, &treeError{syntax: errEOF(i)}
-			}
-			switch b[i] {
-			case ',':
-				i = skipWS(b, i+1)
-			case ']':
-				return arr, i + 1, nil
-			default:
-				return nil, i, &treeError{syntax: errChar(b, i, "after array element")}
-			}
 		}
+		d.ReadToken()
+		return arr, nil
 	case '"':
-		p.scratch = p.scratch[:0]
-		end, s, _, _, err := unquote(b, i, &p.scratch)
-		if err != nil {
-			return nil, end, &treeError{syntax: err}
-		}
-		return string(s), end, nil
-	case 't', 'f', 'n':
-		lit, v := "null", any(nil)
-		switch c {
-		case 't':
-			lit, v = "true", true
-		case 'f':
-			lit, v = "false", false
-		}
-		end, err := skipLiteral(b, i, lit)
-		if err != nil {
-			return nil, end, &treeError{syntax: err}
-		}
-		return v, end, nil
-	default:
-		if c == '-' || (c >= '0' && c <= '9') {
-			end, n, err := scanNumber(b, i)
-			if err != nil {
-				return nil, end, &treeError{syntax: err}
-			}
-			return numberValue(b, i, end, &n), end, nil
-		}
-		return nil, i, &treeError{syntax: errChar(b, i, "looking for beginning of value")}
+		return p.text(), nil
+	case '0':
+		raw, _ := d.ReadValue()
+		return numberValue(raw), nil
 	}
+	switch tok, _ := d.ReadToken(); tok.Kind() {
+	case 'n':
+		return nil, nil
+	case 't', 'f':
+		return tok.Bool(), nil
+	}
+	return nil, &treeError{syntax: errors.New("invalid JSON")} // unreachable: b was validated
 }
 
 // numberValue is the document's value of the number b[start:end]: a
 // float64 when one holds its value exactly, a bigNumber otherwise.
-func numberValue(b []byte, start, end int, n *number) any {
-	canon, ok, _ := appendNumberV2Form(nil, b, n, true)
+func numberValue(raw []byte) any {
+	n, _ := splitNumber(raw)
+	canon, ok, _ := appendNumberV2Form(nil, raw, &n, true)
 	if !ok {
-		return bigNumber(b[start:end])
+		return bigNumber(raw)
 	}
-	if f, err := strconv.ParseFloat(string(b[start:end]), 64); err == nil {
+	if f, err := strconv.ParseFloat(string(raw), 64); err == nil {
 		if short, ok := canonicalNumber(strconv.AppendFloat(nil, f, 'g', -1, 64)); ok && short == string(canon) {
 			return f
 		}
@@ -228,8 +163,8 @@ func numberValue(b []byte, start, end int, n *number) any {
 // of the canonical payload: see CanonicalPayload), false when text is no
 // number or its exponent overflows int32.
 func canonicalNumber(text []byte) (string, bool) {
-	end, n, err := scanNumber(text, 0)
-	if err != nil || end != len(text) {
+	n, ok := splitNumber(text)
+	if !ok {
 		return "", false
 	}
 	out, ok, _ := appendNumberV2Form(nil, text, &n, true)

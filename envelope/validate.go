@@ -21,7 +21,7 @@ func Encode(e *Envelope) ([]byte, error) {
 	if err := validate(e, &defaultConfig, nil); err != nil {
 		return nil, err
 	}
-	if _, _, err := requestHashV2(e, false); err != nil {
+	if _, _, err := requestHashV3(e, false); err != nil {
 		return nil, err
 	}
 	var buf bytes.Buffer

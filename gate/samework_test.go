@@ -33,6 +33,8 @@ func TestDecideComparesHashVersions(t *testing.T) {
 	first := body(`{"n":1234}`)
 	v1, err := envelope.RequestHashVersion(first, envelope.HashV1)
 	require.NoError(t, err)
+	v2, err := envelope.RequestHashVersion(first, envelope.HashV2)
+	require.NoError(t, err)
 
 	req := func(e *envelope.Envelope, hashAs func(string) (string, error)) *gate.Request {
 		return &gate.Request{Work: inbox.Work{Key: "k", MessageType: "t", RequestHash: e.RequestHash}, HashAs: hashAs}
@@ -45,8 +47,10 @@ func TestDecideComparesHashVersions(t *testing.T) {
 		stored string
 		want   gate.Verdict
 	}{
-		{"v2 record, same work", req(same, same.HashLike), first.RequestHash, gate.VerdictDuplicate},
-		{"v2 record, changed work", req(changed, changed.HashLike), first.RequestHash, gate.VerdictHashMismatch},
+		{"v3 record, same work", req(same, same.HashLike), first.RequestHash, gate.VerdictDuplicate},
+		{"v3 record, changed work", req(changed, changed.HashLike), first.RequestHash, gate.VerdictHashMismatch},
+		{"v2 record, same work", req(same, same.HashLike), v2, gate.VerdictDuplicate},
+		{"v2 record, changed work", req(changed, changed.HashLike), v2, gate.VerdictHashMismatch},
 		{"v1 record, same work", req(same, same.HashLike), v1, gate.VerdictDuplicate},
 		{"v1 record, changed work", req(changed, changed.HashLike), v1, gate.VerdictHashMismatch},
 		{"v1 record without HashAs compares as is", req(same, nil), v1, gate.VerdictHashMismatch},

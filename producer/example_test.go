@@ -42,7 +42,7 @@ func ExampleProducer_Envelope() {
 		fmt.Println(ee.Code, ee.Field)
 	}
 	// Output:
-	// 2026-03-01T13:00:00+01:00 v2:d2a4dfbd870c0988e23fc4c012c3b89e2d192f9cbe92a271fe610f0c99eb3400
+	// 2026-03-01T13:00:00+01:00 v3:d2a4dfbd870c0988e23fc4c012c3b89e2d192f9cbe92a271fe610f0c99eb3400
 	// INVALID_FIELD messageType
 }
 

@@ -537,7 +537,7 @@ func TestEnvelopeBuildsWithoutSending(t *testing.T) {
 	e, err := p.Envelope(order("1", 0))
 	require.NoError(t, err)
 	require.True(t, e.OccurredAt.Equal(now))
-	require.Regexp(t, `^v2:[0-9a-f]{64}$`, e.RequestHash)
+	require.Regexp(t, `^v3:[0-9a-f]{64}$`, e.RequestHash)
 	require.Regexp(t, `^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`, e.MessageID)
 	m := order("1", 0)
 	m.AggregateType = ""

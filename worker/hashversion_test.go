@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -75,24 +76,28 @@ func TestTypedHandlerAppliesIntegralNumberForms(t *testing.T) {
 	require.Equal(t, inbox.StatusCompleted, h.record("price-1", typePriceSet).Status)
 }
 
-// A record written by a worker before hash versioning carries a v1 hash.
-// A redelivery of the same work decoded today is compared in v1 and is a
-// duplicate (COMPLETED) or taken over (FAILED_RETRYABLE: the inbox's
-// conditions compare the stored hash); changed work under the key is
-// still IDEMPOTENCY_HASH_MISMATCH.
+// A record written by an older worker carries the hash of its version: v1
+// (before hash versioning) or v2 (before v3). A redelivery of the same work
+// decoded today is compared in the record's version and is a duplicate
+// (COMPLETED) or taken over (FAILED_RETRYABLE: the inbox's conditions
+// compare the stored hash); changed work under the key is still
+// IDEMPOTENCY_HASH_MISMATCH. The v2 payloads hold a U+2028, which v2
+// escapes and v3 does not: their canonical texts differ, not only the
+// prefix.
 func TestHashVersionV1Records(t *testing.T) {
 	h := newHarness(t, testenv.Options{})
 	var calls atomic.Int64
 	store := inbox.Store{Table: h.env.Table}
 
-	// What an older worker wrote: the v1 hash of the work as first sent.
-	putV1 := func(key, payload string, status inbox.Status) string {
+	// What an older worker wrote: the hash of the work as first sent.
+	put := func(v envelope.HashVersion, key, payload string, status inbox.Status) string {
 		e := priceEnvelope(key, payload)
-		v1, err := envelope.RequestHashVersion(e, envelope.HashV1)
+		stored, err := envelope.RequestHashVersion(e, v)
 		require.NoError(t, err)
-		_, ok := envelope.HashVersionOf(v1)
+		got, ok := envelope.HashVersionOf(stored)
 		require.True(t, ok)
-		rec := inbox.NewRecord(&inbox.Work{Key: key, MessageType: typePriceSet, RequestHash: v1, SchemaVersion: 1,
+		require.Equal(t, v, got)
+		rec := inbox.NewRecord(&inbox.Work{Key: key, MessageType: typePriceSet, RequestHash: stored, SchemaVersion: 1,
 			AggregateType: "sku", AggregateID: "A-1"}, time.Now().Add(-time.Minute))
 		rec.Status = status
 		if status == inbox.StatusFailedRetryable {
@@ -101,39 +106,59 @@ func TestHashVersionV1Records(t *testing.T) {
 		_, err = h.env.DynamoDB.PutItem(context.Background(), &dynamodb.PutItemInput{
 			TableName: aws.String(h.env.Table), Item: store.Encode(rec)})
 		require.NoError(t, err)
-		return v1
+		return stored
 	}
-	v1Done := putV1("v1-done", `{"sku":"A-1","cents":500}`, inbox.StatusCompleted)
-	v1Retry := putV1("v1-retry", `{"sku":"B-2","cents":700}`, inbox.StatusFailedRetryable)
-	putV1("v1-other", `{"sku":"A-1","cents":500}`, inbox.StatusCompleted)
+	v1Done := put(envelope.HashV1, "v1-done", `{"sku":"A-1","cents":500}`, inbox.StatusCompleted)
+	v1Retry := put(envelope.HashV1, "v1-retry", `{"sku":"B-2","cents":700}`, inbox.StatusFailedRetryable)
+	put(envelope.HashV1, "v1-other", `{"sku":"A-1","cents":500}`, inbox.StatusCompleted)
+	v2Done := put(envelope.HashV2, "v2-done", `{"sku":"A-1","cents":500,"note":"\u2028"}`, inbox.StatusCompleted)
+	v2Retry := put(envelope.HashV2, "v2-retry", `{"sku":"C-3","cents":900,"note":"\u2028"}`, inbox.StatusFailedRetryable)
+	put(envelope.HashV2, "v2-other", `{"sku":"A-1","cents":500,"note":"\u2028"}`, inbox.StatusCompleted)
 
 	h.start(h.testConfig(), worker.Deps{Handlers: priceHandlers(t, h.env.Table, &calls)})
 	h.send(
 		priceEnvelope("v1-done", `{"cents":500.0,"sku":"A-1"}`), // same work, new messageId, other spelling
 		priceEnvelope("v1-retry", `{"sku":"B-2","cents":700}`),  // same work, retried after an older worker failed
 		priceEnvelope("v1-other", `{"sku":"A-1","cents":501}`),  // another payload under a used key
+		priceEnvelope("v2-done", `{"note":"`+"\u2028"+`","cents":5e2,"sku":"A-1"}`),
+		priceEnvelope("v2-retry", `{"sku":"C-3","cents":900,"note":"\u2028"}`),
+		priceEnvelope("v2-other", `{"sku":"A-1","cents":500,"note":"\u2029"}`),
 	)
-	evs := h.waitEvents(3, 30*time.Second, final)
+	// The first final event of each key: a slow machine may redeliver a
+	// message before its delete lands, and that copy is a duplicate.
 	byKey := map[string]worker.Event{}
-	for _, ev := range evs {
-		byKey[ev.IdempotencyKey] = ev
+	for n := 6; len(byKey) < 6; n++ {
+		clear(byKey)
+		for _, ev := range h.waitEvents(n, 30*time.Second, final) {
+			if _, seen := byKey[ev.IdempotencyKey]; !seen {
+				byKey[ev.IdempotencyKey] = ev
+			}
+		}
 	}
-	require.Equal(t, worker.OutcomeDuplicate, byKey["v1-done"].Outcome, "%+v", byKey["v1-done"])
-	require.Equal(t, worker.OutcomeApplied, byKey["v1-retry"].Outcome, "%+v", byKey["v1-retry"])
-	require.Equal(t, worker.OutcomeTerminal, byKey["v1-other"].Outcome, "%+v", byKey["v1-other"])
-	require.Equal(t, failure.CodeHashMismatch, byKey["v1-other"].Code)
+	for _, v := range []string{"v1", "v2"} {
+		require.Equal(t, worker.OutcomeDuplicate, byKey[v+"-done"].Outcome, "%+v", byKey[v+"-done"])
+		require.Equal(t, worker.OutcomeApplied, byKey[v+"-retry"].Outcome, "%+v", byKey[v+"-retry"])
+		require.Equal(t, worker.OutcomeTerminal, byKey[v+"-other"].Outcome, "%+v", byKey[v+"-other"])
+		require.Equal(t, failure.CodeHashMismatch, byKey[v+"-other"].Code)
+	}
 
-	require.EqualValues(t, 1, calls.Load(), "only the retried work ran")
-	cents, applied := h.price("B-2")
+	require.EqualValues(t, 2, calls.Load(), "only the retried work ran")
+	for _, sku := range []string{"B-2", "C-3"} {
+		_, applied := h.price(sku)
+		require.EqualValues(t, 1, applied, sku)
+	}
+	cents, _ := h.price("B-2")
 	require.EqualValues(t, 700, cents)
-	require.EqualValues(t, 1, applied)
 	_, appliedA := h.price("A-1")
 	require.Zero(t, appliedA)
 
 	// The records keep the hash their first writer stored.
-	require.Equal(t, v1Done, h.record("v1-done", typePriceSet).RequestHash)
-	retried := h.record("v1-retry", typePriceSet)
-	require.Equal(t, inbox.StatusCompleted, retried.Status)
-	require.Equal(t, v1Retry, retried.RequestHash)
-	require.Equal(t, 1, retried.Attempts, "the older worker's failure; the commit counts none")
+	for key, stored := range map[string]string{"v1-done": v1Done, "v1-retry": v1Retry, "v2-done": v2Done, "v2-retry": v2Retry} {
+		rec := h.record(key, typePriceSet)
+		require.Equal(t, stored, rec.RequestHash, key)
+		if strings.HasSuffix(key, "-retry") {
+			require.Equal(t, inbox.StatusCompleted, rec.Status, key)
+			require.Equal(t, 1, rec.Attempts, "%s: the older worker's failure; the commit counts none", key)
+		}
+	}
 }
