@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/ddbworker/ddbworker/internal/emf"
+	"github.com/ddbworker/ddbworker/lambda/internal/emf"
 	"github.com/ddbworker/ddbworker/worker"
 )
 

@@ -12,10 +12,10 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ddbworker/ddbworker/example/invoices"
-	"github.com/ddbworker/ddbworker/internal/dev/testenv"
-	"github.com/ddbworker/ddbworker/internal/emf/emftest"
+	"github.com/ddbworker/ddbworker/internal/invoices"
+	"github.com/ddbworker/ddbworker/internal/testenv"
 	"github.com/ddbworker/ddbworker/lambda"
+	"github.com/ddbworker/ddbworker/lambda/internal/emf/emftest"
 	"github.com/ddbworker/ddbworker/worker"
 )
 

@@ -7,8 +7,8 @@
 package main
 
 import (
-	"github.com/ddbworker/ddbworker/cmd/internal/caseapp"
 	"github.com/ddbworker/ddbworker/daemon"
+	"github.com/ddbworker/ddbworker/internal/dev/caseapp"
 )
 
 // version and revision are stamped at build time (the Dockerfile does):

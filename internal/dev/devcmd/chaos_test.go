@@ -16,7 +16,7 @@ import (
 
 	"github.com/ddbworker/ddbworker/daemon"
 	"github.com/ddbworker/ddbworker/internal/dev/chaos"
-	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/internal/testenv"
 )
 
 // The chaos run, short: real worker processes (the binary built from this

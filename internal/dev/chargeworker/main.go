@@ -24,8 +24,8 @@ import (
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/daemon"
 	"github.com/ddbworker/ddbworker/effects"
-	"github.com/ddbworker/ddbworker/effects/internal/payments"
 	"github.com/ddbworker/ddbworker/internal/dev/devcmd"
+	"github.com/ddbworker/ddbworker/internal/payments"
 )
 
 // Order is the payload of both message types.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/ddbworkertest"
-	"github.com/ddbworker/ddbworker/example/invoices"
+	"github.com/ddbworker/ddbworker/internal/invoices"
 )
 
 // The handler's unit tests: no emulators, plain `go test`. What the tables

@@ -8,8 +8,8 @@
 package main
 
 import (
-	"github.com/ddbworker/ddbworker/cmd/internal/caseapp"
 	"github.com/ddbworker/ddbworker/daemon"
+	"github.com/ddbworker/ddbworker/internal/dev/caseapp"
 	"github.com/ddbworker/ddbworker/internal/dev/devcmd"
 )
 

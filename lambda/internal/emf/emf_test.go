@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ddbworker/ddbworker/internal/emf"
-	"github.com/ddbworker/ddbworker/internal/emf/emftest"
+	"github.com/ddbworker/ddbworker/lambda/internal/emf"
+	"github.com/ddbworker/ddbworker/lambda/internal/emf/emftest"
 )
 
 var t0 = time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)

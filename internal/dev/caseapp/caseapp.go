@@ -10,7 +10,7 @@ import (
 
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/daemon"
-	"github.com/ddbworker/ddbworker/example/caseflow"
+	"github.com/ddbworker/ddbworker/internal/caseflow"
 )
 
 // App is the example service, with the version and revision its binary

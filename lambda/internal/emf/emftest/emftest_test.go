@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ddbworker/ddbworker/internal/emf/emftest"
+	"github.com/ddbworker/ddbworker/lambda/internal/emf/emftest"
 )
 
 // The specification's own valid example passes; each rule broken on its

@@ -19,10 +19,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ddbworker/ddbworker/cmd/internal/caseapp"
 	"github.com/ddbworker/ddbworker/daemon"
+	"github.com/ddbworker/ddbworker/internal/dev/caseapp"
 	"github.com/ddbworker/ddbworker/internal/dev/devcmd"
-	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/internal/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
