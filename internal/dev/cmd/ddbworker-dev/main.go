@@ -16,8 +16,11 @@ import (
 // version and revision are stamped at build time, as cmd/ddbworker's.
 var version, revision string
 
-func main() {
-	app := caseapp.App(version, revision)
-	app.Extension = devcmd.Extension()
-	daemon.Main(app)
+func main() { daemon.Main(app()) }
+
+// app is the example service with the development tools.
+func app() daemon.App {
+	a := caseapp.App(version, revision)
+	a.Extension = devcmd.Extension()
+	return a
 }

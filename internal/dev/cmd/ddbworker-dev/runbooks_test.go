@@ -182,7 +182,7 @@ func TestRunbookCommands(t *testing.T) {
 	})
 	vars := map[string]string{}
 
-	lines := runbookLines(t, "../../docs/runbooks.md")
+	lines := runbookLines(t, "../../../../docs/runbooks.md")
 	require.Greater(t, len(lines), 30, "the runbooks' command lines")
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -330,7 +330,7 @@ func TestRunbookCommands(t *testing.T) {
 		}
 		return false
 	}, time.Minute, time.Second, "a FAILED_TERMINAL work item for the README's KEY")
-	readme := readmeBlock(t, "../../README.md", "### Operating it, more")
+	readme := readmeBlock(t, "../../../../README.md", "### Operating it, more")
 	require.NotEmpty(t, readme)
 	for _, l := range readme {
 		l.text = strings.ReplaceAll(l.text, "KEY", key)
@@ -358,7 +358,7 @@ func TestRunbookLineParsing(t *testing.T) {
 	require.True(t, longRunning([]string{"sweep", "--every", "1m"}))
 	require.False(t, longRunning([]string{"sweep", "--dry-run"}))
 	require.Regexp(t, regexp.MustCompile(`^inbox reopen --code CASE_NOT_FOUND`), func() string {
-		for _, l := range runbookLines(t, "../../docs/runbooks.md") {
+		for _, l := range runbookLines(t, "../../../../docs/runbooks.md") {
 			if strings.HasPrefix(l.text, "inbox reopen") {
 				return l.text
 			}

@@ -43,8 +43,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/daemon"
-	"github.com/ddbworker/ddbworker/internal/dev/devcmd"
 	"github.com/ddbworker/ddbworker/tables"
 	"github.com/ddbworker/ddbworker/worker"
 )
@@ -567,7 +567,7 @@ func TestComposeDockerfile(t *testing.T) {
 			labels := final.keyValues(t, "LABEL")
 			require.Equal(t, "ddbworker", labels["org.opencontainers.image.title"])
 			require.Equal(t, "Apache-2.0", df.args["LICENSES"], "the image says the repository's licence")
-			license, err := os.ReadFile(filepath.Join("..", "..", "LICENSE"))
+			license, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "LICENSE"))
 			require.NoError(t, err)
 			require.Contains(t, string(license), "Apache License\n                           Version 2.0, January 2004")
 			require.NotEmpty(t, labels["org.opencontainers.image.description"])
@@ -736,15 +736,16 @@ func TestComposeNamesAreCodeDefaults(t *testing.T) {
 // The command tree.
 
 // productionTree is the command line of the production binary (the
-// default image); developmentTree that of bin/ddbworker-dev (the
-// Dockerfile's dev target): the same service with the development tools.
-func productionTree() *cobra.Command { return daemon.Command(app()) }
-
-func developmentTree() *cobra.Command {
-	a := app()
-	a.Extension = devcmd.Extension()
-	return daemon.Command(a)
+// default image: cmd/ddbworker, the operator command line, whose App is
+// this one's: no handlers, no flags of its own); developmentTree that of
+// bin/ddbworker-dev (the Dockerfile's dev target): the example service
+// with the development tools.
+func productionTree() *cobra.Command {
+	return daemon.Command(daemon.App{Name: "ddbworker", Table: "ddbworker",
+		Register: func(*ddbworker.Registry, daemon.Env) error { return nil }})
 }
+
+func developmentTree() *cobra.Command { return daemon.Command(app()) }
 
 // tree is the command line of the binary service s runs.
 func (p *project) tree(s *service) func() *cobra.Command {
@@ -1116,7 +1117,7 @@ type project struct {
 
 func loadProject(t *testing.T) *project {
 	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
+	root, err := filepath.Abs(filepath.Join("..", "..", "..", ".."))
 	require.NoError(t, err)
 	_, err = os.Stat(filepath.Join(root, "go.mod"))
 	require.NoError(t, err, "repository root not found from cmd/ddbworker")

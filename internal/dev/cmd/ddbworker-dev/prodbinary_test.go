@@ -18,21 +18,25 @@ import (
 	"github.com/ddbworker/ddbworker/internal/testenv"
 )
 
-// The production binary links nothing of the development tooling — no
+// The production binaries link nothing of the development tooling — no
 // package under internal/dev/ (fault injection, the harnesses, the
-// development commands) or ddbworkertest/ (the test kits, the emulators) —
-// and of example/ only the domain it runs. The libraries a team's binary
-// links (daemon, lambda) link none of it: their dependency graphs hold
-// nothing under internal/dev/, ddbworkertest/ or example/.
+// development commands), ddbworkertest/ (the test kits, the emulators),
+// example/, or the core's test support (the example domains, the
+// emulator environment, the fault injectors) — and of the example domain
+// only caseworker, the example service, links its domain. The libraries a
+// team's binary links (daemon, lambda) link none of it.
 func TestProductionDependencies(t *testing.T) {
 	const module = "github.com/ddbworker/ddbworker/"
+	testSupport := []string{"internal/caseflow", "internal/invoices", "internal/testenv", "internal/faults", "internal/ddbproxy",
+		"internal/payments", "internal/spanrec"}
 	for _, tc := range []struct {
 		pkg     string
-		allowed []string // packages under example/ it may link
+		allowed []string // test support and internal/dev packages it may link
 	}{
-		{".", []string{module + "example/caseflow"}},
-		{"../../daemon", nil},
-		{"../../lambda", nil},
+		{"../../../../cmd/ddbworker", nil},
+		{"../caseworker", []string{module + "internal/caseflow", module + "internal/dev/caseapp", module + "internal/dev/cmd/caseworker"}},
+		{"../../../../daemon", nil},
+		{"../../../../lambda", nil},
 	} {
 		t.Run(tc.pkg, func(t *testing.T) {
 			out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", tc.pkg).Output()
@@ -44,10 +48,15 @@ func TestProductionDependencies(t *testing.T) {
 				if !ours {
 					continue
 				}
-				require.Falsef(t, strings.HasPrefix(rel, "internal/dev/"), "%s links %s: development tooling", tc.pkg, dep)
+				if strings.HasPrefix(rel, "internal/dev/") {
+					require.Containsf(t, tc.allowed, dep, "%s links %s: development tooling", tc.pkg, dep)
+				}
 				require.Falsef(t, rel == "ddbworkertest" || strings.HasPrefix(rel, "ddbworkertest/"), "%s links %s: a test kit", tc.pkg, dep)
-				if strings.HasPrefix(rel, "example/") {
-					require.Containsf(t, tc.allowed, dep, "%s links %s", tc.pkg, dep)
+				require.Falsef(t, strings.HasPrefix(rel, "example/"), "%s links %s: an example", tc.pkg, dep)
+				for _, ts := range testSupport {
+					if rel == ts || strings.HasPrefix(rel, ts+"/") {
+						require.Containsf(t, tc.allowed, dep, "%s links %s: test support", tc.pkg, dep)
+					}
 				}
 			}
 		})
@@ -58,8 +67,9 @@ func TestProductionDependencies(t *testing.T) {
 // every DynamoDB call throttled, and a SIGKILL right after the gate.
 var faultEnv = []string{"DDBWORKER_FAULT_THROTTLE=1", "DDBWORKER_FAILPOINT_KILL=after-gate=1", "DDBWORKER_FAULT_SEED=3"}
 
-// The production binary (go build ./cmd/ddbworker, as the Dockerfile
-// builds it) has no fault injection: run refuses the fault flags as unknown,
+// A production binary (the example service as a team ships it,
+// internal/dev/cmd/caseworker; and for the flags cmd/ddbworker, as the
+// Dockerfile builds it) has no fault injection: run refuses the fault flags as unknown,
 // the DDBWORKER_FAULT_* and DDBWORKER_FAILPOINT_KILL variables do nothing
 // (with them set it applies example traffic exactly once, never logs an
 // injected fault or a failpoint kill, and exits 0 on SIGTERM), and its help
@@ -72,11 +82,14 @@ func TestProductionBinaryHasNoFaults(t *testing.T) {
 	dev := buildDevBinary(t)
 
 	t.Run("flags", func(t *testing.T) {
+		operator := buildOperatorBinary(t) // cmd/ddbworker, the default image's
 		for _, args := range [][]string{{"run", "--fault-throttle", "1"}, {"run", "--failpoint-kill", "after-gate=1"}} {
-			out, err := exec.Command(bin, args...).CombinedOutput()
-			var exit *exec.ExitError
-			require.ErrorAs(t, err, &exit, "%v: %s", args, out)
-			require.Contains(t, string(out), "unknown flag: "+args[1])
+			for _, prod := range []string{bin, operator} {
+				out, err := exec.Command(prod, args...).CombinedOutput()
+				var exit *exec.ExitError
+				require.ErrorAs(t, err, &exit, "%v: %s", args, out)
+				require.Contains(t, string(out), "unknown flag: "+args[1])
+			}
 
 			devOut, err := exec.Command(dev, append(args, "--help")...).CombinedOutput()
 			require.NoError(t, err, "the development binary accepts %v: %s", args, devOut)
