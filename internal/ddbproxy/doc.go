@@ -28,13 +28,13 @@
 // handle them exactly as they would handle AWS's: a throttled PutItem fails
 // with *types.ProvisionedThroughputExceededException after the standard
 // retryer has retried it, a 500 ends as a *smithyhttp.ResponseError with that
-// status. That is the difference from internal/dev/faults, which injects errors
+// status. That is the difference from internal/faults, which injects errors
 // as SDK middleware inside one client: the proxy acts on the wire, so it
 // exercises the SDK's real deserialization, retry and timeout paths, and it
 // can stand in front of a process whose client a test cannot reach.
 //
 // The package does not imitate DynamoDB: it holds no items, evaluates no
 // conditions and never invents a success. It does not lose a response after
-// the upstream applied a request (internal/dev/faults' AfterApply does that), and
+// the upstream applied a request (internal/faults' AfterApply does that), and
 // it only listens on loopback addresses.
 package ddbproxy

@@ -523,7 +523,7 @@ func TestComposeDockerfile(t *testing.T) {
 		}},
 		{"the production image has no development build", func(t *testing.T) {
 			// The image is the final stage and every stage it comes from; a
-			// `--target dev` stage may build cmd/ddbworker-dev, the default
+			// `--target dev` stage may build internal/dev/cmd/ddbworker-dev, the default
 			// may not.
 			for _, st := range df.ancestry(final) {
 				for _, in := range st.instr {
@@ -1649,10 +1649,10 @@ func envName(flag string) string {
 	return "DDBWORKER_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 }
 
-// A service that runs a development tool (send, demo, bench, chaos) builds
-// the Dockerfile's dev target under an image name of its own: the
-// production image has no such commands, and must not be overwritten by one
-// that has.
+// A service that runs a development tool (send, demo, bench, chaos) or the
+// example service (run: the production image, cmd/ddbworker, registers no
+// handlers) builds the Dockerfile's dev target: the production image has no
+// such commands, and must not be overwritten by one that has.
 func TestComposeDevToolsUseTheDevTarget(t *testing.T) {
 	p := loadProject(t)
 	images := map[string]string{} // image → target
@@ -1663,6 +1663,10 @@ func TestComposeDevToolsUseTheDevTarget(t *testing.T) {
 		args := p.args(t, s)
 		if len(args) > 0 && slices.Contains([]string{"send", "demo", "bench", "chaos"}, args[0]) {
 			require.Equalf(t, "dev", s.build.target, "service %s runs %q: it needs build.target dev", s.name, args[0])
+		} else if len(args) > 0 && args[0] == "run" {
+			// The production image (cmd/ddbworker) registers no handlers:
+			// a worker runs the example service, the dev image's.
+			require.Equalf(t, "dev", s.build.target, "service %s runs the example service: it needs build.target dev", s.name)
 		} else {
 			require.Emptyf(t, s.build.target, "service %s runs the production image", s.name)
 		}

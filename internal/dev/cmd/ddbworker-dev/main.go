@@ -1,5 +1,5 @@
 // Command ddbworker-dev is the development build of ddbworker: everything
-// cmd/ddbworker has (the same service, cmd/internal/caseapp), plus the
+// cmd/ddbworker has (the same service, internal/dev/caseapp), plus the
 // development tools of internal/dev/devcmd — demo, bench, chaos, send,
 // emulators, faultproxy — and the hidden fault-injection flags of run and
 // relay that the chaos harness and the kill -9 tests drive. It is never
