@@ -8,7 +8,7 @@
 // each image holds (the production one, or the development one of the
 // Dockerfile's dev target), tables.Definition and worker.CreateQueues.
 //
-//	go test ./cmd/ddbworker -run Compose
+//	go test ./internal/dev/cmd/ddbworker-dev -run Compose
 package main
 
 import (
