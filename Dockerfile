@@ -1,9 +1,10 @@
 # syntax=docker/dockerfile:1
 #
-# ddbworker's own image: the production binary (cmd/ddbworker: run, tables,
-# queues, inbox, dlq, sweep, relay, effects; no demo, bench, chaos, send,
-# emulators or fault injection, which only cmd/ddbworker-dev has) on
-# distroless static, running as non-root.
+# ddbworker's own image: the production binary (cmd/ddbworker, the operator
+# command line: tables, queues, inbox, dlq, sweep, relay, effects; it
+# registers no handlers, so its run refuses; no demo, bench, chaos, send,
+# emulators or fault injection, which only internal/dev/cmd/ddbworker-dev
+# has) on distroless static, running as non-root.
 #
 #   docker build -t ddbworker \
 #     --build-arg VERSION=v1.4.0 --build-arg REVISION="$(git rev-parse HEAD)" .
@@ -14,12 +15,12 @@
 # in the build context, so go build cannot stamp a version or revision).
 #
 # `docker build --target dev` builds the development image instead
-# (cmd/ddbworker-dev: the same service with the development tools, `send`
-# included); it is never the default target.
+# (internal/dev/cmd/ddbworker-dev: the example service with the development
+# tools, `send` included); it is never the default target.
 #
-# docker-compose.yml runs it against LocalStack; cmd/ddbworker/compose_test.go
-# checks this file (stages, build flags, user, environment, labels) without a
-# Docker engine.
+# docker-compose.yml runs the dev image against LocalStack;
+# internal/dev/cmd/ddbworker-dev/compose_test.go checks this file (stages,
+# build flags, user, environment, labels) without a Docker engine.
 
 # Build arguments: set them with --build-arg; every stage that reads one
 # declares it again (ARG without a value takes these defaults).
@@ -37,13 +38,24 @@ WORKDIR /src
 
 # Modules first, in their own layer: it is rebuilt only when go.mod or go.sum
 # change, not on every source edit.
-COPY go.mod go.sum ./
+# The repository is a workspace of modules (go.work): every module's go.mod
+# and go.sum, for go.work names them all.
+COPY go.work go.mod go.sum ./
+COPY cmd/ddbworker/go.mod cmd/ddbworker/go.sum ./cmd/ddbworker/
+COPY daemon/go.mod daemon/go.sum ./daemon/
+COPY ddbworkertest/emulators/go.mod ddbworkertest/emulators/go.sum ./ddbworkertest/emulators/
+COPY deploy/go.mod deploy/go.sum ./deploy/
+COPY example/go.mod example/go.sum ./example/
+COPY internal/daemonext/go.mod internal/daemonext/go.sum ./internal/daemonext/
+COPY internal/dev/go.mod internal/dev/go.sum ./internal/dev/
+COPY internal/telemetry/go.mod internal/telemetry/go.sum ./internal/telemetry/
+COPY lambda/go.mod lambda/go.sum ./lambda/
 RUN go mod download && go mod verify
 
 COPY . .
 # Static binary (no cgo, so it runs on distroless/static), reproducible paths,
 # no symbol table or DWARF, the version in main.version. cmd/ddbworker does
-# not link the development tools (cmd/ddbworker-dev does). The build cache
+# not link the development tools (internal/dev/cmd/ddbworker-dev does). The build cache
 # mount only speeds up rebuilds.
 ARG VERSION
 ARG REVISION
@@ -56,7 +68,7 @@ FROM build AS dev-build
 ARG VERSION
 ARG REVISION
 RUN --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w -X main.version=${VERSION} -X main.revision=${REVISION}" -o /out/ddbworker-dev ./cmd/ddbworker-dev
+    CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w -X main.version=${VERSION} -X main.revision=${REVISION}" -o /out/ddbworker-dev ./internal/dev/cmd/ddbworker-dev
 
 FROM gcr.io/distroless/static-debian12:nonroot AS dev
 COPY --from=dev-build /out/ddbworker-dev /ddbworker

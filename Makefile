@@ -12,6 +12,14 @@ BIN         := bin/ddbworker
 DEVBIN      := bin/ddbworker-dev
 GOTEST      := $(GO) test -race -count=1 -timeout 60m
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# The repository is a workspace (go.work) of modules: the core at the root,
+# and daemon, lambda, cmd/ddbworker, the emulator kit, example, deploy,
+# internal/telemetry, internal/daemonext and the development module
+# (internal/dev) each in its own. `./...` names the root module's packages
+# only, so the targets name every module's: ALL is each module's
+# directory/..., which the go command resolves in the workspace.
+MODULES     := $(patsubst $(CURDIR)%,.%,$(shell $(GO) list -m -f '{{.Dir}}'))
+ALL         := $(addsuffix /...,$(MODULES))
 
 .DEFAULT_GOAL := help
 .PHONY: help demo test test/race test/short bench chaos explore lint fuzz deps emulators java build build/dev clean
@@ -23,12 +31,12 @@ demo: emulators build/dev ## Run the example end to end on local emulators and c
 	$(DEVBIN) demo
 
 test: deps build ## Run the whole suite with -race against emulators it starts and stops
-	DDBWORKER_REQUIRE_EMULATORS=1 $(DEVBIN) emulators exec -- $(GOTEST) ./...
+	DDBWORKER_REQUIRE_EMULATORS=1 $(DEVBIN) emulators exec -- $(GOTEST) $(ALL)
 
 test/race: test ## Same as test (the suite always runs with -race)
 
 test/short: deps build ## Unit tests and the fast protocol tests only
-	DDBWORKER_REQUIRE_EMULATORS=1 $(DEVBIN) emulators exec -- $(GOTEST) -short ./...
+	DDBWORKER_REQUIRE_EMULATORS=1 $(DEVBIN) emulators exec -- $(GOTEST) -short $(ALL)
 
 bench: emulators build/dev ## Benchmark: naive vs default vs fused vs single-write against their ceilings, then Go micro-benchmarks
 	$(DEVBIN) bench $(BENCH_ARGS)
@@ -51,11 +59,11 @@ fuzz: ## Fuzz the envelope decoder and the adapted-body reader for 60s each
 	$(GO) test ./envelope -run '^$$' -fuzz FuzzDecode -fuzztime 60s
 	$(GO) test ./envelope -run '^$$' -fuzz FuzzRead -fuzztime 60s
 
-lint: go-min ## go vet, gofmt, go mod tidy -diff, staticcheck when it installs, and go vet and go build with the oldest Go the go.mod names
-	$(GO) vet ./...
-	$(GO) mod tidy -diff
+lint: go-min ## go vet, gofmt, go mod tidy -diff (each module on its own), staticcheck when it installs, and go vet and go build with the oldest Go the go.mod names
+	$(GO) vet $(ALL)
+	@for m in $(MODULES); do echo "go mod tidy -diff ($$m)"; (cd $$m && GOWORK=off $(GO) mod tidy -diff) || exit 1; done
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
-	@if $(GO) run $(STATICCHECK) -version >/dev/null 2>&1; then $(GO) run $(STATICCHECK) ./...; else echo "staticcheck did not install; skipped"; fi
+	@if $(GO) run $(STATICCHECK) -version >/dev/null 2>&1; then $(GO) run $(STATICCHECK) $(ALL); else echo "staticcheck did not install; skipped"; fi
 
 # The module's go line is the oldest Go release it builds with (a consumer's
 # go.mod is raised to it), checked with exactly that toolchain, which the go
@@ -69,8 +77,8 @@ GO_MIN := $(shell awk '/^go /{print $$2}' go.mod)
 .PHONY: go-min
 go-min: ## go vet (tests included) and go build every package with the oldest Go release the module's go line names
 	@if GOTOOLCHAIN=go$(GO_MIN) $(GO) version >/dev/null 2>&1; then \
-		echo "GOTOOLCHAIN=go$(GO_MIN) go vet ./..." && GOTOOLCHAIN=go$(GO_MIN) $(GO) vet ./... && \
-		echo "GOTOOLCHAIN=go$(GO_MIN) go build ./..." && GOTOOLCHAIN=go$(GO_MIN) $(GO) build ./...; \
+		echo "GOTOOLCHAIN=go$(GO_MIN) go vet (every module)" && GOTOOLCHAIN=go$(GO_MIN) $(GO) vet $(ALL) && \
+		echo "GOTOOLCHAIN=go$(GO_MIN) go build (every module)" && GOTOOLCHAIN=go$(GO_MIN) $(GO) build $(ALL); \
 	else echo "go-min: the go$(GO_MIN) toolchain could not be fetched; skipped"; fi
 
 # The emulators' runtimes, found the way emulators.Start finds them: prints
@@ -154,11 +162,11 @@ java: ## Install a Java 17+ runtime for DynamoDB Local when none is found (apt o
 	fi
 	@$(EMU_CHECK) java
 
-build: build/dev ## Build bin/ddbworker (production, cmd/ddbworker) and bin/ddbworker-dev (cmd/ddbworker-dev: the same plus the development tools and fault injection)
+build: build/dev ## Build bin/ddbworker (production, cmd/ddbworker: the operator command line) and bin/ddbworker-dev (internal/dev/cmd/ddbworker-dev: the example service, the development tools and fault injection)
 	$(GO) build -o $(BIN) ./cmd/ddbworker
 
 build/dev: ## Build bin/ddbworker-dev only: what demo, bench and chaos run
-	$(GO) build -o $(DEVBIN) ./cmd/ddbworker-dev
+	$(GO) build -o $(DEVBIN) ./internal/dev/cmd/ddbworker-dev
 
 clean: ## Remove build output and the producer examples' packages (the emulators stay in the user cache, shared by every checkout)
 	rm -rf bin $(PRODUCERS_TS)/node_modules

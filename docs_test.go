@@ -121,9 +121,9 @@ func TestDocLinks(t *testing.T) {
 // the lines of the file its "From [`…`](…)" sentence names, in order, with
 // lines left out where the README shortens (blank lines and runs of spaces
 // do not count). The three files compile and their tests run: the handler
-// is example/invoices/invoices.go, the main
+// is internal/invoices/invoices.go, the main
 // example/invoices/cmd/invoice-worker/main.go, the unit test
-// TestOpenOrderIsInvoiced in example/invoices/invoices_test.go.
+// TestOpenOrderIsInvoiced in internal/invoices/invoices_test.go.
 func TestReadmeSnippets(t *testing.T) {
 	b, err := os.ReadFile("README.md")
 	require.NoError(t, err)

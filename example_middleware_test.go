@@ -13,7 +13,7 @@ import (
 
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/ddbworkertest"
-	"github.com/ddbworker/ddbworker/example/invoices"
+	"github.com/ddbworker/ddbworker/internal/invoices"
 )
 
 // tenantOf is where a team keeps its tenant: here, the order id's prefix.

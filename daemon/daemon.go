@@ -55,7 +55,7 @@ type App struct {
 	// at start instead of using some table of the default name.
 	Table string
 	// Extension is for this module's own binaries: the development binary
-	// (cmd/ddbworker-dev) adds its commands and the fault-injection flags
+	// (internal/dev/cmd/ddbworker-dev) adds its commands and the fault-injection flags
 	// of run and relay through it. Code outside this module cannot build
 	// one (its type is internal, its fields unexported), and the zero
 	// Extension adds nothing.

@@ -15,7 +15,7 @@ import (
 
 	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/inbox"
-	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/internal/testenv"
 	"github.com/ddbworker/ddbworker/worker"
 )
 

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker/dlq"
-	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/internal/testenv"
 	"github.com/ddbworker/ddbworker/worker"
 )
 

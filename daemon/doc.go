@@ -14,7 +14,7 @@
 //
 // The development tools (demo, bench, chaos, send, emulators, faultproxy,
 // and the fault-injection flags of run and relay) are not here: they are
-// internal/dev/devcmd's, added by cmd/ddbworker-dev through
+// internal/dev/devcmd's, added by internal/dev/cmd/ddbworker-dev through
 // App.Extension, which no code outside this module can set. This package
 // imports nothing under internal/dev/ or example/.
 package daemon

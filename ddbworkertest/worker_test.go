@@ -17,9 +17,9 @@ import (
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/ddbworkertest"
 	"github.com/ddbworker/ddbworker/envelope"
-	"github.com/ddbworker/ddbworker/example/caseflow"
-	"github.com/ddbworker/ddbworker/example/invoices"
 	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/internal/caseflow"
+	"github.com/ddbworker/ddbworker/internal/invoices"
 	"github.com/ddbworker/ddbworker/mutation"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker/dlq"
-	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/internal/testenv"
 )
 
 // sendCalls records the entries of every SendMessageBatch call a client

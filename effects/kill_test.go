@@ -23,15 +23,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker/effects"
-	"github.com/ddbworker/ddbworker/effects/internal/payments"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/inbox"
-	"github.com/ddbworker/ddbworker/internal/dev/testenv"
 	"github.com/ddbworker/ddbworker/internal/hooks"
+	"github.com/ddbworker/ddbworker/internal/payments"
+	"github.com/ddbworker/ddbworker/internal/testenv"
 	"github.com/ddbworker/ddbworker/worker"
 )
 
-// The kill -9 tests: a real worker process (effects/internal/chargeworker,
+// The kill -9 tests: a real worker process (internal/dev/chargeworker,
 // a daemon.Main service whose handler charges through the effect log) is
 // SIGKILLed by its own failpoint at each line that matters, then restarted;
 // the provider double counts every call per key.
@@ -53,7 +53,7 @@ func chargeworker(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "chargeworker")
-		cmd := exec.Command("go", "build", "-o", binPath, "./internal/chargeworker")
+		cmd := exec.Command("go", "build", "-o", binPath, "../internal/dev/chargeworker")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)

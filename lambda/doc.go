@@ -168,7 +168,7 @@
 // metrics in DDBWORKER_METRICS_NAMESPACE —
 // no API call, no permission beyond writing logs. The names and label
 // values are the Prometheus ones (one source of truth, package
-// internal/emf): ddbworker_messages_total by message_type and outcome,
+// lambda/internal/emf): ddbworker_messages_total by message_type and outcome,
 // ddbworker_processing_seconds by message_type, ddbworker_transaction_seconds,
 // ddbworker_hash_mismatches_total, ddbworker_database_healthy and
 // ddbworker_database_capacity, each with the dimensions function_name

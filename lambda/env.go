@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ddbworker/ddbworker/inbox"
-	"github.com/ddbworker/ddbworker/internal/emf"
+	"github.com/ddbworker/ddbworker/lambda/internal/emf"
 	"github.com/ddbworker/ddbworker/s3payload"
 	"github.com/ddbworker/ddbworker/tables"
 	"github.com/ddbworker/ddbworker/worker"

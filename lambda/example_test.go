@@ -8,7 +8,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	awslambda "github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/ddbworker/ddbworker/example/invoices"
+	"github.com/ddbworker/ddbworker/internal/invoices"
 	"github.com/ddbworker/ddbworker/lambda"
 )
 

@@ -1,6 +1,6 @@
 package lambda
 
-import "github.com/ddbworker/ddbworker/internal/emf"
+import "github.com/ddbworker/ddbworker/lambda/internal/emf"
 
 // ReportedMetricsForTest are the metrics the function writes as EMF.
 func ReportedMetricsForTest() []emf.Metric { return reportedMetrics() }

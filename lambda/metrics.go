@@ -12,8 +12,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/ddbworker/ddbworker/internal/emf"
 	"github.com/ddbworker/ddbworker/internal/prommetrics"
+	"github.com/ddbworker/ddbworker/lambda/internal/emf"
 	"github.com/ddbworker/ddbworker/metrics"
 )
 

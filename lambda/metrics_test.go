@@ -16,12 +16,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker"
-	"github.com/ddbworker/ddbworker/example/invoices"
 	"github.com/ddbworker/ddbworker/inbox"
-	"github.com/ddbworker/ddbworker/internal/dev/testenv"
-	"github.com/ddbworker/ddbworker/internal/emf/emftest"
+	"github.com/ddbworker/ddbworker/internal/invoices"
 	"github.com/ddbworker/ddbworker/internal/prommetrics"
+	"github.com/ddbworker/ddbworker/internal/testenv"
 	"github.com/ddbworker/ddbworker/lambda"
+	"github.com/ddbworker/ddbworker/lambda/internal/emf/emftest"
 	"github.com/ddbworker/ddbworker/worker"
 )
 

@@ -18,7 +18,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/ddbworker/ddbworker/example/invoices"
+	"github.com/ddbworker/ddbworker/internal/invoices"
 	"github.com/ddbworker/ddbworker/producer"
 	"github.com/ddbworker/ddbworker/tracing"
 	"github.com/ddbworker/ddbworker/worker"

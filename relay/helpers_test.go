@@ -20,8 +20,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker/envelope"
-	"github.com/ddbworker/ddbworker/internal/dev/testenv"
 	"github.com/ddbworker/ddbworker/internal/metricstest"
+	"github.com/ddbworker/ddbworker/internal/testenv"
 	"github.com/ddbworker/ddbworker/outbox"
 	"github.com/ddbworker/ddbworker/relay"
 	"github.com/ddbworker/ddbworker/tables"

@@ -21,8 +21,8 @@ import (
 
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/inbox"
-	"github.com/ddbworker/ddbworker/internal/dev/testenv"
 	"github.com/ddbworker/ddbworker/internal/hooks"
+	"github.com/ddbworker/ddbworker/internal/testenv"
 	"github.com/ddbworker/ddbworker/worker"
 )
 
@@ -41,7 +41,7 @@ func TestKillRelayAtEveryStep(t *testing.T) {
 		t.Skip("builds the dev binary and runs relay processes")
 	}
 	bin := filepath.Join(t.TempDir(), "ddbworker-dev")
-	out, err := exec.Command("go", "build", "-o", bin, "../cmd/ddbworker-dev").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin, "../internal/dev/cmd/ddbworker-dev").CombinedOutput()
 	require.NoError(t, err, string(out))
 	for _, fifo := range []bool{true, false} {
 		t.Run(map[bool]string{true: "fifo", false: "standard"}[fifo], func(t *testing.T) { killRelay(t, bin, fifo) })

@@ -18,7 +18,7 @@ import (
 	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
-	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/internal/testenv"
 	"github.com/ddbworker/ddbworker/outbox"
 	"github.com/ddbworker/ddbworker/relay"
 	"github.com/ddbworker/ddbworker/worker"

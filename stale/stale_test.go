@@ -13,8 +13,8 @@ import (
 
 	"github.com/ddbworker/ddbworker/gate"
 	"github.com/ddbworker/ddbworker/inbox"
-	"github.com/ddbworker/ddbworker/internal/dev/faults"
-	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/internal/faults"
+	"github.com/ddbworker/ddbworker/internal/testenv"
 	"github.com/ddbworker/ddbworker/mutation"
 	"github.com/ddbworker/ddbworker/stale"
 	"github.com/ddbworker/ddbworker/tables"

@@ -15,7 +15,7 @@ import (
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/gate"
 	"github.com/ddbworker/ddbworker/inbox"
-	"github.com/ddbworker/ddbworker/internal/dev/faults"
+	"github.com/ddbworker/ddbworker/internal/faults"
 	"github.com/ddbworker/ddbworker/internal/metricstest"
 	"github.com/ddbworker/ddbworker/metrics"
 	"github.com/ddbworker/ddbworker/mutation"

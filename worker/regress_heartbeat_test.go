@@ -18,9 +18,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker"
-	"github.com/ddbworker/ddbworker/example/caseflow"
-	"github.com/ddbworker/ddbworker/internal/dev/faults"
-	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/internal/caseflow"
+	"github.com/ddbworker/ddbworker/internal/faults"
+	"github.com/ddbworker/ddbworker/internal/testenv"
 	"github.com/ddbworker/ddbworker/tables"
 	"github.com/ddbworker/ddbworker/worker"
 )

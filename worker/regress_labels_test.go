@@ -12,10 +12,10 @@ import (
 
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/envelope"
-	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/failure"
-	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/internal/caseflow"
 	"github.com/ddbworker/ddbworker/internal/metricstest"
+	"github.com/ddbworker/ddbworker/internal/testenv"
 	"github.com/ddbworker/ddbworker/worker"
 )
 

@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
@@ -37,14 +36,6 @@ func BenchmarkDeliveryTracing(b *testing.B) {
 	}{
 		{"off", func() (trace.TracerProvider, func()) { return nil, func() {} }},
 		{"noop-provider", func() (trace.TracerProvider, func()) { return noop.NewTracerProvider(), func() {} }},
-		{"sdk-sampled-0pct", func() (trace.TracerProvider, func()) {
-			tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample()), sdktrace.WithBatcher(discard{}))
-			return tp, func() { _ = tp.Shutdown(context.Background()) }
-		}},
-		{"sdk-sampled-100pct", func() (trace.TracerProvider, func()) {
-			tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithBatcher(discard{}))
-			return tp, func() { _ = tp.Shutdown(context.Background()) }
-		}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			tp, stop := bc.tp()
@@ -64,9 +55,6 @@ func BenchmarkDeliveryTracing(b *testing.B) {
 				if s := w.handle(ctx, newDelivery(m, time.Now()), h); s != settledFinal {
 					b.Fatalf("settled %d, want final", s)
 				}
-			}
-			if tp, ok := tp.(*sdktrace.TracerProvider); ok {
-				_ = tp.ForceFlush(context.Background()) // the export's CPU is tracing's too
 			}
 			// The process's CPU (user + system: the GC and the SDK's export
 			// goroutine included) per delivery, which a loaded machine
@@ -149,10 +137,3 @@ type fakeSQS struct{ SQSAPI }
 func (fakeSQS) ChangeMessageVisibility(context.Context, *sqs.ChangeMessageVisibilityInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
 	return &sqs.ChangeMessageVisibilityOutput{}, nil
 }
-
-// discard is an exporter that drops every span: the SDK's cost without
-// the network's.
-type discard struct{}
-
-func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
-func (discard) Shutdown(context.Context) error                             { return nil }

@@ -17,18 +17,17 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/envelope"
-	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
-	"github.com/ddbworker/ddbworker/internal/dev/faults"
-	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/internal/caseflow"
+	"github.com/ddbworker/ddbworker/internal/faults"
+	"github.com/ddbworker/ddbworker/internal/spanrec"
+	"github.com/ddbworker/ddbworker/internal/testenv"
 	"github.com/ddbworker/ddbworker/outbox"
 	"github.com/ddbworker/ddbworker/producer"
 	"github.com/ddbworker/ddbworker/relay"
@@ -37,37 +36,34 @@ import (
 	"github.com/ddbworker/ddbworker/worker"
 )
 
-// spans records every ended span in memory (tracetest) and wakes wait.
+// spans records every ended span in memory (spanrec: the trace API's
+// recorder, not the SDK's, which the core module does not require) and
+// wakes wait.
 type spans struct {
 	t   *testing.T
-	rec *tracetest.SpanRecorder
-	tp  *sdktrace.TracerProvider
+	rec *spanrec.Provider
+	tp  *spanrec.Provider
 	sig chan struct{}
 }
 
 func newSpans(t *testing.T) *spans {
-	s := &spans{t: t, rec: tracetest.NewSpanRecorder(), sig: make(chan struct{}, 1)}
-	s.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(s.rec), sdktrace.WithSpanProcessor(s))
-	t.Cleanup(func() { _ = s.tp.Shutdown(context.Background()) })
+	s := &spans{t: t, sig: make(chan struct{}, 1)}
+	s.rec = spanrec.New(func(*spanrec.Span) {
+		select {
+		case s.sig <- struct{}{}:
+		default:
+		}
+	})
+	s.tp = s.rec
 	return s
 }
 
-func (s *spans) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
-func (s *spans) OnEnd(sdktrace.ReadOnlySpan) {
-	select {
-	case s.sig <- struct{}{}:
-	default:
-	}
-}
-func (s *spans) Shutdown(context.Context) error   { return nil }
-func (s *spans) ForceFlush(context.Context) error { return nil }
-
 // wait blocks until n ended spans match, and returns them.
-func (s *spans) wait(n int, match func(sdktrace.ReadOnlySpan) bool) []sdktrace.ReadOnlySpan {
+func (s *spans) wait(n int, match func(*spanrec.Span) bool) []*spanrec.Span {
 	s.t.Helper()
 	deadline := time.After(30 * time.Second)
 	for {
-		var got []sdktrace.ReadOnlySpan
+		var got []*spanrec.Span
 		for _, sp := range s.rec.Ended() {
 			if match(sp) {
 				got = append(got, sp)
@@ -85,8 +81,8 @@ func (s *spans) wait(n int, match func(sdktrace.ReadOnlySpan) bool) []sdktrace.R
 }
 
 // children are the ended spans whose parent is sp.
-func (s *spans) children(sp sdktrace.ReadOnlySpan) map[string]sdktrace.ReadOnlySpan {
-	out := map[string]sdktrace.ReadOnlySpan{}
+func (s *spans) children(sp *spanrec.Span) map[string]*spanrec.Span {
+	out := map[string]*spanrec.Span{}
 	for _, c := range s.rec.Ended() {
 		if c.Parent().SpanID() == sp.SpanContext().SpanID() && c.Parent().TraceID() == sp.SpanContext().TraceID() {
 			out[c.Name()] = c
@@ -95,7 +91,7 @@ func (s *spans) children(sp sdktrace.ReadOnlySpan) map[string]sdktrace.ReadOnlyS
 	return out
 }
 
-func attrs(sp sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
+func attrs(sp *spanrec.Span) map[attribute.Key]attribute.Value {
 	out := map[attribute.Key]attribute.Value{}
 	for _, kv := range sp.Attributes() {
 		out[kv.Key] = kv.Value
@@ -103,15 +99,15 @@ func attrs(sp sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
 	return out
 }
 
-func consumerOf(queue string) func(sdktrace.ReadOnlySpan) bool {
-	return func(sp sdktrace.ReadOnlySpan) bool {
+func consumerOf(queue string) func(*spanrec.Span) bool {
+	return func(sp *spanrec.Span) bool {
 		return sp.Name() == tracing.SpanProcess(worker.QueueName(queue)) && sp.SpanKind() == trace.SpanKindConsumer
 	}
 }
 
 // requireConsumer checks a consumer span's conventional attributes and its
 // one link, to the producer's span context.
-func requireConsumer(t *testing.T, sp sdktrace.ReadOnlySpan, queueURL string, producer trace.SpanContext) {
+func requireConsumer(t *testing.T, sp *spanrec.Span, queueURL string, producer trace.SpanContext) {
 	t.Helper()
 	a := attrs(sp)
 	require.Equal(t, "aws_sqs", a["messaging.system"].AsString())
@@ -314,7 +310,7 @@ func TestTraceEndToEnd(t *testing.T) {
 	for _, err := range r.Publish(context.Background(), []outbox.Record{record}) {
 		require.NoError(t, err)
 	}
-	send := sp.wait(1, func(s sdktrace.ReadOnlySpan) bool { return s.Name() == tracing.SpanSend(queue) })[0]
+	send := sp.wait(1, func(s *spanrec.Span) bool { return s.Name() == tracing.SpanSend(queue) })[0]
 	sa := attrs(send)
 	require.Equal(t, "aws_sqs", sa["messaging.system"].AsString())
 	require.Equal(t, queue, sa["messaging.destination.name"].AsString())
@@ -369,7 +365,7 @@ func TestTraceEndToEnd(t *testing.T) {
 	// 6. The worker consumes the redriven copy: linked back to the
 	// original producer. (Its work is FAILED_TERMINAL: the gate ends it
 	// terminal again, and the terminal policy copies it to the DLQ again.)
-	var second sdktrace.ReadOnlySpan
+	var second *spanrec.Span
 	for _, c := range sp.wait(2, consumerOf(h.env.Queues.URL)) {
 		if attrs(c)["messaging.message.id"].AsString() == redrivenID {
 			second = c
@@ -574,7 +570,7 @@ func TestTraceDeferralResend(t *testing.T) {
 	original := res[0].SQSMessageID
 
 	got := sp.wait(2, consumerOf(h.env.Queues.URL))
-	byOutcome := map[string]sdktrace.ReadOnlySpan{}
+	byOutcome := map[string]*spanrec.Span{}
 	for _, c := range got {
 		requireConsumer(t, c, h.env.Queues.URL, span.SpanContext())
 		byOutcome[attrs(c)["ddbworker.outcome"].AsString()] = c

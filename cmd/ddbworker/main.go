@@ -1,13 +1,18 @@
-// Command ddbworker is ddbworker's own service: the daemon and operator
-// command line (package daemon) running the example case domain
-// (example/caseflow, through cmd/internal/caseapp). A team's service is the
-// same few lines with its own handlers; see example/invoices.
+// Command ddbworker is ddbworker's operator command line and daemons
+// (package daemon): tables, queues, inbox, dlq, sweep, relay, effects.
+// It registers no handlers — a service's worker is its own main calling
+// daemon.Main with its handlers (see example/invoices/cmd/invoice-worker) —
+// so its `run` refuses to start instead of consuming a queue it cannot
+// handle.
 //
-// It has none of the development tools: those are cmd/ddbworker-dev's.
+// It has none of the development tools or the example domain: those are
+// internal/dev/cmd/ddbworker-dev's.
 package main
 
 import (
-	"github.com/ddbworker/ddbworker/cmd/internal/caseapp"
+	"errors"
+
+	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/daemon"
 )
 
@@ -18,5 +23,16 @@ var version, revision string
 
 func main() { daemon.Main(app()) }
 
-// app is the example service.
-func app() daemon.App { return caseapp.App(version, revision) }
+// errNoHandlers is run's error in this binary.
+var errNoHandlers = errors.New("this binary registers no handlers (it is the operator command line): a service runs its own main with daemon.Main and its handlers, see example/invoices/cmd/invoice-worker")
+
+// app is the operator command line.
+func app() daemon.App {
+	return daemon.App{
+		Name:     "ddbworker",
+		Table:    "ddbworker",
+		Version:  version,
+		Revision: revision,
+		Register: func(*ddbworker.Registry, daemon.Env) error { return errNoHandlers },
+	}
+}

@@ -6,8 +6,8 @@
 //
 //	func TestInvoices(t *testing.T) {
 //		env := emulators.ForTest(t) // skips with one line when Java or Node.js is missing
-//		table := env.NewTable(t, tables.Config{})
-//		queues := env.NewQueues(t, worker.QueueConfig{})
+//		table := ddbworkertest.NewTable(t, env.DynamoDB(), tables.Config{})
+//		queues := ddbworkertest.NewQueues(t, env.SQS(), worker.QueueConfig{})
 //		ddb, q := env.DynamoDB(), env.SQS()
 //		cmd := exec.Command(serviceBinary, "run")
 //		cmd.Env = append(os.Environ(), env.Environ()...)
@@ -42,9 +42,9 @@
 //     inspection endpoint says it holds, visible, in flight and delayed,
 //     exact and immediate), so a test can wait for a drained queue;
 //   - the testing.TB conveniences: ForTest (skip unless
-//     DDBWORKER_REQUIRE_EMULATORS is set, stop on cleanup), Env.NewTable
-//     (ddbworker's inbox layout, as `tables create`), Env.NewQueues (work
-//     queue, DLQ and redrive policy, as `queues create`), UniqueName.
+//     DDBWORKER_REQUIRE_EMULATORS is set, stop on cleanup), UniqueName.
+//     (ddbworker's inbox layout and queues are ddbworkertest.NewTable and
+//     NewQueues: this module imports nothing of ddbworker's.)
 //
 // It does not know what the emulators get wrong (TransactionConflict is
 // never raised, TTL never deletes, fauxqs accepts unvalidated input):

@@ -14,13 +14,12 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker/ddbworkertest/emulators"
-	"github.com/ddbworker/ddbworker/tables"
-	"github.com/ddbworker/ddbworker/worker"
 )
 
 // TestForTest: a pair of its own, both on 127.0.0.1 and nowhere else,
@@ -41,20 +40,28 @@ func TestForTest(t *testing.T) {
 		}
 	}
 
-	table := env.NewTable(t, tables.Config{})
-	queues := env.NewQueues(t, worker.QueueConfig{})
+	// ddbworker's inbox layout and queues are ddbworkertest's
+	// (TestNewTableAndQueues); here a plain table and queue.
+	table := emulators.UniqueName("t")
 	cfg := env.AWSConfig()
 	ddb := dynamodb.NewFromConfig(cfg) // the endpoint comes from the configuration
-	desc, err := ddb.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	_, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(table),
+		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String("PK"), AttributeType: ddbtypes.ScalarAttributeTypeS}},
+		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String("PK"), KeyType: ddbtypes.KeyTypeHash}},
+		BillingMode:          ddbtypes.BillingModePayPerRequest,
+	})
 	require.NoError(t, err)
-	require.Len(t, desc.Table.GlobalSecondaryIndexes, 2, "the inbox layout: aggregate and attention indexes")
 	q := sqs.NewFromConfig(cfg)
-	_, err = q.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(queues.URL), MessageBody: aws.String("hello")})
+	created, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(emulators.UniqueName("q"))})
 	require.NoError(t, err)
-	out, err := env.SQS().ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(queues.URL), WaitTimeSeconds: 1})
+	queueURL := aws.ToString(created.QueueUrl)
+	_, err = q.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String("hello")})
+	require.NoError(t, err)
+	out, err := env.SQS().ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(queueURL), WaitTimeSeconds: 1})
 	require.NoError(t, err)
 	require.Len(t, out.Messages, 1)
-	u, err := url.Parse(queues.URL)
+	u, err := url.Parse(queueURL)
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1", u.Hostname(), "queue URLs name the loopback address")
 

@@ -15,22 +15,23 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ddbworker/ddbworker/ddbworkertest/emulators"
-	"github.com/ddbworker/ddbworker/tables"
-	"github.com/ddbworker/ddbworker/worker"
 )
 
 // One pair per test: ForTest starts it (or skips the test with one line
 // when Java or Node.js is missing) and stops it when the test ends;
-// NewTable and NewQueues make the test's own table and queues.
+// the test makes its own queue (ddbworkertest.NewTable and NewQueues make
+// a table and queues with ddbworker's layout).
 func ExampleForTest() {
 	testInvoices := func(t *testing.T) {
 		env := emulators.ForTest(t)
-		table := env.NewTable(t, tables.Config{})        // ddbworker's inbox layout, deleted after the test
-		queues := env.NewQueues(t, worker.QueueConfig{}) // work queue + DLQ + redrive policy
+		queue, err := env.SQS().CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String(emulators.UniqueName("q"))})
+		if err != nil {
+			t.Fatal(err)
+		}
 		cmd := exec.Command("./invoice-worker", "run")   // the service under test, as a process
 		cmd.Env = append(os.Environ(), env.Environ()...) // endpoints, credentials, AWS_REGION and AWS_DEFAULT_REGION
-		cmd.Env = append(cmd.Env, "DDBWORKER_TABLE="+table, "DDBWORKER_QUEUE_URL="+queues.URL, "DDBWORKER_DLQ_URL="+queues.DLQURL)
-		_, err := env.SQS().SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(queues.URL), MessageBody: aws.String(`{…}`)})
+		cmd.Env = append(cmd.Env, "DDBWORKER_TABLE="+emulators.UniqueName("t"), "DDBWORKER_QUEUE_URL="+aws.ToString(queue.QueueUrl))
+		_, err = env.SQS().SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: queue.QueueUrl, MessageBody: aws.String(`{…}`)})
 		if err != nil {
 			t.Fatal(err)
 		}

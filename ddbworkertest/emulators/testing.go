@@ -10,13 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
-	"github.com/ddbworker/ddbworker/tables"
-	"github.com/ddbworker/ddbworker/worker"
 )
 
 // RequireEnv names the environment variable that makes unavailable
@@ -69,54 +62,6 @@ func (c Config) ForTest(t testing.TB) *Env {
 		t.Logf("emulators: %s has no jdk.compiler module to compile the loopback launcher: DynamoDB Local listens on every interface, not only 127.0.0.1", env.Runtimes.Java.Path)
 	}
 	return env
-}
-
-// NewTable creates a table with ddbworker's inbox layout — keys, the
-// aggregate and attention indexes, TTL — as tables.Ensure does for
-// `tables create`, and deletes it when t ends. The name is cfg.Name, or
-// unique ("t-" and random hex) when empty; it is returned.
-func (e *Env) NewTable(t testing.TB, cfg tables.Config) string {
-	t.Helper()
-	if cfg.Name == "" {
-		cfg.Name = UniqueName("t")
-	}
-	ddb := e.DynamoDB()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	if err := tables.Ensure(ctx, ddb, cfg); err != nil {
-		t.Fatalf("emulators: create table %s: %v", cfg.Name, err)
-	}
-	t.Cleanup(func() {
-		_, _ = ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(cfg.Name)})
-	})
-	return cfg.Name
-}
-
-// NewQueues creates a work queue and its DLQ with the redrive policy
-// between them, as worker.CreateQueues does for `queues create`, and
-// deletes both when t ends. The name is cfg.Name, or unique ("q-" and
-// random hex, ".fifo" added for FIFO queues) when empty.
-func (e *Env) NewQueues(t testing.TB, cfg worker.QueueConfig) worker.Queues {
-	t.Helper()
-	if cfg.Name == "" {
-		cfg.Name = UniqueName("q")
-		if cfg.FIFO {
-			cfg.Name += ".fifo"
-		}
-	}
-	q := e.SQS()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	qs, err := worker.CreateQueues(ctx, q, cfg)
-	if err != nil {
-		t.Fatalf("emulators: create queues %s: %v", cfg.Name, err)
-	}
-	t.Cleanup(func() {
-		for _, u := range []string{qs.URL, qs.DLQURL} {
-			_, _ = q.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(u)})
-		}
-	})
-	return qs
 }
 
 // UniqueName returns prefix, a dash and 12 random hex digits: a valid

@@ -37,11 +37,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker/ddbworkertest"
 	"github.com/ddbworker/ddbworker/ddbworkertest/emulators"
 	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/envelope"
-	"github.com/ddbworker/ddbworker/example/invoices"
 	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/internal/invoices"
 	"github.com/ddbworker/ddbworker/worker"
 )
 
@@ -60,7 +61,7 @@ func TestServiceBinary(t *testing.T) {
 	emu := emulators.ForTest(t) // DynamoDB Local and SQS on 127.0.0.1, stopped when the test ends
 	root := repoRoot(t)
 	bin := buildService(t, root, testVersion)
-	queues := emu.NewQueues(t, workerQueue()) // the work queue and its DLQ, deleted when the test ends
+	queues := ddbworkertest.NewQueues(t, emu.SQS(), workerQueue()) // the work queue and its DLQ, deleted when the test ends
 	ddb, q := emu.DynamoDB(), emu.SQS()
 	table := emulators.UniqueName("invoices") // created by the binary itself
 	t.Cleanup(func() {

@@ -24,7 +24,7 @@ import (
 
 	"github.com/ddbworker/ddbworker/ddbworkertest/emulators"
 	"github.com/ddbworker/ddbworker/envelope"
-	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/internal/testenv"
 	"github.com/ddbworker/ddbworker/worker"
 )
 

@@ -1,6 +1,6 @@
 // Package daemonext is the seam through which this module's own binaries
 // extend package daemon's command line: the development binary
-// (cmd/ddbworker-dev, through internal/dev/devcmd) adds its commands and
+// (internal/dev/cmd/ddbworker-dev, through internal/dev/devcmd) adds its commands and
 // the fault-injection flags of run and relay. It owns the Extension, what
 // an extension's commands see of the daemon's shared flags (Globals), and
 // the error that ends the process with a given exit code (ExitError).

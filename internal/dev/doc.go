@@ -7,7 +7,7 @@
 // fault injection (faults), the DynamoDB fault proxy (ddbproxy), the
 // chaos and benchmark harnesses (chaos, bench), and the test that builds
 // and tests a service in a module of a team's own (adoption). Outside
-// internal/dev only cmd/ddbworker-dev, the crash-test services the kill -9
+// internal/dev only internal/dev/cmd/ddbworker-dev, the crash-test services the kill -9
 // tests build, and tests import them: nothing a team's binary or the production ddbworker
 // links does (cmd/ddbworker's TestProductionDependencies checks it). The
 // machinery the engine ships with (internal/health, internal/adaptive,

@@ -1,6 +1,6 @@
 package main
 
-import "github.com/ddbworker/ddbworker/example/invoices"
+import "github.com/ddbworker/ddbworker/internal/invoices"
 import "github.com/ddbworker/ddbworker/lambda"
 
 func main() {

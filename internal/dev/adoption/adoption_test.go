@@ -17,19 +17,33 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/internal/testenv"
 )
 
 // module is the go.mod of the team's module: its own path, ddbworker
-// required and replaced by this checkout. go mod tidy adds the rest.
+// required and replaced by this checkout, and so the modules of it the
+// team's code imports (daemon, the emulator kit) and those they require
+// (internal/telemetry, internal/daemonext). go mod tidy adds the rest.
 const module = `module example.com/shop
 
 go 1.26.0
 
 require github.com/ddbworker/ddbworker v0.0.0
 
-replace github.com/ddbworker/ddbworker => %s
+replace github.com/ddbworker/ddbworker => %[1]s
+
+replace github.com/ddbworker/ddbworker/daemon => %[2]s
+
+replace github.com/ddbworker/ddbworker/ddbworkertest/emulators => %[3]s
+
+replace github.com/ddbworker/ddbworker/internal/telemetry => %[4]s
+
+replace github.com/ddbworker/ddbworker/internal/daemonext => %[5]s
 `
+
+// moduleSums are the go.sum files of the modules module replaces: every
+// sum the team's module needs is in theirs.
+var moduleSums = []string{"go.sum", "daemon/go.sum", "ddbworkertest/emulators/go.sum", "internal/telemetry/go.sum", "internal/daemonext/go.sum"}
 
 // TestTeamModule writes testdata/shop into a new module outside the
 // repository, fills its go.sum from the local module cache (GOPROXY=off:
@@ -46,8 +60,15 @@ func TestTeamModule(t *testing.T) {
 	t.Logf("go command: %s; module: %s", goBin, root)
 
 	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), fmt.Appendf(nil, module, modPath(root)), 0o644))
-	copyFile(t, filepath.Join(root, "go.sum"), filepath.Join(dir, "go.sum")) // every sum the module needs is in ddbworker's
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), fmt.Appendf(nil, module, modPath(root), modPath(filepath.Join(root, "daemon")),
+		modPath(filepath.Join(root, "ddbworkertest", "emulators")), modPath(filepath.Join(root, "internal", "telemetry")), modPath(filepath.Join(root, "internal", "daemonext"))), 0o644))
+	var sums []byte
+	for _, f := range moduleSums {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		require.NoError(t, err)
+		sums = append(sums, b...)
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.sum"), sums, 0o644))
 	files, err := filepath.Glob(filepath.Join("testdata", "shop", "*.go"))
 	require.NoError(t, err)
 	require.NotEmpty(t, files)

@@ -35,7 +35,7 @@
 // work lost or applied twice is read back alike in both modes.
 //
 // The throttled scenario (Config.Throttle) runs the default worker against
-// DynamoDB through an internal/dev/ddbproxy that throttles a share of the
+// DynamoDB through an internal/ddbproxy that throttles a share of the
 // requests at random, once as shipped (database health gate and adaptive
 // concurrency limit) and once with both turned off through internal/hooks,
 // on a queue whose redrive policy dead-letters after 10 receives. It

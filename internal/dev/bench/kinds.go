@@ -10,7 +10,7 @@ import (
 
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/envelope"
-	"github.com/ddbworker/ddbworker/example/caseflow"
+	"github.com/ddbworker/ddbworker/internal/caseflow"
 	"github.com/ddbworker/ddbworker/worker"
 )
 

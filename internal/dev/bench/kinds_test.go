@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker"
-	"github.com/ddbworker/ddbworker/example/caseflow"
-	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/internal/caseflow"
+	"github.com/ddbworker/ddbworker/internal/testenv"
 	"github.com/ddbworker/ddbworker/tables"
 	"github.com/ddbworker/ddbworker/worker"
 )

@@ -18,9 +18,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ddbworker/ddbworker"
-	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/inbox"
-	"github.com/ddbworker/ddbworker/internal/dev/ddbproxy"
+	"github.com/ddbworker/ddbworker/internal/caseflow"
+	"github.com/ddbworker/ddbworker/internal/ddbproxy"
 	"github.com/ddbworker/ddbworker/internal/hooks"
 	"github.com/ddbworker/ddbworker/internal/metricstest"
 	"github.com/ddbworker/ddbworker/worker"

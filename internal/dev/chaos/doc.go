@@ -22,7 +22,7 @@
 //
 // With Config.Outage (`chaos --outage`) phase 1 is a warm-up with the
 // killer, then outage windows: the workers reach DynamoDB through an
-// internal/dev/ddbproxy that throttles every request, answers 5xx, or
+// internal/ddbproxy that throttles every request, answers 5xx, or
 // holds requests unanswered for each window's length while traffic keeps
 // arriving, with a rolling deploy (each worker SIGTERMed and replaced, one
 // at a time) in each window's middle, on a queue with a realistic

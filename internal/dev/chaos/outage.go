@@ -17,7 +17,7 @@ import (
 
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
-	"github.com/ddbworker/ddbworker/internal/dev/ddbproxy"
+	"github.com/ddbworker/ddbworker/internal/ddbproxy"
 	"github.com/ddbworker/ddbworker/tables"
 	"github.com/ddbworker/ddbworker/worker"
 )
@@ -60,7 +60,7 @@ const (
 )
 
 // Outage shapes the outage phases of a run. With Enabled, the workers reach
-// DynamoDB only through a fault proxy (internal/dev/ddbproxy) that the harness
+// DynamoDB only through a fault proxy (internal/ddbproxy) that the harness
 // starts in front of DynamoDB Local; the harness's own clients go to
 // DynamoDB Local directly. The run then goes:
 //

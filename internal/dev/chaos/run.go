@@ -23,8 +23,8 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ddbworker/ddbworker/ddbworkertest/emulators"
-	"github.com/ddbworker/ddbworker/example/caseflow"
-	"github.com/ddbworker/ddbworker/internal/dev/ddbproxy"
+	"github.com/ddbworker/ddbworker/internal/caseflow"
+	"github.com/ddbworker/ddbworker/internal/ddbproxy"
 	"github.com/ddbworker/ddbworker/tables"
 	"github.com/ddbworker/ddbworker/worker"
 )

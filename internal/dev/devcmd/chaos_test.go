@@ -16,7 +16,7 @@ import (
 
 	"github.com/ddbworker/ddbworker/daemon"
 	"github.com/ddbworker/ddbworker/internal/dev/chaos"
-	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/internal/testenv"
 )
 
 // The chaos run, short: real worker processes (the binary built from this
@@ -290,7 +290,7 @@ func TestChaosOutageShort(t *testing.T) {
 func buildDevBinary(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "ddbworker-dev")
-	out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/ddbworker-dev").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin, "../cmd/ddbworker-dev").CombinedOutput()
 	require.NoError(t, err, string(out))
 	return bin
 }

@@ -20,10 +20,10 @@ import (
 
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/dlq"
-	"github.com/ddbworker/ddbworker/example/caseflow"
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/caseflow"
 	"github.com/ddbworker/ddbworker/internal/daemonext"
-	"github.com/ddbworker/ddbworker/internal/dev/faults"
+	"github.com/ddbworker/ddbworker/internal/faults"
 	"github.com/ddbworker/ddbworker/tables"
 	"github.com/ddbworker/ddbworker/worker"
 )

@@ -1,4 +1,4 @@
-// Package devcmd owns the development binary's commands (cmd/ddbworker-dev):
+// Package devcmd owns the development binary's commands (internal/dev/cmd/ddbworker-dev):
 // demo (the example end to end on local emulators, with its invariant
 // check), bench, chaos, send (example traffic), emulators (start them, or
 // run a command under them) and faultproxy (outage drills), and the hidden

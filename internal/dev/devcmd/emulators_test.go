@@ -12,7 +12,7 @@ import (
 
 	"github.com/ddbworker/ddbworker/daemon"
 	"github.com/ddbworker/ddbworker/ddbworkertest/emulators"
-	"github.com/ddbworker/ddbworker/internal/dev/testenv"
+	"github.com/ddbworker/ddbworker/internal/testenv"
 )
 
 // `emulators exec --emulators-dir` with a relative directory starts the

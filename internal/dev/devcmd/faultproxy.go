@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ddbworker/ddbworker/internal/daemonext"
-	"github.com/ddbworker/ddbworker/internal/dev/ddbproxy"
+	"github.com/ddbworker/ddbworker/internal/ddbproxy"
 )
 
 // phase is one step of a fault proxy's schedule.

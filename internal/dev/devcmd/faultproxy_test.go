@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ddbworker/ddbworker/internal/dev/ddbproxy"
+	"github.com/ddbworker/ddbworker/internal/ddbproxy"
 )
 
 func TestParseSchedule(t *testing.T) {

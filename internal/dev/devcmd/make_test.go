@@ -32,7 +32,7 @@ func TestMakeDemoInstallsOnlyWhatItUses(t *testing.T) {
 		require.NoError(t, err, "make -n -B %s: %s", target, out)
 		return string(out)
 	}
-	uses := []string{"bin/emulators-check java", "bin/emulators-check\n", "go build -o bin/ddbworker-dev ./cmd/ddbworker-dev"}
+	uses := []string{"bin/emulators-check java", "bin/emulators-check\n", "go build -o bin/ddbworker-dev ./internal/dev/cmd/ddbworker-dev"}
 	production := "go build -o bin/ddbworker ./cmd/ddbworker\n"
 	unused := []string{"example/producers/typescript", "npm ci", "aws-lambda-rie", "boto3", production}
 
@@ -46,7 +46,7 @@ func TestMakeDemoInstallsOnlyWhatItUses(t *testing.T) {
 	}
 	for _, target := range []string{"bench", "chaos"} {
 		out := recipes(target)
-		require.Contains(t, out, "go build -o bin/ddbworker-dev ./cmd/ddbworker-dev")
+		require.Contains(t, out, "go build -o bin/ddbworker-dev ./internal/dev/cmd/ddbworker-dev")
 		for _, s := range unused {
 			require.NotContains(t, out, s, "make %s does not use it", target)
 		}

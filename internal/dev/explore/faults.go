@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ddbworker/ddbworker/inbox"
-	"github.com/ddbworker/ddbworker/internal/dev/faults"
+	"github.com/ddbworker/ddbworker/internal/faults"
 	"github.com/ddbworker/ddbworker/tables"
 )
 

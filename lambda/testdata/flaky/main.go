@@ -7,7 +7,7 @@ import (
 	"context"
 
 	"github.com/ddbworker/ddbworker"
-	"github.com/ddbworker/ddbworker/example/invoices"
+	"github.com/ddbworker/ddbworker/internal/invoices"
 	"github.com/ddbworker/ddbworker/lambda"
 )
 

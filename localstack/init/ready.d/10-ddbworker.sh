@@ -14,7 +14,7 @@
 #
 # docker-compose.yml mounts ./localstack read-only at /etc/localstack/ddbworker:
 # table.json lives there, not in ready.d, where LocalStack would try to run it.
-# cmd/ddbworker/compose_test.go runs this script with a fake awslocal and checks
+# internal/dev/cmd/ddbworker-dev/compose_test.go runs this script with a fake awslocal and checks
 # every call against tables.Definition and worker.CreateQueues: keep each
 # resource's name literal in its call.
 set -euo pipefail

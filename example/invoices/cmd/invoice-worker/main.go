@@ -5,7 +5,7 @@ package main
 import (
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/daemon"
-	"github.com/ddbworker/ddbworker/example/invoices"
+	"github.com/ddbworker/ddbworker/internal/invoices"
 )
 
 // version and revision are stamped at build time: -ldflags "-X main.version=v1.4.0 -X main.revision=…".
