@@ -111,10 +111,6 @@ type Metrics struct {
 	// PayloadAccessDenied counts fetches S3 or KMS refused the worker
 	// (alert on any: a permission to fix).
 	PayloadAccessDenied prometheus.Counter
-	// ReadAheadDenied counts the read ahead's BatchGetItem calls DynamoDB
-	// denied (the role lacks dynamodb:BatchGetItem on the table): fused
-	// routes' duplicates then cost a cancelled transaction, not a read.
-	ReadAheadDenied prometheus.Counter
 	// InboxRecordBytes is the size of each work item's COMPLETED inbox
 	// record as DynamoDB counts it, by message type: over 1 KB, each
 	// write of it costs two units (the worker warns once per type from
@@ -173,8 +169,6 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Fetches of payloads by S3 reference by source (payload_ref, extended_client) and result (ok, or the failure code in lower case)."}, []string{"source", "result"}),
 		PayloadAccessDenied: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "payload_access_denied_total",
 			Help: "Payload fetches S3 or KMS refused the worker (alert on any: fix the permission; the messages are retried)."}),
-		ReadAheadDenied: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "read_ahead_denied_total",
-			Help: "BatchGetItem calls of the fused routes' read ahead DynamoDB denied (grant dynamodb:BatchGetItem on the table, or --read-ahead 0; the work is unaffected)."}),
 		InboxRecordBytes: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "inbox_record_bytes",
 			Help:    "Size of each work item's COMPLETED inbox record as DynamoDB counts it, by message type (over 1024 bytes a write costs two units).",
 			Buckets: []float64{256, 512, 768, 900, 1024, 2048, 4096}}, []string{"message_type"}),
@@ -187,7 +181,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	var errs []error
 	for _, c := range []prometheus.Collector{m.Received, m.Outcomes, m.Failures, m.HashMismatches, m.Processing, m.Commit,
 		m.InFlight, m.Concurrency, m.Throttles, m.Conflicts, m.Extensions, m.Deletes, m.DLQSent, m.MessageAge, m.ReceiveErrors,
-		m.DatabaseHealthy, m.HealthTransitions, m.Probes, m.Parked, m.DatabaseCapacity, m.DynamoDBCalls, m.BudgetWait, m.PayloadFetches, m.PayloadAccessDenied, m.ReadAheadDenied, m.InboxRecordBytes,
+		m.DatabaseHealthy, m.HealthTransitions, m.Probes, m.Parked, m.DatabaseCapacity, m.DynamoDBCalls, m.BudgetWait, m.PayloadFetches, m.PayloadAccessDenied, m.InboxRecordBytes,
 		m.CopyAttributesDropped} {
 		errs = append(errs, reg.Register(c))
 	}

@@ -26,7 +26,7 @@ import (
 // that would have created its failed or superseded record, found it):
 // nothing was written or charged, and process decides the delivery again
 // from that record.
-func (w *Worker) record(ctx context.Context, d *delivery, wk *work, v verdict) (o outcome, found *inbox.Record) {
+func (w *Worker) record(ctx context.Context, d *delivery, v verdict) (o outcome, found *inbox.Record) {
 	switch v := v.(type) {
 	case recordExists:
 		return outcome{}, v.record
@@ -50,9 +50,9 @@ func (w *Worker) record(ctx context.Context, d *delivery, wk *work, v verdict) (
 	case troubled:
 		return w.recordTrouble(ctx, d, v), nil
 	case failed:
-		return w.recordFailure(ctx, d, wk, v)
+		return w.recordFailure(ctx, d, v)
 	case superseded:
-		return w.recordSupersede(ctx, d, wk, v)
+		return w.recordSupersede(ctx, d, v)
 	case exhausted:
 		return w.recordEnd(ctx, d, v), nil
 	case rejected:
@@ -143,63 +143,46 @@ func (w *Worker) giveBackHeld(ctx context.Context, d *delivery) {
 }
 
 // recordFailure counts the business attempt and records its failure, made
-// terminal when the attempts policy ends retries. A run that claimed by
-// its commit has no record: its failure creates one, unless one is there
-// (found).
-func (w *Worker) recordFailure(ctx context.Context, d *delivery, wk *work, v failed) (outcome, *inbox.Record) {
-	attempt := 1
-	if v.lease != nil {
-		attempt = v.lease.Attempt
-	}
-	f := judge.Attempt(v.failure, v.attempts, attempt, w.cfg.Now())
-	var err error
-	if v.lease != nil {
-		err = w.committer.Fail(ctx, *v.lease, f)
-	} else {
-		err = w.committer.FailFresh(ctx, wk.fresh, f)
-		wk.unrecorded = wk.unrecorded && err != nil
-	}
+// terminal when the attempts policy ends retries, as the run's commit
+// mode does (commitMode.recordFailure). A run that claimed by its commit
+// has no record: its failure creates one, unless one is there (found).
+func (w *Worker) recordFailure(ctx context.Context, d *delivery, v failed) (outcome, *inbox.Record) {
+	f := judge.Attempt(v.failure, v.attempts, v.attempt, w.cfg.Now())
+	err := v.mode.recordFailure(ctx, f)
 	var lost *inbox.LeaseLostError
 	var exists *mutation.ExistsError
 	switch {
 	case errors.As(err, &lost):
-		return w.outcomeOf(w.leaseLost(lost, attempt)), nil
+		return w.outcomeOf(w.leaseLost(lost, v.attempt)), nil
 	case errors.As(err, &exists):
 		return outcome{}, exists.Record
 	case err != nil:
 		return w.unrecorded(ctx, d, err, v.lease), nil
 	case f.IsTerminal():
-		return terminal(f, attempt), nil
+		return terminal(f, v.attempt), nil
 	}
-	return later(OutcomeRetry, w.cfg.Backoff.delay(attempt), f, attempt), nil
+	return later(OutcomeRetry, w.cfg.Backoff.delay(v.attempt), f, v.attempt), nil
 }
 
-// recordSupersede completes the work as superseded, with no domain write;
-// as recordFailure, a run that claimed by its commit creates the record,
-// unless one is there (found).
-func (w *Worker) recordSupersede(ctx context.Context, d *delivery, wk *work, v superseded) (outcome, *inbox.Record) {
+// recordSupersede completes the work as superseded, with no domain write
+// (commitMode.supersede); as recordFailure, a run that claimed by its
+// commit creates the record, unless one is there (found).
+func (w *Worker) recordSupersede(ctx context.Context, d *delivery, v superseded) (outcome, *inbox.Record) {
 	o := orDefault(v.outcome, inbox.OutcomeSuperseded)
-	attempt := 1
-	var err error
-	if v.lease != nil {
-		attempt = v.lease.Attempt
-		err = w.committer.Supersede(ctx, *v.lease, o)
-	} else {
-		err = w.committer.SupersedeFresh(ctx, wk.fresh, o)
-	}
+	err := v.mode.supersede(ctx, o)
 	var lost *inbox.LeaseLostError
 	var exists *mutation.ExistsError
 	switch {
 	case err == nil && v.duplicate:
-		return done(OutcomeDuplicate, attempt), nil
+		return done(OutcomeDuplicate, v.attempt), nil
 	case err == nil:
-		return done(appliedOutcome(o), attempt), nil
+		return done(appliedOutcome(o), v.attempt), nil
 	case errors.As(err, &lost) && v.duplicate && lost.Completed() && lost.Record.LeaseToken == lost.Lease.Token:
 		// Our own completion of a duplicate, its response lost: the work
 		// applied before, not now (leaseLost would say applied).
-		return done(OutcomeDuplicate, attempt), nil
+		return done(OutcomeDuplicate, v.attempt), nil
 	case errors.As(err, &lost):
-		return w.outcomeOf(w.leaseLost(lost, attempt)), nil
+		return w.outcomeOf(w.leaseLost(lost, v.attempt)), nil
 	case errors.As(err, &exists):
 		return outcome{}, exists.Record
 	}
