@@ -137,6 +137,10 @@ type outcome struct {
 	// infra marks an outcome of infrastructure trouble: no business
 	// attempt was counted.
 	infra bool
+	// held is the lease the delivery holds once the inbox knows (nil:
+	// none): a parked delivery keeps it, and a copy of its message hands it
+	// over (attrHeldLease). record sets it.
+	held *inbox.Lease
 }
 
 // action is what apply does with the SQS message.
@@ -181,9 +185,10 @@ func laterInfra(d time.Duration, f *failure.Error, attempt int) outcome {
 	return outcome{result: OutcomeRetry, act: hide{d}, failure: f, attempt: attempt, infra: true}
 }
 
-// parked: the message waits until the database is healthy again.
-func parked(f *failure.Error, attempt int) outcome {
-	return outcome{result: OutcomeParked, act: park{}, failure: f, attempt: attempt, infra: true}
+// parked: the message waits until the database is healthy again, holding
+// held (nil: no lease).
+func parked(f *failure.Error, held *inbox.Lease) outcome {
+	return outcome{result: OutcomeParked, act: park{}, failure: f, infra: true, held: held}
 }
 
 // resent: a deferred message goes back to the queue as a new one.

@@ -56,12 +56,15 @@ type delivery struct {
 	// invocation's deadline less the time kept to settle and answer; the
 	// lease runs to the deadline (deadline) and has no heartbeat.
 	until, deadline time.Time
-	// held is a lease this delivery claimed and could not give back: it
-	// was parked while the database was unhealthy (record writes nothing
-	// then). Its next claim presents the lease's token and gets it back
-	// without counting a takeover (gate.Request.Token); let go at
-	// shutdown, it is given back if the database is healthy. Only the
-	// daemon keeps a parked delivery; under Lambda the lease just expires.
+	// held is the lease this delivery comes holding: one claimed and not
+	// given back because the database was unhealthy (record writes nothing
+	// then), handed over by the message's attribute (a parked message's
+	// re-send: heldLeaseOf) or by the parking lot (the daemon's parked
+	// delivery comes back as holding). Its claim presents the lease's token
+	// and gets it back without counting a takeover (gate.Request.Token);
+	// let go at shutdown, it is given back if the database is healthy. What
+	// the delivery holds once recorded is the outcome's (outcome.held).
+	// Under Lambda the lease just expires.
 	held *inbox.Lease
 }
 
@@ -82,6 +85,14 @@ func newDelivery(m types.Message, receivedAt time.Time) *delivery {
 		}
 	}
 	return d
+}
+
+// holding is d holding l instead (delivery.held): the same facts, as the
+// parking lot keeps and a copy of the message hands over.
+func (d *delivery) holding(l *inbox.Lease) *delivery {
+	c := *d
+	c.held = l
+	return &c
 }
 
 // work is an admitted delivery: its envelope, its route, and the request
@@ -159,12 +170,20 @@ func (w *Worker) process(ctx context.Context, d *delivery, h host, unstarted ver
 	v := unstarted
 	var found *inbox.Record
 	var adm *admission
+	// held is the lease the delivery holds: the one it came holding until
+	// its claim presents it (at most once: a delivery that holds one claims
+	// through the gate, and is never decided again).
+	held := d.held
 	for {
 		if v == nil {
-			v = w.decide(ctx, d, &r, &adm, found)
+			var claimed bool
+			v, claimed = w.decide(ctx, d, &r, &adm, found)
+			if claimed {
+				held = nil
+			}
 		}
 		recordCtx, span := w.stage(settleCtx, tracing.SpanRecord)
-		r.outcome, found = w.record(recordCtx, d, v)
+		r.outcome, found = w.record(recordCtx, d, held, v)
 		span.end(w, nil)
 		if found == nil {
 			break
@@ -187,12 +206,13 @@ type admission struct {
 // decide runs the deciding stages, each once: admit (unless adm holds its
 // result from an earlier pass), claim — the route's mode's: the gate's,
 // from found when an earlier pass found the work's record, or the run's
-// own commit — and run.
-func (w *Worker) decide(ctx context.Context, d *delivery, r *report, adm **admission, found *inbox.Record) verdict {
+// own commit — and run. claimed: the claim ran (it presented the lease
+// the delivery holds, if any).
+func (w *Worker) decide(ctx context.Context, d *delivery, r *report, adm **admission, found *inbox.Record) (v verdict, claimed bool) {
 	if !w.health.Healthy() {
 		// Received (or taken from the parking lot) just as the database
 		// turned unhealthy: not started, and admitted afresh when it runs.
-		return notStarted{park: true}
+		return notStarted{park: true}, false
 	}
 	workCtx, cancel := w.workContext(ctx, d)
 	defer cancel()
@@ -203,14 +223,14 @@ func (w *Worker) decide(ctx context.Context, d *delivery, r *report, adm **admis
 	wk, v := (*adm).work, (*adm).verdict
 	r.work = wk
 	if v != nil {
-		return v
+		return v, false
 	}
 	m, v := wk.mode.claim(workCtx, d, wk, found)
 	if v != nil {
-		return v
+		return v, true
 	}
 	r.mode = m
-	return w.run(workCtx, d, wk, m, r)
+	return w.run(workCtx, d, wk, m, r), true
 }
 
 // recordMarks are the attributes that mark a copy ddbworker made of a

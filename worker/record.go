@@ -26,7 +26,33 @@ import (
 // that would have created its failed or superseded record, found it):
 // nothing was written or charged, and process decides the delivery again
 // from that record.
-func (w *Worker) record(ctx context.Context, d *delivery, v verdict) (o outcome, found *inbox.Record) {
+//
+// held is the lease the delivery holds (process); the outcome says what it
+// holds once recorded (outcome.held): a delivery parked by a write the
+// database could not take holds the lease that write was for, one let go
+// unstarted holds nothing once its lease is given back, and any other
+// keeps held.
+func (w *Worker) record(ctx context.Context, d *delivery, held *inbox.Lease, v verdict) (outcome, *inbox.Record) {
+	if v, ok := v.(notStarted); ok {
+		if v.park {
+			return parked(nil, held), nil
+		}
+		o := released()
+		if !w.giveBack(ctx, held) {
+			o.held = held
+		}
+		return o, nil
+	}
+	o, found := w.recordVerdict(ctx, d, v)
+	if _, parks := o.act.(park); !parks {
+		o.held = held
+	}
+	return o, found
+}
+
+// recordVerdict is record's writing of every verdict but notStarted; a
+// parked outcome holds the lease the write was for.
+func (w *Worker) recordVerdict(ctx context.Context, d *delivery, v verdict) (o outcome, found *inbox.Record) {
 	switch v := v.(type) {
 	case recordExists:
 		return outcome{}, v.record
@@ -39,12 +65,6 @@ func (w *Worker) record(ctx context.Context, d *delivery, v verdict) (o outcome,
 			return resent(v.by), nil
 		}
 		return later(OutcomeDeferred, v.by, nil, 0), nil
-	case notStarted:
-		if v.park {
-			return parked(nil, 0), nil
-		}
-		w.giveBackHeld(ctx, d)
-		return released(), nil
 	case terminalAgain:
 		return terminal(v.failure, v.attempt), nil
 	case troubled:
@@ -106,8 +126,7 @@ func (w *Worker) recordRejection(ctx context.Context, d *delivery, v rejected) o
 // itself) and the message is parked.
 func (w *Worker) recordTrouble(ctx context.Context, d *delivery, v troubled) outcome {
 	if !w.health.Healthy() {
-		d.held = v.lease
-		return parked(v.failure, 0)
+		return parked(v.failure, v.lease)
 	}
 	wait := w.cfg.Backoff.delay(v.step)
 	if v.failure.Code == failure.CodeShutdown {
@@ -126,20 +145,21 @@ func (w *Worker) recordTrouble(ctx context.Context, d *delivery, v troubled) out
 	return laterInfra(wait, v.failure, 0)
 }
 
-// giveBackHeld gives back the lease a parked delivery holds (delivery.held)
-// when the daemon lets it go unstarted (shutdown) while the database is
-// healthy, so that the next delivery takes the work over at once and
-// counts no takeover; best effort — a lease not given back expires, and
-// costs one takeover.
-func (w *Worker) giveBackHeld(ctx context.Context, d *delivery) {
-	if d.held == nil || !w.health.Healthy() {
-		return
+// giveBack gives back held, the lease a parked delivery holds
+// (delivery.held), when the daemon lets it go unstarted (shutdown) while
+// the database is healthy, so that the next delivery takes the work over
+// at once and counts no takeover; best effort — a lease not given back
+// expires, and costs one takeover. It reports whether the delivery let
+// go of the lease (false: it holds it still — none, or the database is
+// unhealthy).
+func (w *Worker) giveBack(ctx context.Context, held *inbox.Lease) bool {
+	if held == nil || !w.health.Healthy() {
+		return false
 	}
-	l := *d.held
-	d.held = nil
-	if err := w.committer.Release(asCleanup(ctx), l, failure.NewRetryable(failure.CodeShutdown, "let go unstarted at shutdown")); err != nil {
+	if err := w.committer.Release(asCleanup(ctx), *held, failure.NewRetryable(failure.CodeShutdown, "let go unstarted at shutdown")); err != nil {
 		w.stageFailed(ctx, err)
 	}
+	return true
 }
 
 // recordFailure counts the business attempt and records its failure, made
@@ -201,8 +221,7 @@ func (w *Worker) unrecorded(ctx context.Context, d *delivery, err error, lease *
 	w.log.WarnContext(ctx, "could not record the outcome in the inbox; the message comes back", "sqsMessageId", d.id, "code", f.Code,
 		"error", truncateRunes(err.Error(), maxLoggedMessage))
 	if !w.health.Healthy() {
-		d.held = lease
-		return parked(f, 0)
+		return parked(f, lease)
 	}
 	wait := w.cfg.Backoff.delay(infraStep(d))
 	if lease != nil {
