@@ -169,7 +169,7 @@ func (w *Worker) process(ctx context.Context, d *delivery, h host, unstarted ver
 	defer cancel()
 	v := unstarted
 	var found *inbox.Record
-	var adm *admission
+	var adm admission
 	// held is the lease the delivery holds: the one it came holding until
 	// its claim presents it (at most once: a delivery that holds one claims
 	// through the gate, and is never decided again).
@@ -196,9 +196,11 @@ func (w *Worker) process(ctx context.Context, d *delivery, h host, unstarted ver
 	return r
 }
 
-// admission is a delivery's admit stage, as it came out: a delivery
-// decided again from its work's record (process) is not admitted twice.
+// admission is a delivery's admit stage, as it came out (done: it ran): a
+// delivery decided again from its work's record (process) is not admitted
+// twice.
 type admission struct {
+	done    bool
 	work    *work
 	verdict verdict
 }
@@ -208,7 +210,7 @@ type admission struct {
 // from found when an earlier pass found the work's record, or the run's
 // own commit — and run. claimed: the claim ran (it presented the lease
 // the delivery holds, if any).
-func (w *Worker) decide(ctx context.Context, d *delivery, r *report, adm **admission, found *inbox.Record) (v verdict, claimed bool) {
+func (w *Worker) decide(ctx context.Context, d *delivery, r *report, adm *admission, found *inbox.Record) (v verdict, claimed bool) {
 	if !w.health.Healthy() {
 		// Received (or taken from the parking lot) just as the database
 		// turned unhealthy: not started, and admitted afresh when it runs.
@@ -216,11 +218,11 @@ func (w *Worker) decide(ctx context.Context, d *delivery, r *report, adm **admis
 	}
 	workCtx, cancel := w.workContext(ctx, d)
 	defer cancel()
-	if *adm == nil {
-		wk, v := w.admit(workCtx, d)
-		*adm = &admission{work: wk, verdict: v}
+	if !adm.done {
+		adm.work, adm.verdict = w.admit(workCtx, d)
+		adm.done = true
 	}
-	wk, v := (*adm).work, (*adm).verdict
+	wk, v := adm.work, adm.verdict
 	r.work = wk
 	if v != nil {
 		return v, false
