@@ -124,14 +124,6 @@ func explicit(d time.Duration) time.Duration {
 	return d
 }
 
-// explicitInt is n, with 0 meaning none (worker.Zero).
-func explicitInt(n int) int {
-	if n == 0 {
-		return worker.Zero
-	}
-	return n
-}
-
 func newRunCmd(g *globals) *cobra.Command {
 	f := &runFlags{}
 	cmd := &cobra.Command{
