@@ -44,7 +44,6 @@ func TestFlagDefaultsAreTheLibraryConstants(t *testing.T) {
 			"drain-timeout":       worker.DefaultDrainTimeout,
 			"max-attempts":        worker.DefaultMaxAttempts,
 			"max-takeovers":       gate.DefaultMaxTakeovers,
-			"read-ahead":          worker.DefaultReadAhead,
 			"max-wcu":             0,
 			"terminal-policy":     worker.DefaultTerminalPolicy,
 			"call-timeout":        time.Duration(0),

@@ -42,7 +42,6 @@ type runFlags struct {
 	startupTimeout    time.Duration
 	maxAttempts       int
 	maxTakeovers      int
-	readAhead         int
 	terminalPolicy    string
 	metricsAddr       string
 	depthInterval     time.Duration
@@ -74,7 +73,6 @@ func (f *runFlags) register(cmd *cobra.Command, ext daemonext.Extension) {
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", worker.DefaultDrainTimeout, "on SIGTERM, how long in-flight work may take to finish (0: cancel it at once)")
 	fl.DurationVar(&f.startupTimeout, "startup-timeout", 2*time.Minute, "how long to wait at start for the table and queue to answer before exiting non-zero (0: forever)")
 	fl.IntVar(&f.maxAttempts, "max-attempts", worker.DefaultMaxAttempts, "business attempts unless a message's attemptPolicy sets its own")
-	fl.IntVar(&f.readAhead, "read-ahead", worker.DefaultReadAhead, "for queues where duplicates are common: the fewest fused work items of one receive batch whose inbox records are read ahead with one eventually consistent BatchGetItem, while at least 1 in 20 recent fused deliveries were duplicates, so a duplicate costs half a read unit instead of a cancelled transaction (2 turns it on); 0: off")
 	fl.IntVar(&f.maxTakeovers, "max-takeovers", worker.DefaultMaxTakeovers, "how often a work item's lease may expire without any outcome (its worker crashed, hung, or lost the database) and be taken over; the expiry after that ends the work FAILED_TERMINAL MAX_TAKEOVERS_EXCEEDED, so a message that kills its worker every time does not loop forever (a lease given back on shutdown or infrastructure trouble is not counted), 1..100")
 	fl.StringVar(&f.terminalPolicy, "terminal-policy", string(worker.DefaultTerminalPolicy), "terminal failures: dlq, quarantine or redrive")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "127.0.0.1:9090", "address of /metrics, /healthz and /readyz (empty: off)")
@@ -97,7 +95,6 @@ func (f *runFlags) workerConfig(store inbox.Store) worker.Config {
 		Concurrency: f.concurrency, BatchSize: f.batchSize, WaitTime: f.waitTime,
 		VisibilityTimeout: f.visibility, ClockSkew: explicit(f.clockSkew), MessageTimeout: f.messageTimeout,
 		DrainTimeout: explicit(f.drainTimeout), MaxAttempts: f.maxAttempts, MaxTakeovers: f.maxTakeovers,
-		ReadAhead:      explicitInt(f.readAhead),
 		TerminalPolicy: worker.TerminalPolicy(f.terminalPolicy), CallTimeout: f.callTimeout, MaxWCU: f.maxWCU,
 		Health: worker.HealthConfig{MinFailures: f.healthFailures, Window: f.healthWindow, ProbeMaxInterval: f.probeMaxInterval,
 			ParkVisibility: f.parkVisibility, ParkMaxVisibility: f.parkMaxVisibility},
@@ -125,14 +122,6 @@ func explicit(d time.Duration) time.Duration {
 		return worker.Zero
 	}
 	return d
-}
-
-// explicitInt is n, with 0 meaning none (worker.Zero).
-func explicitInt(n int) int {
-	if n == 0 {
-		return worker.Zero
-	}
-	return n
 }
 
 func newRunCmd(g *globals) *cobra.Command {

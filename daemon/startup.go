@@ -194,8 +194,6 @@ func configFlag(field string) string {
 		return "--max-attempts"
 	case "MaxTakeovers":
 		return "--max-takeovers"
-	case "ReadAhead":
-		return "--read-ahead"
 	case "TerminalPolicy":
 		return "--terminal-policy"
 	case "DLQURL":

@@ -112,7 +112,6 @@
 //	DDBWORKER_MAX_WCU               write budget of one execution environment (0: unpaced)
 //	DDBWORKER_PAYLOAD_MAX_BYTES     largest payload fetched by S3 reference (4 MiB)
 //	DDBWORKER_MAX_TAKEOVERS         expired leases taken over before MAX_TAKEOVERS_EXCEEDED (5; 1..100)
-//	DDBWORKER_READ_AHEAD            fused records of one batch read ahead while duplicates arrive (0: off; 2: on)
 //	DDBWORKER_HEALTH_MIN_FAILURES   health gate: failures in the window that trip it (5)
 //	DDBWORKER_HEALTH_WINDOW         health gate: how far back calls count (10s)
 //	DDBWORKER_PROBE_MAX_INTERVAL    health gate: longest wait between probes (15s)

@@ -37,7 +37,6 @@ const (
 	envParkVisibility    = "DDBWORKER_PARK_VISIBILITY"
 	envParkMaxVisibility = "DDBWORKER_PARK_MAX_VISIBILITY"
 	envMaxTakeovers      = "DDBWORKER_MAX_TAKEOVERS"
-	envReadAhead         = "DDBWORKER_READ_AHEAD"
 	envMinOutageCover    = "DDBWORKER_MIN_OUTAGE_COVER"
 	envAttentionShards   = "DDBWORKER_ATTENTION_SHARDS"
 	envIndexProcessing   = "DDBWORKER_INDEX_PROCESSING"
@@ -285,9 +284,6 @@ func readSettings(lookup func(string) (string, bool)) (settings, error) {
 	c.Concurrency = r.integer(envConcurrency, worker.DefaultConcurrency, 1, worker.MaxConcurrency)
 	c.MaxAttempts = r.integer(envMaxAttempts, worker.DefaultMaxAttempts, 1, 100)
 	c.MaxTakeovers = r.integer(envMaxTakeovers, worker.DefaultMaxTakeovers, 1, 100)
-	if c.ReadAhead = r.integer(envReadAhead, worker.DefaultReadAhead, 0, 10000); c.ReadAhead == 0 && c.ReadAhead != worker.DefaultReadAhead {
-		c.ReadAhead = worker.Zero // 0 set over a default that reads: never
-	}
 	// 0: the worker's DefaultCallTimeout, or half of the lease when shorter.
 	c.CallTimeout = r.duration(envCallTimeout, 0, 100*time.Millisecond, lambdaLease)
 	if skew := r.duration(envClockSkew, worker.DefaultClockSkew, 0, lambdaLease); skew == 0 {

@@ -37,7 +37,6 @@ func TestSettingsDefaultsAreTheLibraryConstants(t *testing.T) {
 		{envConcurrency, c.Concurrency, worker.DefaultConcurrency},
 		{envMaxAttempts, c.MaxAttempts, worker.DefaultMaxAttempts},
 		{envMaxTakeovers, c.MaxTakeovers, worker.DefaultMaxTakeovers},
-		{envReadAhead, c.ReadAhead, worker.DefaultReadAhead},
 		{envTerminalPolicy, c.TerminalPolicy, worker.DefaultTerminalPolicy},
 		{envClockSkew, c.ClockSkew, worker.DefaultClockSkew},
 		{envCallTimeout, c.CallTimeout, time.Duration(0)}, // the worker computes it from the lease

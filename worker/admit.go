@@ -65,7 +65,7 @@ func (w *Worker) admit(ctx context.Context, d *delivery) (*work, verdict) {
 		SchemaVersion: env.SchemaVersion, AggregateType: env.AggregateType, AggregateID: env.AggregateID,
 		CorrelationID: env.CorrelationID, CausationID: env.CausationID, Producer: env.Producer,
 	}, LeaseUntil: d.deadline, HashAs: env.HashLike, Attempts: judge.Policy(env, w.cfg.MaxAttempts)}
-	return &work{env: env, route: rt, req: req}, nil
+	return &work{env: env, route: rt, req: req, mode: w.modes[env.MessageType]}, nil
 }
 
 // input is the body to read and, when a route is adapted, what the

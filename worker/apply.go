@@ -34,7 +34,13 @@ type applied struct {
 // hide it, park it, re-send it delayed, or end it by the terminal policy.
 // When an action cannot be done it keeps the message for a later delivery,
 // never losing it: the inbox already knows what it must.
+//
+// The delivery it acts on holds what the outcome says (outcome.held): the
+// parking lot keeps that, and a copy of the message hands it over.
 func (w *Worker) apply(ctx context.Context, d *delivery, wk *work, o outcome, h host) applied {
+	if o.held != d.held {
+		d = d.holding(o.held)
+	}
 	switch a := o.act.(type) {
 	case ack:
 		h.ack(d)

@@ -22,7 +22,7 @@ func (w *Worker) claim(ctx context.Context, d *delivery, wk *work, existing *inb
 		// A lease this delivery could not give back when it was parked: the
 		// claim presents its token, and gets it back if it is still ours.
 		held := *req
-		held.Token, d.held = d.held.Token, nil
+		held.Token = d.held.Token
 		req = &held
 	}
 	if existing != nil {

@@ -31,7 +31,7 @@ const (
 )
 
 // Zero sets a Config field whose zero value means "the default" to an
-// explicit zero: ClockSkew, MaxGuardRetries, ReadAhead,
+// explicit zero: ClockSkew, MaxGuardRetries,
 // DeleteFlushInterval, DrainTimeout and Backoff.Jitter (e.g. Config{ClockSkew: worker.Zero}).
 // It is the same value as stale.Zero.
 const Zero = -1
@@ -47,11 +47,7 @@ const (
 	DefaultMaxAttempts       = failure.DefaultMaxAttempts
 	DefaultMaxTakeovers      = gate.DefaultMaxTakeovers
 	DefaultMaxGuardRetries   = judge.DefaultMaxReruns
-	// DefaultReadAhead is 0: the read ahead is off unless turned on (2 is
-	// the value it was measured with; docs/benchmarks.md, "Mixed streams
-	// and the read ahead").
-	DefaultReadAhead      = 0
-	DefaultTerminalPolicy = PolicyDLQ
+	DefaultTerminalPolicy    = PolicyDLQ
 	// DefaultDeleteFlushInterval is a standard queue's;
 	// DefaultFIFODeleteFlushInterval a FIFO queue's, where a pending
 	// delete holds back the rest of its group.
@@ -119,25 +115,6 @@ type Config struct {
 	// infrastructure trouble) is not counted. Default:
 	// DefaultMaxTakeovers.
 	MaxTakeovers int
-	// ReadAhead is the fewest fused work items of one receive batch whose
-	// inbox records the worker reads ahead, with one eventually consistent
-	// BatchGetItem before they run, so that a duplicate costs half a read
-	// unit instead of a cancelled transaction (standard queues; a stale
-	// read is safe: the fused commit's condition and the gate's still
-	// decide). Below it — one message per receive, at low concurrency — the
-	// read would be a call more per message. The read runs only while
-	// duplicates arrive: at least 1 in 20 of the worker's recent fused
-	// deliveries (readahead.go). It needs dynamodb:BatchGetItem on the
-	// table: denied, the worker warns once, counts
-	// ddbworker_read_ahead_denied_total and goes on without the read. It pays on
-	// queues where duplicates are common: measured on a mixed stream, at
-	// 30 % duplicates it ran 1.14–1.33 times the plain fused worker's
-	// throughput and cut write units per message by a quarter (3.5 instead
-	// of 4.7, for 0.5 read units); at 10 % it ran 1.00–1.10 times (4.52
-	// write units instead of 4.9, for 0.45 read units), and at 0 % it
-	// reads only in its first deliveries. Default: DefaultReadAhead (off);
-	// 2 turns it on for batches of two or more.
-	ReadAhead int
 	// MaxGuardRetries bounds handler re-runs after a Retry guard. Default:
 	// DefaultMaxGuardRetries; Zero never re-runs (a lost optimistic race
 	// fails retryably).
@@ -255,10 +232,6 @@ func (c Config) WithDefaults() (Config, error) {
 		errs = append(errs, fmt.Errorf("worker: Config.MaxTakeovers %d must be within 1..100", c.MaxTakeovers))
 	}
 	c.MaxGuardRetries = withDefault(c.MaxGuardRetries, DefaultMaxGuardRetries)
-	c.ReadAhead = withDefault(c.ReadAhead, DefaultReadAhead)
-	if c.ReadAhead < 0 {
-		errs = append(errs, errors.New("worker: Config.ReadAhead must not be negative"))
-	}
 	if c.MaxGuardRetries < 0 {
 		errs = append(errs, errors.New("worker: Config.MaxGuardRetries must not be negative"))
 	}

@@ -208,13 +208,12 @@ func TestFitAttributes(t *testing.T) {
 // and neither does a deferral's re-send of it, however many attributes of
 // its own it carries.
 func TestResendKeepsItOffTheFreshPath(t *testing.T) {
-	w := &Worker{}
 	wk := &work{route: ddbworker.Route{SingleWrite: true}, env: &envelope.Envelope{IdempotencyKey: "k-1"}}
 	fresh := func(attrs map[string]types.MessageAttributeValue, xray string) bool {
 		m := types.Message{MessageId: aws.String("m"), Body: aws.String("{}"), MessageAttributes: attrs,
 			Attributes: map[string]string{string(types.MessageSystemAttributeNameApproximateReceiveCount): "1",
 				string(types.MessageSystemAttributeNameSentTimestamp): "1790000000000", tracing.SystemAttrAWSTraceHeader: xray}}
-		return w.claimsByCommit(newDelivery(m, time.Now()), wk)
+		return claimsByCommit(newDelivery(m, time.Now()), wk)
 	}
 	for _, tt := range []struct {
 		name  string

@@ -10,8 +10,9 @@
 //	         service's own JSON); route, replay
 //	         window, deferral, an SQS Extended
 //	         Client body; no writes
-//	claim    the gate; a fused route claims by its     claim.go
-//	         commit instead
+//	claim    the route's commit mode (mode.go): the     claim.go, gated.go,
+//	         gate's lease, or — fused, single-write —   fused.go, single.go
+//	         the run's own commit
 //	run      the handler and its commit, heartbeat,   run.go (judged by
 //	         guard re-runs, a payload by reference    internal/judge)
 //	record   the only place that writes a failure     record.go
@@ -46,11 +47,12 @@
 // receive).
 //
 // Two ways of committing cost fewer calls than the gated path: a fused
-// route's commit creates the record COMPLETED (one transaction), with an
-// eventually consistent read ahead of a receive batch's records while
-// duplicates arrive (readahead.go); a single-write route's commit is one
-// conditional write fenced in the domain item (run.go, mutation.Fenced),
-// with no record unless it fails. The size of the records written is
+// route's commit creates the record COMPLETED (one transaction: fused.go);
+// a single-write route's commit is one conditional write fenced in the
+// domain item (single.go, mutation.Fenced), with no record unless it
+// fails. Each commit mode — gated.go, fused.go, single.go — implements
+// the one interface the stages call (mode.go: claim, commit, record a
+// failure, supersede). The size of the records written is
 // measured per message type (recordsize.go).
 //
 // Around the pipeline: the daemon's runtime (worker.go: long polling with

@@ -234,11 +234,6 @@ func (c *dbCalls) TransactWriteItems(ctx context.Context, in *dynamodb.TransactW
 	}, optFns)
 }
 
-// BatchGetItem reads: no write units, nothing paced.
-func (c *dbCalls) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	return call(c, ctx, "BatchGetItem", in, 0, c.api.BatchGetItem, nil, optFns)
-}
-
 func capacityUnits(c *types.ConsumedCapacity) float64 {
 	if c == nil {
 		return 0

@@ -593,6 +593,5 @@ func (w *Worker) handOver(ctx context.Context, d *delivery, delay time.Duration)
 		w.log.Warn("re-sent a parked message with its lease, but could not delete it; the gate absorbs the duplicate",
 			"sqsMessageId", d.id, "error", truncateRunes(err.Error(), maxLoggedMessage))
 	}
-	d.held = nil
 	return true
 }

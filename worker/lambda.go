@@ -95,7 +95,6 @@ func (w *Worker) HandleSQSEvent(ctx context.Context, records []types.Message) (f
 	}
 	slotCtx, cancel := context.WithDeadline(ctx, until.Add(-minRecordTime))
 	defer cancel()
-	w.readAhead(ctx, ds)
 	var work sync.WaitGroup
 	for _, group := range w.groups(ds) {
 		if _, err := w.pool.AcquireBatch(slotCtx, 1); err != nil {

@@ -111,10 +111,6 @@ type instruments struct {
 	// PayloadAccessDenied counts fetches S3 or KMS refused the worker
 	// (alert on any: a permission to fix).
 	PayloadAccessDenied metrics.Counter
-	// ReadAheadDenied counts the read ahead's BatchGetItem calls DynamoDB
-	// denied (the role lacks dynamodb:BatchGetItem on the table): fused
-	// routes' duplicates then cost a cancelled transaction, not a read.
-	ReadAheadDenied metrics.Counter
 	// InboxRecordBytes is the size of each work item's COMPLETED inbox
 	// record as DynamoDB counts it, by message type: over 1 KB, each
 	// write of it costs two units (the worker warns once per type from
@@ -156,7 +152,6 @@ func newInstruments(p metrics.Provider) *instruments {
 		BudgetWait:            p.Counter("ddbworker_write_budget_wait_seconds_total", "Time DynamoDB writes waited for the write budget (--max-wcu).").WithLabelValues(),
 		PayloadFetches:        p.Counter("ddbworker_payload_fetches_total", "Fetches of payloads by S3 reference by source (payload_ref, extended_client) and result (ok, or the failure code in lower case).", "source", "result"),
 		PayloadAccessDenied:   p.Counter("ddbworker_payload_access_denied_total", "Payload fetches S3 or KMS refused the worker (alert on any: fix the permission; the messages are retried).").WithLabelValues(),
-		ReadAheadDenied:       p.Counter("ddbworker_read_ahead_denied_total", "BatchGetItem calls of the fused routes' read ahead DynamoDB denied (grant dynamodb:BatchGetItem on the table, or --read-ahead 0; the work is unaffected).").WithLabelValues(),
 		InboxRecordBytes:      p.Histogram("ddbworker_inbox_record_bytes", "Size of each work item's COMPLETED inbox record as DynamoDB counts it, by message type (over 1024 bytes a write costs two units).", []float64{256, 512, 768, 900, 1024, 2048, 4096}, "message_type"),
 		CopyAttributesDropped: p.Counter("ddbworker_copy_attributes_dropped_total", "Attributes the worker's copies of messages went without for SQS's limits, by copy (dlq, resend); the log names them.", "copy"),
 	}

@@ -84,7 +84,7 @@ func (w *Worker) observe(ctx context.Context, d *delivery, r report, took time.D
 	if a.dlqSent {
 		w.metrics.DLQSent.Inc()
 	}
-	if wk := r.work; wk != nil && wk.req != nil && w.records != nil && !wk.unrecorded {
+	if wk := r.work; wk != nil && wk.req != nil && w.records != nil && !r.unrecorded() {
 		bytes, warn := w.records.size(&wk.req.Work)
 		w.metrics.InboxRecordBytes.WithLabelValues(typeLabel).Observe(float64(bytes))
 		if warn {

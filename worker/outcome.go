@@ -57,21 +57,26 @@ type troubled struct {
 	step    int
 }
 
-// failed: a business failure of the attempt lease runs, which record
-// counts; attempts is the policy that says whether it ends the work. With
-// lease nil the work ran fused and has no record yet: record creates it,
-// failed (work.fresh).
+// failed: a business failure of the attempt the run ran as, which record
+// counts through mode (commitMode.recordFailure: a fenced update of the
+// leased record, or — for a run that claimed by its commit — the record's
+// creation, failed); attempts is the policy that says whether it ends the
+// work. lease is the lease held (nil: none).
 type failed struct {
 	failure  *failure.Error
+	mode     commitMode
 	lease    *inbox.Lease
+	attempt  int
 	attempts failure.Policy
 }
 
 // superseded: a guard judged the work obsolete; record completes it with
-// outcome. With lease nil (fused) record creates the record COMPLETED.
+// outcome through mode (commitMode.supersede).
 type superseded struct {
 	outcome string
+	mode    commitMode
 	lease   *inbox.Lease
+	attempt int
 	// duplicate: a single-write fence found the work applied already; the
 	// record completes (APPLIED) and the delivery is a duplicate.
 	duplicate bool
@@ -132,6 +137,10 @@ type outcome struct {
 	// infra marks an outcome of infrastructure trouble: no business
 	// attempt was counted.
 	infra bool
+	// held is the lease the delivery holds once the inbox knows (nil:
+	// none): a parked delivery keeps it, and a copy of its message hands it
+	// over (attrHeldLease). record sets it.
+	held *inbox.Lease
 }
 
 // action is what apply does with the SQS message.
@@ -176,9 +185,10 @@ func laterInfra(d time.Duration, f *failure.Error, attempt int) outcome {
 	return outcome{result: OutcomeRetry, act: hide{d}, failure: f, attempt: attempt, infra: true}
 }
 
-// parked: the message waits until the database is healthy again.
-func parked(f *failure.Error, attempt int) outcome {
-	return outcome{result: OutcomeParked, act: park{}, failure: f, attempt: attempt, infra: true}
+// parked: the message waits until the database is healthy again, holding
+// held (nil: no lease).
+func parked(f *failure.Error, held *inbox.Lease) outcome {
+	return outcome{result: OutcomeParked, act: park{}, failure: f, infra: true, held: held}
 }
 
 // resent: a deferred message goes back to the queue as a new one.

@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"cmp"
 	"context"
 	"strconv"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/gate"
 	"github.com/ddbworker/ddbworker/inbox"
-	"github.com/ddbworker/ddbworker/internal/hooks"
 	"github.com/ddbworker/ddbworker/tracing"
 )
 
@@ -26,7 +24,9 @@ import (
 //	admit    decode or adapt, route, replay window,      admit         admit.go
 //	         deferral, an Extended Client body; writes
 //	         nothing
-//	claim    the gate (fused: the commit claims)         claim         claim.go
+//	claim    the route's commit mode (gated, fused,      commitMode    mode.go
+//	         single-write): the gate's lease, or the     .claim        claim.go
+//	         run's own commit
 //	run      handler and commit, heartbeat, re-runs      run           run.go
 //	record   the only writer of failures to the inbox    record        record.go
 //	apply    the only place that acts on SQS for it      apply         apply.go
@@ -56,17 +56,15 @@ type delivery struct {
 	// invocation's deadline less the time kept to settle and answer; the
 	// lease runs to the deadline (deadline) and has no heartbeat.
 	until, deadline time.Time
-	// admission is the delivery's admit stage, run once (by the read
-	// ahead, or by decide); known is the work's inbox record the read
-	// ahead found.
-	admission *admission
-	known     *inbox.Record
-	// held is a lease this delivery claimed and could not give back: it
-	// was parked while the database was unhealthy (record writes nothing
-	// then). Its next claim presents the lease's token and gets it back
-	// without counting a takeover (gate.Request.Token); let go at
-	// shutdown, it is given back if the database is healthy. Only the
-	// daemon keeps a parked delivery; under Lambda the lease just expires.
+	// held is the lease this delivery comes holding: one claimed and not
+	// given back because the database was unhealthy (record writes nothing
+	// then), handed over by the message's attribute (a parked message's
+	// re-send: heldLeaseOf) or by the parking lot (the daemon's parked
+	// delivery comes back as holding). Its claim presents the lease's token
+	// and gets it back without counting a takeover (gate.Request.Token);
+	// let go at shutdown, it is given back if the database is healthy. What
+	// the delivery holds once recorded is the outcome's (outcome.held).
+	// Under Lambda the lease just expires.
 	held *inbox.Lease
 }
 
@@ -89,18 +87,23 @@ func newDelivery(m types.Message, receivedAt time.Time) *delivery {
 	return d
 }
 
+// holding is d holding l instead (delivery.held): the same facts, as the
+// parking lot keeps and a copy of the message hands over.
+func (d *delivery) holding(l *inbox.Lease) *delivery {
+	c := *d
+	c.held = l
+	return &c
+}
+
 // work is an admitted delivery: its envelope, its route, and the request
 // the gate claims.
 type work struct {
 	env   *envelope.Envelope
 	route ddbworker.Route
 	req   *gate.Request
-	// fresh is the record a fused run creates (COMPLETED with the commit,
-	// or failed or superseded by record), nil on a gated route.
-	fresh *inbox.Record
-	// unrecorded: the work has no inbox record — a single-write route's
-	// fresh path, which writes one only for a failure.
-	unrecorded bool
+	// mode is the route's commit mode (Worker.modes), which claims the
+	// work.
+	mode commitMode
 }
 
 // claimed is a held lease and the attempts policy in effect for it.
@@ -139,7 +142,13 @@ type report struct {
 	applied applied
 	// commit is how long the commit's transaction took (0: none).
 	commit time.Duration
+	// mode is the commit mode the last run was bound to (nil: none ran).
+	mode commitMode
 }
+
+// unrecorded reports whether the delivery's work has no inbox record
+// (commitMode.unrecorded).
+func (r report) unrecorded() bool { return r.mode != nil && r.mode.unrecorded() }
 
 // process carries one delivery through the pipeline. unstarted, when set,
 // is the verdict of a delivery its host did not start (the rest of a FIFO
@@ -153,19 +162,28 @@ type report struct {
 // that the work has a record already. Then nothing of this run was
 // written or charged, and the delivery is decided again from that record:
 // claim, then run under the lease. The second pass never claims by its
-// commit, so it never finds a record again.
+// commit, so it never finds a record again; nor is it admitted again.
 func (w *Worker) process(ctx context.Context, d *delivery, h host, unstarted verdict) report {
 	var r report
 	settleCtx, cancel := w.settling(ctx, d)
 	defer cancel()
 	v := unstarted
 	var found *inbox.Record
+	var adm admission
+	// held is the lease the delivery holds: the one it came holding until
+	// its claim presents it (at most once: a delivery that holds one claims
+	// through the gate, and is never decided again).
+	held := d.held
 	for {
 		if v == nil {
-			v = w.decide(ctx, d, &r, found)
+			var claimed bool
+			v, claimed = w.decide(ctx, d, &r, &adm, found)
+			if claimed {
+				held = nil
+			}
 		}
 		recordCtx, span := w.stage(settleCtx, tracing.SpanRecord)
-		r.outcome, found = w.record(recordCtx, d, r.work, v)
+		r.outcome, found = w.record(recordCtx, d, held, v)
 		span.end(w, nil)
 		if found == nil {
 			break
@@ -175,63 +193,46 @@ func (w *Worker) process(ctx context.Context, d *delivery, h host, unstarted ver
 	settleCtx, span := w.stage(settleCtx, tracing.SpanSettle)
 	r.applied = w.apply(settleCtx, d, r.work, r.outcome, h)
 	span.end(w, nil)
-	w.observeFused(r)
 	return r
 }
 
-// decide runs the deciding stages, each once: admit, claim, run. The
-// claim is the gate's — from found, the work's record when an earlier
-// pass found it, or from what the read ahead found — unless the run
-// claims the work by its commit (claimsByCommit).
-func (w *Worker) decide(ctx context.Context, d *delivery, r *report, found *inbox.Record) verdict {
+// admission is a delivery's admit stage, as it came out (done: it ran): a
+// delivery decided again from its work's record (process) is not admitted
+// twice.
+type admission struct {
+	done    bool
+	work    *work
+	verdict verdict
+}
+
+// decide runs the deciding stages, each once: admit (unless adm holds its
+// result from an earlier pass), claim — the route's mode's: the gate's,
+// from found when an earlier pass found the work's record, or the run's
+// own commit — and run. claimed: the claim ran (it presented the lease
+// the delivery holds, if any).
+func (w *Worker) decide(ctx context.Context, d *delivery, r *report, adm *admission, found *inbox.Record) (v verdict, claimed bool) {
 	if !w.health.Healthy() {
 		// Received (or taken from the parking lot) just as the database
 		// turned unhealthy: not started, and admitted afresh when it runs.
-		d.admission, d.known = nil, nil
-		return notStarted{park: true}
+		return notStarted{park: true}, false
 	}
 	workCtx, cancel := w.workContext(ctx, d)
 	defer cancel()
-	wk, v := w.admitted(workCtx, d)
+	if !adm.done {
+		adm.work, adm.verdict = w.admit(workCtx, d)
+		adm.done = true
+	}
+	wk, v := adm.work, adm.verdict
 	r.work = wk
 	if v != nil {
-		return v
+		return v, false
 	}
-	existing := cmp.Or(found, readAheadRecord(d))
-	var c *claimed
-	if existing != nil || !w.claimsByCommit(d, wk) {
-		claimCtx, span := w.stage(workCtx, tracing.SpanClaim)
-		c, v = w.claim(claimCtx, d, wk, existing)
-		span.end(w, nil)
-		if v != nil {
-			return v
-		}
-		w.fail(hooks.AfterGate)
+	m, v := wk.mode.claim(workCtx, d, wk, found)
+	if v != nil {
+		return v, true
 	}
-	return w.run(workCtx, d, wk, c, r)
-}
-
-// fused reports whether wk's route commits fused (its record created
-// COMPLETED in the commit's transaction) with its payload inline: a
-// payload by reference is fetched under the gate's lease, so that a
-// duplicate costs no S3 read.
-func (w *Worker) fused(wk *work) bool { return wk.route.Fused && wk.env.PayloadRef == nil }
-
-// claimsByCommit reports whether wk's run claims the work by its commit
-// instead of the gate: a fused route's commit creates the record
-// COMPLETED; a single-write route's fenced write creates none. Only a
-// delivery whose work is not known to have a record (mayHaveRecord) takes
-// that path, with its payload inline. Its commit still finds a record the
-// marks could not announce — the fused commit's Put condition, the
-// single-write commit's ConditionCheck (unless the route skips it:
-// SkipInboxCheck, where mayHaveRecord is all there is) — and sends the
-// delivery back to the gate (process). A redelivery claims through the gate:
-// it is more likely to find a record (its earlier delivery failed,
-// crashed or lost its delete), which the gate reads in the same call that
-// would have claimed it, and a failing run does not first have to fail to
-// create one.
-func (w *Worker) claimsByCommit(d *delivery, wk *work) bool {
-	return (w.fused(wk) || wk.route.SingleWrite) && wk.env.PayloadRef == nil && !mayHaveRecord(d)
+	r.mode = m
+	return w.run(workCtx, d, wk, m, r), true
 }
 
 // recordMarks are the attributes that mark a copy ddbworker made of a

@@ -26,7 +26,33 @@ import (
 // that would have created its failed or superseded record, found it):
 // nothing was written or charged, and process decides the delivery again
 // from that record.
-func (w *Worker) record(ctx context.Context, d *delivery, wk *work, v verdict) (o outcome, found *inbox.Record) {
+//
+// held is the lease the delivery holds (process); the outcome says what it
+// holds once recorded (outcome.held): a delivery parked by a write the
+// database could not take holds the lease that write was for, one let go
+// unstarted holds nothing once its lease is given back, and any other
+// keeps held.
+func (w *Worker) record(ctx context.Context, d *delivery, held *inbox.Lease, v verdict) (outcome, *inbox.Record) {
+	if v, ok := v.(notStarted); ok {
+		if v.park {
+			return parked(nil, held), nil
+		}
+		o := released()
+		if !w.giveBack(ctx, held) {
+			o.held = held
+		}
+		return o, nil
+	}
+	o, found := w.recordVerdict(ctx, d, v)
+	if _, parks := o.act.(park); !parks {
+		o.held = held
+	}
+	return o, found
+}
+
+// recordVerdict is record's writing of every verdict but notStarted; a
+// parked outcome holds the lease the write was for.
+func (w *Worker) recordVerdict(ctx context.Context, d *delivery, v verdict) (o outcome, found *inbox.Record) {
 	switch v := v.(type) {
 	case recordExists:
 		return outcome{}, v.record
@@ -39,20 +65,14 @@ func (w *Worker) record(ctx context.Context, d *delivery, wk *work, v verdict) (
 			return resent(v.by), nil
 		}
 		return later(OutcomeDeferred, v.by, nil, 0), nil
-	case notStarted:
-		if v.park {
-			return parked(nil, 0), nil
-		}
-		w.giveBackHeld(ctx, d)
-		return released(), nil
 	case terminalAgain:
 		return terminal(v.failure, v.attempt), nil
 	case troubled:
 		return w.recordTrouble(ctx, d, v), nil
 	case failed:
-		return w.recordFailure(ctx, d, wk, v)
+		return w.recordFailure(ctx, d, v)
 	case superseded:
-		return w.recordSupersede(ctx, d, wk, v)
+		return w.recordSupersede(ctx, d, v)
 	case exhausted:
 		return w.recordEnd(ctx, d, v), nil
 	case rejected:
@@ -106,8 +126,7 @@ func (w *Worker) recordRejection(ctx context.Context, d *delivery, v rejected) o
 // itself) and the message is parked.
 func (w *Worker) recordTrouble(ctx context.Context, d *delivery, v troubled) outcome {
 	if !w.health.Healthy() {
-		d.held = v.lease
-		return parked(v.failure, 0)
+		return parked(v.failure, v.lease)
 	}
 	wait := w.cfg.Backoff.delay(v.step)
 	if v.failure.Code == failure.CodeShutdown {
@@ -126,80 +145,64 @@ func (w *Worker) recordTrouble(ctx context.Context, d *delivery, v troubled) out
 	return laterInfra(wait, v.failure, 0)
 }
 
-// giveBackHeld gives back the lease a parked delivery holds (delivery.held)
-// when the daemon lets it go unstarted (shutdown) while the database is
-// healthy, so that the next delivery takes the work over at once and
-// counts no takeover; best effort — a lease not given back expires, and
-// costs one takeover.
-func (w *Worker) giveBackHeld(ctx context.Context, d *delivery) {
-	if d.held == nil || !w.health.Healthy() {
-		return
+// giveBack gives back held, the lease a parked delivery holds
+// (delivery.held), when the daemon lets it go unstarted (shutdown) while
+// the database is healthy, so that the next delivery takes the work over
+// at once and counts no takeover; best effort — a lease not given back
+// expires, and costs one takeover. It reports whether the delivery let
+// go of the lease (false: it holds it still — none, or the database is
+// unhealthy).
+func (w *Worker) giveBack(ctx context.Context, held *inbox.Lease) bool {
+	if held == nil || !w.health.Healthy() {
+		return false
 	}
-	l := *d.held
-	d.held = nil
-	if err := w.committer.Release(asCleanup(ctx), l, failure.NewRetryable(failure.CodeShutdown, "let go unstarted at shutdown")); err != nil {
+	if err := w.committer.Release(asCleanup(ctx), *held, failure.NewRetryable(failure.CodeShutdown, "let go unstarted at shutdown")); err != nil {
 		w.stageFailed(ctx, err)
 	}
+	return true
 }
 
 // recordFailure counts the business attempt and records its failure, made
-// terminal when the attempts policy ends retries. A run that claimed by
-// its commit has no record: its failure creates one, unless one is there
-// (found).
-func (w *Worker) recordFailure(ctx context.Context, d *delivery, wk *work, v failed) (outcome, *inbox.Record) {
-	attempt := 1
-	if v.lease != nil {
-		attempt = v.lease.Attempt
-	}
-	f := judge.Attempt(v.failure, v.attempts, attempt, w.cfg.Now())
-	var err error
-	if v.lease != nil {
-		err = w.committer.Fail(ctx, *v.lease, f)
-	} else {
-		err = w.committer.FailFresh(ctx, wk.fresh, f)
-		wk.unrecorded = wk.unrecorded && err != nil
-	}
+// terminal when the attempts policy ends retries, as the run's commit
+// mode does (commitMode.recordFailure). A run that claimed by its commit
+// has no record: its failure creates one, unless one is there (found).
+func (w *Worker) recordFailure(ctx context.Context, d *delivery, v failed) (outcome, *inbox.Record) {
+	f := judge.Attempt(v.failure, v.attempts, v.attempt, w.cfg.Now())
+	err := v.mode.recordFailure(ctx, f)
 	var lost *inbox.LeaseLostError
 	var exists *mutation.ExistsError
 	switch {
 	case errors.As(err, &lost):
-		return w.outcomeOf(w.leaseLost(lost, attempt)), nil
+		return w.outcomeOf(w.leaseLost(lost, v.attempt)), nil
 	case errors.As(err, &exists):
 		return outcome{}, exists.Record
 	case err != nil:
 		return w.unrecorded(ctx, d, err, v.lease), nil
 	case f.IsTerminal():
-		return terminal(f, attempt), nil
+		return terminal(f, v.attempt), nil
 	}
-	return later(OutcomeRetry, w.cfg.Backoff.delay(attempt), f, attempt), nil
+	return later(OutcomeRetry, w.cfg.Backoff.delay(v.attempt), f, v.attempt), nil
 }
 
-// recordSupersede completes the work as superseded, with no domain write;
-// as recordFailure, a run that claimed by its commit creates the record,
-// unless one is there (found).
-func (w *Worker) recordSupersede(ctx context.Context, d *delivery, wk *work, v superseded) (outcome, *inbox.Record) {
+// recordSupersede completes the work as superseded, with no domain write
+// (commitMode.supersede); as recordFailure, a run that claimed by its
+// commit creates the record, unless one is there (found).
+func (w *Worker) recordSupersede(ctx context.Context, d *delivery, v superseded) (outcome, *inbox.Record) {
 	o := orDefault(v.outcome, inbox.OutcomeSuperseded)
-	attempt := 1
-	var err error
-	if v.lease != nil {
-		attempt = v.lease.Attempt
-		err = w.committer.Supersede(ctx, *v.lease, o)
-	} else {
-		err = w.committer.SupersedeFresh(ctx, wk.fresh, o)
-	}
+	err := v.mode.supersede(ctx, o)
 	var lost *inbox.LeaseLostError
 	var exists *mutation.ExistsError
 	switch {
 	case err == nil && v.duplicate:
-		return done(OutcomeDuplicate, attempt), nil
+		return done(OutcomeDuplicate, v.attempt), nil
 	case err == nil:
-		return done(appliedOutcome(o), attempt), nil
+		return done(appliedOutcome(o), v.attempt), nil
 	case errors.As(err, &lost) && v.duplicate && lost.Completed() && lost.Record.LeaseToken == lost.Lease.Token:
 		// Our own completion of a duplicate, its response lost: the work
 		// applied before, not now (leaseLost would say applied).
-		return done(OutcomeDuplicate, attempt), nil
+		return done(OutcomeDuplicate, v.attempt), nil
 	case errors.As(err, &lost):
-		return w.outcomeOf(w.leaseLost(lost, attempt)), nil
+		return w.outcomeOf(w.leaseLost(lost, v.attempt)), nil
 	case errors.As(err, &exists):
 		return outcome{}, exists.Record
 	}
@@ -218,8 +221,7 @@ func (w *Worker) unrecorded(ctx context.Context, d *delivery, err error, lease *
 	w.log.WarnContext(ctx, "could not record the outcome in the inbox; the message comes back", "sqsMessageId", d.id, "code", f.Code,
 		"error", truncateRunes(err.Error(), maxLoggedMessage))
 	if !w.health.Healthy() {
-		d.held = lease
-		return parked(f, 0)
+		return parked(f, lease)
 	}
 	wait := w.cfg.Backoff.delay(infraStep(d))
 	if lease != nil {

@@ -11,51 +11,36 @@ import (
 
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/failure"
-	"github.com/ddbworker/ddbworker/gate"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/hooks"
 	"github.com/ddbworker/ddbworker/internal/judge"
 	"github.com/ddbworker/ddbworker/mutation"
 )
 
-// run runs the handler and commits its writes — under the lease c, renewed
-// by a heartbeat while the handler runs long (none under Lambda, whose
-// lease is the invocation), or, with c nil, fused: the commit creates the
-// work's record COMPLETED — re-running the handler after a Rerun guard, and
-// says what it came to. A payload by reference is fetched first, under the
-// lease.
-func (w *Worker) run(ctx context.Context, d *delivery, wk *work, c *claimed, r *report) verdict {
-	// A single-write route's fresh path writes the work no record unless
-	// it records a failure (recordFailure); a run under a lease has one.
-	// Set on every run: a delivery decided again from a record it found
-	// (process) runs the same work again, under a lease.
-	wk.unrecorded = c == nil && wk.route.SingleWrite
+// run runs the handler and commits its writes in the commit mode m the
+// claim bound (gated: under the lease, renewed by a heartbeat while the
+// handler runs long — none under Lambda, whose lease is the invocation —
+// with a payload by reference fetched first; fused: the commit creates
+// the work's record COMPLETED; single-write: one fenced write), re-running
+// the handler after a Rerun guard, and says what it came to.
+func (w *Worker) run(ctx context.Context, d *delivery, wk *work, m commitMode, r *report) verdict {
 	handlerCtx, abort := context.WithCancelCause(ctx)
 	defer abort(nil)
-	var beat *heartbeat
-	if c != nil {
-		beat = w.startHeartbeat(handlerCtx, d, c.lease, abort)
-		defer beat.stop()
-		if err := w.resolvePayload(handlerCtx, wk.env); err != nil {
-			beat.stop()
-			return w.judge(d, wk, c, beat, err, w.judgement(ctx, payloadFailure(err), "", 0))
-		}
-	} else {
-		wk.fresh = inbox.NewRecord(&wk.req.Work, w.cfg.Now())
-		wk.fresh.LeaseToken, wk.fresh.LeaseOwner = gate.NewToken(), w.gate.Owner()
+	stop, err := m.begin(handlerCtx, d, wk, abort)
+	defer stop()
+	if err != nil {
+		return w.judge(d, wk, m, err, w.judgement(ctx, payloadFailure(err), "", 0))
 	}
 	for run := 0; ; run++ {
-		msg := &ddbworker.Message{Envelope: wk.env, SQSMessageID: d.id, ReceiveCount: d.receives, Attempt: 1, Run: run}
-		if c != nil {
-			msg.Attempt, msg.LeaseToken = c.lease.Attempt, c.lease.Token
-		}
+		msg := &ddbworker.Message{Envelope: wk.env, SQSMessageID: d.id, ReceiveCount: d.receives, Run: run}
+		msg.Attempt, msg.LeaseToken = m.attempt()
 		res, err := w.callHandler(handlerCtx, wk.route.Handler, msg)
 		if lost := leaseLostCause(handlerCtx); lost != nil {
 			return w.leaseLost(lost, msg.Attempt)
 		}
 		if err == nil {
 			var took time.Duration
-			took, err = w.commit(ctx, wk, c, beat, res, run)
+			took, err = w.commit(ctx, wk, m, res, run)
 			r.commit += took
 			if err == nil {
 				w.fail(hooks.AfterCommit)
@@ -66,8 +51,8 @@ func (w *Worker) run(ctx context.Context, d *delivery, wk *work, c *claimed, r *
 		if j.Kind == judge.Rerun {
 			continue
 		}
-		beat.stop() // recording writes the record: no renewal may race it
-		return w.judge(d, wk, c, beat, err, j)
+		stop() // recording writes the record: no renewal may race it
+		return w.judge(d, wk, m, err, j)
 	}
 }
 
@@ -82,73 +67,44 @@ func (w *Worker) judgement(ctx context.Context, err error, outcome string, run i
 	return judge.Of(err, outcome, run, w.cfg.MaxGuardRetries)
 }
 
-// commit renders a handler's writes and commits them with the inbox flip
-// (or, fused, with the COMPLETED record; on a single-write route's fresh
-// path, fenced, with a check that the work has no record unless the route
-// skips it), and says how long its call took (0: none).
-func (w *Worker) commit(ctx context.Context, wk *work, c *claimed, beat *heartbeat, res ddbworker.Result, run int) (time.Duration, error) {
+// commit renders a handler's writes and commits them as the mode m does
+// (commitMode.commit), and says how long its call took (0: none).
+func (w *Worker) commit(ctx context.Context, wk *work, m commitMode, res ddbworker.Result, run int) (time.Duration, error) {
 	writes := make([]mutation.Write, len(res.Writes))
 	for i, wr := range res.Writes {
-		m, err := wr.Mutation()
+		mw, err := wr.Mutation()
 		if err != nil {
 			return 0, fmt.Errorf("write %d: %w", i, err)
 		}
-		writes[i] = m
+		writes[i] = mw
 	}
-	done := mutation.Completion{Outcome: res.Outcome, ResultRef: res.ResultRef}
-	if wk.route.SingleWrite && len(writes) > 0 {
-		fenced, err := mutation.Fenced(writes, mutation.Stamp{Key: wk.env.IdempotencyKey, Type: wk.env.MessageType, Hash: wk.env.RequestHash, SameWork: wk.req.SameWork})
-		if err != nil {
-			return 0, err
-		}
-		writes = []mutation.Write{fenced}
-	}
-	single := c == nil && wk.route.SingleWrite
-	op := "TransactWriteItems" // the commit's one DynamoDB call
-	switch {
-	case single && len(writes) == 0:
-		op = "" // no write, no call
-	case single && wk.route.SkipInboxCheck:
-		op = mutation.SingleOperation(writes[0])
+	op, call, err := m.commit(wk, writes, mutation.Completion{Outcome: res.Outcome, ResultRef: res.ResultRef}, run)
+	if err != nil {
+		return 0, err
 	}
 	ctx, span := w.commitStage(ctx, op)
-	if op == "" {
-		// A single-write handler that decided there is nothing to do:
-		// nothing to write, nothing to fence, no call — and no commit time
-		// (the commit latency is of calls made). The work completes with
-		// its outcome (applied, or the handler's own); nothing records
-		// it, so a redelivery runs the handler again.
+	if call == nil {
+		// Nothing to write, no call — and no commit time (the commit
+		// latency is of calls made).
 		span.end(w, nil)
 		return 0, nil
 	}
 	start := w.cfg.Now()
-	var err error
-	switch {
-	case c != nil:
-		beat.hold(func() { err = w.committer.Commit(ctx, c.lease, writes, done, run) })
-	case wk.route.SkipInboxCheck:
-		err = w.committer.CommitSingle(ctx, writes[0])
-	case wk.route.SingleWrite:
-		err = w.committer.CommitSingleGuarded(ctx, wk.fresh, writes[0], run)
-	default:
-		err = w.committer.CommitFused(ctx, wk.fresh, writes, done, run)
-	}
+	err = call(ctx)
 	took := w.cfg.Now().Sub(start)
 	span.end(w, err)
 	return took, err
 }
 
 // judge turns the end of a run into its verdict: the lease lost (or our
-// own ambiguous commit applied), the record already there (fused), and
-// otherwise the run's judgement: superseded, infrastructure trouble (no
-// attempt), or a business failure for record to count.
-func (w *Worker) judge(d *delivery, wk *work, c *claimed, beat *heartbeat, err error, j judge.Run) verdict {
-	var lease *inbox.Lease
-	attempt := 1
-	if c != nil {
-		l := beat.lease() // as the heartbeat last renewed it
-		lease, attempt = &l, l.Attempt
-	}
+// own ambiguous commit applied), the record already there (a run that
+// claimed by its commit), what the mode decides itself
+// (commitMode.judged), and otherwise the run's judgement: superseded,
+// infrastructure trouble (no attempt), or a business failure for record to
+// count.
+func (w *Worker) judge(d *delivery, wk *work, m commitMode, err error, j judge.Run) verdict {
+	lease := m.lease() // as the heartbeat last renewed it
+	attempt, _ := m.attempt()
 	var lost *inbox.LeaseLostError
 	if errors.As(err, &lost) {
 		return w.leaseLost(lost, attempt)
@@ -157,25 +113,16 @@ func (w *Worker) judge(d *delivery, wk *work, c *claimed, beat *heartbeat, err e
 	if errors.As(err, &exists) {
 		return recordExists{record: exists.Record}
 	}
-	switch {
-	case j.Kind == judge.Duplicate && lease == nil:
-		return completed{outcome: OutcomeDuplicate, attempt: attempt}
-	case j.Kind == judge.Duplicate:
-		return superseded{outcome: j.Outcome, lease: lease, duplicate: true}
-	case j.Kind == judge.Superseded && lease == nil && wk.route.SingleWrite:
-		// A single-write route's fresh path records nothing but failures:
-		// a redelivery is superseded again, as deterministically.
-		return completed{outcome: appliedOutcome(j.Outcome), attempt: attempt}
-	case j.Kind == judge.Superseded:
-		return superseded{outcome: j.Outcome, lease: lease}
+	if v := m.judged(wk, j); v != nil {
+		return v
+	}
+	switch j.Kind {
+	case judge.Duplicate:
+		return superseded{outcome: j.Outcome, mode: m, lease: lease, attempt: attempt, duplicate: true}
+	case judge.Superseded:
+		return superseded{outcome: j.Outcome, mode: m, lease: lease, attempt: attempt}
 	}
 	f := j.Failure
-	if f.Code == failure.CodeHashMismatch && lease == nil {
-		// A single-write fence names other work at this version: the
-		// key's own record is not this work's to take; a rejection
-		// record holds the refusal.
-		return reject(wk.env, f.Code, f.Message)
-	}
 	switch {
 	case f.Code == payloadCodeAccessDenied:
 		// The deployment's to fix, not the work's: retried without an
@@ -185,11 +132,7 @@ func (w *Worker) judge(d *delivery, wk *work, c *claimed, beat *heartbeat, err e
 	case f.Infrastructure():
 		return troubled{failure: f, lease: lease, step: infraStep(d)}
 	}
-	attempts := wk.req.Attempts
-	if c != nil {
-		attempts = c.attempts
-	}
-	return failed{failure: f, lease: lease, attempts: attempts}
+	return failed{failure: f, mode: m, lease: lease, attempt: attempt, attempts: m.attempts(wk)}
 }
 
 // leaseLost: the record is not ours any more. COMPLETED means the work is
@@ -275,8 +218,7 @@ func (w *Worker) callHandler(ctx context.Context, h ddbworker.Handler, msg *ddbw
 // round) fails with a transaction conflict, and the worker must not
 // conflict with itself; the commit's condition checks the token, not the
 // expiry, so skipping a renewal then is safe. Under Lambda (the delivery
-// has a deadline) the lease is the invocation and nothing is renewed. A
-// nil heartbeat is a fused run's: there is no lease.
+// has a deadline) the lease is the invocation and nothing is renewed.
 type heartbeat struct {
 	mu      sync.Mutex // held by the commit and by each renewal
 	current inbox.Lease

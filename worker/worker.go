@@ -33,15 +33,13 @@ import (
 )
 
 // DynamoDBAPI is what the worker needs of DynamoDB: the gate's PutItem and
-// UpdateItem, the commit's TransactWriteItems, the read ahead's
-// BatchGetItem (Config.ReadAhead). The worker sets the retry
+// UpdateItem, the commit's TransactWriteItems. The worker sets the retry
 // policy of every call it makes (Config.CallAttempts, Config.CallTimeout):
 // whatever retryer the client carries, one place retries.
 type DynamoDBAPI interface {
 	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	TransactWriteItems(ctx context.Context, params *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
-	BatchGetItem(ctx context.Context, params *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 }
 
 // SQSAPI is what the worker needs of SQS.
@@ -86,8 +84,9 @@ type Worker struct {
 	cfg       Config
 	deps      Deps
 	routes    map[string]ddbworker.Route
-	adapters  *envelope.Adapters // the adapted routes', in registration order
-	needed    []string           // the attributes the adapters read: every copy keeps them (copies.go)
+	modes     map[string]commitMode // each route's commit mode (modeOf)
+	adapters  *envelope.Adapters    // the adapted routes', in registration order
+	needed    []string              // the attributes the adapters read: every copy keeps them (copies.go)
 	decoder   *envelope.Decoder
 	db        *dbCalls
 	gate      *gate.Gate
@@ -106,18 +105,13 @@ type Worker struct {
 	limiter   *adaptive.Limiter
 	pool      *slots.Pool
 	health    *dbHealth
-	capacity  *capacitySums   // the write budget's term of ddbworker_database_capacity
-	dups      *duplicateShare // recent fused duplicates: whether the read ahead pays
+	capacity  *capacitySums // the write budget's term of ddbworker_database_capacity
 	parked    parkingLot
 	queueOnce sync.Once
 	fail      func(string)
 	fixed     bool // hooks.FixedConcurrency
 	ran       sync.Once
 	ready     atomic.Bool
-
-	// readAheadDenied: DynamoDB denied the read ahead's BatchGetItem
-	// (readAheadFailed warns once).
-	readAheadDenied atomic.Bool
 
 	// payloads fetches payloads by S3 reference (nil without Deps.S3);
 	// extDecoder decodes an SQS Extended Client message's body fetched
@@ -144,7 +138,7 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	w := &Worker{cfg: cfg, deps: deps, fifo: strings.HasSuffix(cfg.QueueURL, ".fifo"), capacity: &capacitySums{maxWCU: cfg.MaxWCU}, dups: newDuplicateShare()}
+	w := &Worker{cfg: cfg, deps: deps, fifo: strings.HasSuffix(cfg.QueueURL, ".fifo"), capacity: &capacitySums{maxWCU: cfg.MaxWCU}}
 	if w.policy, err = (stale.Policy{Lease: cfg.VisibilityTimeout, Skew: cfg.ClockSkew}).WithDefaults(); err != nil { // stale.Zero == Zero
 		errs = append(errs, err)
 	}
@@ -185,12 +179,14 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 	w.owner = w.gate.Owner()
 	w.tracer = newTracer(deps.TracerProvider, cfg.QueueURL)
 	w.routes = make(map[string]ddbworker.Route)
+	w.modes = make(map[string]commitMode)
 	for _, t := range deps.Handlers.Types() {
 		rt, _ := deps.Handlers.Lookup(t) // its handler wrapped in the registry's and the route's middleware
 		if w.tracer != nil {
 			rt.Handler = w.traceHandler(rt.Handler)
 		}
 		w.routes[t] = rt
+		w.modes[t] = w.modeOf(rt)
 	}
 	w.adapters = deps.Handlers.Adapters()
 	w.needed = w.adapters.Attributes()
@@ -615,22 +611,8 @@ func (w *Worker) poll(ctx, workCtx context.Context, work *sync.WaitGroup, del *d
 }
 
 // dispatch starts a batch's deliveries: each on its own, or, on a FIFO
-// queue, each group in order (runGroup).
-// A batch read ahead reads off the poll loop: the next receive does not
-// wait for it (the batch holds its slots already).
+// queue, each group in order (runGroup), each group on its own goroutine.
 func (w *Worker) dispatch(ctx, workCtx context.Context, ds []*delivery, work *sync.WaitGroup, del *deleter) {
-	if w.readsAhead(ds) {
-		work.Go(func() {
-			w.readAhead(workCtx, ds)
-			w.start(ctx, workCtx, ds, work, del)
-		})
-		return
-	}
-	w.start(ctx, workCtx, ds, work, del)
-}
-
-// start runs a batch's groups, each on its own goroutine.
-func (w *Worker) start(ctx, workCtx context.Context, ds []*delivery, work *sync.WaitGroup, del *deleter) {
 	groups := w.groups(ds)
 	for gi, group := range groups {
 		if gi == len(groups)/2 && len(groups) > 1 {

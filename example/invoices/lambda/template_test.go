@@ -254,8 +254,7 @@ func readmeIAM(t *testing.T, path string) []iamRow {
 // routes, a handler's deletes, checks or queries, payloads by S3
 // reference) is not granted, and the role's comment names each such
 // DynamoDB action. Old behaviour: the README listed the role's actions in
-// two paragraphs of prose and named no dynamodb:BatchGetItem, which the
-// read ahead of fused routes calls.
+// two paragraphs of prose.
 func TestTemplateRoleIsTheIAMTable(t *testing.T) {
 	resource := map[string]string{"the table": "Table", "the queue": "WorkQueue", "the DLQ": "DeadLetterQueue",
 		"the function's log group": "FunctionLogGroup", "`*`": "*"}
@@ -275,11 +274,8 @@ func TestTemplateRoleIsTheIAMTable(t *testing.T) {
 			}
 			slices.Sort(want[a])
 		}
-		if slices.Contains(row.actions, "dynamodb:BatchGetItem") {
-			require.Contains(t, row.needed, "ddbworker.Fused()", "BatchGetItem is needed by fused routes")
-		}
 	}
-	require.Contains(t, conditional, "dynamodb:BatchGetItem")
+	require.NotContains(t, conditional, "dynamodb:BatchGetItem", "no route reads ahead")
 
 	grants := roleGrants(t, loadTemplate(t, "../template.yaml"))
 	for a := range grants {

@@ -80,7 +80,7 @@ type Config struct {
 	SizeConcurrency int
 	// BatchSize per receive. Default: the worker's (min(10, concurrency)).
 	BatchSize int
-	// Kinds to run. Default: naive, default, fused, fused-plain, single.
+	// Kinds to run. Default: naive, default, fused, single, single-skip.
 	Kinds []Kind
 	// NoteBytes is the note that makes the case item about 1 KB — the
 	// single-write fence and note version included. Default: DefaultNoteBytes.

@@ -1,7 +1,6 @@
 // Package bench measures ddbworker against the floor: for each worker —
 // the naive baseline (UpdateItem then DeleteMessage, no inbox), ddbworker's
-// default path (gate + transactional commit), its fused commit (with the
-// read ahead of a batch's inbox records, and without it: fused-plain) and
+// default path (gate + transactional commit), its fused commit and
 // its single-write route (one conditional UpdateItem fenced in the domain
 // item) — it runs the same message set at the same concurrency twice: once
 // through the worker and once through a bare loop that issues exactly the

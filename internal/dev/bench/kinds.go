@@ -21,23 +21,16 @@ type Kind string
 const (
 	KindNaive   Kind = "naive"   // UpdateItem, then DeleteMessage; no inbox
 	KindDefault Kind = "default" // gate PutItem + transactional commit
-	KindFused   Kind = "fused"   // one transaction with the inbox record, the read ahead on (ReadAhead)
+	KindFused   Kind = "fused"   // one transaction with the inbox record
 	KindSingle  Kind = "single"  // one transaction: the fenced update and a check that no inbox record exists (ddbworker.SingleWrite)
 	// KindSingleSkip is single with ddbworker.SkipInboxCheck: one fenced
 	// conditional UpdateItem, no check of the inbox.
 	KindSingleSkip Kind = "single-skip"
-	// KindFusedPlain is fused without the read ahead (worker.Config.ReadAhead
-	// off): every message, a duplicate too, is its transaction.
-	KindFusedPlain Kind = "fused-plain"
 )
-
-// ReadAhead is the fused kind's worker.Config.ReadAhead: the read ahead
-// on for receive batches of two or more (it is off by default).
-const ReadAhead = 2
 
 // kindOrder is the default list of kinds, in the order a sweep runs them:
 // naive first, the others' throughput is read against it.
-var kindOrder = []Kind{KindNaive, KindDefault, KindFused, KindFusedPlain, KindSingle, KindSingleSkip}
+var kindOrder = []Kind{KindNaive, KindDefault, KindFused, KindSingle, KindSingleSkip}
 
 // spec is everything that differs between the kinds, so that a new kind
 // is one entry of kinds: how it consumes the benchmark's messages, what the
@@ -93,17 +86,6 @@ var kinds = map[Kind]spec{
 		route: func(reg *ddbworker.Registry, table string) error {
 			return (&caseflow.Handlers{Table: table}).Register(reg, ddbworker.Fused())
 		},
-		config:  func(c *worker.Config) { c.ReadAhead = ReadAhead },
-		prepare: prepareFused, bare: bareTransaction, records: 1,
-		units: fusedUnits,
-	},
-	KindFusedPlain: {
-		route: func(reg *ddbworker.Registry, table string) error {
-			return (&caseflow.Handlers{Table: table}).Register(reg, ddbworker.Fused())
-		},
-		config: func(c *worker.Config) { c.ReadAhead = worker.Zero },
-		// ReadAhead is off by default (worker.DefaultReadAhead): Zero says so
-		// whatever the default.
 		prepare: prepareFused, bare: bareTransaction, records: 1,
 		units: fusedUnits,
 	},
@@ -138,11 +120,9 @@ var kinds = map[Kind]spec{
 // fusedUnits: each transaction writes the domain update and the COMPLETED
 // record; new work's also writes the record's index entry, once. A
 // duplicate's transaction is cancelled, counted as if it had applied (an
-// upper bound). With the read ahead, a receive batch's keys are read
-// first, eventually consistent, each charged as a read of the record (a
-// key with no item is charged the minimum, the same half unit), and a
-// duplicate found COMPLETED makes no transaction: the transactions and
-// reads per message are the worker's own, whatever the phase's mix.
+// upper bound). The transactions per message are the worker's own,
+// whatever the phase's mix. (Reads, eventually consistent, each charged as
+// a read of the record, were the read ahead's, since removed: none now.)
 func fusedUnits(s sizes, u usage) capacity {
 	tx := 2*kb(s.Domain) + 2*kb(s.Completed)
 	return capacity{Write: u.Tx*tx + u.Work*kb(s.Index), Read: u.Reads * readUnits(s.Completed, false)}

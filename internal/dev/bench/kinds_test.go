@@ -48,20 +48,12 @@ func TestUnits(t *testing.T) {
 		// flight and came back: (90 × 6 + 10 × 1 + 2 × 1) / 100.
 		{"mixed", KindDefault, small, usage{Puts: 1.02, Tx: 0.9, Work: 0.9}, capacity{Write: 5.52}},
 		// transaction 2 × (1 + 1) + index 1; a duplicate: the cancelled transaction.
-		{"fresh", KindFusedPlain, small, usage{Tx: 1, Work: 1}, capacity{Write: 5}},
-		{"duplicate", KindFusedPlain, small, usage{Tx: 1}, capacity{Write: 4}},
-		{"fresh, item over 1 KB", KindFusedPlain, bigItem, usage{Tx: 1, Work: 1}, capacity{Write: 7}},
-		{"duplicate, item over 1 KB", KindFusedPlain, bigItem, usage{Tx: 1}, capacity{Write: 6}},
+		{"fresh", KindFused, small, usage{Tx: 1, Work: 1}, capacity{Write: 5}},
+		{"duplicate", KindFused, small, usage{Tx: 1}, capacity{Write: 4}},
+		{"fresh, item over 1 KB", KindFused, bigItem, usage{Tx: 1, Work: 1}, capacity{Write: 7}},
+		{"duplicate, item over 1 KB", KindFused, bigItem, usage{Tx: 1}, capacity{Write: 6}},
 		// A quarter duplicates: 0.75 × 5 + 0.25 × 4.
-		{"mixed", KindFusedPlain, small, usage{Tx: 1, Work: 0.75}, capacity{Write: 4.75}},
-		// The read ahead: every key read (half a unit), a duplicate found
-		// completed makes no transaction; a tenth of them was not found
-		// (read in a batch under the threshold).
-		{"fresh", KindFused, small, usage{Tx: 1, Reads: 1, Work: 1}, capacity{Write: 5, Read: 0.5}},
-		{"duplicate", KindFused, small, usage{Tx: 0.1, Reads: 0.9}, capacity{Write: 0.4, Read: 0.45}},
-		// 90 fresh and 10 duplicates, every key read, 8 duplicates found
-		// completed: 92 transactions, 90 index entries, 100 keys read.
-		{"mixed", KindFused, small, usage{Tx: 0.92, Reads: 1, Work: 0.9}, capacity{Write: 0.92*4 + 0.9, Read: 0.5}},
+		{"mixed", KindFused, small, usage{Tx: 1, Work: 0.75}, capacity{Write: 4.75}},
 		// One transaction of the update and the inbox check, each item twice.
 		{"fresh", KindSingle, small, usage{Tx: 1, Work: 1}, capacity{Write: 4}},
 		{"duplicate", KindSingle, small, usage{Tx: 1}, capacity{Write: 4}},
@@ -93,7 +85,7 @@ func TestUnits(t *testing.T) {
 // Every kind of the default list is wired, and an unknown one is refused
 // with the list.
 func TestKinds(t *testing.T) {
-	require.Equal(t, []string{"naive", "default", "fused", "fused-plain", "single", "single-skip"}, KindNames())
+	require.Equal(t, []string{"naive", "default", "fused", "single", "single-skip"}, KindNames())
 	for _, k := range kindOrder {
 		sp, err := kindOf(k)
 		require.NoError(t, err)
@@ -102,7 +94,7 @@ func TestKinds(t *testing.T) {
 		require.NotNil(t, sp.units, k)
 	}
 	_, err := kindOf("fast")
-	require.ErrorContains(t, err, "naive, default, fused, fused-plain, single, single-skip")
+	require.ErrorContains(t, err, "naive, default, fused, single, single-skip")
 	cfg := Config{Kinds: []Kind{"fast"}}
 	require.Error(t, cfg.defaults())
 }
@@ -343,35 +335,22 @@ func TestSweep(t *testing.T) {
 		require.Zero(t, x.Lost, x.Kind)
 		require.Equal(t, 160, x.Messages, "two worker runs of 80")
 		require.Positive(t, x.Late, "the seed makes late notes")
-		if x.Kind != KindFused {
-			require.Zero(t, x.Fresh.AWSRCU+x.Duplicate.AWSRCU, "%s reads nothing", x.Kind)
-		}
+		require.Zero(t, x.Fresh.AWSRCU+x.Duplicate.AWSRCU, "%s reads nothing", x.Kind)
 		require.Positive(t, x.VsNaive, x.Kind)
 		require.LessOrEqual(t, x.ItemBytes, 1024, "%s: the case item fits one write unit", x.Kind)
 	}
 	require.Equal(t, 40, byKind[KindNaive].DoubleApplies, "naive applies every duplicate again")
-	for _, k := range []Kind{KindDefault, KindFused, KindFusedPlain, KindSingle, KindSingleSkip} {
+	for _, k := range []Kind{KindDefault, KindFused, KindSingle, KindSingleSkip} {
 		require.Zero(t, byKind[k].DoubleApplies, k)
 	}
-	for _, k := range []Kind{KindNaive, KindDefault, KindFused, KindFusedPlain} {
+	for _, k := range []Kind{KindNaive, KindDefault, KindFused} {
 		require.Zero(t, byKind[k].Superseded, "%s applies every note", k)
 	}
 	d := byKind[KindDefault]
 	require.Equal(t, [4]float64{2, 1, 6, 1}, [4]float64{d.Fresh.DynamoDBCalls, d.Duplicate.DynamoDBCalls, d.Fresh.AWSWCU, d.Duplicate.AWSWCU})
-	p := byKind[KindFusedPlain]
-	require.Equal(t, [4]float64{1, 1, 5, 4}, [4]float64{p.Fresh.DynamoDBCalls, p.Duplicate.DynamoDBCalls, p.Fresh.AWSWCU, p.Duplicate.AWSWCU}, "fused without the read ahead")
+	p := byKind[KindFused]
+	require.Equal(t, [4]float64{1, 1, 5, 4}, [4]float64{p.Fresh.DynamoDBCalls, p.Duplicate.DynamoDBCalls, p.Fresh.AWSWCU, p.Duplicate.AWSWCU}, "fused")
 	require.Zero(t, p.Worker.Fresh.ReadKeys+p.Worker.Duplicate.ReadKeys)
-	// With it, a duplicate the read found completed makes no transaction;
-	// every key read costs half a read unit, and the reads are the worker's
-	// own (how many depends on how the receives batch the messages).
-	f := byKind[KindFused]
-	require.Equal(t, 5.0, f.Fresh.AWSWCU)
-	require.LessOrEqual(t, f.Duplicate.AWSWCU, 4.0)
-	require.InDelta(t, 0.5*float64(f.Worker.Duplicate.ReadKeys)/float64(f.Worker.Duplicate.Messages), f.Duplicate.AWSRCU, 1e-9)
-	if f.Worker.Duplicate.ReadKeys > 0 {
-		require.Less(t, f.Duplicate.AWSWCU, 4.0, "a duplicate read ahead costs no write")
-		require.Less(t, f.Duplicate.DynamoDBCalls, 1.0, "a batch of duplicates costs its one read")
-	}
 	for _, tc := range []struct {
 		kind      Kind
 		op        string
@@ -393,14 +372,13 @@ func TestSweep(t *testing.T) {
 	}
 
 	// Mixed, small: the duplicates interleaved a few messages after their
-	// originals, fused beside fused-plain. Still nothing lost or applied
+	// originals, through the fused worker. Still nothing lost or applied
 	// twice; the figures are per message over all, the phases' apart are
-	// not reported at all; the fused worker's read ahead reads among the
-	// fresh messages and the duplicates, its units its own calls'.
+	// not reported at all.
 	mixed, err := Run(context.Background(), benchEnv(t), Config{Messages: 60, Duplicates: []float64{0.3}, Mix: true, Concurrency: []int{4},
-		Kinds: []Kind{KindFused, KindFusedPlain}, mixDistance: [2]int{4, 20}, Progress: testWriter{t}})
+		Kinds: []Kind{KindFused}, mixDistance: [2]int{4, 20}, Progress: testWriter{t}})
 	require.NoError(t, err)
-	require.Len(t, mixed.Concurrency, 2)
+	require.Len(t, mixed.Concurrency, 1)
 	const work, dups = 2 * 42, 2 * 18 // two worker runs of 60, 30 % duplicates
 	byKind = map[Kind]Result{}
 	for _, x := range mixed.Concurrency {
@@ -439,11 +417,9 @@ func TestSweep(t *testing.T) {
 		require.NotContains(t, js["worker"], "fresh", x.Kind)
 		require.NotContains(t, js["worker"], "duplicate", x.Kind)
 	}
-	f = byKind[KindFused]
-	require.Positive(t, f.Worker.Mixed.ReadKeys, "the read ahead read with duplicates mixed in")
-	p = byKind[KindFusedPlain]
+	p = byKind[KindFused]
 	require.Zero(t, p.Worker.Mixed.ReadKeys)
-	require.GreaterOrEqual(t, p.Worker.Mixed.Calls["DynamoDB.TransactWriteItems"], work+dups, "without the read ahead every message is a transaction")
+	require.GreaterOrEqual(t, p.Worker.Mixed.Calls["DynamoDB.TransactWriteItems"], work+dups, "every message is a transaction")
 }
 
 func sum(m map[string]int) int {

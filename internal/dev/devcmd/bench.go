@@ -41,9 +41,7 @@ its version among its case's notes, a share of them late, a share of
 duplicates) through each worker at each concurrency, and through a bare loop
 that issues exactly that worker's DynamoDB and SQS calls with no worker around
 them: naive (the update, no inbox), default (gate + transaction), fused (one
-transaction with the inbox record, a receive batch's records read ahead with
-one BatchGetItem while duplicates arrive), fused-plain (fused without the read
-ahead), single (the single-write route: one transaction of an update fenced
+transaction with the inbox record), single (the single-write route: one transaction of an update fenced
 in the case item, guarded by the note's version, late notes superseded, and a
 check that the work has no inbox record), single-skip (single with
 SkipInboxCheck: the conditional update alone). Efficiency is
@@ -61,12 +59,7 @@ production does: each duplicate is sent 50 to 500 fresh messages after its
 original (at the end of a shorter stream), so most arrive after their original
 committed and a few while it is in flight; the per-message columns are then
 over all messages ("/msg"), and "kept/in flight" counts the deliveries put back
-for later, those of them because their original was in flight. Only a mixed
-stream shows the fused read ahead as it runs in production: it reads while at
-least 5 % of a worker's recent fused deliveries were duplicates, so a fresh
-phase turns it off after its first couple of hundred messages and a duplicate
-phase keeps it on. At concurrency 1 a receive holds one message and the read
-ahead never runs (fused and fused-plain are the same worker there).
+for later, those of them because their original was in flight.
 
 The throttled scenario (--throttle) runs the default worker against DynamoDB
 Local through a proxy that throttles a share of the requests at random, once as

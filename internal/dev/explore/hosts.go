@@ -242,7 +242,7 @@ func (x *run) workerConfig(owner string) worker.Config {
 	return worker.Config{
 		Store: x.store, QueueURL: x.qs.URL, DLQURL: x.qs.DLQURL,
 		Concurrency: s.Concurrency, WaitTime: time.Second, VisibilityTimeout: s.Visibility, ClockSkew: 100 * time.Millisecond,
-		MaxAttempts: s.MaxAttempts, MaxTakeovers: 20, ReadAhead: s.ReadAhead, TerminalPolicy: s.Policy,
+		MaxAttempts: s.MaxAttempts, MaxTakeovers: 20, TerminalPolicy: s.Policy,
 		Backoff:             worker.Backoff{Base: 500 * time.Millisecond, Max: 3 * time.Second, Jitter: 0.5},
 		DeleteFlushInterval: 20 * time.Millisecond, DrainTimeout: 5 * time.Second, Owner: owner,
 		CallTimeout: time.Second, CallAttempts: 3,

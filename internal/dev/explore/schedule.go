@@ -241,7 +241,6 @@ type Schedule struct {
 	Daemons         int
 	Lambdas         int
 	Concurrency     int
-	ReadAhead       int
 	Stream          time.Duration
 	// App, when set, makes the run's table an existing application's,
 	// adopted before the hosts start and written by the application
@@ -279,7 +278,7 @@ func Generate(seed uint64, o Options) *Schedule {
 	// dead-letters healthy, flaky work.
 	s.MaxAttempts = min(2+r.IntN(3), s.MaxReceive-1)
 	s.Concurrency = []int{2, 4, 8}[r.IntN(3)]
-	s.ReadAhead = []int{0, 0, 2}[r.IntN(3)]
+	_ = r.IntN(3) // drawn for the fused read ahead, since removed: every seed keeps its schedule
 	s.TypeAttr = []string{"eventType", "kind", "x-event-type", "zz.type"}[r.IntN(4)]
 	s.ProviderLatency = []time.Duration{0, 50 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond}[r.IntN(4)]
 	modes := []Mode{Gated, Fused, SingleWrite}
@@ -519,8 +518,8 @@ func (s *Schedule) Print(w io.Writer) {
 	if s.FIFO {
 		q = "FIFO"
 	}
-	fmt.Fprintf(w, "seed %d: %s queue, maxReceiveCount %d, visibility %s, terminal policy %s, maxAttempts %d, concurrency %d, read ahead %d\n",
-		s.Seed, q, s.MaxReceive, s.Visibility, s.Policy, s.MaxAttempts, s.Concurrency, s.ReadAhead)
+	fmt.Fprintf(w, "seed %d: %s queue, maxReceiveCount %d, visibility %s, terminal policy %s, maxAttempts %d, concurrency %d\n",
+		s.Seed, q, s.MaxReceive, s.Visibility, s.Policy, s.MaxAttempts, s.Concurrency)
 	fmt.Fprintf(w, "  hosts: %d daemon, %d lambda; health gate trips after %d failed calls; type attribute %q; effect provider latency %s\n",
 		s.Daemons, s.Lambdas, s.Consecutive, s.TypeAttr, s.ProviderLatency)
 	var modes []string
