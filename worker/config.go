@@ -99,7 +99,10 @@ type Config struct {
 	ClockSkew time.Duration
 	// MessageTimeout is the per-message deadline for handler and commit;
 	// leases are renewed (heartbeat) until it. Running past it is a
-	// business failure (MESSAGE_TIMEOUT). Default: DefaultMessageTimeout.
+	// business failure (MESSAGE_TIMEOUT), except when the commit alone
+	// ran past it after a handler that returned within the first half of
+	// the time: the database's slowness, infrastructure (TIMEOUT), no
+	// attempt. Default: DefaultMessageTimeout.
 	MessageTimeout time.Duration
 	// MaxAttempts is the business-attempt limit unless a message's
 	// attemptPolicy sets one. A business attempt is counted when a

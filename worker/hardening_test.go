@@ -66,6 +66,52 @@ func TestHandlerOverrunsMessageTimeout(t *testing.T) {
 	require.EqualValues(t, 1, h.applications("c1", caseflow.TypeDeadline, "k-overrun"))
 }
 
+// A commit the per-message deadline ends, after a handler that returned at
+// once, is the database's slowness, not the handler's: a retry coded
+// TIMEOUT (infrastructure), no business attempt counted, and the retry
+// applies as attempt 1. Old behaviour: MESSAGE_TIMEOUT, an attempt charged
+// (the explorer's seed 28: a Lambda invocation's deadline passed in the
+// commit on a loaded machine), so a slow database used up healthy work's
+// attempts.
+func TestCommitOverrunIsInfrastructure(t *testing.T) {
+	h := newHarness(t, testenv.Options{})
+	h.seedCases("c1")
+	inner := &caseflow.Handlers{Table: h.env.Table, TrackApplications: true}
+	reg := ddbworker.NewRegistry()
+	require.NoError(t, reg.Register(caseflow.TypeDeadline, ddbworker.JSON(inner.Deadline)))
+	cfg := h.testConfig()
+	cfg.MessageTimeout = 1200 * time.Millisecond
+	// The first commit waits past the deadline, and is never sent.
+	h.inj.Add(faults.Rule{Service: "DynamoDB", Operation: "TransactWriteItems", Kind: faults.KindDelay, Delay: 5 * time.Second, Times: 1})
+	var atRetry *inbox.Record
+	var mu sync.Mutex
+	h.start(cfg, worker.Deps{Handlers: reg, OnEvent: func(ev worker.Event) {
+		if ev.Outcome == worker.OutcomeRetry {
+			rec := h.record("k-slowcommit", caseflow.TypeDeadline)
+			mu.Lock()
+			atRetry = rec
+			mu.Unlock()
+		}
+	}})
+	h.send(mustEnv(t)(caseflow.NewDeadlineRequest("k-slowcommit", "c1", "intake", effective)))
+
+	ev := h.waitEvents(1, 30*time.Second, final)[0]
+	require.Equal(t, worker.OutcomeApplied, ev.Outcome)
+	require.Equal(t, 1, ev.Attempt, "no business attempt was charged for the database's slowness")
+	retry := h.waitEvents(1, time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeRetry })[0]
+	require.Equal(t, failure.CodeTimeout, retry.Code)
+	mu.Lock()
+	defer mu.Unlock()
+	if atRetry != nil {
+		require.Zero(t, atRetry.Attempts, "no attempt recorded")
+		require.NotEqual(t, failure.CodeMessageTimeout, atRetry.FailureCode)
+	}
+	rec := h.record("k-slowcommit", caseflow.TypeDeadline)
+	require.Equal(t, inbox.StatusCompleted, rec.Status)
+	require.Zero(t, rec.Attempts)
+	require.EqualValues(t, 1, h.applications("c1", caseflow.TypeDeadline, "k-slowcommit"))
+}
+
 // Receive errors that waiting cannot heal stop the worker: Run returns a
 // *worker.ReceiveError and the worker is not ready. Transient ones make it
 // unready after three in a row and ready again when receiving works.

@@ -34,7 +34,9 @@ func (w *Worker) run(ctx context.Context, d *delivery, wk *work, m commitMode, r
 	for run := 0; ; run++ {
 		msg := &ddbworker.Message{Envelope: wk.env, SQSMessageID: d.id, ReceiveCount: d.receives, Run: run}
 		msg.Attempt, msg.LeaseToken = m.attempt()
+		started := time.Now()
 		res, err := w.callHandler(handlerCtx, wk.route.Handler, msg)
+		handled := time.Now()
 		if lost := leaseLostCause(handlerCtx); lost != nil {
 			return w.leaseLost(lost, msg.Attempt)
 		}
@@ -46,6 +48,7 @@ func (w *Worker) run(ctx context.Context, d *delivery, wk *work, m commitMode, r
 				w.fail(hooks.AfterCommit)
 				return completed{outcome: appliedOutcome(res.Outcome), attempt: msg.Attempt}
 			}
+			err = commitOverran(ctx, started, handled, err)
 		}
 		j := w.judgement(ctx, err, res.Outcome, run)
 		if j.Kind == judge.Rerun {
@@ -158,15 +161,45 @@ func (w *Worker) leaseLost(lost *inbox.LeaseLostError, attempt int) verdict {
 // drain timeout ends in-flight work.
 var errShutdown = errors.New("worker: drain timeout: work cancelled by shutdown")
 
+// errCommitOverran marks a commit the work's deadline ended although the
+// handler had returned within the first half of the time it had: the
+// database's slowness (throttling retried, an outage, a loaded host), not
+// the handler's — trouble with the infrastructure (TIMEOUT), which costs no
+// business attempt. Charged as MESSAGE_TIMEOUT, a slow database would use
+// up healthy work's attempts and dead-letter it (the explorer's seed 28,
+// on a loaded machine: a Lambda invocation's deadline passed in the
+// commit). A handler that took more than half its time is still charged:
+// a handler that always runs long cannot circulate unbounded.
+var errCommitOverran = errors.New("worker: the commit ran past the work's deadline")
+
+// commitOverran marks err, a commit's failure, with errCommitOverran when
+// the work's deadline ended it and the handler, started at started, had
+// returned at handled within the first half of the time it had.
+func commitOverran(ctx context.Context, started, handled time.Time, err error) error {
+	deadline, ok := ctx.Deadline()
+	var ge *mutation.GuardError
+	if !ok || !errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.As(err, &ge) {
+		return err
+	}
+	if handled.Sub(started) > deadline.Sub(started)/2 {
+		return err
+	}
+	return fmt.Errorf("%w: %w", errCommitOverran, err)
+}
+
 // overran names a failure caused by the end of the work's context: the
 // per-message deadline (the handler or its commit ran past MessageTimeout:
-// a business failure) or shutdown (infrastructure: not an attempt).
+// a business failure, unless the commit alone overran: errCommitOverran)
+// or shutdown (infrastructure: not an attempt).
 func (w *Worker) overran(ctx context.Context, err error) error {
 	if errors.Is(context.Cause(ctx), errShutdown) {
 		return failure.Wrap(failure.Retryable, failure.CodeShutdown, fmt.Errorf("shutdown cancelled the work: %w", err))
 	}
 	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return err
+	}
+	if errors.Is(err, errCommitOverran) {
+		return failure.Wrap(failure.Retryable, failure.CodeTimeout, err)
 	}
 	if f, ok := failure.As(err); ok && f.Code != failure.CodeTimeout {
 		return err // the handler chose its own failure
