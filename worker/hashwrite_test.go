@@ -93,7 +93,7 @@ func hashWriteRun(t *testing.T, store func(*inbox.Store), opts ...ddbworker.Rout
 func TestHashVersionWrittenByDefaultIsV2(t *testing.T) {
 	for name, opts := range map[string][]ddbworker.RouteOption{"gated": nil, "fused": {ddbworker.Fused()}} {
 		t.Run(name, func(t *testing.T) {
-			stored := hashWriteRun(t, func(*inbox.Store) {}, opts...)
+			stored := hashWriteRun(t, func(s *inbox.Store) { s.RequestHashVersion = 0 }, opts...)
 			require.True(t, strings.HasPrefix(stored, "v2:"), "new work recorded %q, want v2:", stored)
 		})
 	}
