@@ -64,9 +64,11 @@ func storeFlags() []storeFlag {
 }
 
 // parseRequestHash is --request-hash-version's value: v2 or v3 (2 and 3
-// too).
+// too; "" is the store's default).
 func parseRequestHash(s string) (int, error) {
 	switch strings.TrimPrefix(s, "v") {
+	case "":
+		return 0, nil
 	case "2":
 		return 2, nil
 	case "3":
