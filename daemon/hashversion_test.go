@@ -105,7 +105,9 @@ func TestRequestHashVersionRecorded(t *testing.T) {
 	// A table this release creates records v3; `run` on a table that
 	// records nothing records v2 (an earlier release's worker may share it).
 	fresh := testenv.Unique("hashv")
-	t.Cleanup(func() { _, _ = ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(fresh)}) })
+	t.Cleanup(func() {
+		_, _ = ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(fresh)})
+	})
 	out, err = run(fresh, "tables", "create")
 	require.NoError(t, err, out)
 	require.Contains(t, out, "--request-hash-version v3")

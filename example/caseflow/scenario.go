@@ -396,4 +396,6 @@ func indexOfWork(ms []Message, wi int) int {
 
 // HashIs reports whether stored, a record's or a fence's request hash, is
 // the work's in either version a worker writes.
-func (w WorkItem) HashIs(stored string) bool { return stored == w.RequestHash || stored == w.RequestHashV2 }
+func (w WorkItem) HashIs(stored string) bool {
+	return stored == w.RequestHash || stored == w.RequestHashV2
+}
