@@ -168,6 +168,7 @@ func runAdopt(ctx context.Context, g *globals, f *adoptFlags, in io.Reader, out,
 	if err != nil {
 		return err
 	}
+	g.newTableHash(&m)
 	s := m.store
 	cfg := tables.AdoptConfig{Name: s.Table, Layout: s.Layout, Stream: f.stream,
 		IndexReadCapacity: f.readCapacity, IndexWriteCapacity: f.writeCapacity, MaxIndexes: f.maxIndexes,

@@ -100,7 +100,7 @@ func TestTablesAdopt(t *testing.T) {
 		"STEP  CHANGE           TARGET                  DETAIL",
 		"1     create-index     GSI1                    (GSI1PK S, GSI1SK S) KEYS_ONLY, on-demand, as the table; waits for its backfill",
 		"2     create-index     GSI2                    (GSI2PK S, GSI2SK S) KEYS_ONLY, on-demand, as the table; waits for its backfill",
-		"3     record-settings  DDBWORKER#CONFIG/INBOX  PutItem --attention-shards 16 --index-processing=false --completed-ttl 840h0m0s --failed-ttl 840h0m0s --processing-ttl 168h0m0s (none recorded yet)",
+		"3     record-settings  DDBWORKER#CONFIG/INBOX  PutItem --attention-shards 16 --index-processing=false --completed-ttl 840h0m0s --failed-ttl 840h0m0s --processing-ttl 168h0m0s --request-hash-version v3 (none recorded yet)",
 	}, section(dry, "STEP"))
 	require.Equal(t, []string{
 		"LEFT ALONE      DETAIL",
@@ -147,7 +147,7 @@ func TestTablesAdopt(t *testing.T) {
 	again, err := run(append([]string{"tables", "adopt", "--yes"}, layout...)...)
 	require.NoError(t, err, again)
 	require.Contains(t, again, "nothing to change: the table fits the layout")
-	require.Contains(t, again, "inbox settings  --attention-shards 16 --index-processing=false --completed-ttl 840h0m0s --failed-ttl 840h0m0s --processing-ttl 168h0m0s: recorded in the table")
+	require.Contains(t, again, "inbox settings  --attention-shards 16 --index-processing=false --completed-ttl 840h0m0s --failed-ttl 840h0m0s --processing-ttl 168h0m0s --request-hash-version v3: recorded in the table")
 	require.NotContains(t, again, "[1/")
 	adopted := described()
 	created, err := run(append([]string{"tables", "create"}, layout...)...)
@@ -411,7 +411,7 @@ func TestAdoptKeepsTheApplicationsIndex(t *testing.T) {
 		"1     create-index     ddbworker-aggregate     (ddbworkerGSI1PK S, ddbworkerGSI1SK S) KEYS_ONLY, on-demand, as the table; waits for its backfill",
 		"2     create-index     GSI2                    (GSI2PK S, GSI2SK S) KEYS_ONLY, on-demand, as the table; waits for its backfill",
 		"3     enable-ttl       ttl                     UpdateTimeToLive: TTL on ttl (epoch seconds); no item of yours carries it (all 40 items read, the whole table)",
-		"4     record-settings  DDBWORKER#CONFIG/INBOX  PutItem --attention-shards 16 --index-processing=false --completed-ttl 840h0m0s --failed-ttl 840h0m0s --processing-ttl 168h0m0s (none recorded yet)",
+		"4     record-settings  DDBWORKER#CONFIG/INBOX  PutItem --attention-shards 16 --index-processing=false --completed-ttl 840h0m0s --failed-ttl 840h0m0s --processing-ttl 168h0m0s --request-hash-version v3 (none recorded yet)",
 	}, section(dry, "STEP"))
 	require.Contains(t, dry, "index GSI1      yours, (GSI1PK, GSI1SK) ALL, ACTIVE: untouched")
 

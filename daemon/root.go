@@ -43,6 +43,7 @@ type globals struct {
 	shards          int
 	indexProcessing bool
 	ttl             inbox.TTL
+	requestHash     string // --request-hash-version: v2 or v3
 }
 
 // store is the inbox store the flags describe.
@@ -50,7 +51,12 @@ func (g *globals) store() (inbox.Store, error) {
 	if g.table == "" {
 		return inbox.Store{}, errors.New("--table (DDBWORKER_TABLE) is required: the inbox table")
 	}
-	s, err := inbox.Store{Table: g.table, Layout: g.layout, TTL: g.ttl, AttentionShards: g.shards, IndexProcessing: g.indexProcessing}.WithDefaults()
+	hash, err := parseRequestHash(g.requestHash)
+	if err != nil {
+		return inbox.Store{}, err
+	}
+	s, err := inbox.Store{Table: g.table, Layout: g.layout, TTL: g.ttl, AttentionShards: g.shards, IndexProcessing: g.indexProcessing,
+		RequestHashVersion: hash}.WithDefaults()
 	if err != nil {
 		return inbox.Store{}, fmt.Errorf("inbox store flags (--table, --*-attribute, --*-index, --attention-shards, --*-ttl): %w", err)
 	}
@@ -104,6 +110,8 @@ SDK's own variables (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS
 	pf.DurationVar(&g.ttl.Completed, "completed-ttl", inbox.DefaultCompletedTTL, "how long COMPLETED records live: longer than queue + DLQ retention, or a late redelivery applies twice (at least 672h)")
 	pf.DurationVar(&g.ttl.Failed, "failed-ttl", inbox.DefaultFailedTTL, "how long FAILED records live")
 	pf.DurationVar(&g.ttl.Processing, "processing-ttl", inbox.DefaultProcessingTTL, "how long abandoned PROCESSING records live")
+	pf.StringVar(&g.requestHash, "request-hash-version", "v2", "the request hash version new inbox records are written in (v2 or v3); recorded in the table, whose record wins when unset. "+
+		"v3 only once every worker runs a release that reads it (`tables create` records v3 for a new table)")
 
 	root.AddCommand(newRunCmd(g), newTablesCmd(g), newQueuesCmd(g), newDLQCmd(g), newInboxCmd(g), newSweepCmd(g),
 		newEffectsCmd(g), newRelayCmd(g), newEnvelopeCmd())
@@ -113,12 +121,13 @@ SDK's own variables (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS
 		aws, ddb, sqs, log, table, layout = daemonext.GlobalsAWS, daemonext.GlobalsDynamoDB, daemonext.GlobalsSQS,
 			daemonext.GlobalsLog, daemonext.GlobalsTable, daemonext.GlobalsLayout
 		shards, ttl, indexing = daemonext.GlobalsShards, daemonext.GlobalsTTL, daemonext.GlobalsIndexing
+		hash                  = daemonext.GlobalsRequestHash
 	)
 	for path, groups := range map[string][]string{
-		"run":          {aws, ddb, sqs, log, table, layout, shards, ttl, indexing},
+		"run":          {aws, ddb, sqs, log, table, layout, shards, ttl, indexing, hash},
 		"sweep":        {aws, ddb, log, table, layout, shards, ttl, indexing},
 		"relay":        {aws, ddb, sqs, log, table, layout},
-		"tables":       {aws, ddb, table, layout, shards, ttl, indexing},
+		"tables":       {aws, ddb, table, layout, shards, ttl, indexing, hash},
 		"queues":       {aws, sqs},
 		"dlq":          {aws, sqs},
 		"dlq discard":  {aws, ddb, sqs, table, layout, shards, ttl},
@@ -154,6 +163,7 @@ var globalGroups = map[string]string{
 	"attention-sk-attribute": daemonext.GlobalsLayout, "ttl-attribute": daemonext.GlobalsLayout,
 	"attention-shards": daemonext.GlobalsShards, "index-processing": daemonext.GlobalsIndexing, "completed-ttl": daemonext.GlobalsTTL,
 	"failed-ttl": daemonext.GlobalsTTL, "processing-ttl": daemonext.GlobalsTTL,
+	"request-hash-version": daemonext.GlobalsRequestHash,
 }
 
 // globalsUsed are the groups of shared flags cmd reads: its annotation,

@@ -49,6 +49,7 @@ func newTablesCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			g.newTableHash(&m)
 			store := m.store
 			if err := g.recordStore(cmd.Context(), ddb, store, true); err != nil {
 				return err
@@ -79,8 +80,8 @@ func newTablesCmd(g *globals) *cobra.Command {
 // settingsFlags shows the store's recorded settings as the flags that set
 // them.
 func settingsFlags(s inbox.Store) string {
-	return fmt.Sprintf("--attention-shards %d --index-processing=%t --completed-ttl %s --failed-ttl %s --processing-ttl %s",
-		s.AttentionShards, s.IndexProcessing, s.TTL.Completed, s.TTL.Failed, s.TTL.Processing)
+	return fmt.Sprintf("--attention-shards %d --index-processing=%t --completed-ttl %s --failed-ttl %s --processing-ttl %s --request-hash-version %s",
+		s.AttentionShards, s.IndexProcessing, s.TTL.Completed, s.TTL.Failed, s.TTL.Processing, inbox.SettingRequestHash.Value(s))
 }
 
 // recordedLayoutFlags shows the store's recorded layout as the flags that

@@ -51,6 +51,8 @@ func storeFlags() []storeFlag {
 			func(d *inbox.Store, s inbox.Store) { d.TTL.Failed = s.TTL.Failed }},
 		{"processing-ttl", inbox.SettingProcessingTTL, func(s inbox.Store) any { return s.TTL.Processing },
 			func(d *inbox.Store, s inbox.Store) { d.TTL.Processing = s.TTL.Processing }},
+		{"request-hash-version", inbox.SettingRequestHash, func(s inbox.Store) any { return inbox.SettingRequestHash.Value(s) },
+			func(d *inbox.Store, s inbox.Store) { d.RequestHashVersion = s.RequestHashVersion }},
 		layoutStoreFlag("aggregate-index", inbox.SettingAggregateIndex, func(l *tables.Layout) *string { return &l.AggregateIndex }),
 		layoutStoreFlag("aggregate-pk-attribute", inbox.SettingAggregatePK, func(l *tables.Layout) *string { return &l.AggregatePK }),
 		layoutStoreFlag("aggregate-sk-attribute", inbox.SettingAggregateSK, func(l *tables.Layout) *string { return &l.AggregateSK }),
@@ -58,6 +60,31 @@ func storeFlags() []storeFlag {
 		layoutStoreFlag("attention-pk-attribute", inbox.SettingAttentionPK, func(l *tables.Layout) *string { return &l.AttentionPK }),
 		layoutStoreFlag("attention-sk-attribute", inbox.SettingAttentionSK, func(l *tables.Layout) *string { return &l.AttentionSK }),
 		layoutStoreFlag("ttl-attribute", inbox.SettingTTLAttribute, func(l *tables.Layout) *string { return &l.TTL }),
+	}
+}
+
+// parseRequestHash is --request-hash-version's value: v2 or v3 (2 and 3
+// too; "" is the store's default).
+func parseRequestHash(s string) (int, error) {
+	switch strings.TrimPrefix(s, "v") {
+	case "":
+		return 0, nil
+	case "2":
+		return 2, nil
+	case "3":
+		return 3, nil
+	}
+	return 0, fmt.Errorf("--request-hash-version (%s) %q: must be v2 or v3", envName("request-hash-version"), s)
+}
+
+// newTableHash gives a table that records no settings yet — one this
+// release creates or adopts — request hash v3 unless the flag says
+// otherwise: the workers that will share it read v3. A table recorded by
+// an earlier release keeps writing what it records, or v2, until the
+// operator moves it (`tables adopt --request-hash-version v3`).
+func (g *globals) newTableHash(m *merged) {
+	if !m.recorded && !explicitFlag(g.cmd, "request-hash-version") {
+		m.store.RequestHashVersion = 3
 	}
 }
 

@@ -764,7 +764,7 @@ func (a *Adapter) build(d *Decoder, src *source, messageType string) (*Envelope,
 		}
 		return nil, a.attribute(err, src)
 	}
-	h, canonical, err := requestHashV3(e, true)
+	h, canonical, err := d.requestHash(e)
 	if err != nil {
 		return nil, a.attribute(err, src)
 	}

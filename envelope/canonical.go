@@ -205,7 +205,8 @@ func (e *Envelope) HashLike(stored string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("%w: %.8q", ErrUnknownHashVersion, stored)
 	}
-	if v == CurrentHashVersion && e.RequestHash != "" {
+	// e.RequestHash is in the version its decoder writes (Config.HashVersion).
+	if have, ok := HashVersionOf(e.RequestHash); ok && have == v {
 		return e.RequestHash, nil
 	}
 	return RequestHashVersion(e, v)

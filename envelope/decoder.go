@@ -32,6 +32,14 @@ type Config struct {
 	// {SchemaV1}; an empty slice also means the default). Every entry must
 	// be a version this package implements.
 	SupportedVersions []int
+	// HashVersion is the canonical form Decode writes RequestHash in
+	// (default CurrentHashVersion; HashV2 or HashV3). A worker writes the
+	// version every worker sharing its table can read, so that during a
+	// rolling deploy an older worker never judges a record of this one's
+	// a hash mismatch: a table moves to HashV3 only once every worker
+	// reads it (inbox.Store.RequestHashVersion, recorded in the table).
+	// Stored hashes of every version are still compared (HashLike).
+	HashVersion HashVersion
 }
 
 var defaultConfig = Config{
@@ -39,6 +47,7 @@ var defaultConfig = Config{
 	MaxFieldBytes:     DefaultMaxFieldBytes,
 	MaxBodyBytes:      DefaultMaxBodyBytes,
 	SupportedVersions: []int{SchemaV1},
+	HashVersion:       CurrentHashVersion,
 }
 
 // Decoder decodes and validates envelopes. It is immutable and safe for
@@ -74,6 +83,13 @@ func NewDecoder(cfg Config) (*Decoder, error) {
 				errs = append(errs, fmt.Errorf("envelope: Config.SupportedVersions: schema version %d is not implemented (implemented: %v)", v, implementedVersions))
 			}
 		}
+	}
+	switch cfg.HashVersion {
+	case 0:
+		cfg.HashVersion = CurrentHashVersion
+	case HashV2, HashV3:
+	default:
+		errs = append(errs, fmt.Errorf("envelope: Config.HashVersion %v: new hashes are written in v2 or v3", cfg.HashVersion))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -389,7 +405,7 @@ func (d *Decoder) decode(body []byte) (*Envelope, *Error) {
 	if err := validate(e, &d.cfg, &ds); err != nil {
 		return nil, err
 	}
-	h, canonical, err := requestHashV3(e, true)
+	h, canonical, err := d.requestHash(e)
 	if err != nil {
 		return nil, err
 	}
@@ -675,4 +691,17 @@ func decodeStrings(b []byte, sp span, field string, rd *reader, scratch *[]byte)
 		out = append(out, string(s))
 	}
 	return out, nil
+}
+
+// requestHash is e's request hash in the decoder's version, and its
+// canonical payload (always v3's: the payload handlers decode).
+func (d *Decoder) requestHash(e *Envelope) (string, []byte, *Error) {
+	h, canonical, err := requestHashV3(e, true)
+	if err != nil || d.cfg.HashVersion == HashV3 {
+		return h, canonical, err
+	}
+	if h, err = requestHashLegacy(e, d.cfg.HashVersion); err != nil {
+		return "", nil, err
+	}
+	return h, canonical, nil
 }

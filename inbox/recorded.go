@@ -43,6 +43,10 @@ const (
 	SettingCompletedTTL    Setting = "completedTtlSeconds"  // Store.TTL.Completed, whole seconds
 	SettingFailedTTL       Setting = "failedTtlSeconds"     // Store.TTL.Failed, whole seconds
 	SettingProcessingTTL   Setting = "processingTtlSeconds" // Store.TTL.Processing, whole seconds
+	// SettingRequestHash is Store.RequestHashVersion, a string "v2" or
+	// "v3". Recorded after the layout: a record written before it holds
+	// none, and its table's workers write DefaultRequestHashVersion.
+	SettingRequestHash Setting = "requestHashVersion"
 )
 
 // The recorded layout: the names the records' indexes and TTL live under
@@ -64,16 +68,17 @@ const (
 const settingLayout Setting = "layout"
 
 // Settings lists the recorded settings in a stable order: the store's,
-// then its layout's. A record written before the layout was recorded holds
-// only the first five; its readers use their own layout, as before.
+// then its layout's, then the request hash version. A record written
+// before the layout was recorded holds only the first five; its readers
+// use their own layout, as before.
 func Settings() []Setting {
 	return []Setting{SettingAttentionShards, SettingIndexProcessing, SettingCompletedTTL, SettingFailedTTL, SettingProcessingTTL,
 		SettingAggregateIndex, SettingAggregatePK, SettingAggregateSK, SettingAttentionIndex, SettingAttentionPK, SettingAttentionSK,
-		SettingTTLAttribute}
+		SettingTTLAttribute, SettingRequestHash}
 }
 
 // LayoutSettings lists the recorded layout's settings.
-func LayoutSettings() []Setting { return Settings()[5:] }
+func LayoutSettings() []Setting { return Settings()[5:12] }
 
 // IsLayout reports whether setting is one of the layout's names.
 func (setting Setting) IsLayout() bool { return setting.layoutField(&tables.Layout{}) != nil }
@@ -221,6 +226,17 @@ func (setting Setting) apply(s *Store, av types.AttributeValue) error {
 		*field = v.Value
 		return nil
 	}
+	if setting == SettingRequestHash {
+		v, isS := av.(*types.AttributeValueMemberS)
+		switch {
+		case !isS:
+			return errors.New("not a string")
+		case v.Value != "v2" && v.Value != "v3":
+			return errors.New(`must be "v2" or "v3"`)
+		}
+		s.RequestHashVersion = int(v.Value[1] - '0')
+		return nil
+	}
 	if setting == SettingIndexProcessing {
 		b, isBool := av.(*types.AttributeValueMemberBOOL)
 		if !isBool {
@@ -274,6 +290,8 @@ func (setting Setting) attribute(s Store) types.AttributeValue {
 		return &types.AttributeValueMemberN{Value: strconv.Itoa(s.AttentionShards)}
 	case SettingIndexProcessing:
 		return &types.AttributeValueMemberBOOL{Value: s.IndexProcessing}
+	case SettingRequestHash:
+		return &types.AttributeValueMemberS{Value: SettingRequestHash.Value(s)}
 	case SettingCompletedTTL:
 		return secs(s.TTL.Completed)
 	case SettingFailedTTL:
@@ -380,6 +398,12 @@ func (setting Setting) Value(s Store) string {
 		return strconv.Itoa(s.AttentionShards)
 	case SettingIndexProcessing:
 		return strconv.FormatBool(s.IndexProcessing)
+	case SettingRequestHash:
+		v := s.RequestHashVersion
+		if v == 0 {
+			v = DefaultRequestHashVersion
+		}
+		return "v" + strconv.Itoa(v)
 	case SettingCompletedTTL:
 		return s.TTL.Completed.String()
 	case SettingFailedTTL:

@@ -111,6 +111,8 @@ func TestRecordedSettingsBadValue(t *testing.T) {
 		{"a fraction", inbox.SettingFailedTTL, &types.AttributeValueMemberN{Value: "3600.5"}, "3600.5", "not a whole number"},
 		{"too short a TTL", inbox.SettingCompletedTTL, &types.AttributeValueMemberN{Value: "86400"}, "86400", "must be at least 28 days"},
 		{"not a boolean", inbox.SettingIndexProcessing, &types.AttributeValueMemberS{Value: "yes"}, `"yes"`, "not a boolean"},
+		{"an unknown hash version", inbox.SettingRequestHash, &types.AttributeValueMemberS{Value: "v4"}, `"v4"`, `must be "v2" or "v3"`},
+		{"a hash version number", inbox.SettingRequestHash, &types.AttributeValueMemberN{Value: "3"}, "3", "not a string"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			put(map[string]types.AttributeValue{string(tc.setting): tc.value})
@@ -137,4 +139,39 @@ func TestRecordedSettingsBadValue(t *testing.T) {
 	require.False(t, rec.Has(inbox.SettingIndexProcessing))
 	require.Equal(t, 4, rec.Store.AttentionShards)
 	require.True(t, rec.Store.IndexProcessing, "a setting the record does not hold keeps the store's")
+}
+
+// The request hash version: recorded as "v2" or "v3", read back; a record
+// without it (an earlier release's) leaves the store's own, whose default
+// is v2.
+func TestRecordedRequestHashVersion(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	ctx := context.Background()
+	rec, ok, err := inbox.ReadRecorded(ctx, env.DynamoDB, inbox.Store{Table: env.Table})
+	require.NoError(t, err)
+	require.False(t, ok)
+	s, err := inbox.Store{Table: env.Table}.WithDefaults()
+	require.NoError(t, err)
+	require.Equal(t, inbox.DefaultRequestHashVersion, s.RequestHashVersion)
+	require.Equal(t, 2, s.RequestHashVersion)
+	_, err = inbox.Store{Table: env.Table, RequestHashVersion: 1}.WithDefaults()
+	require.ErrorContains(t, err, "RequestHashVersion 1 must be 2 or 3")
+
+	require.NoError(t, inbox.RecordSettings(ctx, env.DynamoDB, inbox.Store{Table: env.Table, RequestHashVersion: 3}, "test@host"))
+	out, err := env.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(env.Table), Key: map[string]types.AttributeValue{
+		"PK": &types.AttributeValueMemberS{Value: "DDBWORKER#CONFIG"}, "SK": &types.AttributeValueMemberS{Value: "INBOX"}}})
+	require.NoError(t, err)
+	require.Equal(t, &types.AttributeValueMemberS{Value: "v3"}, out.Item["requestHashVersion"])
+	rec, ok, err = inbox.ReadRecorded(ctx, env.DynamoDB, inbox.Store{Table: env.Table})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, 3, rec.Store.RequestHashVersion)
+	require.Equal(t, "v3", inbox.SettingRequestHash.Value(rec.Store))
+	require.False(t, inbox.SettingRequestHash.IsLayout())
+
+	merged, mismatches := rec.Merge(inbox.Store{Table: env.Table, RequestHashVersion: 2}, func(s inbox.Setting) bool { return s == inbox.SettingRequestHash })
+	require.Equal(t, []inbox.Setting{inbox.SettingRequestHash}, mismatches)
+	merged, mismatches = rec.Merge(inbox.Store{Table: env.Table}, func(inbox.Setting) bool { return false })
+	require.Empty(t, mismatches)
+	require.Equal(t, 3, merged.RequestHashVersion)
 }

@@ -45,7 +45,23 @@ type Store struct {
 	// scanning: an index write on every acquisition and completion.
 	// Default: false.
 	IndexProcessing bool
+	// RequestHashVersion is the version of the request hash new records
+	// are written with (envelope.HashVersion: 2 or 3); records of every
+	// version are read. Every worker sharing the table must read the
+	// version written — a worker of an older release judges a record in a
+	// version it does not know a hash mismatch, a terminal failure of
+	// healthy work — so a table moves to 3 only once every worker runs a
+	// release that reads it: `tables create` records 3 for a new table,
+	// `tables adopt --request-hash-version 3` moves an existing one.
+	// Default: DefaultRequestHashVersion (a table whose record predates
+	// the setting).
+	RequestHashVersion int
 }
+
+// DefaultRequestHashVersion is the request hash version written to a
+// table that records none: 2, which every release since hash versioning
+// reads.
+const DefaultRequestHashVersion = 2
 
 // WithDefaults fills zero fields and validates.
 func (s Store) WithDefaults() (Store, error) {
@@ -65,6 +81,12 @@ func (s Store) WithDefaults() (Store, error) {
 	}
 	if s.AttentionShards < 1 || s.AttentionShards > 100 {
 		errs = append(errs, fmt.Errorf("inbox: Store.AttentionShards %d must be within 1..100", s.AttentionShards))
+	}
+	if s.RequestHashVersion == 0 {
+		s.RequestHashVersion = DefaultRequestHashVersion
+	}
+	if s.RequestHashVersion != 2 && s.RequestHashVersion != 3 {
+		errs = append(errs, fmt.Errorf("inbox: Store.RequestHashVersion %d must be 2 or 3", s.RequestHashVersion))
 	}
 	return s, errors.Join(errs...)
 }

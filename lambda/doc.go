@@ -123,6 +123,7 @@
 //	DDBWORKER_COMPLETED_TTL         inbox record lifetime (840h, at least 672h; likewise)
 //	DDBWORKER_FAILED_TTL            inbox record lifetime (840h; likewise)
 //	DDBWORKER_PROCESSING_TTL        inbox record lifetime (168h; likewise)
+//	DDBWORKER_REQUEST_HASH_VERSION  request hash version of new records, v2 or v3 (v2; likewise)
 //	DDBWORKER_LOG_LEVEL             debug, info (default), warn or error
 //	DDBWORKER_METRICS_NAMESPACE     CloudWatch namespace of the EMF metrics (ddbworker)
 //

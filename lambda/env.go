@@ -43,6 +43,7 @@ const (
 	envCompletedTTL      = "DDBWORKER_COMPLETED_TTL"
 	envFailedTTL         = "DDBWORKER_FAILED_TTL"
 	envProcessingTTL     = "DDBWORKER_PROCESSING_TTL"
+	envRequestHash       = "DDBWORKER_REQUEST_HASH_VERSION"
 	envLogLevel          = "DDBWORKER_LOG_LEVEL"
 	envMetricsNamespace  = "DDBWORKER_METRICS_NAMESPACE"
 )
@@ -116,7 +117,7 @@ var settingVars = map[inbox.Setting]string{
 	inbox.SettingAggregateIndex: "DDBWORKER_AGGREGATE_INDEX", inbox.SettingAggregatePK: "DDBWORKER_AGGREGATE_PK_ATTRIBUTE",
 	inbox.SettingAggregateSK: "DDBWORKER_AGGREGATE_SK_ATTRIBUTE", inbox.SettingAttentionIndex: "DDBWORKER_ATTENTION_INDEX",
 	inbox.SettingAttentionPK: "DDBWORKER_ATTENTION_PK_ATTRIBUTE", inbox.SettingAttentionSK: "DDBWORKER_ATTENTION_SK_ATTRIBUTE",
-	inbox.SettingTTLAttribute: "DDBWORKER_TTL_ATTRIBUTE",
+	inbox.SettingTTLAttribute: "DDBWORKER_TTL_ATTRIBUTE", inbox.SettingRequestHash: envRequestHash,
 }
 
 // The table's key attributes' variables: its key schema says them (the
@@ -262,6 +263,14 @@ func readSettings(lookup func(string) (string, bool)) (settings, error) {
 	s.store.TTL.Completed = r.duration(envCompletedTTL, inbox.DefaultCompletedTTL, 28*24*time.Hour, 0)
 	s.store.TTL.Failed = r.duration(envFailedTTL, inbox.DefaultFailedTTL, time.Hour, 0)
 	s.store.TTL.Processing = r.duration(envProcessingTTL, inbox.DefaultProcessingTTL, time.Hour, 0)
+	switch v := r.str(envRequestHash, "v2"); v {
+	case "v2", "2":
+		s.store.RequestHashVersion = 2
+	case "v3", "3":
+		s.store.RequestHashVersion = 3
+	default:
+		r.fail(envRequestHash, v, "must be v2 or v3")
+	}
 
 	if s.queueURL = r.str(envQueueURL, ""); s.queueURL != "" && queueID(s.queueURL) == "" {
 		r.fail(envQueueURL, s.queueURL, "not a queue URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME)")

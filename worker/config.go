@@ -140,7 +140,8 @@ type Config struct {
 	DrainTimeout time.Duration
 	// Owner names this worker in leases. Default: hostname/pid.
 	Owner string
-	// Envelope limits. Default: envelope.Config{} with its defaults.
+	// Envelope limits. Default: envelope.Config{} with its defaults, and
+	// HashVersion Store.RequestHashVersion (a different one is an error).
 	Envelope envelope.Config
 	// CallTimeout bounds each DynamoDB call the worker makes, its SDK
 	// attempts included; a call that times out is infrastructure trouble
@@ -184,6 +185,14 @@ func (c Config) WithDefaults() (Config, error) {
 	var err error
 	if c.Store, err = c.Store.WithDefaults(); err != nil {
 		errs = append(errs, fmt.Errorf("worker: Config.Store: %w", err))
+	}
+	// New records' request hashes are written in the store's version, the
+	// one the table records: every worker sharing it reads that version.
+	switch v := envelope.HashVersion(c.Store.RequestHashVersion); {
+	case c.Envelope.HashVersion == 0:
+		c.Envelope.HashVersion = v
+	case c.Envelope.HashVersion != v:
+		errs = append(errs, fmt.Errorf("worker: Config.Envelope.HashVersion %v differs from Config.Store.RequestHashVersion %d: leave it zero, the store's version (recorded in the table) is written", c.Envelope.HashVersion, c.Store.RequestHashVersion))
 	}
 	if c.QueueURL == "" {
 		errs = append(errs, errors.New("worker: Config.QueueURL is required"))

@@ -95,8 +95,9 @@ type WorkItem struct {
 	Expect      string
 	// Copies is how many SQS messages carry this work.
 	Copies int
-	// RequestHash of the work.
-	RequestHash string
+	// RequestHash of the work, and RequestHashV2 its v2 form: a worker
+	// writes the version its table records (inbox.Store.RequestHashVersion).
+	RequestHash, RequestHashV2 string
 }
 
 // Poison is a message that must end terminal with Code.
@@ -248,6 +249,9 @@ func GeneratePlan(cfg ScenarioConfig) (*Plan, error) {
 		}
 		bodies[i] = env
 		p.Work[i].RequestHash = env.RequestHash
+		if p.Work[i].RequestHashV2, err = envelope.RequestHashVersion(env, envelope.HashV2); err != nil {
+			return nil, err
+		}
 		p.Work[i].Copies = 1
 	}
 	encode := func(env *envelope.Envelope) (string, error) {
@@ -388,4 +392,10 @@ func indexOfWork(ms []Message, wi int) int {
 		}
 	}
 	return len(ms) - 1
+}
+
+// HashIs reports whether stored, a record's or a fence's request hash, is
+// the work's in either version a worker writes.
+func (w WorkItem) HashIs(stored string) bool {
+	return stored == w.RequestHash || stored == w.RequestHashV2
 }

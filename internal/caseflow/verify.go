@@ -248,7 +248,7 @@ func VerifyWith(ctx context.Context, api ScanAPI, table string, plan *Plan, opts
 				states = append(states, fmt.Sprintf("%s: %s (applied %d), want FAILED_TERMINAL CASE_NOT_FOUND", w.Key, state, got))
 			}
 		}
-		if rec.RequestHash != w.RequestHash {
+		if !w.HashIs(rec.RequestHash) {
 			states = append(states, fmt.Sprintf("%s: record hash %.12s differs from the work's %.12s", w.Key, rec.RequestHash, w.RequestHash))
 		}
 	}
@@ -330,7 +330,7 @@ func singleWriteState(w WorkItem, rec *inbox.Record, got, newest int64, reported
 		} else if rec.FailureCode != "" {
 			recState += ":" + rec.FailureCode
 		}
-		if rec.RequestHash != w.RequestHash {
+		if !w.HashIs(rec.RequestHash) {
 			return recState, fmt.Sprintf("%s: record hash %.12s differs from the work's %.12s", who, rec.RequestHash, w.RequestHash), problemState
 		}
 	}
@@ -419,7 +419,7 @@ func caseFence(c string, it map[string]types.AttributeValue, newest WorkItem, ve
 		}
 		return out
 	}
-	if key != newest.Key || hash != newest.RequestHash {
+	if key != newest.Key || !newest.HashIs(hash) {
 		out = append(out, fmt.Sprintf("case %s: fence %q %.12s, want its newest stage change %q %.12s", c, key, hash, newest.Key, newest.RequestHash))
 	}
 	if got := s(it, AttrStage); got != newest.Stage {

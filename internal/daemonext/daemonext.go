@@ -123,6 +123,8 @@ const (
 	GlobalsTTL = "ttl"
 	// GlobalsIndexing: --index-processing.
 	GlobalsIndexing = "indexing"
+	// GlobalsRequestHash: --request-hash-version.
+	GlobalsRequestHash = "hash"
 )
 
 // Uses names the groups of shared flags cmd reads (GlobalsAnnotation) and

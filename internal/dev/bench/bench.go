@@ -823,7 +823,9 @@ func phase(ctx context.Context, env Env, cfg Config, sp spec, kind Kind, conc in
 			return nil, err
 		}
 		ph.Outcomes, ph.Kept, ph.superseded = map[string]int{}, map[string]int{}, map[string]bool{}
-		wcfg := worker.Config{Store: inbox.Store{Table: env.Table}, QueueURL: q.URL, DLQURL: q.DLQURL, Concurrency: conc, BatchSize: cfg.BatchSize,
+		// The bench's table is this release's own: its workers write v3,
+		// the hash its checks compute.
+		wcfg := worker.Config{Store: inbox.Store{Table: env.Table, RequestHashVersion: 3}, QueueURL: q.URL, DLQURL: q.DLQURL, Concurrency: conc, BatchSize: cfg.BatchSize,
 			VisibilityTimeout: leasePolicy.Lease, WaitTime: time.Second}
 		if sp.config != nil {
 			sp.config(&wcfg)

@@ -239,7 +239,7 @@ func throttledRun(ctx context.Context, env Env, cfg Config, fraction float64, v 
 			case settledOne <- struct{}{}:
 			default:
 			}
-		}}, worker.Config{Store: inbox.Store{Table: env.Table}, QueueURL: q.URL, DLQURL: q.DLQURL, Concurrency: cfg.ThrottleConcurrency,
+		}}, worker.Config{Store: inbox.Store{Table: env.Table, RequestHashVersion: 3}, QueueURL: q.URL, DLQURL: q.DLQURL, Concurrency: cfg.ThrottleConcurrency,
 		VisibilityTimeout: leasePolicy.Lease, WaitTime: cfg.throttleWaitTime, DrainTimeout: 5 * time.Second})
 	if err != nil {
 		return nil, err
