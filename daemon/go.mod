@@ -30,7 +30,6 @@ require (
 	github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream v1.7.27 // indirect
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.1 // indirect
 	github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue v1.21.23 // indirect
-	github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression v1.10.11 // indirect
 	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.9 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect
@@ -77,6 +76,9 @@ replace (
 	github.com/ddbworker/ddbworker/internal/telemetry v0.0.0-00010101000000-000000000000 => ../internal/telemetry
 )
 
-require github.com/ddbworker/ddbworker/internal/prommetrics v0.0.0-00010101000000-000000000000
+require (
+	github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression v1.10.11
+	github.com/ddbworker/ddbworker/internal/prommetrics v0.0.0-00010101000000-000000000000
+)
 
 replace github.com/ddbworker/ddbworker/internal/prommetrics => ../internal/prommetrics
