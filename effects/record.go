@@ -20,9 +20,9 @@ import (
 const (
 	prefixEffect = "EFFECT#"
 	effectSK     = "EFFECT"
-	// AttentionUnknown is the attention-index partition of UNKNOWN effects
+	// attentionUnknown is the attention-index partition of UNKNOWN effects
 	// (one partition: they are rare, and each is an operator's task).
-	AttentionUnknown = "EFFECT#UNKNOWN"
+	attentionUnknown = "EFFECT#UNKNOWN"
 )
 
 // PK is the partition key value of the effect key's record.
