@@ -166,8 +166,8 @@ func Sequence(e *envelope.Envelope) string {
 	return fmt.Sprintf("T%020d", e.OccurredAt.UnixNano())
 }
 
-// Keys returns an outbox record's partition and sort key.
-func Keys(aggregateType, aggregateID, sequence, eventID string) (pk, sk string) {
+// keys returns an outbox record's partition and sort key.
+func keys(aggregateType, aggregateID, sequence, eventID string) (pk, sk string) {
 	return pkPrefix + aggregateType + "#" + aggregateID, skPrefix + sequence + "#" + eventID
 }
 
@@ -204,7 +204,7 @@ func (w *Writer) Record(ctx context.Context, ev Event) (Record, error) {
 		return Record{}, &InvalidError{Field: "Sequence", Reason: "at most 64 bytes without '#'"}
 	}
 	e := ev.Envelope
-	pk, sk := Keys(e.AggregateType, e.AggregateID, seq, e.MessageID)
+	pk, sk := keys(e.AggregateType, e.AggregateID, seq, e.MessageID)
 	rec := Record{PK: pk, SK: sk, EventID: e.MessageID, AggregateType: e.AggregateType, AggregateID: e.AggregateID,
 		MessageType: e.MessageType, Body: string(body), Destination: ev.Destination, Status: StatusPending,
 		CreatedAt: w.cfg.Now().UTC().Truncate(time.Millisecond)}
