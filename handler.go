@@ -325,29 +325,18 @@ func SingleWrite() RouteOption { return func(r *Route) { r.SingleWrite = true } 
 // the sweeper then reports LEASE_ABANDONED. Only with SingleWrite.
 func SkipInboxCheck() RouteOption { return func(r *Route) { r.SkipInboxCheck = true } }
 
-// The attributes the single-write commit keeps in the domain item, one
-// fence per version attribute: the idempotency key, the message type and
-// the request hash of the work that set that version attribute, named by
-// the prefix followed by the version attribute's name
-// (ddbworkerKey_stageVersion).
-const (
-	FenceKeyPrefix  = mutation.FenceKeyPrefix
-	FenceTypePrefix = mutation.FenceTypePrefix
-	FenceHashPrefix = mutation.FenceHashPrefix
-)
-
 // FenceKeyAttr is the attribute that holds the idempotency key of the work
-// that set versionAttr on a single-write route (FenceKeyPrefix +
+// that set versionAttr on a single-write route (mutation.FenceKeyPrefix +
 // versionAttr).
 func FenceKeyAttr(versionAttr string) string { return mutation.FenceKeyAttr(versionAttr) }
 
 // FenceTypeAttr is the attribute that holds the message type of the work
-// that set versionAttr on a single-write route (FenceTypePrefix +
+// that set versionAttr on a single-write route (mutation.FenceTypePrefix +
 // versionAttr); absent on a fence written before fences named the type.
 func FenceTypeAttr(versionAttr string) string { return mutation.FenceTypeAttr(versionAttr) }
 
 // FenceHashAttr is the attribute that holds the request hash of the work
-// that set versionAttr on a single-write route (FenceHashPrefix +
+// that set versionAttr on a single-write route (mutation.FenceHashPrefix +
 // versionAttr).
 func FenceHashAttr(versionAttr string) string { return mutation.FenceHashAttr(versionAttr) }
 

@@ -77,8 +77,8 @@ func attributeRank(name string, needed []string) (group, index int) {
 	return rankProducer, 0
 }
 
-// FitAttributes is FitAttributesFor with no needed attributes.
-func FitAttributes(body string, candidates map[string]types.MessageAttributeValue, limit int) (attrs map[string]types.MessageAttributeValue, dropped []string) {
+// fitAttributes is FitAttributesFor with no needed attributes.
+func fitAttributes(body string, candidates map[string]types.MessageAttributeValue, limit int) (attrs map[string]types.MessageAttributeValue, dropped []string) {
 	attrs, dropped, _ = FitAttributesFor(body, candidates, nil, limit)
 	return attrs, dropped
 }

@@ -97,8 +97,8 @@ func TestFitAttributes(t *testing.T) {
 			kept, dropped, droppedNeeded := FitAttributesFor(tt.body, tt.candidates, tt.needed, tt.limit)
 			require.Equal(t, tt.droppedNeeded, droppedNeeded)
 			if tt.needed == nil {
-				k, d := FitAttributes(tt.body, tt.candidates, tt.limit)
-				require.Equal(t, kept, k, "FitAttributes is FitAttributesFor without needed attributes")
+				k, d := fitAttributes(tt.body, tt.candidates, tt.limit)
+				require.Equal(t, kept, k, "fitAttributes is FitAttributesFor without needed attributes")
 				require.Equal(t, dropped, d)
 			}
 			require.NotNil(t, kept)

@@ -70,7 +70,7 @@ func paddedBody(t *testing.T, typ, key string, n int) string {
 // bytes), and SQS refused the call as a whole (BatchRequestTooLong: "Batch
 // requests cannot be longer than 1048576 bytes"): the message stayed in
 // the DLQ, in the report's Failed, and `dlq redrive --all` exited 1. The
-// copy now fits: attributes yield when they would not (FitAttributes'
+// copy now fits: attributes yield when they would not (fitAttributes'
 // order: redrivenFrom and firstSentAt kept first, the producer's last by
 // name shed first; one too large for the room left yields to smaller
 // ones), named in the report; and a message that large goes alone in its

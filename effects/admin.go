@@ -149,7 +149,7 @@ func (a *Admin) List(ctx context.Context, f Filter, p Page) (Listing, error) {
 }
 
 func validStatus(s Status) bool {
-	for _, v := range Statuses() {
+	for _, v := range statuses() {
 		if v == s {
 			return true
 		}
@@ -159,7 +159,7 @@ func validStatus(s Status) bool {
 
 func statusList() string {
 	var out []string
-	for _, s := range Statuses() {
+	for _, s := range statuses() {
 		out = append(out, string(s))
 	}
 	return strings.Join(out, ", ")
@@ -206,7 +206,7 @@ func (a *Admin) scan(ctx context.Context, f Filter, p Page, start map[string]typ
 
 func (a *Admin) listUnknown(ctx context.Context, f Filter, p Page, start map[string]types.AttributeValue) (Listing, error) {
 	l := a.store.inbox.Layout
-	kc := expression.Key(l.AttentionPK).Equal(expression.Value(AttentionUnknown))
+	kc := expression.Key(l.AttentionPK).Equal(expression.Value(attentionUnknown))
 	ex, err := expression.NewBuilder().WithKeyCondition(kc).Build()
 	if err != nil {
 		return Listing{}, fmt.Errorf("effects: build query: %w", err)
@@ -296,14 +296,14 @@ func (r Resolution) validate() error {
 	if r.Completed == r.NotDone {
 		errs = append(errs, errors.New("a resolution is either Completed (with Ref) or NotDone"))
 	}
-	if r.Completed && (r.Ref == "" || len(r.Ref) > MaxRefBytes) {
-		errs = append(errs, fmt.Errorf("a Completed resolution needs the provider's Ref (1..%d bytes)", MaxRefBytes))
+	if r.Completed && (r.Ref == "" || len(r.Ref) > maxRefBytes) {
+		errs = append(errs, fmt.Errorf("a Completed resolution needs the provider's Ref (1..%d bytes)", maxRefBytes))
 	}
 	if r.NotDone && (r.Ref != "" || r.Result != "") {
 		errs = append(errs, errors.New("a NotDone resolution has no Ref or Result"))
 	}
-	if len(r.Result) > MaxResultBytes {
-		errs = append(errs, fmt.Errorf("the Result is longer than %d bytes", MaxResultBytes))
+	if len(r.Result) > maxResultBytes {
+		errs = append(errs, fmt.Errorf("the Result is longer than %d bytes", maxResultBytes))
 	}
 	if strings.TrimSpace(r.By) == "" || strings.TrimSpace(r.Reason) == "" {
 		errs = append(errs, errors.New("a resolution says who made it (By) and why (Reason)"))

@@ -403,10 +403,10 @@ func (l *Log) call(ctx context.Context, c Call, lbl labels, key string, rec *Eff
 	var ans *answer
 	switch {
 	case callErr == nil:
-		if out.Ref == "" || len(out.Ref) > MaxRefBytes || len(out.Result) > MaxResultBytes {
+		if out.Ref == "" || len(out.Ref) > maxRefBytes || len(out.Result) > maxResultBytes {
 			// The provider did it, but the answer cannot be kept as given:
 			// the outcome is as unclear to the log as a lost response.
-			callErr = fmt.Errorf("the call function's Outcome is invalid (Ref required, at most %d bytes; Result at most %d bytes): recorded as an unclear outcome", MaxRefBytes, MaxResultBytes)
+			callErr = fmt.Errorf("the call function's Outcome is invalid (Ref required, at most %d bytes; Result at most %d bytes): recorded as an unclear outcome", maxRefBytes, maxResultBytes)
 			break
 		}
 		l.metrics.calls.WithLabelValues(c.Provider, c.Operation, "completed").Inc()
@@ -539,7 +539,7 @@ func (l *Log) markUnknown(ctx context.Context, rec *Effect, why string, keepCall
 	if !keepCallLease {
 		upd = upd.Set(expression.Name(tables.AttrCallExpiresAt), expression.Value(0))
 	}
-	upd = upd.Set(expression.Name(s.inbox.Layout.AttentionPK), expression.Value(AttentionUnknown)).
+	upd = upd.Set(expression.Name(s.inbox.Layout.AttentionPK), expression.Value(attentionUnknown)).
 		Set(expression.Name(s.inbox.Layout.AttentionSK), expression.Value(ts)).
 		Remove(expression.Name(s.inbox.Layout.TTL))
 	cond := expression.Name(tables.AttrClaimToken).Equal(expression.Value(rec.ClaimToken)).

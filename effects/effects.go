@@ -32,8 +32,8 @@ const (
 	StatusUnknown   Status = "UNKNOWN"
 )
 
-// Statuses lists the statuses in a stable order.
-func Statuses() []Status {
+// statuses lists the statuses in a stable order.
+func statuses() []Status {
 	return []Status{StatusStarted, StatusCompleted, StatusFailed, StatusNotDone, StatusUnknown}
 }
 
@@ -108,10 +108,10 @@ const (
 
 // Limits of an Outcome.
 const (
-	// MaxResultBytes bounds Outcome.Result (it lives in the record).
-	MaxResultBytes = 4096
-	// MaxRefBytes bounds Outcome.Ref.
-	MaxRefBytes = 1024
+	// maxResultBytes bounds Outcome.Result (it lives in the record).
+	maxResultBytes = 4096
+	// maxRefBytes bounds Outcome.Ref.
+	maxRefBytes = 1024
 )
 
 // Config configures a Log.

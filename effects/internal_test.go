@@ -121,7 +121,7 @@ func TestResolutionValidate(t *testing.T) {
 		{"completed without ref", Resolution{Completed: true, By: "a", Reason: "b"}, "Ref"},
 		{"not done with ref", Resolution{NotDone: true, Ref: "r", By: "a", Reason: "b"}, "no Ref"},
 		{"no reason", Resolution{NotDone: true, By: "a", Reason: " "}, "Reason"},
-		{"result too long", Resolution{Completed: true, Ref: "r", Result: strings.Repeat("x", MaxResultBytes+1), By: "a", Reason: "b"}, "Result"},
+		{"result too long", Resolution{Completed: true, Ref: "r", Result: strings.Repeat("x", maxResultBytes+1), By: "a", Reason: "b"}, "Result"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -20,13 +20,13 @@ import (
 const (
 	prefixEffect = "EFFECT#"
 	effectSK     = "EFFECT"
-	// AttentionUnknown is the attention-index partition of UNKNOWN effects
+	// attentionUnknown is the attention-index partition of UNKNOWN effects
 	// (one partition: they are rare, and each is an operator's task).
-	AttentionUnknown = "EFFECT#UNKNOWN"
+	attentionUnknown = "EFFECT#UNKNOWN"
 )
 
-// PK is the partition key value of the effect key's record.
-func PK(key string) string { return prefixEffect + key }
+// pk is the partition key value of the effect key's record.
+func pk(key string) string { return prefixEffect + key }
 
 // HashVersion is the version of RequestHash's canonical form, recorded
 // with every hash so the form can change without false mismatches.
@@ -118,7 +118,7 @@ type Effect struct {
 func (s store) key(effectKey string) map[string]types.AttributeValue {
 	l := s.inbox.Layout
 	return map[string]types.AttributeValue{
-		l.PartitionKey: &types.AttributeValueMemberS{Value: PK(effectKey)},
+		l.PartitionKey: &types.AttributeValueMemberS{Value: pk(effectKey)},
 		l.SortKey:      &types.AttributeValueMemberS{Value: effectSK},
 	}
 }

@@ -249,7 +249,7 @@ func (s Store) Renew(l Lease, now, exp time.Time) Transition {
 	return Transition{Update: upd, Condition: fence(l)}
 }
 
-// Unchanged is the condition of a transition decided on rec by someone who
+// unchanged is the condition of a transition decided on rec by someone who
 // does not hold it (a takeover, the sweeper): the record is still exactly
 // as read — same request hash, status, attempts and token — and, when it is
 // PROCESSING, its lease is still expired (leaseExpiresAt < staleBefore, in
@@ -259,7 +259,7 @@ func (s Store) Renew(l Lease, now, exp time.Time) Transition {
 // version its writer used (envelope.HashVersion): the caller decided that
 // its work is the same (gate.Request.SameWork), and a takeover keeps the
 // stored hash.
-func Unchanged(rec *Record, staleBefore int64) expression.ConditionBuilder {
+func unchanged(rec *Record, staleBefore int64) expression.ConditionBuilder {
 	attempts := expression.Name(tables.AttrAttempts).Equal(expression.Value(rec.Attempts))
 	if rec.Attempts == 0 { // a fresh record does not write the attribute
 		attempts = expression.AttributeNotExists(expression.Name(tables.AttrAttempts)).Or(attempts)
@@ -313,14 +313,14 @@ func (s Store) Takeover(rec *Record, c Claim, staleBefore int64) Transition {
 	} else {
 		upd = upd.Remove(expression.Name(s.layout().AttentionPK)).Remove(expression.Name(s.layout().AttentionSK))
 	}
-	return Transition{Update: upd, Condition: Unchanged(rec, staleBefore)}
+	return Transition{Update: upd, Condition: unchanged(rec, staleBefore)}
 }
 
 // End ends rec, decided on by someone who does not hold it, as
 // FAILED_TERMINAL with code: a delivery whose business attempts or retry
 // window are used up, or the sweeper marking an abandoned lease.
 func (s Store) End(rec *Record, now time.Time, code, message string, staleBefore int64) Transition {
-	return Transition{Update: s.failed(rec.Key, now, StatusFailedTerminal, code, message), Condition: Unchanged(rec, staleBefore)}
+	return Transition{Update: s.failed(rec.Key, now, StatusFailedTerminal, code, message), Condition: unchanged(rec, staleBefore)}
 }
 
 // Reopen gives a FAILED_TERMINAL record, decided on as rec, back to the
@@ -328,7 +328,7 @@ func (s Store) End(rec *Record, now time.Time, code, message string, staleBefore
 // with a fresh attempts budget, so the next delivery of the work (a DLQ
 // redrive) takes it over and runs it. The last failure stays on the record,
 // and reopenedAt, reopenedBy and reason audit the change. Fenced by
-// Unchanged: a record that moved meanwhile is not reopened.
+// unchanged: a record that moved meanwhile is not reopened.
 func (s Store) Reopen(rec *Record, now time.Time, by, reason string) Transition {
 	ts := FormatTime(now)
 	upd := expression.Set(expression.Name(tables.AttrStatus), expression.Value(string(StatusFailedRetryable))).
@@ -343,7 +343,7 @@ func (s Store) Reopen(rec *Record, now time.Time, by, reason string) Transition 
 		// A discard said the work would never run; reopened, it may.
 		Remove(expression.Name(tables.AttrDiscardedAt)).Remove(expression.Name(tables.AttrDiscardedBy)).
 		Remove(expression.Name(tables.AttrDiscardReason))
-	return Transition{Update: upd, Condition: Unchanged(rec, 0)}
+	return Transition{Update: upd, Condition: unchanged(rec, 0)}
 }
 
 // Discard marks the FAILED_TERMINAL record rec (a work item's, or a

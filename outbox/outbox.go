@@ -31,11 +31,11 @@ const (
 
 // Key prefixes.
 const (
-	// PKPrefix starts every outbox record's partition key; a stream filter
+	// pkPrefix starts every outbox record's partition key; a stream filter
 	// (EventBridge Pipes, a Lambda event filter) selects outbox records by it.
-	PKPrefix = "OUTBOX#"
-	// SKPrefix starts every outbox record's sort key.
-	SKPrefix = "EVENT#"
+	pkPrefix = "OUTBOX#"
+	// skPrefix starts every outbox record's sort key.
+	skPrefix = "EVENT#"
 	// PendingPrefix starts the attention index partition of PENDING
 	// records: OUTBOX#PENDING#00 … OUTBOX#PENDING#<Shards-1>.
 	PendingPrefix = "OUTBOX#PENDING#"
@@ -166,9 +166,9 @@ func Sequence(e *envelope.Envelope) string {
 	return fmt.Sprintf("T%020d", e.OccurredAt.UnixNano())
 }
 
-// Keys returns an outbox record's partition and sort key.
-func Keys(aggregateType, aggregateID, sequence, eventID string) (pk, sk string) {
-	return PKPrefix + aggregateType + "#" + aggregateID, SKPrefix + sequence + "#" + eventID
+// keys returns an outbox record's partition and sort key.
+func keys(aggregateType, aggregateID, sequence, eventID string) (pk, sk string) {
+	return pkPrefix + aggregateType + "#" + aggregateID, skPrefix + sequence + "#" + eventID
 }
 
 // PendingPK is the attention index partition of a PENDING record of the
@@ -204,7 +204,7 @@ func (w *Writer) Record(ctx context.Context, ev Event) (Record, error) {
 		return Record{}, &InvalidError{Field: "Sequence", Reason: "at most 64 bytes without '#'"}
 	}
 	e := ev.Envelope
-	pk, sk := Keys(e.AggregateType, e.AggregateID, seq, e.MessageID)
+	pk, sk := keys(e.AggregateType, e.AggregateID, seq, e.MessageID)
 	rec := Record{PK: pk, SK: sk, EventID: e.MessageID, AggregateType: e.AggregateType, AggregateID: e.AggregateID,
 		MessageType: e.MessageType, Body: string(body), Destination: ev.Destination, Status: StatusPending,
 		CreatedAt: w.cfg.Now().UTC().Truncate(time.Millisecond)}
@@ -305,7 +305,7 @@ type Record struct {
 // table keys, so a key under them is a record too: that of an aggregate type
 // named PENDING.
 func IsKey(pk string) bool {
-	return strings.HasPrefix(pk, PKPrefix)
+	return strings.HasPrefix(pk, pkPrefix)
 }
 
 // Decode reads an outbox record from an item (or a stream record's image,
@@ -323,7 +323,7 @@ func Decode(item map[string]types.AttributeValue, l tables.Layout) (Record, erro
 		MessageType: get(tables.AttrMessageType), Body: get(tables.AttrOutboxBody),
 		Destination: get(tables.AttrOutboxDestination), Status: get(tables.AttrStatus),
 		Traceparent: get(tables.AttrOutboxTraceparent), Tracestate: get(tables.AttrOutboxTracestate)}
-	if !IsKey(r.PK) || !strings.HasPrefix(r.SK, SKPrefix) {
+	if !IsKey(r.PK) || !strings.HasPrefix(r.SK, skPrefix) {
 		return Record{}, fmt.Errorf("%w: key %q/%q", ErrDecode, r.PK, r.SK)
 	}
 	if r.EventID == "" || r.AggregateID == "" || r.Body == "" || r.Status == "" {

@@ -100,9 +100,6 @@ func New(deps Deps, cfg Config) (*Relay, error) {
 	return r, nil
 }
 
-// Config returns the configuration with defaults applied.
-func (r *Relay) Config() Config { return r.cfg }
-
 type recKey struct{ pk, sk string }
 
 // Publish sends recs to their queues and marks them PUBLISHED, and returns

@@ -92,9 +92,6 @@ func (e *Error) Failure() *failure.Error {
 // business attempt.
 func (e *Error) Infrastructure() bool { return e.Failure().Infrastructure() }
 
-// AccessDenied reports whether e is CodeAccessDenied.
-func (e *Error) AccessDenied() bool { return e.Code == CodeAccessDenied }
-
 // terminal codes, by S3 error code.
 var (
 	accessCodes = map[string]bool{

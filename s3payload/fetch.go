@@ -111,9 +111,6 @@ func New(deps Deps, cfg Config) (*Fetcher, error) {
 	return &Fetcher{api: deps.S3, cfg: cfg, opt: func(o *s3.Options) { o.Retryer = retryer }}, nil
 }
 
-// Config returns the Fetcher's configuration, defaults applied.
-func (f *Fetcher) Config() Config { return f.cfg }
-
 // Fetch reads the object ref points at — the version it pins, when it
 // pins one — and returns its bytes once their length is ref.Size and their
 // SHA-256 is ref.SHA256. Every error is an *Error.
