@@ -23,7 +23,8 @@ import (
 // module is the go.mod of the team's module: its own path, ddbworker
 // required and replaced by this checkout, and so the modules of it the
 // team's code imports (daemon, the emulator kit) and those they require
-// (internal/telemetry, internal/daemonext). go mod tidy adds the rest.
+// (internal/telemetry, internal/daemonext, internal/prommetrics). go mod
+// tidy adds the rest.
 const module = `module example.com/shop
 
 go 1.26.0
@@ -39,11 +40,13 @@ replace github.com/ddbworker/ddbworker/ddbworkertest/emulators => %[3]s
 replace github.com/ddbworker/ddbworker/internal/telemetry => %[4]s
 
 replace github.com/ddbworker/ddbworker/internal/daemonext => %[5]s
+
+replace github.com/ddbworker/ddbworker/internal/prommetrics => %[6]s
 `
 
 // moduleSums are the go.sum files of the modules module replaces: every
 // sum the team's module needs is in theirs.
-var moduleSums = []string{"go.sum", "daemon/go.sum", "ddbworkertest/emulators/go.sum", "internal/telemetry/go.sum", "internal/daemonext/go.sum"}
+var moduleSums = []string{"go.sum", "daemon/go.sum", "ddbworkertest/emulators/go.sum", "internal/telemetry/go.sum", "internal/daemonext/go.sum", "internal/prommetrics/go.sum"}
 
 // TestTeamModule writes testdata/shop into a new module outside the
 // repository, fills its go.sum from the local module cache (GOPROXY=off:
@@ -61,7 +64,8 @@ func TestTeamModule(t *testing.T) {
 
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), fmt.Appendf(nil, module, modPath(root), modPath(filepath.Join(root, "daemon")),
-		modPath(filepath.Join(root, "ddbworkertest", "emulators")), modPath(filepath.Join(root, "internal", "telemetry")), modPath(filepath.Join(root, "internal", "daemonext"))), 0o644))
+		modPath(filepath.Join(root, "ddbworkertest", "emulators")), modPath(filepath.Join(root, "internal", "telemetry")), modPath(filepath.Join(root, "internal", "daemonext")),
+		modPath(filepath.Join(root, "internal", "prommetrics"))), 0o644))
 	var sums []byte
 	for _, f := range moduleSums {
 		b, err := os.ReadFile(filepath.Join(root, f))
