@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go/middleware"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker/dlq"
@@ -22,6 +23,20 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
+// attemptLog logs every attempt of an SQS call that failed and was
+// retried by the SDK: an emulator response lost under load shows here.
+type attemptLog struct{ t *testing.T }
+
+func (attemptLog) ID() string { return "dlqtest.attemptLog" }
+
+func (a attemptLog) HandleFinalize(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+	out, md, err := next.HandleFinalize(ctx, in)
+	if err != nil {
+		a.t.Logf("%s attempt failed: %v", middleware.GetOperationName(ctx), err)
+	}
+	return out, md, err
+}
+
 // fixture is one test's work queue and DLQ.
 type fixture struct {
 	t      *testing.T
@@ -31,7 +46,11 @@ type fixture struct {
 
 func newFixture(t *testing.T, fifo bool) *fixture {
 	t.Helper()
-	client := sqs.NewFromConfig(testenv.AWSConfig(t))
+	client := sqs.NewFromConfig(testenv.AWSConfig(t), func(o *sqs.Options) {
+		o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
+			return st.Finalize.Insert(attemptLog{t}, "Retry", middleware.After)
+		})
+	})
 	name := testenv.Unique("dlqt")
 	if fifo {
 		name += ".fifo"
@@ -380,7 +399,7 @@ func TestRedrive(t *testing.T) {
 			require.Empty(t, rep.Failed)
 			require.Equal(t, tc.opts.DryRun, rep.DryRun)
 			if tc.wantSkip >= 0 {
-				require.Equal(t, tc.wantSkip, rep.Skipped)
+				require.Equal(t, tc.wantSkip, rep.Skipped, "report: %+v", rep)
 			}
 			require.Equal(t, tc.wantLimit, rep.LimitReached)
 			require.Equal(t, rep.Scanned, rep.Skipped+rep.Arrived+rep.TooOld+rep.OverMax+len(rep.Moved)+len(rep.Failed),

@@ -95,12 +95,20 @@ func TestRedriveEndToEnd(t *testing.T) {
 			MessageAttributes: map[string]types.MessageAttributeValue{"tenant": str("acme")}})
 		require.NoError(t, err)
 	}
-	testenv.Eventually(t, 20*time.Second, func() bool { return len(evs.final("k-done")) == 1 && len(evs.final("k-missing")) == 1 }, "first deliveries")
-	require.Equal(t, worker.OutcomeApplied, evs.final("k-done")[0].Outcome)
+	// On a loaded machine k-done's commit may time out after it applied
+	// (TIMEOUT, no attempt): the next delivery finds it COMPLETED and ends
+	// duplicate, and no event says applied. Applied once is the point: the
+	// application counter below.
+	testenv.Eventually(t, 20*time.Second, func() bool { return len(evs.final("k-done")) >= 1 && len(evs.final("k-missing")) == 1 }, "first deliveries")
+	for _, ev := range evs.final("k-done") {
+		require.Contains(t, []string{worker.OutcomeApplied, worker.OutcomeDuplicate}, ev.Outcome, "%+v", evs.final("k-done"))
+	}
 	first := evs.final("k-missing")[0]
 	require.Equal(t, worker.OutcomeTerminal, first.Outcome)
 	require.Equal(t, caseflow.CodeCaseNotFound, first.Code)
 	require.Equal(t, worker.PolicyDLQ, first.Policy)
+
+	doneBefore := len(evs.final("k-done"))
 
 	// The completed item's message reaches the DLQ too — as after a crash
 	// between commit and delete, with the redrive policy moving it.
@@ -123,8 +131,8 @@ func TestRedriveEndToEnd(t *testing.T) {
 		newIDs[m.Key] = m.NewID
 	}
 
-	testenv.Eventually(t, 20*time.Second, func() bool { return len(evs.final("k-done")) == 2 && len(evs.final("k-missing")) == 2 }, "redriven deliveries")
-	dup := evs.final("k-done")[1]
+	testenv.Eventually(t, 20*time.Second, func() bool { return len(evs.final("k-done")) > doneBefore && len(evs.final("k-missing")) == 2 }, "redriven deliveries")
+	dup := evs.final("k-done")[doneBefore]
 	require.Equal(t, worker.OutcomeDuplicate, dup.Outcome, "a redriven COMPLETED item is a duplicate")
 	require.Equal(t, newIDs["k-done"], dup.SQSMessageID)
 	again := evs.final("k-missing")[1]

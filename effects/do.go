@@ -15,6 +15,7 @@ import (
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/calltime"
 	"github.com/ddbworker/ddbworker/internal/hooks"
 	"github.com/ddbworker/ddbworker/tables"
 )
@@ -264,7 +265,9 @@ func decide(rec *Effect, hash string, idempotent bool, msg *ddbworker.Message, n
 var errMoved = errors.New("effects: record moved")
 
 func (l *Log) get(ctx context.Context, key string) (*Effect, error) {
+	done := calltime.Start(ctx)
 	out, err := l.ddb.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(l.store.table), Key: l.store.key(key), ConsistentRead: aws.Bool(true)})
+	done()
 	if err != nil {
 		return nil, fmt.Errorf("effects: read %s: %w", key, err)
 	}
@@ -333,6 +336,7 @@ func (l *Log) claim(ctx context.Context, msg *ddbworker.Message, c Call, key, ha
 	if err != nil {
 		return nil, fmt.Errorf("effects: build inbox fence: %w", err)
 	}
+	done := calltime.Start(ctx)
 	_, err = l.ddb.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 		ClientRequestToken: aws.String(token),
 		TransactItems: []types.TransactWriteItem{
@@ -344,6 +348,7 @@ func (l *Log) claim(ctx context.Context, msg *ddbworker.Message, c Call, key, ha
 				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}},
 		},
 	})
+	done()
 	var tce *types.TransactionCanceledException
 	if errors.As(err, &tce) {
 		reasons := tce.CancellationReasons
@@ -560,9 +565,11 @@ func (l *Log) update(ctx context.Context, key string, upd expression.UpdateBuild
 	if err != nil {
 		return nil, fmt.Errorf("effects: build update: %w", err)
 	}
+	done := calltime.Start(ctx)
 	out, err := l.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(l.store.table), Key: l.store.key(key),
 		UpdateExpression: ex.Update(), ConditionExpression: ex.Condition(), ExpressionAttributeNames: ex.Names(),
 		ExpressionAttributeValues: ex.Values(), ReturnValues: types.ReturnValueAllNew})
+	done()
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		return nil, fmt.Errorf("%w: %s", errMoved, key)

@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker"
+	"github.com/ddbworker/ddbworker/effects"
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/caseflow"
@@ -110,6 +112,50 @@ func TestCommitOverrunIsInfrastructure(t *testing.T) {
 	require.Equal(t, inbox.StatusCompleted, rec.Status)
 	require.Zero(t, rec.Attempts)
 	require.EqualValues(t, 1, h.applications("c1", caseflow.TypeDeadline, "k-slowcommit"))
+}
+
+// A handler's effect whose own DynamoDB read hangs past the work's deadline
+// (an outage that hangs calls) is the database's slowness, not the
+// handler's: TIMEOUT, no business attempt, applied once on the next
+// delivery. The explorer's seed 8 (outages "hang for 13s" and "hang for
+// 6s" under gated XEff work) charged it as MESSAGE_TIMEOUT: attempts 1 on
+// work that never fails by business.
+func TestEffectCallOverrunIsInfrastructure(t *testing.T) {
+	h := newHarness(t, testenv.Options{})
+	h.seedCases("c1")
+	slow := faults.New(2)
+	// The effect log's first read waits past the deadline, and is never sent.
+	slow.Add(faults.Rule{Service: "DynamoDB", Operation: "GetItem", Kind: faults.KindDelay, Delay: 5 * time.Second, Times: 1})
+	log, err := effects.New(dynamodb.NewFromConfig(h.env.AWS, slow.DynamoDB), effects.Config{Inbox: inbox.Store{Table: h.env.Table}})
+	require.NoError(t, err)
+	var calls atomic.Int32
+	reg := ddbworker.NewRegistry()
+	require.NoError(t, reg.Register(caseflow.TypeDeadline, ddbworker.HandlerFunc(func(ctx context.Context, m *ddbworker.Message) (ddbworker.Result, error) {
+		eff, err := log.Do(ctx, m, effects.Call{Name: "notify", Provider: "mail", Operation: "send", Request: map[string]string{"case": "c1"}, Idempotent: true},
+			func(ctx context.Context, key string) (effects.Outcome, error) {
+				calls.Add(1)
+				return effects.Outcome{Ref: key}, nil
+			})
+		if err != nil {
+			return ddbworker.Result{}, err
+		}
+		return ddbworker.Apply(eff.Write()), nil
+	})))
+	cfg := h.testConfig()
+	cfg.MessageTimeout = 1200 * time.Millisecond
+	h.start(cfg, worker.Deps{Handlers: reg})
+	h.send(mustEnv(t)(caseflow.NewDeadlineRequest("k-slowread", "c1", "intake", effective)))
+
+	ev := h.waitEvents(1, 30*time.Second, final)[0]
+	require.Equal(t, worker.OutcomeApplied, ev.Outcome, "%+v", h.allEvents())
+	require.Equal(t, 1, ev.Attempt, "no business attempt was charged for the database's slowness: %+v", h.allEvents())
+	retry := h.waitEvents(1, time.Second, func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeRetry })[0]
+	require.Equal(t, failure.CodeTimeout, retry.Code)
+	rec := h.record("k-slowread", caseflow.TypeDeadline)
+	require.Equal(t, inbox.StatusCompleted, rec.Status)
+	require.Zero(t, rec.Attempts)
+	require.EqualValues(t, 1, calls.Load(), "the provider was called once")
+	require.EqualValues(t, 1, slow.Fired()[faults.KindDelay])
 }
 
 // Receive errors that waiting cannot heal stop the worker: Run returns a

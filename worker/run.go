@@ -12,6 +12,7 @@ import (
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/calltime"
 	"github.com/ddbworker/ddbworker/internal/hooks"
 	"github.com/ddbworker/ddbworker/internal/judge"
 	"github.com/ddbworker/ddbworker/mutation"
@@ -34,13 +35,18 @@ func (w *Worker) run(ctx context.Context, d *delivery, wk *work, m commitMode, r
 	for run := 0; ; run++ {
 		msg := &ddbworker.Message{Envelope: wk.env, SQSMessageID: d.id, ReceiveCount: d.receives, Run: run}
 		msg.Attempt, msg.LeaseToken = m.attempt()
+		var waited calltime.Clock // the handler's waits on calls ddbworker made for it
 		started := time.Now()
-		res, err := w.callHandler(handlerCtx, wk.route.Handler, msg)
-		handled := time.Now()
+		res, err := w.callHandler(calltime.With(handlerCtx, &waited), wk.route.Handler, msg)
+		own := time.Since(started) - waited.Total() // the handler's own time
 		if lost := leaseLostCause(handlerCtx); lost != nil {
 			return w.leaseLost(lost, msg.Attempt)
 		}
-		if err == nil {
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				err = databaseOverran(ctx, started, own, err)
+			}
+		} else {
 			var took time.Duration
 			took, err = w.commit(ctx, wk, m, res, run)
 			r.commit += took
@@ -48,7 +54,7 @@ func (w *Worker) run(ctx context.Context, d *delivery, wk *work, m commitMode, r
 				w.fail(hooks.AfterCommit)
 				return completed{outcome: appliedOutcome(res.Outcome), attempt: msg.Attempt}
 			}
-			err = commitOverran(ctx, started, handled, err)
+			err = databaseOverran(ctx, started, own, err)
 		}
 		j := w.judgement(ctx, err, res.Outcome, run)
 		if j.Kind == judge.Rerun {
@@ -161,35 +167,40 @@ func (w *Worker) leaseLost(lost *inbox.LeaseLostError, attempt int) verdict {
 // drain timeout ends in-flight work.
 var errShutdown = errors.New("worker: drain timeout: work cancelled by shutdown")
 
-// errCommitOverran marks a commit the work's deadline ended although the
-// handler had returned within the first half of the time it had: the
-// database's slowness (throttling retried, an outage, a loaded host), not
-// the handler's — trouble with the infrastructure (TIMEOUT), which costs no
-// business attempt. Charged as MESSAGE_TIMEOUT, a slow database would use
-// up healthy work's attempts and dead-letter it (the explorer's seed 28,
-// on a loaded machine: a Lambda invocation's deadline passed in the
-// commit). A handler that took more than half its time is still charged:
-// a handler that always runs long cannot circulate unbounded.
-var errCommitOverran = errors.New("worker: the commit ran past the work's deadline")
+// errDatabaseOverran marks a failure the work's deadline caused while the
+// handler's own time — its time less its waits on the calls ddbworker made
+// for it (package calltime: the effect log's reads and writes) — was
+// within the first half of the time it had: the database was slow (a
+// throttle retried, an outage that hangs calls, a loaded host), not the
+// handler, whether the deadline met the commit or an effect's call —
+// trouble with the infrastructure (TIMEOUT), which costs no business
+// attempt. Charged as MESSAGE_TIMEOUT, a slow database would use up
+// healthy work's attempts and dead-letter it (the explorer's seed 28, on a
+// loaded machine: a Lambda invocation's deadline passed in the commit; its
+// seed 8: outages that hang calls met effects.Do). A handler whose own
+// time was more than half is still charged: a handler that always runs
+// long cannot circulate unbounded.
+var errDatabaseOverran = errors.New("worker: the database's calls ran past the work's deadline")
 
-// commitOverran marks err, a commit's failure, with errCommitOverran when
-// the work's deadline ended it and the handler, started at started, had
-// returned at handled within the first half of the time it had.
-func commitOverran(ctx context.Context, started, handled time.Time, err error) error {
+// databaseOverran marks err with errDatabaseOverran when the work's
+// deadline ended it and the handler, started at started, spent at most
+// half the time it had on its own (own).
+func databaseOverran(ctx context.Context, started time.Time, own time.Duration, err error) error {
 	deadline, ok := ctx.Deadline()
 	var ge *mutation.GuardError
 	if !ok || !errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.As(err, &ge) {
 		return err
 	}
-	if handled.Sub(started) > deadline.Sub(started)/2 {
+	if own > deadline.Sub(started)/2 {
 		return err
 	}
-	return fmt.Errorf("%w: %w", errCommitOverran, err)
+	return fmt.Errorf("%w: %w", errDatabaseOverran, err)
 }
 
 // overran names a failure caused by the end of the work's context: the
 // per-message deadline (the handler or its commit ran past MessageTimeout:
-// a business failure, unless the commit alone overran: errCommitOverran)
+// a business failure, unless the database was the slow part:
+// errDatabaseOverran)
 // or shutdown (infrastructure: not an attempt).
 func (w *Worker) overran(ctx context.Context, err error) error {
 	if errors.Is(context.Cause(ctx), errShutdown) {
@@ -198,7 +209,7 @@ func (w *Worker) overran(ctx context.Context, err error) error {
 	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return err
 	}
-	if errors.Is(err, errCommitOverran) {
+	if errors.Is(err, errDatabaseOverran) {
 		return failure.Wrap(failure.Retryable, failure.CodeTimeout, err)
 	}
 	if f, ok := failure.As(err); ok && f.Code != failure.CodeTimeout {
