@@ -99,12 +99,12 @@ func controls(d *delivery) map[string]types.MessageAttributeValue {
 
 // sendToDLQ copies the message to the DLQ with the failure as attributes
 // (dlqAttributes) and its MessageGroupId (messageGroup; on a FIFO DLQ a
-// message without one goes to group ddbworker-dlq). If even the failure code does not fit, or an attribute
-// a route reads to take the message (a needed one: the copy could never
-// be redriven), or the DLQ refuses the copy as too large, it returns
-// errTooLargeForDLQ: the redrive policy then moves the message as it is,
-// every attribute with it. Attributes the copy sent dropped are logged
-// and counted (droppedAttributes).
+// message without one goes to group ddbworker-dlq). If even the failure
+// code does not fit, or an attribute a route reads to take the message (a
+// needed one: the copy could never be redriven), or the DLQ refuses the
+// copy as too large, it returns errTooLargeForDLQ: the redrive policy
+// then moves the message as it is, every attribute with it. Attributes the
+// copy sent dropped are logged and counted (droppedAttributes).
 func (w *Worker) sendToDLQ(ctx context.Context, d *delivery, wk *work, f *failure.Error) error {
 	body := aws.ToString(d.m.Body)
 	fit := w.dlqAttributes(d, wk, f)
