@@ -201,7 +201,8 @@ type Message struct {
 	// IdempotencyKey is AttrIdempotencyKey, else the envelope's from the
 	// body ("" when neither says).
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
-	// GroupID is the MessageGroupId on a FIFO DLQ.
+	// GroupID is the message's MessageGroupId ("": none): a FIFO DLQ's
+	// group, a standard DLQ's tenant (SQS fair queues). Redrive keeps it.
 	GroupID string `json:"groupId,omitempty"`
 	// SentAt is when the message was sent to the DLQ — or, after a move by
 	// the redrive policy, to the work queue (SQS keeps SentTimestamp).

@@ -436,6 +436,10 @@ func (q *Queue) outgoing(m *Message, drop []string) outgoing {
 		// message within SQS's 5-minute window.
 		e.MessageGroupId = aws.String(firstNonEmpty(m.GroupID, "ddbworker-redrive"))
 		e.MessageDeduplicationId = aws.String(m.ID)
+	} else if m.GroupID != "" {
+		// On a standard queue the group id is the message's tenant (SQS
+		// fair queues): the redriven message keeps it.
+		e.MessageGroupId = aws.String(m.GroupID)
 	}
 	return outgoing{m: m, entry: e, size: size, dropped: dropped}
 }

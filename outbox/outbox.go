@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ddbworker/ddbworker/envelope"
+	"github.com/ddbworker/ddbworker/internal/groupid"
 	"github.com/ddbworker/ddbworker/tables"
 	"github.com/ddbworker/ddbworker/tracing"
 )
@@ -133,6 +134,13 @@ type Event struct {
 	// envelope's aggregateVersion, else its occurredAt (see the package
 	// documentation). At most 64 bytes, no '#'.
 	Sequence string
+	// Tenant is the message's tenant — the customer, client application or
+	// account it is for. The relay sends it as the MessageGroupId on a
+	// standard queue, which makes the queue an SQS fair queue (on a FIFO
+	// queue the aggregate is the group, as without it). Optional; SQS's
+	// rule for a MessageGroupId applies: at most 128 characters, ASCII
+	// letters, digits and punctuation.
+	Tenant string
 }
 
 // InvalidError says why an Event was refused.
@@ -203,10 +211,18 @@ func (w *Writer) Record(ctx context.Context, ev Event) (Record, error) {
 	if len(seq) > 64 || strings.Contains(seq, "#") {
 		return Record{}, &InvalidError{Field: "Sequence", Reason: "at most 64 bytes without '#'"}
 	}
+	if ev.Tenant != "" {
+		// Refused here, with the producer's transaction, not at the relay:
+		// SQS would refuse the message there (the relay then sends it
+		// under a hash of the value, still one tenant per value).
+		if reason := groupid.Problem(ev.Tenant); reason != "" {
+			return Record{}, &InvalidError{Field: "Tenant", Reason: "SQS refuses it as a MessageGroupId: " + reason}
+		}
+	}
 	e := ev.Envelope
 	pk, sk := keys(e.AggregateType, e.AggregateID, seq, e.MessageID)
 	rec := Record{PK: pk, SK: sk, EventID: e.MessageID, AggregateType: e.AggregateType, AggregateID: e.AggregateID,
-		MessageType: e.MessageType, Body: string(body), Destination: ev.Destination, Status: StatusPending,
+		MessageType: e.MessageType, Body: string(body), Destination: ev.Destination, Tenant: ev.Tenant, Status: StatusPending,
 		CreatedAt: w.cfg.Now().UTC().Truncate(time.Millisecond)}
 	if tc := tracing.Carry(trace.SpanContextFromContext(ctx)); tc != nil {
 		rec.Traceparent = aws.ToString(tc[tracing.AttrTraceparent].StringValue)
@@ -249,6 +265,9 @@ func (w *Writer) Put(ctx context.Context, ev Event) (types.TransactWriteItem, er
 	}
 	if rec.Destination != "" {
 		item[tables.AttrOutboxDestination] = str(rec.Destination)
+	}
+	if rec.Tenant != "" {
+		item[tables.AttrOutboxTenant] = str(rec.Tenant)
 	}
 	if rec.Traceparent != "" {
 		item[tables.AttrOutboxTraceparent] = str(rec.Traceparent)
@@ -293,8 +312,11 @@ type Record struct {
 	Body string
 	// Destination is the queue URL, or "" for the relay's default.
 	Destination string
-	Status      string
-	CreatedAt   time.Time
+	// Tenant is the message's tenant ("": none): its MessageGroupId on a
+	// standard queue.
+	Tenant    string
+	Status    string
+	CreatedAt time.Time
 	// Traceparent and Tracestate are the W3C trace context of the span
 	// that wrote the record ("": none).
 	Traceparent, Tracestate string
@@ -321,7 +343,7 @@ func Decode(item map[string]types.AttributeValue, l tables.Layout) (Record, erro
 	r := Record{PK: get(l.PartitionKey), SK: get(l.SortKey), EventID: get(tables.AttrOutboxEventID),
 		AggregateType: get(tables.AttrAggregateType), AggregateID: get(tables.AttrAggregateID),
 		MessageType: get(tables.AttrMessageType), Body: get(tables.AttrOutboxBody),
-		Destination: get(tables.AttrOutboxDestination), Status: get(tables.AttrStatus),
+		Destination: get(tables.AttrOutboxDestination), Tenant: get(tables.AttrOutboxTenant), Status: get(tables.AttrStatus),
 		Traceparent: get(tables.AttrOutboxTraceparent), Tracestate: get(tables.AttrOutboxTracestate)}
 	if !IsKey(r.PK) || !strings.HasPrefix(r.SK, skPrefix) {
 		return Record{}, fmt.Errorf("%w: key %q/%q", ErrDecode, r.PK, r.SK)

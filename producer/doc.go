@@ -6,7 +6,10 @@
 // Config.MaxBatchBytes per call, by package internal/sqsbatch's rule, a
 // larger message alone), FIFO aware (MessageGroupId = aggregateId by
 // default, MessageDeduplicationId from the idempotency key and the request
-// hash), retrying entries SQS failed on its side and returning every other
+// hash), tenant aware on standard queues (a message's tenant —
+// Message.Tenant or Config.Tenant — is its MessageGroupId, which makes the
+// queue an SQS fair queue), retrying entries SQS failed on its side and
+// returning every other
 // failure per message as a typed *EntryError — never a silent drop. Payloads above
 // Config.OffloadAbove go to an Offloader (S3) and travel as a payloadRef.
 // Every message carries the trace context of the ctx it was sent with as

@@ -23,7 +23,30 @@ var (
 	// MessageGroupId in this call was not sent, so this one was held back
 	// to keep the group's order. Send both again, in order.
 	ErrGroupBlocked = errors.New("producer: an earlier message of its FIFO group was not sent")
+	// ErrInvalidTenant is matched by every *TenantError: the message's
+	// tenant (Message.Tenant, Config.Tenant) is not a MessageGroupId SQS
+	// accepts. Its EntryError's Kind is ErrInvalid.
+	ErrInvalidTenant = errors.New("producer: invalid tenant")
 )
+
+// TenantError is why a message's tenant cannot be its MessageGroupId: SQS
+// takes 1..128 characters, each an ASCII letter, digit or punctuation mark
+// (!"#$%&'()*+,-./:;<=>?@[\]^_`{|}~). The message is not sent — never sent
+// without its tenant. Map such tenants to an id SQS takes (a customer
+// number, a hash) in Config.Tenant.
+type TenantError struct {
+	// Tenant is the refused value.
+	Tenant string
+	// Reason says what SQS would refuse.
+	Reason string
+}
+
+func (e *TenantError) Error() string {
+	return fmt.Sprintf("producer: tenant %q cannot be a MessageGroupId: %s", e.Tenant, e.Reason)
+}
+
+// Unwrap returns ErrInvalidTenant.
+func (e *TenantError) Unwrap() error { return ErrInvalidTenant }
 
 // EntryError is why one message of a Send was not sent. Send's error joins
 // one per failed message (errors.As finds the first; Results lists all).

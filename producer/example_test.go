@@ -67,3 +67,28 @@ func ExampleProducer_Send() {
 	}
 	_ = err
 }
+
+// Tenants on a standard queue: each message's MessageGroupId is its
+// tenant, which makes the queue an SQS fair queue. Config.Tenant names
+// every message's tenant; Message.Tenant one message's own. A tenant SQS
+// would refuse fails its message (ErrInvalidTenant), which is not sent.
+func ExampleConfig_tenant() {
+	p, err := producer.New(&sqs.Client{}, producer.Config{
+		QueueURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/billing",
+		Producer: "billing-api",
+		Tenant: func(e *envelope.Envelope) string {
+			return "acct-" + e.AggregateID // the account the order belongs to
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	results, _ := p.Send(context.Background(), producer.Message{MessageType: "invoice.requested", IdempotencyKey: "order-42:invoice",
+		AggregateType: "order", AggregateID: "42", Payload: map[string]any{}, Tenant: "ACME Corp"})
+	var te *producer.TenantError
+	if errors.As(results[0].Err, &te) {
+		fmt.Println(errors.Is(results[0].Err, producer.ErrInvalidTenant), te.Reason)
+	}
+	// Output:
+	// true U+0020 at byte 4: SQS takes ASCII letters, digits and punctuation only
+}

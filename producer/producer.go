@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ddbworker/ddbworker/envelope"
+	"github.com/ddbworker/ddbworker/internal/groupid"
 	"github.com/ddbworker/ddbworker/internal/sqsbatch"
 	"github.com/ddbworker/ddbworker/tracing"
 )
@@ -54,9 +55,11 @@ const (
 // Config configures a Producer.
 type Config struct {
 	// QueueURL is the queue messages are sent to. Required. A URL ending in
-	// ".fifo" is a FIFO queue: each message gets a MessageGroupId and a
-	// MessageDeduplicationId, and a batch holds at most one message per
-	// group so that a failure cannot reorder a group.
+	// ".fifo" is a FIFO queue: each message gets a MessageGroupId (GroupID)
+	// and a MessageDeduplicationId, and a batch holds at most one message
+	// per group so that a failure cannot reorder a group. On a standard
+	// queue a message's MessageGroupId is its tenant (Tenant), when it has
+	// one.
 	QueueURL string
 	// Producer is the envelope's producer field: the sending service's name.
 	// Required.
@@ -99,6 +102,19 @@ type Config struct {
 	// GroupID is a FIFO message's MessageGroupId. Default: the aggregateId,
 	// so each aggregate's messages stay in order.
 	GroupID func(*envelope.Envelope) string
+	// Tenant is the tenant of a message whose Message.Tenant is empty (and
+	// of every envelope SendEnvelopes sends): on a standard queue it is the
+	// message's MessageGroupId, which makes the queue an SQS fair queue —
+	// SQS serves the other tenants first while one holds a disproportionate
+	// share of the in-flight messages — and which the worker's DLQ copies,
+	// re-sends and the DLQ redrive keep. "" sends none. On a FIFO queue the
+	// MessageGroupId is the order group (GroupID) and the tenant is not
+	// sent. A tenant SQS would refuse (empty is none; over 128 characters,
+	// or other than ASCII letters, digits and punctuation) fails its message
+	// with ErrInvalid and a *TenantError, on either kind of queue. It is
+	// called with the message's envelope, payload inline (before an
+	// Offloader takes it). Default: nil, no tenant.
+	Tenant func(*envelope.Envelope) string
 	// DeduplicationID is a FIFO message's MessageDeduplicationId. Default:
 	// the hex SHA-256 of the idempotency key and the request hash, so SQS
 	// drops a re-send of the same work within its 5-minute window.
@@ -140,6 +156,10 @@ type Message struct {
 	Attributes map[string]types.MessageAttributeValue
 	// Delay postpones delivery (standard queues only; at most 15 minutes).
 	Delay time.Duration
+	// Tenant is the message's tenant — the customer, client application or
+	// account it is for — sent on a standard queue as its MessageGroupId
+	// (SQS fair queues; see Config.Tenant, which it overrides). Optional.
+	Tenant string
 }
 
 // Result is what became of one message of a Send.
@@ -335,8 +355,8 @@ func (p *Producer) Send(ctx context.Context, msgs ...Message) ([]Result, error) 
 		}
 		envs[i] = e
 	}
-	extra := func(i int) (map[string]types.MessageAttributeValue, time.Duration) {
-		return msgs[i].Attributes, msgs[i].Delay
+	extra := func(i int) extras {
+		return extras{attrs: msgs[i].Attributes, delay: msgs[i].Delay, tenant: msgs[i].Tenant}
 	}
 	return p.send(ctx, envs, results, extra)
 }
@@ -364,11 +384,17 @@ func (p *Producer) SendEnvelopes(ctx context.Context, envs ...*envelope.Envelope
 		}
 		own[i] = &c
 	}
-	return p.send(ctx, own, results, func(int) (map[string]types.MessageAttributeValue, time.Duration) { return nil, 0 })
+	return p.send(ctx, own, results, func(int) extras { return extras{} })
 }
 
-func (p *Producer) send(ctx context.Context, envs []*envelope.Envelope, results []Result,
-	extra func(int) (map[string]types.MessageAttributeValue, time.Duration)) ([]Result, error) {
+// extras are what a Message says beside its envelope.
+type extras struct {
+	attrs  map[string]types.MessageAttributeValue
+	delay  time.Duration
+	tenant string // "": Config.Tenant's
+}
+
+func (p *Producer) send(ctx context.Context, envs []*envelope.Envelope, results []Result, extra func(int) extras) ([]Result, error) {
 	// blocked maps a FIFO group to the index of its first message that was
 	// not sent: its later messages are held back.
 	blocked := map[string]int{}
@@ -386,8 +412,7 @@ func (p *Producer) send(ctx context.Context, envs []*envelope.Envelope, results 
 			}
 			continue
 		}
-		attrs, delay := extra(i)
-		en, offloaded, err := p.prepare(ctx, i, e, attrs, delay)
+		en, offloaded, err := p.prepare(ctx, i, e, extra(i))
 		results[i].Offloaded = offloaded
 		if err != nil {
 			results[i].Err = err
@@ -448,9 +473,25 @@ func (p *Producer) send(ctx context.Context, envs []*envelope.Envelope, results 
 }
 
 // prepare offloads, encodes, validates and sizes one envelope.
-func (p *Producer) prepare(ctx context.Context, i int, e *envelope.Envelope, attrs map[string]types.MessageAttributeValue, delay time.Duration) (*entry, bool, error) {
+func (p *Producer) prepare(ctx context.Context, i int, e *envelope.Envelope, x extras) (*entry, bool, error) {
+	attrs, delay := x.attrs, x.delay
 	ee := &EntryError{Index: i, MessageID: e.MessageID, IdempotencyKey: e.IdempotencyKey}
 	offloaded := false
+	// The tenant first: Config.Tenant sees the payload inline, and nothing
+	// is offloaded for a message that is not sent.
+	tenant := x.tenant
+	if tenant == "" && p.cfg.Tenant != nil {
+		tenant = p.cfg.Tenant(e)
+	}
+	if tenant != "" {
+		// Refused here, for itself: SQS would refuse the whole entry with
+		// a bare InvalidParameterValue, and a tenant quietly left out would
+		// put the message in no tenant's share.
+		if reason := groupid.Problem(tenant); reason != "" {
+			ee.Kind, ee.Err = ErrInvalid, &TenantError{Tenant: tenant, Reason: reason}
+			return nil, false, ee
+		}
+	}
 	if p.cfg.Offloader != nil && e.PayloadRef == nil && len(e.Payload) > p.cfg.OffloadAbove {
 		// Validate before storing anything.
 		if _, err := envelope.Encode(e); err != nil {
@@ -498,12 +539,20 @@ func (p *Producer) prepare(ctx context.Context, i int, e *envelope.Envelope, att
 		en.group = p.cfg.GroupID(e)
 		req.MessageGroupId = aws.String(en.group)
 		req.MessageDeduplicationId = aws.String(p.cfg.DeduplicationID(e))
-	} else if delay > 0 {
+	} else {
 		if delay > maxDelay {
 			ee.Kind, ee.Err = ErrInvalid, fmt.Errorf("delay %s is longer than SQS's 15 minutes", delay)
 			return nil, offloaded, ee
 		}
-		req.DelaySeconds = int32(delay / time.Second)
+		if delay > 0 {
+			req.DelaySeconds = int32(delay / time.Second)
+		}
+		if tenant != "" {
+			// A standard queue's MessageGroupId is the message's tenant
+			// (SQS fair queues); messages of one tenant are still
+			// delivered in parallel and in no order.
+			req.MessageGroupId = aws.String(tenant)
+		}
 	}
 	en.req = req
 	return en, offloaded, nil

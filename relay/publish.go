@@ -108,7 +108,8 @@ type recKey struct{ pk, sk string }
 // aggregate is a message group (MessageGroupId = GroupID(aggregate id)), its records
 // go in sort-key order, one per SendMessageBatch call so that a failed
 // entry can never be overtaken, and the group stops at its first failure
-// (ErrBlocked for the rest). The event id is the deduplication id.
+// (ErrBlocked for the rest). The event id is the deduplication id. On a
+// standard queue a record's tenant is its MessageGroupId (TenantGroupID).
 func (r *Relay) Publish(ctx context.Context, recs []outbox.Record) []error {
 	errs := make([]error, len(recs))
 	if len(recs) == 0 {
@@ -287,9 +288,14 @@ func (r *Relay) send(ctx context.Context, queue string, recs []outbox.Record, id
 		}
 		e := sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(len(entries))), MessageBody: aws.String(rec.Body),
 			MessageAttributes: attrs}
-		if fifo {
+		switch {
+		case fifo:
 			e.MessageGroupId = aws.String(GroupID(rec.AggregateID))
 			e.MessageDeduplicationId = aws.String(DeduplicationID(rec.EventID))
+		case rec.Tenant != "":
+			// A standard queue's MessageGroupId is the message's tenant
+			// (SQS fair queues).
+			e.MessageGroupId = aws.String(TenantGroupID(rec.Tenant))
 		}
 		entries = append(entries, e)
 	}
@@ -418,6 +424,12 @@ func DeduplicationID(eventID string) string { return sqsToken(eventID) }
 // one group per aggregate, and never a record SQS refuses for its group id
 // (which would stop its shard).
 func GroupID(aggregateID string) string { return sqsToken(aggregateID) }
+
+// TenantGroupID is the MessageGroupId of a record's tenant on a standard
+// queue: the tenant itself when SQS accepts it (package outbox refuses
+// others), else — a record written by other code — its SHA-256 in hex:
+// still one tenant per value, and never a record SQS refuses.
+func TenantGroupID(tenant string) string { return sqsToken(tenant) }
 
 func sqsToken(s string) string {
 	ok := len(s) > 0 && len(s) <= 128

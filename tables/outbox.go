@@ -26,6 +26,9 @@ const (
 	// so a trace crosses the producer's transaction.
 	AttrOutboxTraceparent = "traceparent"
 	AttrOutboxTracestate  = "tracestate"
+	// AttrOutboxTenant is the message's tenant; the relay sends it as the
+	// MessageGroupId on a standard queue (SQS fair queues). Absent: none.
+	AttrOutboxTenant = "tenant"
 )
 
 // Relay shard lease attribute names (fixed; see package relay). A lease

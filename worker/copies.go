@@ -50,6 +50,15 @@ func carried(d *delivery) map[string]types.MessageAttributeValue {
 	return out
 }
 
+// messageGroup is the MessageGroupId d's message arrived with ("": none):
+// on a FIFO queue its order group, on a standard queue its tenant (SQS
+// fair queues), which every copy the worker sends keeps. The receive asks
+// for every system attribute (MessageSystemAttributeNameAll), so SQS
+// returns it; an event source mapping passes it on to Lambda.
+func messageGroup(d *delivery) string {
+	return d.m.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)]
+}
+
 // origin is the attributes that say when d's work was first sent
 // (AttrFirstSentAt, d's origin), none when that is unknown.
 func origin(d *delivery) map[string]types.MessageAttributeValue {
@@ -89,12 +98,13 @@ func controls(d *delivery) map[string]types.MessageAttributeValue {
 }
 
 // sendToDLQ copies the message to the DLQ with the failure as attributes
-// (dlqAttributes). If even the failure code does not fit, or an attribute
-// a route reads to take the message (a needed one: the copy could never
-// be redriven), or the DLQ refuses the copy as too large, it returns
-// errTooLargeForDLQ: the redrive policy then moves the message as it is,
-// every attribute with it. Attributes the copy sent dropped are logged
-// and counted (droppedAttributes).
+// (dlqAttributes) and its MessageGroupId (messageGroup; on a FIFO DLQ a
+// message without one goes to group ddbworker-dlq). If even the failure
+// code does not fit, or an attribute a route reads to take the message (a
+// needed one: the copy could never be redriven), or the DLQ refuses the
+// copy as too large, it returns errTooLargeForDLQ: the redrive policy
+// then moves the message as it is, every attribute with it. Attributes the
+// copy sent dropped are logged and counted (droppedAttributes).
 func (w *Worker) sendToDLQ(ctx context.Context, d *delivery, wk *work, f *failure.Error) error {
 	body := aws.ToString(d.m.Body)
 	fit := w.dlqAttributes(d, wk, f)
@@ -108,9 +118,10 @@ func (w *Worker) sendToDLQ(ctx context.Context, d *delivery, wk *work, f *failur
 	}
 	in := &sqs.SendMessageInput{QueueUrl: aws.String(w.cfg.DLQURL), MessageBody: d.m.Body, MessageAttributes: attrs}
 	if strings.HasSuffix(w.cfg.DLQURL, ".fifo") {
-		group := d.m.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)]
-		in.MessageGroupId = aws.String(orDefault(group, "ddbworker-dlq"))
+		in.MessageGroupId = aws.String(orDefault(messageGroup(d), "ddbworker-dlq"))
 		in.MessageDeduplicationId = d.m.MessageId
+	} else if g := messageGroup(d); g != "" {
+		in.MessageGroupId = aws.String(g) // the tenant (SQS fair queues), kept for the redrive
 	}
 	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqsCallTimeout)
 	defer cancel()
@@ -225,6 +236,12 @@ func (w *Worker) resend(ctx context.Context, d *delivery, delay time.Duration) e
 	}
 	in := &sqs.SendMessageInput{QueueUrl: aws.String(w.cfg.QueueURL), MessageBody: d.m.Body,
 		MessageAttributes: attrs, DelaySeconds: visibilitySeconds(min(delay, maxSendDelay))}
+	if g := messageGroup(d); g != "" && !w.fifo {
+		// The copy keeps the message's tenant (SQS fair queues): without
+		// it, it would leave its tenant's share of the queue. (A FIFO
+		// message is never re-sent: see parkByResend.)
+		in.MessageGroupId = aws.String(g)
+	}
 	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqsCallTimeout)
 	defer cancel()
 	if _, err := w.deps.SQS.SendMessage(callCtx, in); err != nil {

@@ -1,0 +1,28 @@
+// Package groupid checks a MessageGroupId — on a FIFO queue the order
+// group, on a standard queue the tenant of SQS fair queues — as SQS (and an
+// SNS topic) accepts it: 1..128 characters, each an ASCII letter, digit or
+// punctuation mark (!"#$%&'()*+,-./:;<=>?@[\]^_`{|}~), which is exactly
+// '!' through '~'.
+package groupid
+
+import "fmt"
+
+// MaxLen is the longest MessageGroupId SQS accepts, in characters.
+const MaxLen = 128
+
+// Problem returns why SQS would refuse s as a MessageGroupId, or "" when
+// it accepts it.
+func Problem(s string) string {
+	if s == "" {
+		return "empty"
+	}
+	if len(s) > MaxLen {
+		return fmt.Sprintf("%d bytes, SQS takes at most %d characters", len(s), MaxLen)
+	}
+	for i, r := range s {
+		if r < '!' || r > '~' {
+			return fmt.Sprintf("%U at byte %d: SQS takes ASCII letters, digits and punctuation only", r, i)
+		}
+	}
+	return ""
+}
