@@ -34,7 +34,7 @@ import (
 //	bin/ddbworker-dev emulators exec -- go test -race -count=1 ./worker -run TestMRSC -args -mrsc-messages=10000
 const MRSCMessages = 10000
 
-var mrscMessages = flag.Int("mrsc-messages", 2000, "messages of TestMRSCSingleWrite (MRSCMessages is the issue's full size)")
+var mrscMessages = flag.Int("mrsc-messages", 1500, "messages of TestMRSCSingleWrite (MRSCMessages is the issue's full size)")
 
 // mrscHandlers registers a single-write route with SkipInboxCheck — the
 // route an MRSC table serves — whose handler adds 1 to its case's applied
@@ -100,6 +100,7 @@ func TestMRSCSingleWrite(t *testing.T) {
 	done := make(chan struct{})
 	cfg := singleConfig(h)
 	cfg.Concurrency = 32
+	cfg.Backoff.Max = 2 * time.Second // a short tail: the retries are infrastructure, none is charged
 	cfg.MultiRegionConsistency = mode
 	started := time.Now()
 	h.start(cfg, worker.Deps{Handlers: mrscHandlers(t, h.env.Table, ddbworker.SingleWrite(), ddbworker.SkipInboxCheck()),
