@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -194,7 +195,17 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 	// The inbox settings and layout the table records win over defaults
 	// (and must match explicit flags); a table without a record gets
 	// this one.
-	resolve := func(ctx context.Context) (merged, error) { return g.mergeStore(ctx, ddb, true) }
+	// The table's description (mergeStore's) also says its consistency
+	// mode: on an MRSC global table the worker refuses the routes that
+	// need transactions.
+	var consistency ddbtypes.MultiRegionConsistency
+	resolve := func(ctx context.Context) (merged, error) {
+		m, err := g.mergeStore(ctx, ddb, true)
+		if m.table != nil {
+			consistency = m.table.MultiRegionConsistency
+		}
+		return m, err
+	}
 	if store, err = checkStartup(ctx, ddb, q, resolve, store.Table, f.queueURL, f.dlqURL, worker.TerminalPolicy(f.terminalPolicy),
 		f.startupTimeout, g.app.name(), log); err != nil {
 		return err
@@ -216,7 +227,9 @@ func runDaemon(ctx context.Context, g *globals, f *runFlags, log *slog.Logger) e
 	if traces.On() {
 		deps.TracerProvider = traces.Provider // nil interface when off: no tracing work at all
 	}
-	w, err := worker.New(deps, f.workerConfig(store))
+	wcfg := f.workerConfig(store)
+	wcfg.MultiRegionConsistency = consistency
+	w, err := worker.New(deps, wcfg)
 	if err != nil {
 		return flagErrors(err)
 	}

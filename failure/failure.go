@@ -60,12 +60,19 @@ const (
 	CodeShutdown               = "SHUTDOWN"
 	CodeReplayWindowExpired    = "REPLAY_WINDOW_EXPIRED"
 	CodeDeferralTooLong        = "DEFERRAL_TOO_LONG"
+	// CodeReplicatedWriteConflict: a write to a multi-Region strongly
+	// consistent (MRSC) global table found the item being modified from
+	// another Region (ReplicatedWriteConflictException). Nothing was
+	// written; AWS documents the write as retryable, succeeding once the
+	// other Region's write is done.
+	CodeReplicatedWriteConflict = "REPLICATED_WRITE_CONFLICT"
 )
 
 // Infrastructure reports whether f is infrastructure trouble, not a
 // business failure: a retryable failure with one of the codes Classify gives
 // throttling (THROTTLED), 5xx and transport errors (SERVICE_UNAVAILABLE),
-// timeouts (TIMEOUT), transaction conflicts (TRANSACTION_CONFLICT), or a
+// timeouts (TIMEOUT), transaction conflicts (TRANSACTION_CONFLICT), an
+// MRSC table's cross-Region conflicts (REPLICATED_WRITE_CONFLICT), or a
 // shutdown that cancelled the work (SHUTDOWN). Such a failure is never
 // recorded as a failure, so it never counts as a business attempt: the
 // worker gives the lease back and backs off. A handler whose own
@@ -76,7 +83,7 @@ func (e *Error) Infrastructure() bool {
 		return false
 	}
 	switch e.Code {
-	case CodeThrottled, CodeServiceUnavailable, CodeTimeout, CodeTransactionConflict, CodeShutdown:
+	case CodeThrottled, CodeServiceUnavailable, CodeTimeout, CodeTransactionConflict, CodeShutdown, CodeReplicatedWriteConflict:
 		return true
 	}
 	return false
@@ -148,7 +155,8 @@ func As(err error) (*Error, bool) {
 
 // Classify turns any error into a failure: a *Error in the chain is returned
 // as it is; AWS throttling, 5xx, transport errors and timeouts are retryable
-// with their own codes; a ValidationException is terminal
+// with their own codes, and so is an MRSC table's
+// ReplicatedWriteConflictException; a ValidationException is terminal
 // (CodeInvalidTransaction: the request itself is wrong and will stay wrong);
 // everything else is retryable with fallbackCode.
 func Classify(err error, fallbackCode string) *Error {
@@ -161,6 +169,8 @@ func Classify(err error, fallbackCode string) *Error {
 	switch {
 	case IsThrottle(err):
 		return Wrap(Retryable, CodeThrottled, err)
+	case APICode(err) == "ReplicatedWriteConflictException":
+		return Wrap(Retryable, CodeReplicatedWriteConflict, err)
 	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
 		return Wrap(Retryable, CodeTimeout, err)
 	case errors.Is(err, context.Canceled):

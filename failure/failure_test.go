@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/stretchr/testify/require"
@@ -39,6 +41,29 @@ func TestClassify(t *testing.T) {
 		})
 	}
 	require.Nil(t, failure.Classify(nil, "X"))
+}
+
+// TestClassifyReplicatedWriteConflict: an MRSC global table answers a
+// write to an item being modified from another Region with
+// ReplicatedWriteConflictException, which AWS documents as retryable. It
+// is infrastructure (no business attempt, never terminal by itself), with
+// its own code. Before, it fell through to the caller's fallback code: a
+// handler error that counted a business attempt. (The code is spelled out:
+// the test must compile on the code it guards against.)
+func TestClassifyReplicatedWriteConflict(t *testing.T) {
+	for name, err := range map[string]error{
+		"typed, as the SDK returns it": &smithy.OperationError{ServiceID: "DynamoDB", OperationName: "UpdateItem",
+			Err: &ddbtypes.ReplicatedWriteConflictException{Message: aws.String("item is being modified in another Region")}},
+		"generic, by its code": fmt.Errorf("commit: %w", &smithy.GenericAPIError{Code: "ReplicatedWriteConflictException"}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := failure.Classify(err, failure.CodeHandlerError)
+			require.Equal(t, failure.Retryable, f.Kind)
+			require.Equal(t, "REPLICATED_WRITE_CONFLICT", f.Code)
+			require.True(t, f.Infrastructure(), "a cross-Region write conflict is infrastructure: it charges no business attempt")
+			require.ErrorIs(t, f, err)
+		})
+	}
 }
 
 func TestErrorIsKindSentinel(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -282,7 +283,7 @@ func (h *handler) checkStore(ctx context.Context) error {
 	if now := time.Now(); now.Before(h.nextCheck) {
 		return h.lastCheck
 	}
-	s, err := storeOf(ctx, h.ddb, h.cfg.Store, h.given, h.keyGiven, h.owner, h.log)
+	s, consistency, err := storeOf(ctx, h.ddb, h.cfg.Store, h.given, h.keyGiven, h.owner, h.log)
 	if err != nil {
 		h.failedChecks++
 		// The probes' schedule as configured (DDBWORKER_PROBE_MAX_INTERVAL):
@@ -292,7 +293,7 @@ func (h *handler) checkStore(ctx context.Context) error {
 		h.nextCheck, h.lastCheck = time.Now().Add(wait), err
 		return err
 	}
-	h.cfg.Store, h.checked = s, true
+	h.cfg.Store, h.cfg.MultiRegionConsistency, h.checked = s, consistency, true
 	clear(h.workers) // built to park, with the environment's settings
 	if h.registered != (tables.Layout{}) && h.registered != s.Layout {
 		h.log.WarnContext(ctx, "the handlers were registered with the environment's inbox layout (the cold start could not read the table's), which differs from the one the table records: a handler that writes under the layout (an effects log) uses the environment's until the next cold start; set the DDBWORKER_* layout variables as recorded",
@@ -312,14 +313,17 @@ func (h *handler) checkStore(ctx context.Context) error {
 // records none gets the function's. Then the table must exist and fit the
 // layout (keys, indexes, TTL attribute).
 func storeOf(ctx context.Context, ddb *dynamodb.Client, s inbox.Store, given func(inbox.Setting) bool, keyGiven map[string]bool, owner string,
-	log *slog.Logger) (inbox.Store, error) {
+	log *slog.Logger) (inbox.Store, ddbtypes.MultiRegionConsistency, error) {
 	var err error
-	if s.Layout, err = tableKey(ctx, ddb, s.Table, s.Layout, keyGiven); err != nil {
-		return s, err
+	// The table's description also says its consistency mode: on an MRSC
+	// global table the worker refuses the routes that need transactions.
+	var consistency ddbtypes.MultiRegionConsistency
+	if s.Layout, consistency, err = tableKey(ctx, ddb, s.Table, s.Layout, keyGiven); err != nil {
+		return s, "", err
 	}
 	rec, ok, err := inbox.ReadRecorded(ctx, onceOnly{ddb}, s)
 	if err != nil {
-		return s, fmt.Errorf("lambda: %w", err)
+		return s, "", fmt.Errorf("lambda: %w", err)
 	}
 	if ok {
 		merged, mismatches := rec.Merge(s, given)
@@ -328,32 +332,33 @@ func storeOf(ctx context.Context, ddb *dynamodb.Client, s inbox.Store, given fun
 			for _, m := range mismatches {
 				problems = append(problems, fmt.Sprintf("%s is %s but table %s records %s", settingVars[m], m.Value(s), s.Table, m.Value(rec.Store)))
 			}
-			return s, fmt.Errorf("lambda: the inbox settings differ from the ones recorded in the table, which every worker and operator command must share: %s; leave the variables unset to use the recorded ones",
+			return s, "", fmt.Errorf("lambda: the inbox settings differ from the ones recorded in the table, which every worker and operator command must share: %s; leave the variables unset to use the recorded ones",
 				strings.Join(problems, "; "))
 		}
 		s = merged
 	} else if _, err := inbox.RecordSettingsIfMissing(ctx, ddb, s, owner); err != nil {
-		return s, fmt.Errorf("lambda: recording the inbox settings in table %s: %w", s.Table, err)
+		return s, "", fmt.Errorf("lambda: recording the inbox settings in table %s: %w", s.Table, err)
 	} else {
 		log.InfoContext(ctx, "the table recorded no inbox settings: recorded the function's", "table", s.Table)
 	}
 	if err := tables.Verify(ctx, onceOnly{ddb}, s.Table, s.Layout); err != nil {
-		return s, fmt.Errorf("lambda: table %s (%s): %w", s.Table, envTable, err)
+		return s, "", fmt.Errorf("lambda: table %s (%s): %w", s.Table, envTable, err)
 	}
-	return s, nil
+	return s, consistency, nil
 }
 
 // tableKey is l with the table's key attributes, as its key schema names
 // them (the settings item is stored under them); a variable given
 // explicitly (keyGiven) with another name is an error naming it.
-func tableKey(ctx context.Context, ddb *dynamodb.Client, table string, l tables.Layout, keyGiven map[string]bool) (tables.Layout, error) {
+func tableKey(ctx context.Context, ddb *dynamodb.Client, table string, l tables.Layout, keyGiven map[string]bool) (tables.Layout, ddbtypes.MultiRegionConsistency, error) {
 	desc, err := onceOnly{ddb}.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
 	if err != nil {
-		return l, fmt.Errorf("lambda: table %s (%s): %w", table, envTable, err)
+		return l, "", fmt.Errorf("lambda: table %s (%s): %w", table, envTable, err)
 	}
+	consistency := desc.Table.MultiRegionConsistency
 	pk, sk, ok := tables.KeyAttributes(desc.Table)
 	if !ok {
-		return l, nil // no inbox fits it: the table check says why
+		return l, consistency, nil // no inbox fits it: the table check says why
 	}
 	var problems []string
 	for _, k := range []struct {
@@ -369,9 +374,9 @@ func tableKey(ctx context.Context, ddb *dynamodb.Client, table string, l tables.
 		}
 	}
 	if len(problems) > 0 {
-		return l, fmt.Errorf("lambda: %s; leave the variable unset, the table's key schema names it", strings.Join(problems, "; "))
+		return l, consistency, fmt.Errorf("lambda: %s; leave the variable unset, the table's key schema names it", strings.Join(problems, "; "))
 	}
-	return l, nil
+	return l, consistency, nil
 }
 
 // recordedLayout is l with the layout the table records in place of the
@@ -380,7 +385,7 @@ func tableKey(ctx context.Context, ddb *dynamodb.Client, table string, l tables.
 // no layout leaves l as it is.
 func recordedLayout(ctx context.Context, ddb *dynamodb.Client, table string, l tables.Layout, given func(name string) bool) (tables.Layout, error) {
 	keyGiven := map[string]bool{envPKAttribute: given(envPKAttribute), envSKAttribute: given(envSKAttribute)}
-	l, err := tableKey(ctx, ddb, table, l, keyGiven)
+	l, _, err := tableKey(ctx, ddb, table, l, keyGiven)
 	if err != nil {
 		return l, err
 	}

@@ -347,6 +347,32 @@ func (c *Committer) CommitSingleGuarded(ctx context.Context, rec *inbox.Record, 
 	})
 }
 
+// CommitApart is Commit for a table that refuses transactions (a global
+// table with multi-Region strong consistency, MRSC): a single-write
+// route's fenced write (Fenced) alone, as CommitSingle, then the record's
+// flip to COMPLETED, fenced by l's token, as one UpdateItem — two calls,
+// not one transaction. writes holds that one write, or none (the flip
+// alone). Not atomic, and it need not be: the fence in the item is the
+// work's idempotency record. A flip that fails after the write applied
+// leaves the record PROCESSING under l; the next delivery takes it over,
+// its run finds the fence naming its work (a *GuardError, Duplicate) and
+// completes the record without writing again. A retry of a flip whose
+// response was lost finds the record COMPLETED under l's own token (a
+// *inbox.LeaseLostError whose Completed is true). It returns what
+// CommitSingle and Supersede return.
+func (c *Committer) CommitApart(ctx context.Context, l inbox.Lease, writes []Write, done Completion) error {
+	switch len(writes) {
+	case 0:
+	case 1:
+		if err := c.CommitSingle(ctx, writes[0]); err != nil {
+			return err
+		}
+	default:
+		return failure.Wrap(failure.Terminal, failure.CodeInvalidResult, fmt.Errorf("%w: %d writes without a transaction", ErrNotSingleWrite, len(writes)))
+	}
+	return c.fencedUpdate(ctx, l, c.complete(l, c.cfg.Now(), done))
+}
+
 // SingleOperation names the DynamoDB operation CommitSingle calls for w:
 // UpdateItem or PutItem ("" for a write it refuses).
 func SingleOperation(w Write) string {

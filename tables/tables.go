@@ -373,7 +373,8 @@ func ensureTTL(ctx context.Context, api ttlAPI, name, attr string) error {
 // Verify checks that the existing table fits l: its key, both indexes
 // (with their keys, projecting at least the keys — any projection does),
 // the layout's key attributes strings wherever the table defines them, and
-// TTL enabled on l's attribute. It returns an *IncompatibleError naming each difference, or
+// TTL enabled on l's attribute (except on a global table with multi-Region
+// strong consistency, which does not support TTL). It returns an *IncompatibleError naming each difference, or
 // the SDK's error (a missing table: *types.ResourceNotFoundException).
 func Verify(ctx context.Context, api API, name string, l Layout) error {
 	l, err := l.WithDefaults()
@@ -391,6 +392,15 @@ func Verify(ctx context.Context, api API, name string, l Layout) error {
 			return err
 		}
 		problems = append(problems, inc.Problem)
+	}
+	if desc.Table != nil && desc.Table.MultiRegionConsistency == types.MultiRegionConsistencyStrong {
+		// A global table with multi-Region strong consistency (MRSC) does
+		// not support TTL: its records do not expire (docs/operate.md,
+		// "Global tables").
+		if len(problems) > 0 {
+			return &IncompatibleError{Table: name, Problem: strings.Join(problems, "; ")}
+		}
+		return nil
 	}
 	ttl, err := api.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(name)})
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/gate"
@@ -70,6 +72,17 @@ type Config struct {
 	// index names, TTLs, attention shards and PROCESSING index — the same
 	// configuration the operator commands use. Required (Table).
 	Store inbox.Store
+	// MultiRegionConsistency is the table's consistency mode as
+	// DescribeTable reports it (TableDescription.MultiRegionConsistency):
+	// empty for a single-Region table, EVENTUAL or STRONG for a global
+	// table. A STRONG table (multi-Region strong consistency, MRSC)
+	// refuses transactions: New refuses every route whose commit needs
+	// one (*TransactionsRefusedError) — only SingleWrite with
+	// SkipInboxCheck is served — and that route's redeliveries commit
+	// without one. The daemon and the Lambda adapter set it from the
+	// description they read at start; a program that builds its own
+	// worker on an MRSC table must set it.
+	MultiRegionConsistency ddbtypes.MultiRegionConsistency
 	// QueueURL is the work queue. Required. A URL ending in ".fifo" turns
 	// on FIFO group order.
 	QueueURL string

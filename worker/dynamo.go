@@ -101,6 +101,8 @@ func classifyCall(parent context.Context, err error) dbResult {
 		return dbTimeout
 	case failure.CodeServiceUnavailable:
 		return dbUnavailable
+	case failure.CodeReplicatedWriteConflict:
+		return dbConflict // another Region's write to the item: contention, not sickness
 	}
 	return dbRequestRefused
 }

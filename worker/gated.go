@@ -71,6 +71,18 @@ func (g *gated) commit(wk *work, writes []mutation.Write, done mutation.Completi
 		}
 		writes = []mutation.Write{fenced}
 	}
+	if g.w.cfg.strongTable() {
+		// An MRSC table refuses transactions (New served only single-write
+		// routes there): the fenced write, then the flip (CommitApart).
+		op := "UpdateItem"
+		if len(writes) == 1 {
+			op = mutation.SingleOperation(writes[0])
+		}
+		return op, func(ctx context.Context) (err error) {
+			g.beat.hold(func() { err = g.w.committer.CommitApart(ctx, g.c.lease, writes, done) })
+			return err
+		}, nil
+	}
 	return "TransactWriteItems", func(ctx context.Context) (err error) {
 		// No renewal may race the transaction (heartbeat).
 		g.beat.hold(func() { err = g.w.committer.Commit(ctx, g.c.lease, writes, done, run) })

@@ -137,7 +137,7 @@ func newInstruments(p metrics.Provider) *instruments {
 		InFlight:              p.Gauge("ddbworker_in_flight", "Messages being processed.").WithLabelValues(),
 		Concurrency:           p.Gauge("ddbworker_concurrency_limit", "Current concurrency limit.").WithLabelValues(),
 		Throttles:             p.Counter("ddbworker_throttles_total", "Throttled DynamoDB or SQS calls seen by the protocol.").WithLabelValues(),
-		Conflicts:             p.Counter("ddbworker_transaction_conflicts_total", "Commits cancelled by TransactionConflict.").WithLabelValues(),
+		Conflicts:             p.Counter("ddbworker_transaction_conflicts_total", "Commits cancelled by TransactionConflict, or refused by an MRSC global table's ReplicatedWriteConflictException.").WithLabelValues(),
 		Extensions:            p.Counter("ddbworker_visibility_extensions_total", "Heartbeats that extended visibility and lease.").WithLabelValues(),
 		Deletes:               p.Counter("ddbworker_deletes_total", "Message deletes by result (ok, stale_handle, failed).", "result"),
 		DLQSent:               p.Counter("ddbworker_dlq_sent_total", "Terminal messages copied to the DLQ.").WithLabelValues(),

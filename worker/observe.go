@@ -155,7 +155,7 @@ func (w *Worker) alert(ctx context.Context, d *delivery, r report, f *failure.Er
 	switch f.Code {
 	case failure.CodeThrottled:
 		w.metrics.Throttles.Inc()
-	case failure.CodeTransactionConflict:
+	case failure.CodeTransactionConflict, failure.CodeReplicatedWriteConflict:
 		w.metrics.Conflicts.Inc()
 	case failure.CodeHashMismatch:
 		w.metrics.HashMismatches.Inc()

@@ -150,6 +150,9 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 			inbox.CheckKeyLimits(lim.MaxKeyBytes, lim.MaxFieldBytes)))
 	}
 	errs = append(errs, w.initPayloads(deps.S3, cfg.Payload, cfg.Envelope))
+	if deps.Handlers != nil {
+		errs = append(errs, refuseTransactions(cfg, deps.Handlers))
+	}
 	if w.limiter, err = adaptive.New(adaptive.Config{Max: max(1, cfg.Concurrency)}); err != nil {
 		errs = append(errs, err)
 	}
