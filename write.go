@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -172,7 +173,8 @@ func Rerun() Policy { return Policy{kind: mutation.Retry} }
 
 // Guard is a condition on the item as it is before the commit, with the
 // policy for when it fails. Build one with MustExist, CreateOnly,
-// NewerVersion, ExpectVersion or Equal, and change its policy with Else.
+// NewerVersion, NewerThan, ExpectVersion or Equal, and change its policy
+// with Else.
 // An attr names a top-level attribute or, as expression.Name reads it, a
 // path into one: "meta.owner", "lines[2]".
 //
@@ -186,6 +188,9 @@ type Guard struct {
 	// version is set on a NewerVersion guard: what a single-write route
 	// fences the write with.
 	version *versionGuard
+	// err is a guard that cannot be built (a NewerThan value DynamoDB
+	// cannot compare): the write is invalid.
+	err error
 }
 
 type versionGuard struct {
@@ -236,6 +241,48 @@ func NewerVersion(attr string, v int64) Guard {
 		version: &versionGuard{attr: attr, v: v},
 	}
 }
+
+// NewerThan holds when the item's attr is absent or lower than v, compared
+// as DynamoDB compares with <: numbers by value, strings and binaries byte
+// by byte. It orders writes by a comparable attribute the events carry —
+// a timestamp, a sequence — without a read and without a re-run: an event
+// that arrives after a newer one applied is superseded. Default policy:
+// Supersede (an older or equal event arrived late; equal too, so a
+// redelivered or concurrent event at the same instant applies once).
+//
+// v is a number (any Go integer or float) or a string. A string timestamp
+// compares correctly only when every writer of attr writes the same
+// format, fixed width, in UTC — RFC 3339 with a fixed number of fraction
+// digits, as Timestamp formats it: "2025-06-01T12:00:00Z" sorts before
+// "2025-06-01T12:00:00.5Z" as a time but after it as a string. A
+// time.Time is refused for that reason (the SDK marshals it with as many
+// fraction digits as it needs): pass Timestamp(t), or a number such as
+// t.UnixMilli(). A stored attribute of another type than v's is never
+// lower (DynamoDB's < is false across types): the guard fails.
+func NewerThan(attr string, v any) Guard {
+	want, err := orderable(v)
+	return Guard{
+		cond: func(string) expression.ConditionBuilder {
+			return expression.AttributeNotExists(expression.Name(attr)).Or(expression.Name(attr).LessThan(expression.Value(v)))
+		},
+		holds: func(_ string, old map[string]types.AttributeValue) bool {
+			got := attribute(old, attr)
+			c, ok := compareValue(got, want)
+			return got == nil || ok && c < 0
+		},
+		policy: Supersede(""),
+		err:    err,
+	}
+}
+
+// TimestampLayout is the layout of Timestamp: RFC 3339 in UTC with nine
+// fraction digits, fixed width, so that two timestamps compare as strings
+// as they compare as times (NewerThan).
+const TimestampLayout = "2006-01-02T15:04:05.000000000Z"
+
+// Timestamp formats t for NewerThan and for the attribute it guards: in
+// UTC, with TimestampLayout.
+func Timestamp(t time.Time) string { return t.UTC().Format(TimestampLayout) }
 
 // ExpectVersion holds when the item's attr is the number v (optimistic
 // concurrency: the version the handler read). Default policy: Rerun.
@@ -303,6 +350,9 @@ func (w Write) render() (mutation.Write, error) {
 		for i, g := range w.guards {
 			if g.cond == nil {
 				return mutation.Write{}, w.invalid(fmt.Errorf("guard %d is the zero Guard", i))
+			}
+			if g.err != nil {
+				return mutation.Write{}, w.invalid(fmt.Errorf("guard %d: %w", i, g.err))
 			}
 			if i == 0 {
 				cond = g.cond(keyAttr)

@@ -152,6 +152,17 @@ func TestGuardsHoldAsDynamoDBEvaluates(t *testing.T) {
 		{"newer version: a string is never lower", ddbworker.NewerVersion("v", 3), item("v", s("1")), false},
 		{"newer version: NULL exists", ddbworker.NewerVersion("v", 3), item("v", null), false},
 		{"newer version: nested", ddbworker.NewerVersion("meta.v", 3), item("v", n("9"), "meta", m("v", n("2"))), true},
+		{"newer than: no item", ddbworker.NewerThan("at", "2025-06-01T12:00:00Z"), nil, true},
+		{"newer than: no attribute", ddbworker.NewerThan("at", "2025-06-01T12:00:00Z"), item(), true},
+		{"newer than: older", ddbworker.NewerThan("at", "2025-06-01T12:00:00Z"), item("at", s("2025-06-01T11:00:00Z")), true},
+		{"newer than: same", ddbworker.NewerThan("at", "2025-06-01T12:00:00Z"), item("at", s("2025-06-01T12:00:00Z")), false},
+		{"newer than: newer", ddbworker.NewerThan("at", "2025-06-01T12:00:00Z"), item("at", s("2025-06-01T13:00:00Z")), false},
+		{"newer than: a number lower", ddbworker.NewerThan("at", 1000), item("at", n("999.5")), true},
+		{"newer than: a number the same", ddbworker.NewerThan("at", 1000), item("at", n("1000.0")), false},
+		{"newer than: a string is never lower than a number", ddbworker.NewerThan("at", 1000), item("at", s("1")), false},
+		{"newer than: a binary lower", ddbworker.NewerThan("at", []byte{2}), item("at", &types.AttributeValueMemberB{Value: []byte{1, 9}}), true},
+		{"newer than: NULL exists", ddbworker.NewerThan("at", "x"), item("at", null), false},
+		{"newer than: nested", ddbworker.NewerThan("meta.at", "b"), item("meta", m("at", s("a"))), true},
 		{"expect version: same", ddbworker.ExpectVersion("v", 3), item("v", n("3")), true},
 		{"expect version: same, written 3.0", ddbworker.ExpectVersion("v", 3), item("v", n("3.0")), true},
 		{"expect version: other", ddbworker.ExpectVersion("v", 3), item("v", n("4")), false},
@@ -410,4 +421,43 @@ func plainCondition(cond string, names map[string]string, values map[string]type
 		}
 	}
 	return strings.NewReplacer(pairs...).Replace(cond)
+}
+
+// NewerThan compares numbers, strings and binaries only, and refuses a
+// time.Time (its marshalled form is not fixed width): such a write is an
+// invalid handler result, as the commit reports it. Timestamp formats a
+// time fixed width, so strings order as times do.
+func TestNewerThanValues(t *testing.T) {
+	key := ddbworker.Key{"PK": "CASE#1", "SK": "CASE"}
+	for _, tc := range []struct {
+		name string
+		v    any
+		want string // "": valid
+	}{
+		{"a string", "2025-06-01T12:00:00Z", ""},
+		{"an int64", int64(1748779200000), ""},
+		{"a float", 1.5, ""},
+		{"a binary", []byte{1}, ""},
+		{"a time.Time", time.Now(), "pass Timestamp(t) or t.UnixMilli()"},
+		{"a bool", true, "not a number, a string or a binary"},
+		{"a list", []string{"a"}, "not a number, a string or a binary"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := ddbworker.Update("t", key).Set("at", tc.v).Guard(ddbworker.NewerThan("at", tc.v)).Mutation()
+			if tc.want == "" {
+				require.NoError(t, err)
+				require.Equal(t, "(attribute_not_exists (#0)) OR (#0 < :0)", aws.ToString(m.Item.Update.ConditionExpression))
+				return
+			}
+			require.ErrorContains(t, err, tc.want)
+			f, ok := failure.As(err)
+			require.True(t, ok)
+			require.Equal(t, failure.CodeInvalidResult, f.Code)
+			require.True(t, f.IsTerminal())
+		})
+	}
+
+	at := time.Date(2025, 6, 1, 14, 0, 0, 500_000_000, time.FixedZone("CEST", 2*3600))
+	require.Equal(t, "2025-06-01T12:00:00.500000000Z", ddbworker.Timestamp(at))
+	require.Less(t, ddbworker.Timestamp(at.Add(-500*time.Millisecond)), ddbworker.Timestamp(at), "fixed width: a whole second sorts before its fractions")
 }
