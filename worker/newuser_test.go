@@ -48,7 +48,9 @@ func orderEnvelope(t *testing.T, key string, p orderStatus) *envelope.Envelope {
 	return env
 }
 
-func statusOrderKey(id string) ddbworker.Key { return ddbworker.Key{"PK": "ORDER#" + id, "SK": "ORDER"} }
+func statusOrderKey(id string) ddbworker.Key {
+	return ddbworker.Key{"PK": "ORDER#" + id, "SK": "ORDER"}
+}
 
 func statusOrderItemKey(id string) map[string]ddbtypes.AttributeValue {
 	return map[string]ddbtypes.AttributeValue{"PK": &ddbtypes.AttributeValueMemberS{Value: "ORDER#" + id}, "SK": &ddbtypes.AttributeValueMemberS{Value: "ORDER"}}
