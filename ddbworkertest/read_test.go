@@ -49,7 +49,9 @@ func TestHandlerReadsExistingItems(t *testing.T) {
 func TestReader(t *testing.T) {
 	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 	n := func(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
-	key := func(pk string) map[string]types.AttributeValue { return map[string]types.AttributeValue{"PK": s(pk), "SK": s("X")} }
+	key := func(pk string) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{"PK": s(pk), "SK": s("X")}
+	}
 	existing := []ddbworkertest.Existing{
 		{Table: "app", Key: ddbworker.Key{"PK": "A", "SK": "X"}, Item: ddbworker.Item{"status": "OPEN", "n": 1, "meta": map[string]string{"by": "ann"}}},
 		{Table: "app", Key: ddbworker.Key{"PK": "B", "SK": "X"}},
