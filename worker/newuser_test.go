@@ -10,13 +10,17 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	snstypes "github.com/aws/aws-sdk-go-v2/service/sns/types"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/internal/caseflow"
 	"github.com/ddbworker/ddbworker/internal/metricstest"
 	"github.com/ddbworker/ddbworker/internal/testenv"
+	"github.com/ddbworker/ddbworker/tracing"
 	"github.com/ddbworker/ddbworker/worker"
 )
 
@@ -133,4 +137,48 @@ func TestHandlerRerunsCounted(t *testing.T) {
 	require.Equal(t, worker.OutcomeApplied, ev.Outcome, "%+v", ev)
 	require.Equal(t, 1.0, metrics.Value("ddbworker_handler_reruns_total", typeOrderStatus), "one re-run, counted")
 	require.EqualValues(t, 2, num(t, h.item(statusOrderItemKey("o1")), "v"))
+}
+
+// TestTraceSNSNotification: a traceparent (and tracestate) the publisher
+// sends as an SNS message attribute reaches the worker, through a real
+// SNS→SQS subscription, inside the notification's MessageAttributes with
+// raw delivery off and as an SQS message attribute with it on; either way
+// the consumer span links to it. Before, with raw delivery off, no span
+// linked to it (2,801 spans, issue 24).
+func TestTraceSNSNotification(t *testing.T) {
+	producer := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{0xa1, 2, 3, 4}, SpanID: trace.SpanID{0xb1, 2, 3},
+		TraceFlags: trace.FlagsSampled, TraceState: mustTraceState(t, "vendor=sns"), Remote: true})
+	carried := tracing.Carry(producer)
+	for _, raw := range []bool{false, true} {
+		t.Run(map[bool]string{false: "notification", true: "raw delivery"}[raw], func(t *testing.T) {
+			h := newHarness(t, testenv.Options{})
+			reg := ddbworker.NewRegistry()
+			require.NoError(t, reg.Register("OrderPlaced", orderHandler(h.env.Table), ddbworker.Adapt(ddbworker.SNS(ddbworker.JSONBody{
+				TypeAttribute: "eventType", Key: "join(':', ['order', orderId, 'placed'])", AggregateType: "'order'", AggregateID: "orderId"}))))
+			sp := newSpans(t)
+			c := testenv.SNS(t)
+			topic := testenv.Topic(t, c, h.env.SQS, h.env.Queues.URL, raw)
+			attrs := map[string]snstypes.MessageAttributeValue{"eventType": {DataType: aws.String("String"), StringValue: aws.String("OrderPlaced")}}
+			for _, name := range []string{tracing.AttrTraceparent, tracing.AttrTracestate} {
+				attrs[name] = snstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: carried[name].StringValue}
+			}
+			_, err := c.Publish(context.Background(), &sns.PublishInput{TopicArn: aws.String(topic), Message: aws.String(`{"orderId":"o-9","amountCents":1999}`),
+				MessageAttributes: attrs})
+			require.NoError(t, err)
+			h.start(h.testConfig(), worker.Deps{Handlers: reg, TracerProvider: sp.tp})
+			// Applied (or, on a loaded machine, applied by a commit whose
+			// deadline passed and found a duplicate on the redelivery).
+			require.Contains(t, []string{worker.OutcomeApplied, worker.OutcomeDuplicate}, h.waitEvents(1, 20*time.Second, final)[0].Outcome, "%+v", h.allEvents())
+			require.EqualValues(t, 1, num(t, h.item(orderKey("o-9")), "applications"))
+			consumer := sp.wait(1, consumerOf(h.env.Queues.URL))[0]
+			requireConsumer(t, consumer, h.env.Queues.URL, producer)
+			require.Equal(t, "vendor=sns", consumer.Links()[0].SpanContext.TraceState().String(), "the tracestate too")
+		})
+	}
+}
+
+func mustTraceState(t *testing.T, s string) trace.TraceState {
+	ts, err := trace.ParseTraceState(s)
+	require.NoError(t, err)
+	return ts
 }
