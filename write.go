@@ -185,8 +185,8 @@ type Guard struct {
 	cond   func(keyAttr string) expression.ConditionBuilder
 	holds  func(keyAttr string, old map[string]types.AttributeValue) bool
 	policy Policy
-	// version is set on a NewerVersion guard: what a single-write route
-	// fences the write with.
+	// version is set on a NewerVersion or a NewerThan guard: what a
+	// single-write route fences the write with.
 	version *versionGuard
 	// err is a guard that cannot be built (a NewerThan value DynamoDB
 	// cannot compare): the write is invalid.
@@ -195,7 +195,11 @@ type Guard struct {
 
 type versionGuard struct {
 	attr string
-	v    int64
+	v    any // what the write sets attr to: NewerVersion's int64, NewerThan's value
+	// n is NewerVersion's version; ordered is set instead for NewerThan,
+	// whose value other work may share (two events of one instant).
+	n       int64
+	ordered types.AttributeValue
 }
 
 // Else returns the guard with another policy for when it fails.
@@ -238,7 +242,7 @@ func NewerVersion(attr string, v int64) Guard {
 			return got == nil || ok && c < 0
 		},
 		policy:  Supersede(""),
-		version: &versionGuard{attr: attr, v: v},
+		version: &versionGuard{attr: attr, v: v, n: v},
 	}
 }
 
@@ -261,6 +265,10 @@ func NewerVersion(attr string, v int64) Guard {
 // lower (DynamoDB's < is false across types): the guard fails.
 func NewerThan(attr string, v any) Guard {
 	want, err := orderable(v)
+	var vg *versionGuard
+	if err == nil {
+		vg = &versionGuard{attr: attr, v: v, ordered: want}
+	}
 	return Guard{
 		cond: func(string) expression.ConditionBuilder {
 			return expression.AttributeNotExists(expression.Name(attr)).Or(expression.Name(attr).LessThan(expression.Value(v)))
@@ -270,8 +278,9 @@ func NewerThan(attr string, v any) Guard {
 			c, ok := compareValue(got, want)
 			return got == nil || ok && c < 0
 		},
-		policy: Supersede(""),
-		err:    err,
+		policy:  Supersede(""),
+		err:     err,
+		version: vg,
 	}
 }
 
@@ -317,8 +326,8 @@ func Equal(attr string, v any) Guard {
 // worker calls it; so does the test kit). The judge names the first guard
 // that fails on the item as it was.
 //
-// A Put or Update with exactly one NewerVersion guard also carries what a
-// single-write route fences it with (mutation.Write.Fence).
+// A Put or Update with exactly one NewerVersion or NewerThan guard also
+// carries what a single-write route fences it with (mutation.Write.Fence).
 func (w Write) Mutation() (mutation.Write, error) {
 	if w.raw != nil {
 		return *w.raw, nil
@@ -429,7 +438,7 @@ func judgeOf(guards []Guard, keyAttr string) mutation.Judge {
 }
 
 // fence is what a single-write route needs of w: set for a Put or an
-// Update with exactly one NewerVersion guard.
+// Update with exactly one version guard (NewerVersion or NewerThan).
 func (w Write) fence() *mutation.Fence {
 	if w.kind != kindUpdate && w.kind != kindPut {
 		return nil
@@ -446,7 +455,12 @@ func (w Write) fence() *mutation.Fence {
 	if vg == nil || strings.ContainsAny(vg.attr, ".[") {
 		return nil // the fence reads a top-level version attribute
 	}
-	return &mutation.Fence{Attr: vg.attr, Version: vg.v, Render: func(marks mutation.Marks) (types.TransactWriteItem, error) {
+	f := &mutation.Fence{Attr: vg.attr, Version: vg.n}
+	if vg.ordered != nil {
+		f.Value = vg.ordered
+		f.Compare = func(have types.AttributeValue) (int, bool) { return compareValue(have, vg.ordered) }
+	}
+	f.Render = func(marks mutation.Marks) (types.TransactWriteItem, error) {
 		s, err := w.stamped(vg, marks.Set)
 		if err != nil {
 			return types.TransactWriteItem{}, err
@@ -456,7 +470,8 @@ func (w Write) fence() *mutation.Fence {
 		}
 		m, err := s.render()
 		return m.Item, err
-	}}
+	}
+	return f
 }
 
 // required is a fenced write's condition that the fence does not name its
@@ -485,8 +500,8 @@ func (w Write) stamped(vg *versionGuard, set map[string]string) (Write, error) {
 		if attr != vg.attr {
 			return nil
 		}
-		if !isSet || !sameNumber(v, vg.v) {
-			return fmt.Errorf("the write changes its version attribute %s other than to the guard's version %d", attr, vg.v)
+		if !isSet || !vg.same(v) {
+			return fmt.Errorf("the write changes its version attribute %s other than to the guard's version %v", attr, vg.v)
 		}
 		versionSet = true
 		return nil
@@ -527,6 +542,16 @@ func (w Write) stamped(vg *versionGuard, set map[string]string) (Write, error) {
 		return out, nil
 	}
 	return Write{}, errors.New("only a Put or an Update is fenced")
+}
+
+// same reports whether v marshals to the guard's version (NewerVersion's
+// number, NewerThan's value, each by DynamoDB's equality).
+func (vg *versionGuard) same(v any) bool {
+	if vg.ordered == nil {
+		return sameNumber(v, vg.n)
+	}
+	av, err := value(v)
+	return err == nil && sameValue(av, vg.ordered)
 }
 
 // sameNumber reports whether v marshals to the number n.

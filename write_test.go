@@ -395,6 +395,73 @@ func TestSingleWriteFence(t *testing.T) {
 	})
 }
 
+// A NewerThan guard fences a single-write route as a NewerVersion guard
+// does, with its value (a timestamp) for the version: the write sets it,
+// and the fence judges the item by it — except that another work at the
+// same instant is not a key reused but an event the guard supersedes.
+func TestSingleWriteFenceNewerThan(t *testing.T) {
+	key := ddbworker.Key{"PK": "ORDER#1", "SK": "ORDER"}
+	const at = "2025-06-01T12:00:00.000Z"
+	stamp := mutation.Stamp{Key: "k1", Type: "T1", Hash: "v2:aa"}
+	m, err := ddbworker.Update("t", key).Set("status", "PAID").Guard(ddbworker.NewerThan("at", at)).Mutation()
+	require.NoError(t, err)
+	f, err := mutation.Fenced([]mutation.Write{m}, stamp)
+	require.NoError(t, err)
+	require.Equal(t, "at", f.Fence.Attr)
+	require.Equal(t, s(at), f.Fence.Value)
+	u := f.Item.Update
+	require.Contains(t, plainCondition(aws.ToString(u.ConditionExpression), u.ExpressionAttributeNames, u.ExpressionAttributeValues), "(attribute_not_exists (at)) OR (at < "+at+")")
+	require.Contains(t, plainCondition(aws.ToString(u.UpdateExpression), u.ExpressionAttributeNames, u.ExpressionAttributeValues), "at = "+at, "the write sets the timestamp")
+
+	item := func(v, fenceKey, fenceHash string) map[string]types.AttributeValue {
+		it := map[string]types.AttributeValue{"PK": s("ORDER#1"), "SK": s("ORDER"), "at": s(v)}
+		if fenceKey != "" {
+			it[ddbworker.FenceKeyAttr("at")], it[ddbworker.FenceTypeAttr("at")], it[ddbworker.FenceHashAttr("at")] = s(fenceKey), s("T1"), s(fenceHash)
+		}
+		return it
+	}
+	for _, tc := range []struct {
+		name   string
+		old    map[string]types.AttributeValue
+		failed bool
+		want   mutation.Verdict
+	}{
+		{"no item: holds", nil, false, mutation.Verdict{}},
+		{"older: holds", item("2025-06-01T11:00:00.000Z", "k0", "v2:00"), false, mutation.Verdict{}},
+		{"its own fence: duplicate", item(at, "k1", "v2:aa"), true, mutation.Verdict{Kind: mutation.Duplicate}},
+		{"another work at the same instant: superseded", item(at, "k0", "v2:00"), true, mutation.Verdict{Kind: mutation.Supersede}},
+		{"the same instant, no fence: superseded", item(at, "", ""), true, mutation.Verdict{Kind: mutation.Supersede}},
+		{"newer: superseded", item("2025-06-01T13:00:00.000Z", "k0", "v2:00"), true, mutation.Verdict{Kind: mutation.Supersede}},
+		{"its key, another hash: mismatch", item(at, "k1", "v2:bb"), true, mutation.Verdict{Kind: mutation.Fail, Code: failure.CodeHashMismatch,
+			Message: `at "` + at + `" of the item was set by this key's work with another request hash: the key was reused for other work`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, failed := f.Judge(tc.old)
+			require.Equal(t, tc.failed, failed)
+			require.Equal(t, tc.want, v)
+		})
+	}
+
+	for _, tc := range []struct {
+		name string
+		w    ddbworker.Write
+	}{
+		{"the timestamp set to another value", ddbworker.Update("t", key).Set("at", "2025-06-01T12:00:00.001Z").Guard(ddbworker.NewerThan("at", at))},
+		{"a version guard besides", ddbworker.Update("t", key).Set("a", 1).Guard(ddbworker.NewerThan("at", at), ddbworker.NewerVersion("v", 1))},
+	} {
+		t.Run("refused: "+tc.name, func(t *testing.T) {
+			m, err := tc.w.Mutation()
+			require.NoError(t, err)
+			_, err = mutation.Fenced([]mutation.Write{m}, stamp)
+			require.ErrorIs(t, err, mutation.ErrNotSingleWrite)
+		})
+	}
+	p, err := ddbworker.Put("t", key, ddbworker.Item{"at": at, "status": "PAID"}).Guard(ddbworker.NewerThan("at", at)).Mutation()
+	require.NoError(t, err)
+	_, err = mutation.Fenced([]mutation.Write{p}, stamp)
+	require.NoError(t, err, "a put may set the timestamp to the guard's")
+}
+
 func TestRegisterRefusesFusedSingleWrite(t *testing.T) {
 	reg := ddbworker.NewRegistry()
 	h := ddbworker.HandlerFunc(func(context.Context, *ddbworker.Message) (ddbworker.Result, error) { return ddbworker.Result{}, nil })

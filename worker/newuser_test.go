@@ -61,7 +61,8 @@ func statusOrderItemKey(id string) map[string]ddbtypes.AttributeValue {
 }
 
 // TestNewerThanOrdersByTimestamp: an order's status events, guarded by
-// NewerThan on their timestamp, on the gated and the fused route: the
+// NewerThan on their timestamp, on the gated, the fused and the
+// single-write route (where the timestamp is the fence's version): the
 // first (no item) and a newer one apply; an older and an equal one are
 // superseded, each in one handler run — no read, no re-run — and the item
 // keeps the newest status.
@@ -72,6 +73,7 @@ func TestNewerThanOrdersByTimestamp(t *testing.T) {
 	}{
 		{"gated", nil},
 		{"fused", []ddbworker.RouteOption{ddbworker.Fused()}},
+		{"single-write", []ddbworker.RouteOption{ddbworker.SingleWrite()}},
 	} {
 		t.Run(route.name, func(t *testing.T) {
 			h := newHarness(t, testenv.Options{})
@@ -107,7 +109,12 @@ func TestNewerThanOrdersByTimestamp(t *testing.T) {
 				require.Equal(t, step.status, str(item, "orderStatus"), step.name)
 				require.EqualValues(t, i+1, runs.Load(), "%s: one handler run per message", step.name)
 			}
-			require.Equal(t, t3, str(h.item(statusOrderItemKey("o1")), "statusAt"))
+			item := h.item(statusOrderItemKey("o1"))
+			require.Equal(t, t3, str(item, "statusAt"))
+			if route.name == "single-write" {
+				require.Equal(t, "e-4", str(item, ddbworker.FenceKeyAttr("statusAt")), "the fence names the newest event's work")
+				require.Nil(t, h.record("e-4", typeOrderStatus), "no inbox record")
+			}
 			require.Zero(t, metrics.Value("ddbworker_handler_reruns_total", typeOrderStatus), "no re-run")
 			h.requireQueueEmpty()
 		})
