@@ -39,7 +39,7 @@
 //     the first write one of whose guards fails stands for the cancelled
 //     transaction (a *mutation.GuardError with its verdict), exactly as the
 //     commit's cancellation names it. Every guard the builders make
-//     (MustExist, CreateOnly, NewerVersion, ExpectVersion, Equal, on
+//     (MustExist, CreateOnly, NewerVersion, NewerThan, ExpectVersion, Equal, on
 //     top-level or nested attributes) is judged exactly as DynamoDB
 //     evaluates its condition; only a ddbworker.Raw write is judged by its
 //     policy alone: by its own judge, or — with none — taken to hold
