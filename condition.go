@@ -2,11 +2,13 @@ package ddbworker
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/big"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -71,6 +73,53 @@ func compareNumber(av types.AttributeValue, n int64) (int, bool) {
 		return 0, false
 	}
 	return x.Cmp(new(big.Rat).SetInt64(n)), true
+}
+
+// orderable is v as NewerThan compares it: a number, a string or a
+// binary, marshalled as the condition carries it; an error for any other
+// value (DynamoDB's < compares only those) and for a time.Time, whose
+// marshalled form is not fixed width.
+func orderable(v any) (types.AttributeValue, error) {
+	if _, ok := v.(time.Time); ok {
+		return nil, errors.New("NewerThan: a time.Time marshals with a varying number of fraction digits and does not compare as a string: pass Timestamp(t) or t.UnixMilli()")
+	}
+	av, err := value(v)
+	if err != nil {
+		return nil, fmt.Errorf("NewerThan: %w", err)
+	}
+	switch av.(type) {
+	case *types.AttributeValueMemberN, *types.AttributeValueMemberS, *types.AttributeValueMemberB:
+		return av, nil
+	}
+	return nil, fmt.Errorf("NewerThan: %T %v is not a number, a string or a binary, which DynamoDB's < compares", v, v)
+}
+
+// compareValue compares two attributes as DynamoDB's < does: numbers by
+// value, strings and binaries byte by byte; false when either is absent
+// or they are not of one such type (DynamoDB then finds < false).
+func compareValue(a, b types.AttributeValue) (int, bool) {
+	switch a := a.(type) {
+	case *types.AttributeValueMemberN:
+		x, okx := rat(a)
+		y, oky := rat(b)
+		if !okx || !oky {
+			return 0, false
+		}
+		return x.Cmp(y), true
+	case *types.AttributeValueMemberS:
+		b, ok := b.(*types.AttributeValueMemberS)
+		if !ok {
+			return 0, false
+		}
+		return strings.Compare(a.Value, b.Value), true
+	case *types.AttributeValueMemberB:
+		b, ok := b.(*types.AttributeValueMemberB)
+		if !ok {
+			return 0, false
+		}
+		return bytes.Compare(a.Value, b.Value), true
+	}
+	return 0, false
 }
 
 func rat(av types.AttributeValue) (*big.Rat, bool) {

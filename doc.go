@@ -12,7 +12,7 @@
 //   - Build guarded writes without touching DynamoDB's attribute values:
 //     Update, Put, Delete and Check take plain Go keys and values (Key,
 //     Item), and each carries guards — MustExist, CreateOnly, NewerVersion,
-//     ExpectVersion, Equal — with the policy that applies when the guard
+//     NewerThan, ExpectVersion, Equal — with the policy that applies when the guard
 //     fails: fail for good with a code, complete as superseded, or re-run
 //     the handler. This is the one write API: Write.Mutation renders a
 //     write, through feature/dynamodb/expression, as the commit engine's

@@ -231,8 +231,9 @@ func Fused() RouteOption { return func(r *Route) { r.Fused = true } }
 // most common handler of a single-table application: its effect is one
 // item of its aggregate, guarded by the aggregate's version. The handler
 // returns exactly one Put or Update with one NewerVersion guard (the
-// message's aggregateVersion, or a per-aggregate sequence) and any other
-// guards; the worker commits it with one conditional UpdateItem or PutItem
+// message's aggregateVersion, or a per-aggregate sequence) — or one
+// NewerThan guard (an event's timestamp: another work's event at the same
+// instant is then superseded, not a reused key) — and any other guards; the worker commits it with one conditional UpdateItem or PutItem
 // that also records, in the item, which work set that version, named as
 // the inbox names work: the idempotency key, message type and request
 // hash in the fence of the guard's version attribute, FenceKeyAttr(attr),

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -172,7 +173,8 @@ func Rerun() Policy { return Policy{kind: mutation.Retry} }
 
 // Guard is a condition on the item as it is before the commit, with the
 // policy for when it fails. Build one with MustExist, CreateOnly,
-// NewerVersion, ExpectVersion or Equal, and change its policy with Else.
+// NewerVersion, NewerThan, ExpectVersion or Equal, and change its policy
+// with Else.
 // An attr names a top-level attribute or, as expression.Name reads it, a
 // path into one: "meta.owner", "lines[2]".
 //
@@ -183,14 +185,21 @@ type Guard struct {
 	cond   func(keyAttr string) expression.ConditionBuilder
 	holds  func(keyAttr string, old map[string]types.AttributeValue) bool
 	policy Policy
-	// version is set on a NewerVersion guard: what a single-write route
-	// fences the write with.
+	// version is set on a NewerVersion or a NewerThan guard: what a
+	// single-write route fences the write with.
 	version *versionGuard
+	// err is a guard that cannot be built (a NewerThan value DynamoDB
+	// cannot compare): the write is invalid.
+	err error
 }
 
 type versionGuard struct {
 	attr string
-	v    int64
+	v    any // what the write sets attr to: NewerVersion's int64, NewerThan's value
+	// n is NewerVersion's version; ordered is set instead for NewerThan,
+	// whose value other work may share (two events of one instant).
+	n       int64
+	ordered types.AttributeValue
 }
 
 // Else returns the guard with another policy for when it fails.
@@ -233,9 +242,56 @@ func NewerVersion(attr string, v int64) Guard {
 			return got == nil || ok && c < 0
 		},
 		policy:  Supersede(""),
-		version: &versionGuard{attr: attr, v: v},
+		version: &versionGuard{attr: attr, v: v, n: v},
 	}
 }
+
+// NewerThan holds when the item's attr is absent or lower than v, compared
+// as DynamoDB compares with <: numbers by value, strings and binaries byte
+// by byte. It orders writes by a comparable attribute the events carry —
+// a timestamp, a sequence — without a read and without a re-run: an event
+// that arrives after a newer one applied is superseded. Default policy:
+// Supersede (an older or equal event arrived late; equal too, so a
+// redelivered or concurrent event at the same instant applies once).
+//
+// v is a number (any Go integer or float) or a string. A string timestamp
+// compares correctly only when every writer of attr writes the same
+// format, fixed width, in UTC — RFC 3339 with a fixed number of fraction
+// digits, as Timestamp formats it: "2025-06-01T12:00:00Z" sorts before
+// "2025-06-01T12:00:00.5Z" as a time but after it as a string. A
+// time.Time is refused for that reason (the SDK marshals it with as many
+// fraction digits as it needs): pass Timestamp(t), or a number such as
+// t.UnixMilli(). A stored attribute of another type than v's is never
+// lower (DynamoDB's < is false across types): the guard fails.
+func NewerThan(attr string, v any) Guard {
+	want, err := orderable(v)
+	var vg *versionGuard
+	if err == nil {
+		vg = &versionGuard{attr: attr, v: v, ordered: want}
+	}
+	return Guard{
+		cond: func(string) expression.ConditionBuilder {
+			return expression.AttributeNotExists(expression.Name(attr)).Or(expression.Name(attr).LessThan(expression.Value(v)))
+		},
+		holds: func(_ string, old map[string]types.AttributeValue) bool {
+			got := attribute(old, attr)
+			c, ok := compareValue(got, want)
+			return got == nil || ok && c < 0
+		},
+		policy:  Supersede(""),
+		err:     err,
+		version: vg,
+	}
+}
+
+// TimestampLayout is the layout of Timestamp: RFC 3339 in UTC with nine
+// fraction digits, fixed width, so that two timestamps compare as strings
+// as they compare as times (NewerThan).
+const TimestampLayout = "2006-01-02T15:04:05.000000000Z"
+
+// Timestamp formats t for NewerThan and for the attribute it guards: in
+// UTC, with TimestampLayout.
+func Timestamp(t time.Time) string { return t.UTC().Format(TimestampLayout) }
 
 // ExpectVersion holds when the item's attr is the number v (optimistic
 // concurrency: the version the handler read). Default policy: Rerun.
@@ -270,8 +326,8 @@ func Equal(attr string, v any) Guard {
 // worker calls it; so does the test kit). The judge names the first guard
 // that fails on the item as it was.
 //
-// A Put or Update with exactly one NewerVersion guard also carries what a
-// single-write route fences it with (mutation.Write.Fence).
+// A Put or Update with exactly one NewerVersion or NewerThan guard also
+// carries what a single-write route fences it with (mutation.Write.Fence).
 func (w Write) Mutation() (mutation.Write, error) {
 	if w.raw != nil {
 		return *w.raw, nil
@@ -303,6 +359,9 @@ func (w Write) render() (mutation.Write, error) {
 		for i, g := range w.guards {
 			if g.cond == nil {
 				return mutation.Write{}, w.invalid(fmt.Errorf("guard %d is the zero Guard", i))
+			}
+			if g.err != nil {
+				return mutation.Write{}, w.invalid(fmt.Errorf("guard %d: %w", i, g.err))
 			}
 			if i == 0 {
 				cond = g.cond(keyAttr)
@@ -379,7 +438,7 @@ func judgeOf(guards []Guard, keyAttr string) mutation.Judge {
 }
 
 // fence is what a single-write route needs of w: set for a Put or an
-// Update with exactly one NewerVersion guard.
+// Update with exactly one version guard (NewerVersion or NewerThan).
 func (w Write) fence() *mutation.Fence {
 	if w.kind != kindUpdate && w.kind != kindPut {
 		return nil
@@ -396,7 +455,12 @@ func (w Write) fence() *mutation.Fence {
 	if vg == nil || strings.ContainsAny(vg.attr, ".[") {
 		return nil // the fence reads a top-level version attribute
 	}
-	return &mutation.Fence{Attr: vg.attr, Version: vg.v, Render: func(marks mutation.Marks) (types.TransactWriteItem, error) {
+	f := &mutation.Fence{Attr: vg.attr, Version: vg.n}
+	if vg.ordered != nil {
+		f.Value = vg.ordered
+		f.Compare = func(have types.AttributeValue) (int, bool) { return compareValue(have, vg.ordered) }
+	}
+	f.Render = func(marks mutation.Marks) (types.TransactWriteItem, error) {
 		s, err := w.stamped(vg, marks.Set)
 		if err != nil {
 			return types.TransactWriteItem{}, err
@@ -406,7 +470,8 @@ func (w Write) fence() *mutation.Fence {
 		}
 		m, err := s.render()
 		return m.Item, err
-	}}
+	}
+	return f
 }
 
 // required is a fenced write's condition that the fence does not name its
@@ -435,8 +500,8 @@ func (w Write) stamped(vg *versionGuard, set map[string]string) (Write, error) {
 		if attr != vg.attr {
 			return nil
 		}
-		if !isSet || !sameNumber(v, vg.v) {
-			return fmt.Errorf("the write changes its version attribute %s other than to the guard's version %d", attr, vg.v)
+		if !isSet || !vg.same(v) {
+			return fmt.Errorf("the write changes its version attribute %s other than to the guard's version %v", attr, vg.v)
 		}
 		versionSet = true
 		return nil
@@ -477,6 +542,16 @@ func (w Write) stamped(vg *versionGuard, set map[string]string) (Write, error) {
 		return out, nil
 	}
 	return Write{}, errors.New("only a Put or an Update is fenced")
+}
+
+// same reports whether v marshals to the guard's version (NewerVersion's
+// number, NewerThan's value, each by DynamoDB's equality).
+func (vg *versionGuard) same(v any) bool {
+	if vg.ordered == nil {
+		return sameNumber(v, vg.n)
+	}
+	av, err := value(v)
+	return err == nil && sameValue(av, vg.ordered)
 }
 
 // sameNumber reports whether v marshals to the number n.

@@ -152,6 +152,17 @@ func TestGuardsHoldAsDynamoDBEvaluates(t *testing.T) {
 		{"newer version: a string is never lower", ddbworker.NewerVersion("v", 3), item("v", s("1")), false},
 		{"newer version: NULL exists", ddbworker.NewerVersion("v", 3), item("v", null), false},
 		{"newer version: nested", ddbworker.NewerVersion("meta.v", 3), item("v", n("9"), "meta", m("v", n("2"))), true},
+		{"newer than: no item", ddbworker.NewerThan("at", "2025-06-01T12:00:00Z"), nil, true},
+		{"newer than: no attribute", ddbworker.NewerThan("at", "2025-06-01T12:00:00Z"), item(), true},
+		{"newer than: older", ddbworker.NewerThan("at", "2025-06-01T12:00:00Z"), item("at", s("2025-06-01T11:00:00Z")), true},
+		{"newer than: same", ddbworker.NewerThan("at", "2025-06-01T12:00:00Z"), item("at", s("2025-06-01T12:00:00Z")), false},
+		{"newer than: newer", ddbworker.NewerThan("at", "2025-06-01T12:00:00Z"), item("at", s("2025-06-01T13:00:00Z")), false},
+		{"newer than: a number lower", ddbworker.NewerThan("at", 1000), item("at", n("999.5")), true},
+		{"newer than: a number the same", ddbworker.NewerThan("at", 1000), item("at", n("1000.0")), false},
+		{"newer than: a string is never lower than a number", ddbworker.NewerThan("at", 1000), item("at", s("1")), false},
+		{"newer than: a binary lower", ddbworker.NewerThan("at", []byte{2}), item("at", &types.AttributeValueMemberB{Value: []byte{1, 9}}), true},
+		{"newer than: NULL exists", ddbworker.NewerThan("at", "x"), item("at", null), false},
+		{"newer than: nested", ddbworker.NewerThan("meta.at", "b"), item("meta", m("at", s("a"))), true},
 		{"expect version: same", ddbworker.ExpectVersion("v", 3), item("v", n("3")), true},
 		{"expect version: same, written 3.0", ddbworker.ExpectVersion("v", 3), item("v", n("3.0")), true},
 		{"expect version: other", ddbworker.ExpectVersion("v", 3), item("v", n("4")), false},
@@ -384,6 +395,73 @@ func TestSingleWriteFence(t *testing.T) {
 	})
 }
 
+// A NewerThan guard fences a single-write route as a NewerVersion guard
+// does, with its value (a timestamp) for the version: the write sets it,
+// and the fence judges the item by it — except that another work at the
+// same instant is not a key reused but an event the guard supersedes.
+func TestSingleWriteFenceNewerThan(t *testing.T) {
+	key := ddbworker.Key{"PK": "ORDER#1", "SK": "ORDER"}
+	const at = "2025-06-01T12:00:00.000Z"
+	stamp := mutation.Stamp{Key: "k1", Type: "T1", Hash: "v2:aa"}
+	m, err := ddbworker.Update("t", key).Set("status", "PAID").Guard(ddbworker.NewerThan("at", at)).Mutation()
+	require.NoError(t, err)
+	f, err := mutation.Fenced([]mutation.Write{m}, stamp)
+	require.NoError(t, err)
+	require.Equal(t, "at", f.Fence.Attr)
+	require.Equal(t, s(at), f.Fence.Value)
+	u := f.Item.Update
+	require.Contains(t, plainCondition(aws.ToString(u.ConditionExpression), u.ExpressionAttributeNames, u.ExpressionAttributeValues), "(attribute_not_exists (at)) OR (at < "+at+")")
+	require.Contains(t, plainCondition(aws.ToString(u.UpdateExpression), u.ExpressionAttributeNames, u.ExpressionAttributeValues), "at = "+at, "the write sets the timestamp")
+
+	item := func(v, fenceKey, fenceHash string) map[string]types.AttributeValue {
+		it := map[string]types.AttributeValue{"PK": s("ORDER#1"), "SK": s("ORDER"), "at": s(v)}
+		if fenceKey != "" {
+			it[ddbworker.FenceKeyAttr("at")], it[ddbworker.FenceTypeAttr("at")], it[ddbworker.FenceHashAttr("at")] = s(fenceKey), s("T1"), s(fenceHash)
+		}
+		return it
+	}
+	for _, tc := range []struct {
+		name   string
+		old    map[string]types.AttributeValue
+		failed bool
+		want   mutation.Verdict
+	}{
+		{"no item: holds", nil, false, mutation.Verdict{}},
+		{"older: holds", item("2025-06-01T11:00:00.000Z", "k0", "v2:00"), false, mutation.Verdict{}},
+		{"its own fence: duplicate", item(at, "k1", "v2:aa"), true, mutation.Verdict{Kind: mutation.Duplicate}},
+		{"another work at the same instant: superseded", item(at, "k0", "v2:00"), true, mutation.Verdict{Kind: mutation.Supersede}},
+		{"the same instant, no fence: superseded", item(at, "", ""), true, mutation.Verdict{Kind: mutation.Supersede}},
+		{"newer: superseded", item("2025-06-01T13:00:00.000Z", "k0", "v2:00"), true, mutation.Verdict{Kind: mutation.Supersede}},
+		{"its key, another hash: mismatch", item(at, "k1", "v2:bb"), true, mutation.Verdict{Kind: mutation.Fail, Code: failure.CodeHashMismatch,
+			Message: `at "` + at + `" of the item was set by this key's work with another request hash: the key was reused for other work`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, failed := f.Judge(tc.old)
+			require.Equal(t, tc.failed, failed)
+			require.Equal(t, tc.want, v)
+		})
+	}
+
+	for _, tc := range []struct {
+		name string
+		w    ddbworker.Write
+	}{
+		{"the timestamp set to another value", ddbworker.Update("t", key).Set("at", "2025-06-01T12:00:00.001Z").Guard(ddbworker.NewerThan("at", at))},
+		{"a version guard besides", ddbworker.Update("t", key).Set("a", 1).Guard(ddbworker.NewerThan("at", at), ddbworker.NewerVersion("v", 1))},
+	} {
+		t.Run("refused: "+tc.name, func(t *testing.T) {
+			m, err := tc.w.Mutation()
+			require.NoError(t, err)
+			_, err = mutation.Fenced([]mutation.Write{m}, stamp)
+			require.ErrorIs(t, err, mutation.ErrNotSingleWrite)
+		})
+	}
+	p, err := ddbworker.Put("t", key, ddbworker.Item{"at": at, "status": "PAID"}).Guard(ddbworker.NewerThan("at", at)).Mutation()
+	require.NoError(t, err)
+	_, err = mutation.Fenced([]mutation.Write{p}, stamp)
+	require.NoError(t, err, "a put may set the timestamp to the guard's")
+}
+
 func TestRegisterRefusesFusedSingleWrite(t *testing.T) {
 	reg := ddbworker.NewRegistry()
 	h := ddbworker.HandlerFunc(func(context.Context, *ddbworker.Message) (ddbworker.Result, error) { return ddbworker.Result{}, nil })
@@ -410,4 +488,43 @@ func plainCondition(cond string, names map[string]string, values map[string]type
 		}
 	}
 	return strings.NewReplacer(pairs...).Replace(cond)
+}
+
+// NewerThan compares numbers, strings and binaries only, and refuses a
+// time.Time (its marshalled form is not fixed width): such a write is an
+// invalid handler result, as the commit reports it. Timestamp formats a
+// time fixed width, so strings order as times do.
+func TestNewerThanValues(t *testing.T) {
+	key := ddbworker.Key{"PK": "CASE#1", "SK": "CASE"}
+	for _, tc := range []struct {
+		name string
+		v    any
+		want string // "": valid
+	}{
+		{"a string", "2025-06-01T12:00:00Z", ""},
+		{"an int64", int64(1748779200000), ""},
+		{"a float", 1.5, ""},
+		{"a binary", []byte{1}, ""},
+		{"a time.Time", time.Now(), "pass Timestamp(t) or t.UnixMilli()"},
+		{"a bool", true, "not a number, a string or a binary"},
+		{"a list", []string{"a"}, "not a number, a string or a binary"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := ddbworker.Update("t", key).Set("at", tc.v).Guard(ddbworker.NewerThan("at", tc.v)).Mutation()
+			if tc.want == "" {
+				require.NoError(t, err)
+				require.Equal(t, "(attribute_not_exists (#0)) OR (#0 < :0)", aws.ToString(m.Item.Update.ConditionExpression))
+				return
+			}
+			require.ErrorContains(t, err, tc.want)
+			f, ok := failure.As(err)
+			require.True(t, ok)
+			require.Equal(t, failure.CodeInvalidResult, f.Code)
+			require.True(t, f.IsTerminal())
+		})
+	}
+
+	at := time.Date(2025, 6, 1, 14, 0, 0, 500_000_000, time.FixedZone("CEST", 2*3600))
+	require.Equal(t, "2025-06-01T12:00:00.500000000Z", ddbworker.Timestamp(at))
+	require.Less(t, ddbworker.Timestamp(at.Add(-500*time.Millisecond)), ddbworker.Timestamp(at), "fixed width: a whole second sorts before its fractions")
 }

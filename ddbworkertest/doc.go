@@ -39,7 +39,7 @@
 //     the first write one of whose guards fails stands for the cancelled
 //     transaction (a *mutation.GuardError with its verdict), exactly as the
 //     commit's cancellation names it. Every guard the builders make
-//     (MustExist, CreateOnly, NewerVersion, ExpectVersion, Equal, on
+//     (MustExist, CreateOnly, NewerVersion, NewerThan, ExpectVersion, Equal, on
 //     top-level or nested attributes) is judged exactly as DynamoDB
 //     evaluates its condition; only a ddbworker.Raw write is judged by its
 //     policy alone: by its own judge, or — with none — taken to hold
@@ -51,6 +51,10 @@
 //     the attempts policy (the envelope's attemptPolicy, or
 //     DefaultMaxAttempts), which may make it Terminal; infrastructure
 //     trouble stays Retryable and counts no attempt;
+//   - serving the handler's own reads from the same items (Reader: GetItem
+//     and BatchGetItem with *dynamodb.Client's signatures, reading the
+//     Existing items of the Work that runs the handler), so the test states
+//     the tables once and the handler decides on what its commit meets;
 //   - assertions in require style (RequireApplied, RequireSuperseded,
 //     RequireRerun, RequireTerminal, RequireRetryable, RequireWrite).
 //
@@ -58,7 +62,9 @@
 // and no lease: nothing is written anywhere, a Rerun is reported and not
 // run, duplicates and takeovers are not simulated, attemptPolicy.notBefore
 // does not defer, a payload by reference is not fetched, and the handler's
-// own reads (if it reads) go wherever the handler sends them. The protocol
+// own reads see the Existing items only through a Reader (a Query or a
+// Scan is not served; reads through another client go wherever it sends
+// them). The protocol
 // itself — the gate, the fenced commit, the inbox, the DLQ — is tested
 // against the real emulators in this repository's `make test`.
 package ddbworkertest

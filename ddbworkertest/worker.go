@@ -61,7 +61,8 @@ type Existing struct {
 
 // Before returns a copy of w whose tables hold items, and nothing else,
 // before the commit. Without Before the tables are empty: a MustExist
-// guard fails, a CreateOnly guard holds.
+// guard fails, a CreateOnly guard holds. The handler's own reads through
+// a Reader see the same items.
 func (w *Worker) Before(items ...Existing) *Worker {
 	c := *w
 	c.items = slices.Clone(items)
@@ -278,7 +279,9 @@ func (w *Worker) Work(ctx context.Context, msg Message) (*Result, error) {
 		h, single = rt.Handler, rt.SingleWrite
 	}
 	r.Message = &ddbworker.Message{Envelope: env, SQSMessageID: DefaultSQSMessageID, ReceiveCount: msg.receiveCount, Attempt: msg.attempt}
-	r.Returned, r.Panic, r.Err = run(ctx, h, r.Message)
+	// The handler's own reads through a Reader see the items its commit
+	// is judged against.
+	r.Returned, r.Panic, r.Err = run(withItems(ctx, items), h, r.Message)
 
 	writes := make([]mutation.Write, len(r.Returned.Writes))
 	var invalid error // the first write that does not render, as the worker's commit stage reports it

@@ -1,6 +1,7 @@
 package mutation
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -50,15 +51,26 @@ func FenceTypeAttr(versionAttr string) string { return FenceTypePrefix + version
 func FenceHashAttr(versionAttr string) string { return FenceHashPrefix + versionAttr }
 
 // Fence is what a write guarded by a version (ddbworker.NewerVersion:
-// "the item's Attr is absent or lower than Version") tells a single-write
-// commit: the version, and the write rendered again with more attributes
-// set. ddbworker.Write.Mutation fills it for a Put or Update with exactly
-// one such guard; it is nil otherwise.
+// "the item's Attr is absent or lower than Version"; ddbworker.NewerThan:
+// "… lower than Value", a timestamp) tells a single-write commit: the
+// version, and the write rendered again with more attributes set.
+// ddbworker.Write.Mutation fills it for a Put or Update with exactly one
+// such guard; it is nil otherwise.
 type Fence struct {
 	// Attr is the version attribute the guard reads.
 	Attr string
-	// Version is the version the write sets: the guard holds below it.
+	// Version is the version the write sets: the guard holds below it
+	// (NewerVersion; 0 when Value is set).
 	Version int64
+	// Value, when set, is the value the write sets Attr to instead of
+	// Version (NewerThan: a timestamp), and Compare compares an item's
+	// Attr with it as DynamoDB's < does (ok false when absent or not
+	// comparable). Unlike a version, such a value may be other work's
+	// too (two events of one instant): the item at the write's own value
+	// set by other work is the guard's to judge (superseded by default),
+	// not a key reused.
+	Value   types.AttributeValue
+	Compare func(have types.AttributeValue) (c int, ok bool)
 	// Render renders the write again with m: it also sets the string
 	// attributes of m.Set and sets Attr to Version (which the handler may
 	// have set to Version itself), and its condition also requires
@@ -104,7 +116,7 @@ func (s Stamp) same(stored string) bool {
 
 // ErrNotSingleWrite is the refusal of a single-write route's result that
 // is not one version-guarded Put or Update.
-var ErrNotSingleWrite = errors.New("mutation: a single-write route's result must be one Put or Update guarded by ddbworker.NewerVersion")
+var ErrNotSingleWrite = errors.New("mutation: a single-write route's result must be one Put or Update guarded by ddbworker.NewerVersion or ddbworker.NewerThan")
 
 // Fenced renders the one write of a single-write route's result with its
 // fence — the fence of its version attribute f.Attr: the write also sets
@@ -207,18 +219,14 @@ func fenceVerdict(old map[string]types.AttributeValue, f *Fence, s Stamp) (Verdi
 	key, _ := old[FenceKeyAttr(f.Attr)].(*types.AttributeValueMemberS)
 	typ, _ := old[FenceTypeAttr(f.Attr)].(*types.AttributeValueMemberS)
 	hash, _ := old[FenceHashAttr(f.Attr)].(*types.AttributeValueMemberS)
-	n, _ := old[f.Attr].(*types.AttributeValueMemberN)
-	have, err := int64(0), error(nil)
-	if n != nil {
-		have, err = strconv.ParseInt(n.Value, 10, 64)
-	}
+	c, have, known := f.compare(old[f.Attr])
 	if names(old, f, s) {
 		if hash != nil && s.same(hash.Value) {
 			return Verdict{Kind: Duplicate}, true
 		}
 		at := fmt.Sprintf("the item's %s fence", f.Attr)
-		if n != nil && err == nil {
-			at = fmt.Sprintf("%s %d of the item", f.Attr, have)
+		if known {
+			at = fmt.Sprintf("%s %s of the item", f.Attr, have)
 		}
 		if typ == nil {
 			return Verdict{Kind: Fail, Code: failure.CodeHashMismatch,
@@ -227,14 +235,20 @@ func fenceVerdict(old map[string]types.AttributeValue, f *Fence, s Stamp) (Verdi
 		return Verdict{Kind: Fail, Code: failure.CodeHashMismatch,
 			Message: fmt.Sprintf("%s was set by this key's work with another request hash: the key was reused for other work", at)}, true
 	}
-	if n == nil || err != nil || have < f.Version {
+	if !known || c < 0 {
 		return Verdict{}, false
 	}
-	if have == f.Version {
+	if c == 0 {
 		if key != nil && key.Value == s.Key {
 			// This key's work of another type set this version: other
 			// work, as its own inbox record makes it on the gated route,
 			// where the version guard judges it.
+			return Verdict{}, false
+		}
+		if f.Value != nil {
+			// Another work's event of the same instant: not a version
+			// two works cannot share, so the guard judges it, as on the
+			// gated route.
 			return Verdict{}, false
 		}
 		by := "work the item does not name"
@@ -245,6 +259,35 @@ func fenceVerdict(old map[string]types.AttributeValue, f *Fence, s Stamp) (Verdi
 			Message: fmt.Sprintf("%s %d of the item was set by %s", f.Attr, f.Version, by)}, true
 	}
 	return Verdict{Kind: Supersede}, true
+}
+
+// compare compares the item's version attribute have with the write's:
+// c < 0 below it, 0 the same, > 0 above; shown is have as a message shows
+// it; known is false when have is absent or not comparable (a
+// NewerVersion's attribute that is not an int64 number).
+func (f *Fence) compare(have types.AttributeValue) (c int, shown string, known bool) {
+	if f.Compare != nil {
+		c, ok := f.Compare(have)
+		if !ok {
+			return 0, "", false
+		}
+		switch v := have.(type) {
+		case *types.AttributeValueMemberS:
+			return c, strconv.Quote(v.Value), true
+		case *types.AttributeValueMemberN:
+			return c, v.Value, true
+		}
+		return c, fmt.Sprintf("%T", have), true
+	}
+	n, _ := have.(*types.AttributeValueMemberN)
+	if n == nil {
+		return 0, "", false
+	}
+	v, err := strconv.ParseInt(n.Value, 10, 64)
+	if err != nil {
+		return 0, "", false
+	}
+	return cmp.Compare(v, f.Version), strconv.FormatInt(v, 10), true
 }
 
 // CommitSingle applies a fenced write (Fenced) with one conditional

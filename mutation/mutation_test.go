@@ -488,6 +488,17 @@ func TestGuardsJudgedAsDynamoDBEvaluates(t *testing.T) {
 		{"newer version without the attribute, the next guard fails", doc("s", str("closed")),
 			[]ddbworker.Guard{ddbworker.NewerVersion("v", 3).Else(fail("OLD")), ddbworker.Equal("s", "open").Else(fail("CLOSED"))}, "CLOSED"},
 		{"expect version written 3.0", doc("v", num("3.0")), []ddbworker.Guard{ddbworker.ExpectVersion("v", 3).Else(fail("VERSION"))}, ""},
+		{"newer than: no item", nil, []ddbworker.Guard{ddbworker.NewerThan("at", "2025-06-01T12:00:00.000Z").Else(fail("STALE"))}, ""},
+		{"newer than: no attribute", doc("s", str("open")), []ddbworker.Guard{ddbworker.NewerThan("at", "2025-06-01T12:00:00.000Z").Else(fail("STALE"))}, ""},
+		{"newer than: an older timestamp", doc("at", str("2025-06-01T11:59:59.999Z")), []ddbworker.Guard{ddbworker.NewerThan("at", "2025-06-01T12:00:00.000Z").Else(fail("STALE"))}, ""},
+		{"newer than: the same timestamp", doc("at", str("2025-06-01T12:00:00.000Z")), []ddbworker.Guard{ddbworker.NewerThan("at", "2025-06-01T12:00:00.000Z").Else(fail("STALE"))}, "STALE"},
+		{"newer than: a newer timestamp", doc("at", str("2025-06-01T12:00:00.001Z")), []ddbworker.Guard{ddbworker.NewerThan("at", "2025-06-01T12:00:00.000Z").Else(fail("STALE"))}, "STALE"},
+		{"newer than: strings byte by byte", doc("at", str("b")), []ddbworker.Guard{ddbworker.NewerThan("at", "ab").Else(fail("STALE"))}, "STALE"},
+		{"newer than: a lower number", doc("at", num("1748779199999")), []ddbworker.Guard{ddbworker.NewerThan("at", int64(1748779200000)).Else(fail("STALE"))}, ""},
+		{"newer than: a number by value", doc("at", num("10")), []ddbworker.Guard{ddbworker.NewerThan("at", 9.5).Else(fail("STALE"))}, "STALE"},
+		{"newer than: a number is never lower than a string", doc("at", num("1")), []ddbworker.Guard{ddbworker.NewerThan("at", "2").Else(fail("STALE"))}, "STALE"},
+		{"newer than: a binary", doc("at", &types.AttributeValueMemberB{Value: []byte{1, 2}}), []ddbworker.Guard{ddbworker.NewerThan("at", []byte{1, 3}).Else(fail("STALE"))}, ""},
+		{"newer than: nested", doc("meta", doc("at", str("2025-06-02"))), []ddbworker.Guard{ddbworker.NewerThan("meta.at", "2025-06-01").Else(fail("STALE"))}, "STALE"},
 	} {
 		pk := "JUDGE#" + strconv.Itoa(i)
 		var seeded map[string]types.AttributeValue

@@ -8,7 +8,9 @@
 //     attribute AWS sets from X-Ray's header, AWSTraceHeader;
 //   - Inject (a send's attributes: the sender's context, within SQS's 10
 //     attributes), Extract (a received message's creation context:
-//     traceparent first, else AWSTraceHeader) and FromXRay (X-Ray's
+//     traceparent first, else AWSTraceHeader), ExtractDelivery (the same
+//     with the body read: an SNS notification's MessageAttributes'
+//     traceparent between the two, FromSNS) and FromXRay (X-Ray's
 //     Root=1-…;Parent=…;Sampled=… as a W3C span context);
 //   - the span and attribute names ddbworker's spans use (SpanProcess,
 //     SpanSend, the consumer span's children one per pipeline stage —

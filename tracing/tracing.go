@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -175,15 +176,72 @@ func Inject(ctx context.Context, attrs map[string]types.MessageAttributeValue) m
 // AWSTraceHeader system attribute (system: the message's Attributes). The
 // span context is remote; it is invalid when the message carries none.
 func Extract(attrs map[string]types.MessageAttributeValue, system map[string]string) trace.SpanContext {
-	if tp := aws.ToString(attrs[AttrTraceparent].StringValue); tp != "" {
-		c := propagation.MapCarrier{AttrTraceparent: tp}
-		if ts := aws.ToString(attrs[AttrTracestate].StringValue); ts != "" {
-			c[AttrTracestate] = ts
-		}
-		if sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), c)); sc.IsValid() {
-			return sc
-		}
+	if sc := fromW3C(aws.ToString(attrs[AttrTraceparent].StringValue), aws.ToString(attrs[AttrTracestate].StringValue)); sc.IsValid() {
+		return sc
 	}
+	return fromSystem(system)
+}
+
+// ExtractDelivery is the creation context a received SQS message carries,
+// its body read too: its traceparent message attributes; else, when its
+// body is an SNS notification (an SNS subscription without raw delivery
+// puts the publisher's message attributes in the notification, not on the
+// SQS message), the traceparent and tracestate of the notification's
+// MessageAttributes (FromSNS); else its AWSTraceHeader. A traceparent the
+// publisher set is the more precise context: the AWSTraceHeader of an SNS
+// delivery may be the topic's own segment.
+func ExtractDelivery(attrs map[string]types.MessageAttributeValue, system map[string]string, body string) trace.SpanContext {
+	if sc := fromW3C(aws.ToString(attrs[AttrTraceparent].StringValue), aws.ToString(attrs[AttrTracestate].StringValue)); sc.IsValid() {
+		return sc
+	}
+	if sc := FromSNS(body); sc.IsValid() {
+		return sc
+	}
+	return fromSystem(system)
+}
+
+// FromSNS is the creation context an SNS notification (the JSON body SNS
+// delivers to an SQS queue without raw message delivery) carries in its
+// MessageAttributes — {"traceparent":{"Type":"String","Value":"00-…"}},
+// and tracestate alike — or an invalid span context when body is not a
+// notification or carries none. Bodies that do not mention traceparent
+// are not decoded.
+func FromSNS(body string) trace.SpanContext {
+	if !strings.Contains(body, `"`+AttrTraceparent+`"`) || !strings.HasPrefix(strings.TrimSpace(body), "{") {
+		return trace.SpanContext{}
+	}
+	var n struct {
+		Type              string
+		MessageAttributes map[string]struct{ Type, Value string }
+	}
+	if json.Unmarshal([]byte(body), &n) != nil || n.Type != "Notification" {
+		return trace.SpanContext{}
+	}
+	str := func(name string) string {
+		if a := n.MessageAttributes[name]; a.Type == "String" {
+			return a.Value
+		}
+		return ""
+	}
+	return fromW3C(str(AttrTraceparent), str(AttrTracestate))
+}
+
+// fromW3C is the remote span context of a W3C traceparent and tracestate;
+// invalid when tp is empty or not one.
+func fromW3C(tp, ts string) trace.SpanContext {
+	if tp == "" {
+		return trace.SpanContext{}
+	}
+	c := propagation.MapCarrier{AttrTraceparent: tp}
+	if ts != "" {
+		c[AttrTracestate] = ts
+	}
+	return trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), c))
+}
+
+// fromSystem is the creation context of a message's AWSTraceHeader system
+// attribute; invalid when it has none.
+func fromSystem(system map[string]string) trace.SpanContext {
 	if h := system[SystemAttrAWSTraceHeader]; h != "" {
 		if sc, ok := FromXRay(h); ok {
 			return sc

@@ -108,6 +108,55 @@ func TestExtract(t *testing.T) {
 	require.Equal(t, w3c.SpanID(), got.SpanID())
 }
 
+// An SNS notification (raw delivery off) carries the publisher's message
+// attributes in its body: ExtractDelivery reads a traceparent there, after
+// the SQS message's own and before its AWSTraceHeader.
+func TestExtractDelivery(t *testing.T) {
+	w3c := spanContext(t, "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", true, "vendor=x")
+	other := spanContext(t, "11111111111111111111111111111111", "2222222222222222", true, "")
+	xray := "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+	notification := func(attrs string) string {
+		return `{"Type" : "Notification", "MessageId" : "m-1", "TopicArn" : "arn:aws:sns:eu-west-1:123:orders", "Message" : "{\"traceparent\":\"00-11111111111111111111111111111111-2222222222222222-01\"}",
+			"Timestamp" : "2025-06-01T12:00:00.000Z", "MessageAttributes" : ` + attrs + `}`
+	}
+	carried := tracing.Carry(w3c)
+	sns := notification(`{"eventType":{"Type":"String","Value":"OrderPlaced"},"traceparent":{"Type":"String","Value":"` +
+		aws.ToString(carried[tracing.AttrTraceparent].StringValue) + `"},"tracestate":{"Type":"String","Value":"vendor=x"}}`)
+	for _, tc := range []struct {
+		name    string
+		attrs   map[string]types.MessageAttributeValue
+		system  map[string]string
+		body    string
+		traceID string
+	}{
+		{"in the notification", nil, nil, sns, "0af7651916cd43dd8448eb211c80319c"},
+		{"the notification's wins over AWSTraceHeader", nil, map[string]string{tracing.SystemAttrAWSTraceHeader: xray}, sns, "0af7651916cd43dd8448eb211c80319c"},
+		{"the SQS message's own wins", tracing.Carry(other), nil, sns, "11111111111111111111111111111111"},
+		{"not in the Message", nil, nil, notification(`{}`), ""},
+		{"a Binary attribute is not one", nil, nil, notification(`{"traceparent":{"Type":"Binary","Value":"MDAt"}}`), ""},
+		{"malformed, falls back", nil, map[string]string{tracing.SystemAttrAWSTraceHeader: xray},
+			notification(`{"traceparent":{"Type":"String","Value":"00-xyz"}}`), "5759e988bd862e3fe1be46a994272793"},
+		{"not a notification", nil, nil, `{"Type":"Event","MessageAttributes":{"traceparent":{"Type":"String","Value":"` +
+			aws.ToString(carried[tracing.AttrTraceparent].StringValue) + `"}}}`, ""},
+		{"not JSON", nil, nil, `"traceparent" {`, ""},
+		{"an envelope", nil, nil, `{"schemaVersion":1,"messageType":"T"}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := tracing.ExtractDelivery(tc.attrs, tc.system, tc.body)
+			if tc.traceID == "" {
+				require.False(t, sc.IsValid())
+				return
+			}
+			require.True(t, sc.IsValid())
+			require.Equal(t, tc.traceID, sc.TraceID().String())
+			require.True(t, sc.IsRemote())
+		})
+	}
+	got := tracing.FromSNS(sns)
+	require.Equal(t, w3c.SpanID(), got.SpanID())
+	require.Equal(t, "vendor=x", got.TraceState().String(), "tracestate travels")
+}
+
 func TestInject(t *testing.T) {
 	sc := spanContext(t, "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", true, "vendor=x")
 	ctx := trace.ContextWithSpanContext(context.Background(), sc)

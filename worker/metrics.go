@@ -123,6 +123,12 @@ type instruments struct {
 	// route reads to take the message (such a copy is not made); the log
 	// names them and the message.
 	CopyAttributesDropped metrics.Vec[metrics.Counter]
+	// HandlerReruns counts handler re-runs by message type: a guard with
+	// the Rerun policy (ExpectVersion, Equal by default) failed and the
+	// worker ran the handler again within the attempt. Steady re-runs are
+	// contention on one item (or an ordering a NewerThan or NewerVersion
+	// guard would settle without a read).
+	HandlerReruns metrics.Vec[metrics.Counter]
 }
 
 // newInstruments declares the worker's instruments on p.
@@ -154,6 +160,7 @@ func newInstruments(p metrics.Provider) *instruments {
 		PayloadAccessDenied:   p.Counter("ddbworker_payload_access_denied_total", "Payload fetches S3 or KMS refused the worker (alert on any: fix the permission; the messages are retried).").WithLabelValues(),
 		InboxRecordBytes:      p.Histogram("ddbworker_inbox_record_bytes", "Size of each work item's COMPLETED inbox record as DynamoDB counts it, by message type (over 1024 bytes a write costs two units).", []float64{256, 512, 768, 900, 1024, 2048, 4096}, "message_type"),
 		CopyAttributesDropped: p.Counter("ddbworker_copy_attributes_dropped_total", "Attributes the worker's copies of messages went without for SQS's limits, by copy (dlq, resend); the log names them.", "copy"),
+		HandlerReruns:         p.Counter("ddbworker_handler_reruns_total", "Handler re-runs by message type: a guard with the Rerun policy (an optimistic-concurrency loss) failed and the handler ran again within the attempt.", "message_type"),
 	}
 }
 

@@ -58,6 +58,7 @@ func (w *Worker) run(ctx context.Context, d *delivery, wk *work, m commitMode, r
 		}
 		j := w.judgement(ctx, err, res.Outcome, run)
 		if j.Kind == judge.Rerun {
+			w.metrics.HandlerReruns.WithLabelValues(w.labels.messageType(wk.env.MessageType)).Inc()
 			continue
 		}
 		stop() // recording writes the record: no renewal may race it

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -17,7 +18,9 @@ import (
 // Tracing, per the OpenTelemetry messaging conventions (package tracing
 // names everything): one consumer span per delivery, process <queue>,
 // started by the observer (handle, skip) and linked — a link, not a parent —
-// to the message's creation context (traceparent, else AWSTraceHeader);
+// to the message's creation context (traceparent; else, in an SNS
+// notification's body, its MessageAttributes' traceparent; else
+// AWSTraceHeader);
 // under it a span per stage (stage: claim, handler, commit, record,
 // settle); under Lambda the batch's process <queue> span parents the
 // records' (HandleSQSEvent). Without Deps.TracerProvider w.tracer is nil
@@ -166,9 +169,11 @@ func (w *Worker) traceHandler(next ddbworker.Handler) ddbworker.Handler {
 	})
 }
 
-// creation is the creation context d's message carries (invalid: none).
+// creation is the creation context d's message carries (invalid: none):
+// in its attributes, or in the SNS notification its body is
+// (tracing.ExtractDelivery).
 func (d *delivery) creation() trace.SpanContext {
-	return tracing.Extract(d.m.MessageAttributes, d.m.Attributes)
+	return tracing.ExtractDelivery(d.m.MessageAttributes, d.m.Attributes, aws.ToString(d.m.Body))
 }
 
 // batch starts the span of a Lambda invocation's batch of records from one
