@@ -49,7 +49,7 @@ func builtinCode(c string) bool {
 		failure.CodeThrottled, failure.CodeTransactionConflict, failure.CodeTimeout, failure.CodeMessageTimeout,
 		failure.CodeLeaseAbandoned, failure.CodeServiceUnavailable, failure.CodeHandlerError, failure.CodeHandlerPanic,
 		failure.CodeConcurrentModification, failure.CodeInvalidTransaction, failure.CodeInvalidResult, failure.CodeInvalidPayload,
-		failure.CodeShutdown, failure.CodeReplayWindowExpired, failure.CodeDeferralTooLong,
+		failure.CodeShutdown, failure.CodeReplayWindowExpired, failure.CodeDeferralTooLong, failure.CodeHotKeyParked, failure.CodeHotKeyThrottled,
 		string(envelope.CodeInvalidJSON), string(envelope.CodeMissingField), string(envelope.CodeInvalidField),
 		string(envelope.CodeUnknownSchemaVersion), string(envelope.CodeKeyTooLong),
 		s3payload.CodeNotFound, s3payload.CodeVersionNotFound, s3payload.CodeChecksumMismatch, s3payload.CodeSizeMismatch,
