@@ -166,7 +166,9 @@ func TestHotKeyParkedAlone(t *testing.T) {
 	// applied matches the deliveries that applied work of keys with prefix
 	// (a parked message re-sent on its last receive is final too).
 	applied := func(prefix string) func(worker.Event) bool {
-		return func(ev worker.Event) bool { return ev.Outcome == worker.OutcomeApplied && strings.HasPrefix(ev.IdempotencyKey, prefix) }
+		return func(ev worker.Event) bool {
+			return ev.Outcome == worker.OutcomeApplied && strings.HasPrefix(ev.IdempotencyKey, prefix)
+		}
 	}
 	// phase sends n messages of the 20 aggregates (and extra ones) and
 	// returns how long until all n were done.
