@@ -151,7 +151,8 @@ type hotAdmission struct {
 	ticket *hotTicket // nil: held back
 	// wait is how long a held-back delivery stays away.
 	wait time.Duration
-	// since is when the key's throttled spell began (held back).
+	// since is when the key's throttled spell began (parked keys: held
+	// back, or a probe).
 	since time.Time
 }
 
@@ -168,7 +169,7 @@ func (h *hotKeys) admit(key string, now time.Time, stale time.Duration) hotAdmis
 	k.seen = now
 	if (!k.probing || now.Sub(k.probeAt) > stale) && !now.Before(k.next) {
 		k.probing, k.probeAt = true, now
-		return hotAdmission{ticket: &hotTicket{h: h, key: key, probe: true}}
+		return hotAdmission{ticket: &hotTicket{h: h, key: key, probe: true}, since: k.since}
 	}
 	wait := k.next.Sub(now)
 	if k.probing {
@@ -315,18 +316,19 @@ func (w *Worker) hotAdmit(d *delivery, wk *work) (*hotTicket, verdict) {
 	now := w.cfg.Now()
 	key := w.hotKeyOf(d, wk)
 	a := w.hot.admit(key, now, w.cfg.MessageTimeout)
-	if a.ticket != nil {
-		if a.ticket.probe {
-			w.metrics.HotKeyDeliveries.WithLabelValues(hotProbe).Inc()
-		}
-		return a.ticket, nil
+	if a.ticket != nil && !a.ticket.probe {
+		return a.ticket, nil // not parked
 	}
+	// Its key is parked: since the later of the spell's start and its own
+	// first send, this message has waited on it (its own calls throttled,
+	// or held back without one).
 	waited := now.Sub(a.since)
 	if !d.origin.IsZero() && d.origin.After(a.since) {
 		waited = now.Sub(d.origin)
 	}
-	lastFIFO := w.fifo && w.queue.maxReceives > 0 && d.receives >= w.queue.maxReceives
+	lastFIFO := w.fifo && w.queue.maxReceives > 0 && d.receives >= w.queue.maxReceives && a.ticket == nil
 	if waited > w.cfg.HotKey.MaxThrottled || lastFIFO {
+		a.ticket.release() // a probe not made
 		w.metrics.HotKeyDeliveries.WithLabelValues(hotEnded).Inc()
 		why := fmt.Sprintf("its key (%s) has been throttled on a key range for %s, longer than Config.HotKey.MaxThrottled (%s)",
 			printableKey(key), waited.Round(time.Second), w.cfg.HotKey.MaxThrottled)
@@ -334,6 +336,10 @@ func (w *Worker) hotAdmit(d *delivery, wk *work) (*hotTicket, verdict) {
 			why = fmt.Sprintf("its FIFO group is parked by a key-range throttle on its last receive (%d) before the redrive policy's maxReceiveCount", d.receives)
 		}
 		return nil, reject(wk.env, failure.CodeHotKeyThrottled, why+"; no attempt was charged: redrive it once the key has cooled")
+	}
+	if a.ticket != nil {
+		w.metrics.HotKeyDeliveries.WithLabelValues(hotProbe).Inc()
+		return a.ticket, nil
 	}
 	w.metrics.HotKeyDeliveries.WithLabelValues(hotHeld).Inc()
 	return nil, troubled{failure: failure.NewRetryable(failure.CodeHotKeyParked,

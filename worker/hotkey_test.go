@@ -13,7 +13,9 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/envelope"
+	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/caseflow"
 	"github.com/ddbworker/ddbworker/internal/faults"
@@ -258,13 +260,14 @@ func TestHotKeyParkedAlone(t *testing.T) {
 // no attempt charged. It uses only the API of 119b156 (the default
 // HotKeyConfig).
 func TestKeyRangeThrottleDoesNotTripHealthGate(t *testing.T) {
-	h := newHarness(t, testenv.Options{Queue: worker.QueueConfig{MaxReceiveCount: 5, VisibilityTimeout: 2 * time.Second}})
+	h := newHarness(t, testenv.Options{Queue: worker.QueueConfig{MaxReceiveCount: 5, VisibilityTimeout: 10 * time.Second}})
 	h.seedCases("hot", "c1", "c2")
 	hot := &hotPartition{pk: "CASE#hot"}
 	hot.install(h)
 	hot.on.Store(true)
 	m := metricstest.New()
 	cfg := h.testConfig()
+	cfg.VisibilityTimeout, cfg.CallTimeout = 10*time.Second, 4*time.Second // a loaded machine's slow calls are not this test's
 	run := h.start(cfg, worker.Deps{Handlers: h.caseHandlers(), Metrics: m})
 	watch := watchHealth(run.w, m)
 
@@ -296,4 +299,40 @@ func TestKeyRangeThrottleDoesNotTripHealthGate(t *testing.T) {
 		require.Zero(t, h.record(key, caseflow.TypeLedger).Attempts, key)
 	}
 	require.Zero(t, testenv.InspectQueue(t, h.env.Queues.DLQURL).Total(), "nothing dead-lettered")
+}
+
+// A message whose key stays throttled longer than HotKey.MaxThrottled ends
+// HOT_KEY_THROTTLED instead of circulating: by the terminal policy (a DLQ
+// copy carrying the code), no business attempt charged, nothing applied —
+// a redrive runs it once the key has cooled.
+func TestHotKeyThrottledTooLongEnds(t *testing.T) {
+	h := newHarness(t, testenv.Options{Queue: worker.QueueConfig{MaxReceiveCount: 10, VisibilityTimeout: 10 * time.Second}})
+	h.seedCases("hot")
+	hot := &hotPartition{pk: "CASE#hot"}
+	hot.install(h)
+	hot.on.Store(true)
+	cfg := h.testConfig()
+	cfg.VisibilityTimeout, cfg.CallTimeout = 10*time.Second, 4*time.Second // a loaded machine's slow calls are not this test's
+	cfg.HotKey = worker.HotKeyConfig{Park: 200 * time.Millisecond, ParkMax: 500 * time.Millisecond, MaxThrottled: time.Second}
+	h.start(cfg, worker.Deps{Handlers: h.caseHandlers()})
+	const n = 3
+	for i := range n {
+		h.send(mustEnv(t)(caseflow.NewLedgerEntry(fmt.Sprintf("hotkey-%d", i), "hot", fmt.Sprintf("h%d", i), 1)))
+	}
+	ended := h.waitEvents(n, 60*time.Second, func(ev worker.Event) bool { return ev.Final && ev.Outcome == worker.OutcomeTerminal })
+	for _, ev := range ended {
+		require.Equal(t, failure.CodeHotKeyThrottled, ev.Code, "%+v", ev)
+		require.Zero(t, ev.Attempt, "no business attempt: %+v", ev)
+	}
+	for _, m := range h.dlq(n) {
+		require.Equal(t, failure.CodeHotKeyThrottled, aws.ToString(m.MessageAttributes[dlq.AttrFailureCode].StringValue))
+	}
+	for i := range n {
+		key := fmt.Sprintf("hotkey-%d", i)
+		require.Zero(t, h.applications("hot", caseflow.TypeLedger, key), "%s not applied", key)
+		if rec := h.record(key, caseflow.TypeLedger); rec != nil {
+			require.Zero(t, rec.Attempts, "%s: no attempt charged", key)
+			require.NotEqual(t, inbox.StatusFailedTerminal, rec.Status, "%s: its work stays runnable for a redrive", key)
+		}
+	}
 }
