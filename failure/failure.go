@@ -7,7 +7,9 @@ import (
 	"net"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
@@ -66,14 +68,23 @@ const (
 	// written; AWS documents the write as retryable, succeeding once the
 	// other Region's write is done.
 	CodeReplicatedWriteConflict = "REPLICATED_WRITE_CONFLICT"
+	// CodeHotKeyParked: the delivery did not run because its key (its
+	// aggregate, or its FIFO group) is parked after a key-range throttle
+	// or a conflict storm (KeyRangeThrottle): infrastructure, no attempt.
+	CodeHotKeyParked = "HOT_KEY_PARKED"
+	// CodeHotKeyThrottled ends a message whose key stayed throttled longer
+	// than the worker's bound (worker.HotKeyConfig.MaxThrottled) instead of
+	// letting it circulate: terminal, but never a business attempt.
+	CodeHotKeyThrottled = "HOT_KEY_THROTTLED"
 )
 
 // Infrastructure reports whether f is infrastructure trouble, not a
 // business failure: a retryable failure with one of the codes Classify gives
 // throttling (THROTTLED), 5xx and transport errors (SERVICE_UNAVAILABLE),
 // timeouts (TIMEOUT), transaction conflicts (TRANSACTION_CONFLICT), an
-// MRSC table's cross-Region conflicts (REPLICATED_WRITE_CONFLICT), or a
-// shutdown that cancelled the work (SHUTDOWN). Such a failure is never
+// MRSC table's cross-Region conflicts (REPLICATED_WRITE_CONFLICT), a
+// shutdown that cancelled the work (SHUTDOWN), or a delivery held back
+// because its key is parked (HOT_KEY_PARKED). Such a failure is never
 // recorded as a failure, so it never counts as a business attempt: the
 // worker gives the lease back and backs off. A handler whose own
 // dependency is down and that wants its attempts counted returns a
@@ -83,7 +94,7 @@ func (e *Error) Infrastructure() bool {
 		return false
 	}
 	switch e.Code {
-	case CodeThrottled, CodeServiceUnavailable, CodeTimeout, CodeTransactionConflict, CodeShutdown, CodeReplicatedWriteConflict:
+	case CodeThrottled, CodeServiceUnavailable, CodeTimeout, CodeTransactionConflict, CodeShutdown, CodeReplicatedWriteConflict, CodeHotKeyParked:
 		return true
 	}
 	return false
@@ -209,6 +220,59 @@ func IsThrottle(err error) bool {
 		return true
 	}
 	return retry.IsErrorThrottles(retry.DefaultThrottles).IsErrorThrottle(err).Bool()
+}
+
+// KeyRangeThrottle reports whether err is DynamoDB throttling confined to
+// one key range — a hot partition, not a sick table: a throttling
+// exception (ThrottlingException, ProvisionedThroughputExceededException,
+// RequestLimitExceeded) whose ThrottlingReasons (DynamoDB sends them since
+// August 2025) are all key-range reasons (IsKeyRangeReason). A throttle
+// that names no reason, or any table, index, account or on-demand-maximum
+// reason beside a key-range one, is database-wide: false. A transaction's
+// cancellation reason ThrottlingError carries no reason: false.
+func KeyRangeThrottle(err error) bool {
+	reasons, ok := throttlingReasons(err)
+	if !ok || len(reasons) == 0 {
+		return false
+	}
+	for _, r := range reasons {
+		if !IsKeyRangeReason(aws.ToString(r.Reason)) {
+			return false
+		}
+	}
+	return true
+}
+
+// IsKeyRangeReason reports whether a ThrottlingReason's reason names a key
+// range: TableReadKeyRangeThroughputExceeded,
+// TableWriteKeyRangeThroughputExceeded, IndexReadKeyRangeThroughputExceeded
+// or IndexWriteKeyRangeThroughputExceeded (AWS's format is
+// ResourceType+OperationType+LimitType; the limit type
+// KeyRangeThroughputExceeded is the partition-level limit).
+func IsKeyRangeReason(reason string) bool {
+	switch reason {
+	case "TableReadKeyRangeThroughputExceeded", "TableWriteKeyRangeThroughputExceeded",
+		"IndexReadKeyRangeThroughputExceeded", "IndexWriteKeyRangeThroughputExceeded":
+		return true
+	}
+	return false
+}
+
+// throttlingReasons are the ThrottlingReasons of the DynamoDB throttling
+// exception in err's chain (false: none is).
+func throttlingReasons(err error) ([]ddbtypes.ThrottlingReason, bool) {
+	var te *ddbtypes.ThrottlingException
+	var pte *ddbtypes.ProvisionedThroughputExceededException
+	var rle *ddbtypes.RequestLimitExceeded
+	switch {
+	case errors.As(err, &pte):
+		return pte.ThrottlingReasons, true
+	case errors.As(err, &te):
+		return te.ThrottlingReasons, true
+	case errors.As(err, &rle):
+		return rle.ThrottlingReasons, true
+	}
+	return nil, false
 }
 
 // isServerError reports whether err is a 5xx response or a transport error

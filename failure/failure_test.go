@@ -83,3 +83,72 @@ func ExampleNewTerminal() {
 	fmt.Println(f.Kind, f.Code, errors.Is(err, failure.ErrTerminal))
 	// Output: terminal CASE_NOT_FOUND true
 }
+
+// Throttling whose reasons all name a key range is a hot partition, not a
+// sick table (KeyRangeThrottle); every other reason, none, or a mix is
+// database-wide. One case per reason AWS documents (16), and the shapes.
+func TestKeyRangeThrottle(t *testing.T) {
+	reasons := func(rs ...string) []ddbtypes.ThrottlingReason {
+		out := make([]ddbtypes.ThrottlingReason, len(rs))
+		for i, r := range rs {
+			out[i] = ddbtypes.ThrottlingReason{Reason: aws.String(r), Resource: aws.String("arn:aws:dynamodb:eu-west-1:123456789012:table/t")}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		reason   string
+		keyRange bool
+	}{
+		{"TableReadKeyRangeThroughputExceeded", true},
+		{"TableWriteKeyRangeThroughputExceeded", true},
+		{"IndexReadKeyRangeThroughputExceeded", true},
+		{"IndexWriteKeyRangeThroughputExceeded", true},
+		{"TableReadProvisionedThroughputExceeded", false},
+		{"TableWriteProvisionedThroughputExceeded", false},
+		{"IndexReadProvisionedThroughputExceeded", false},
+		{"IndexWriteProvisionedThroughputExceeded", false},
+		{"TableReadAccountLimitExceeded", false},
+		{"TableWriteAccountLimitExceeded", false},
+		{"IndexReadAccountLimitExceeded", false},
+		{"IndexWriteAccountLimitExceeded", false},
+		{"TableReadMaxOnDemandThroughputExceeded", false},
+		{"TableWriteMaxOnDemandThroughputExceeded", false},
+		{"IndexReadMaxOnDemandThroughputExceeded", false},
+		{"IndexWriteMaxOnDemandThroughputExceeded", false},
+		{"SomeFutureReason", false},
+	} {
+		t.Run(tc.reason, func(t *testing.T) {
+			require.Equal(t, tc.keyRange, failure.IsKeyRangeReason(tc.reason))
+			for _, err := range []error{
+				&ddbtypes.ProvisionedThroughputExceededException{Message: aws.String("x"), ThrottlingReasons: reasons(tc.reason)},
+				&ddbtypes.ThrottlingException{Message: aws.String("x"), ThrottlingReasons: reasons(tc.reason)},
+				&ddbtypes.RequestLimitExceeded{Message: aws.String("x"), ThrottlingReasons: reasons(tc.reason)},
+			} {
+				wrapped := fmt.Errorf("mutation: commit: %w", err)
+				require.Equal(t, tc.keyRange, failure.KeyRangeThrottle(wrapped), "%T", err)
+				f := failure.Classify(wrapped, failure.CodeHandlerError)
+				require.Equal(t, failure.CodeThrottled, f.Code, "still a throttle, still infrastructure")
+				require.True(t, f.Infrastructure())
+				require.Equal(t, tc.keyRange, failure.KeyRangeThrottle(f), "the failure keeps its cause")
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"no reasons", &ddbtypes.ProvisionedThroughputExceededException{Message: aws.String("x")}},
+		{"key range beside a table reason", &ddbtypes.ProvisionedThroughputExceededException{
+			ThrottlingReasons: reasons("TableWriteKeyRangeThroughputExceeded", "TableWriteProvisionedThroughputExceeded")}},
+		{"a generic throttle", &smithy.GenericAPIError{Code: "ProvisionedThroughputExceededException"}},
+		{"a transaction's ThrottlingError names no reason", &ddbtypes.TransactionCanceledException{
+			CancellationReasons: []ddbtypes.CancellationReason{{Code: aws.String("ThrottlingError")}}}},
+		{"nil", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.False(t, failure.KeyRangeThrottle(tc.err), "database-wide: the health gate's")
+		})
+	}
+	require.True(t, failure.KeyRangeThrottle(&ddbtypes.ThrottlingException{
+		ThrottlingReasons: reasons("TableWriteKeyRangeThroughputExceeded", "IndexWriteKeyRangeThroughputExceeded")}), "key ranges of a table and its index")
+}

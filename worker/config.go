@@ -171,6 +171,11 @@ type Config struct {
 	// Health configures the database health gate. Default: see
 	// HealthConfig.
 	Health HealthConfig
+	// HotKey configures the parking of a hot key: throttling DynamoDB
+	// says is confined to one key range, or a conflict storm on one item,
+	// parks that key's work alone instead of slowing the worker (see
+	// HotKeyConfig). Default: see HotKeyConfig.
+	HotKey HotKeyConfig
 	// MaxWCU paces this worker's DynamoDB writes to this many write
 	// capacity units per second, charged before each write from the item
 	// sizes (AWS's rules: 1 per KB, 2 per KB in a transaction) and
@@ -291,6 +296,9 @@ func (c Config) WithDefaults() (Config, error) {
 		errs = append(errs, fmt.Errorf("worker: Config.MaxDeferral %s must be at least 1m", c.MaxDeferral))
 	}
 	if c.Health, err = c.Health.WithDefaults(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.HotKey, err = c.HotKey.WithDefaults(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.Payload.CallTimeout == 0 && c.VisibilityTimeout > 0 {

@@ -28,6 +28,10 @@ import (
 //   - Across calls, database-wide trouble is the health gate's: it stops
 //     receiving, parks what it holds, and probes; nothing else retries
 //     while the database is unhealthy.
+//   - A hot key range (throttling whose reasons all name a key range) is
+//     its key's: the key is parked with its own backoff and probed
+//     (hotkey.go); the SDK does not retry it within the call, and it
+//     feeds neither the health gate nor the concurrency limit.
 //   - Per work item, the visibility backoff: a retryable failure hides the
 //     message (business failures count attempts; infrastructure ones do
 //     not).
@@ -54,10 +58,15 @@ const (
 	dbConditionFailed                 // a condition failed (answered)
 	dbRequestRefused                  // validation and other 4xx (answered)
 	dbCleanupOK                       // a cleanup answered: says nothing of health
+	// dbKeyThrottled: throttling confined to one key range
+	// (failure.KeyRangeThrottle): a hot key, which the worker parks
+	// (hotkey.go); not the database's sickness — it feeds neither the
+	// health gate nor the concurrency limit.
+	dbKeyThrottled
 	dbResultCount
 )
 
-var dbResultNames = [dbResultCount]string{"ok", "conflict", "throttled", "unavailable", "timeout", "cancelled", "condition_failed", "refused", "ok"}
+var dbResultNames = [dbResultCount]string{"ok", "conflict", "throttled", "unavailable", "timeout", "cancelled", "condition_failed", "refused", "ok", "throttled_key"}
 
 // unhealthy reports whether r counts against the database's health.
 func (r dbResult) unhealthy() bool {
@@ -75,6 +84,9 @@ func classifyCall(parent context.Context, err error) dbResult {
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		return dbConditionFailed
+	}
+	if failure.KeyRangeThrottle(err) {
+		return dbKeyThrottled
 	}
 	var tce *types.TransactionCanceledException
 	if errors.As(err, &tce) {
@@ -133,6 +145,16 @@ func newDBCalls(api DynamoDBAPI, timeout time.Duration, attempts int, maxWCU flo
 		o.MaxAttempts = attempts
 		o.MaxBackoff = callMaxBackoff
 		o.RateLimiter = ratelimit.None
+		// A hot key range is not retried within the call: its key is
+		// parked (hotkey.go), whose probes are the only retries it gets,
+		// so that a hot key sees a probe, not CallAttempts requests per
+		// message.
+		o.Retryables = append([]retry.IsErrorRetryable{retry.IsErrorRetryableFunc(func(err error) aws.Ternary {
+			if failure.KeyRangeThrottle(err) {
+				return aws.FalseTernary
+			}
+			return aws.UnknownTernary
+		})}, o.Retryables...)
 	})
 	c := &dbCalls{api: api, timeout: timeout, now: now, observe: observe,
 		opt: func(o *dynamodb.Options) { o.Retryer = retryer }}

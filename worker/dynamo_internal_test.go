@@ -42,6 +42,16 @@ func TestClassifyCall(t *testing.T) {
 		{"throttled inside a transaction", context.Background(), reasons("ThrottlingError", "None"), dbThrottled},
 		{"throttled", context.Background(), &types.ProvisionedThroughputExceededException{}, dbThrottled},
 		{"throttled by code", context.Background(), &smithy.GenericAPIError{Code: "ThrottlingException"}, dbThrottled},
+		{"a hot key range is not the database's sickness", context.Background(), &types.ProvisionedThroughputExceededException{
+			ThrottlingReasons: []types.ThrottlingReason{{Reason: aws.String("TableWriteKeyRangeThroughputExceeded")}}}, dbKeyThrottled},
+		{"an index's hot key range", context.Background(), &types.ThrottlingException{
+			ThrottlingReasons: []types.ThrottlingReason{{Reason: aws.String("IndexWriteKeyRangeThroughputExceeded")}}}, dbKeyThrottled},
+		{"the table's provisioned throughput is", context.Background(), &types.ProvisionedThroughputExceededException{
+			ThrottlingReasons: []types.ThrottlingReason{{Reason: aws.String("TableWriteProvisionedThroughputExceeded")}}}, dbThrottled},
+		{"the on-demand maximum is", context.Background(), &types.ThrottlingException{
+			ThrottlingReasons: []types.ThrottlingReason{{Reason: aws.String("TableWriteMaxOnDemandThroughputExceeded")}}}, dbThrottled},
+		{"the account's limit is", context.Background(), &types.RequestLimitExceeded{
+			ThrottlingReasons: []types.ThrottlingReason{{Reason: aws.String("IndexWriteAccountLimitExceeded")}}}, dbThrottled},
 		{"5xx", context.Background(), status(503), dbUnavailable},
 		{"timeout", context.Background(), context.DeadlineExceeded, dbTimeout},
 		{"refused", context.Background(), &smithy.GenericAPIError{Code: "ValidationException"}, dbRequestRefused},

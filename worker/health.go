@@ -233,9 +233,11 @@ func (h *dbHealth) wait(ctx context.Context) error {
 }
 
 // record feeds one call's outcome to the detector; the call that trips it
-// pauses the worker.
+// pauses the worker. A key-range throttle (dbKeyThrottled) is not fed:
+// one hot key is parked alone (hotkey.go) and says nothing of the
+// database — neither a failure nor a success.
 func (h *dbHealth) record(now time.Time, r dbResult, err error) {
-	if r == dbCancelled || r == dbCleanupOK || h.disabled {
+	if r == dbCancelled || r == dbCleanupOK || r == dbKeyThrottled || h.disabled {
 		return
 	}
 	if !h.detector.Record(now, r.unhealthy()) {

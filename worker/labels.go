@@ -50,6 +50,7 @@ func builtinCode(c string) bool {
 		failure.CodeLeaseAbandoned, failure.CodeServiceUnavailable, failure.CodeHandlerError, failure.CodeHandlerPanic,
 		failure.CodeConcurrentModification, failure.CodeInvalidTransaction, failure.CodeInvalidResult, failure.CodeInvalidPayload,
 		failure.CodeShutdown, failure.CodeReplayWindowExpired, failure.CodeDeferralTooLong, failure.CodeReplicatedWriteConflict,
+		failure.CodeHotKeyParked, failure.CodeHotKeyThrottled,
 		string(envelope.CodeInvalidJSON), string(envelope.CodeMissingField), string(envelope.CodeInvalidField),
 		string(envelope.CodeUnknownSchemaVersion), string(envelope.CodeKeyTooLong),
 		s3payload.CodeNotFound, s3payload.CodeVersionNotFound, s3payload.CodeChecksumMismatch, s3payload.CodeSizeMismatch,

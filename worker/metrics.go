@@ -129,6 +129,13 @@ type instruments struct {
 	// contention on one item (or an ordering a NewerThan or NewerVersion
 	// guard would settle without a read).
 	HandlerReruns metrics.Vec[metrics.Counter]
+	// HotKeysParked is how many keys are parked now by a key-range
+	// throttle or a conflict storm (hotkey.go); the keys themselves are
+	// logged, never labels.
+	HotKeysParked metrics.Gauge
+	// HotKeyDeliveries counts deliveries of parked keys by result (held,
+	// probe, parked, ended).
+	HotKeyDeliveries metrics.Vec[metrics.Counter]
 }
 
 // newInstruments declares the worker's instruments on p.
@@ -161,6 +168,8 @@ func newInstruments(p metrics.Provider) *instruments {
 		InboxRecordBytes:      p.Histogram("ddbworker_inbox_record_bytes", "Size of each work item's COMPLETED inbox record as DynamoDB counts it, by message type (over 1024 bytes a write costs two units).", []float64{256, 512, 768, 900, 1024, 2048, 4096}, "message_type"),
 		CopyAttributesDropped: p.Counter("ddbworker_copy_attributes_dropped_total", "Attributes the worker's copies of messages went without for SQS's limits, by copy (dlq, resend); the log names them.", "copy"),
 		HandlerReruns:         p.Counter("ddbworker_handler_reruns_total", "Handler re-runs by message type: a guard with the Rerun policy (an optimistic-concurrency loss) failed and the handler ran again within the attempt.", "message_type"),
+		HotKeysParked:         p.Gauge("ddbworker_hot_keys_parked", "Keys (aggregates, or FIFO groups) parked now by a key-range throttle or a conflict storm; the rest of the worker runs on.").WithLabelValues(),
+		HotKeyDeliveries:      p.Counter("ddbworker_hot_key_deliveries_total", "Deliveries of parked keys by result: held (back after the key's backoff, no DynamoDB call), probe (ran as the key's probe), parked (throttled on a key range or a conflict storm: the key parked), ended (HOT_KEY_THROTTLED).", "result"),
 	}
 }
 

@@ -50,11 +50,13 @@ type deferred struct {
 // a lost response) or a shutdown ended the delivery before any business
 // outcome. No attempt is counted. lease, when set, is held — or may be: a
 // claim whose write got no answer — and is given back. step is the
-// backoff step.
+// backoff step; wait, when set, replaces it: a parked hot key's backoff
+// (hotkey.go).
 type troubled struct {
 	failure *failure.Error
 	lease   *inbox.Lease
 	step    int
+	wait    time.Duration
 }
 
 // failed: a business failure of the attempt the run ran as, which record

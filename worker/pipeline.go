@@ -174,6 +174,7 @@ func (w *Worker) process(ctx context.Context, d *delivery, h host, unstarted ver
 	// its claim presents it (at most once: a delivery that holds one claims
 	// through the gate, and is never decided again).
 	held := d.held
+	defer func() { adm.hot.release() }()
 	for {
 		if v == nil {
 			var claimed bool
@@ -203,6 +204,9 @@ type admission struct {
 	done    bool
 	work    *work
 	verdict verdict
+	// hot is the delivery's pass through its key (hotkey.go), taken
+	// before its first claim; process releases it.
+	hot *hotTicket
 }
 
 // decide runs the deciding stages, each once: admit (unless adm holds its
@@ -227,12 +231,19 @@ func (w *Worker) decide(ctx context.Context, d *delivery, r *report, adm *admiss
 	if v != nil {
 		return v, false
 	}
+	if adm.hot == nil {
+		// Its key parked (a hot key range): held back without a call,
+		// or let through as the key's probe.
+		if adm.hot, v = w.hotAdmit(d, wk); v != nil {
+			return v, false
+		}
+	}
 	m, v := wk.mode.claim(workCtx, d, wk, found)
 	if v != nil {
-		return v, true
+		return w.hotSettle(d, adm.hot, v), true
 	}
 	r.mode = m
-	return w.run(workCtx, d, wk, m, r), true
+	return w.hotSettle(d, adm.hot, w.run(workCtx, d, wk, m, r)), true
 }
 
 // recordMarks are the attributes that mark a copy ddbworker made of a

@@ -129,6 +129,9 @@ func (w *Worker) recordTrouble(ctx context.Context, d *delivery, v troubled) out
 		return parked(v.failure, v.lease)
 	}
 	wait := w.cfg.Backoff.delay(v.step)
+	if v.wait > 0 {
+		wait = v.wait // its hot key's backoff
+	}
 	if v.failure.Code == failure.CodeShutdown {
 		wait = 0 // another worker takes it at once
 	}

@@ -105,6 +105,7 @@ type Worker struct {
 	limiter   *adaptive.Limiter
 	pool      *slots.Pool
 	health    *dbHealth
+	hot       *hotKeys      // the parked hot keys (hotkey.go)
 	capacity  *capacitySums // the write budget's term of ddbworker_database_capacity
 	parked    parkingLot
 	queueOnce sync.Once
@@ -205,6 +206,7 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 	w.metrics = newInstruments(deps.Metrics)
 	w.metrics.Concurrency.Set(float64(cfg.Concurrency))
 	w.metrics.DatabaseHealthy.Set(1)
+	w.hot = newHotKeys(cfg.HotKey, func(n int) { w.metrics.HotKeysParked.Set(float64(n)) })
 	w.db.paced = func(d time.Duration) { w.metrics.BudgetWait.Add(d.Seconds()); w.capacity.add(cfg.Now(), 0, d, 0) }
 	w.pool = slots.New(cfg.Concurrency)
 	w.updateCapacity()
