@@ -460,9 +460,10 @@ func peakRate(samples []int, span int) float64 {
 }
 
 // infraCodes are the failure codes of infrastructure trouble
-// (failure.Error.Infrastructure).
+// (failure.Error.Infrastructure), and HOT_KEY_THROTTLED: the bound on a
+// hot key's throttling ends work for the database's reasons too.
 var infraCodes = []string{failure.CodeThrottled, failure.CodeServiceUnavailable, failure.CodeTimeout, failure.CodeTransactionConflict,
-	failure.CodeShutdown}
+	failure.CodeShutdown, failure.CodeReplicatedWriteConflict, failure.CodeHotKeyParked, failure.CodeHotKeyThrottled}
 
 // lastFailure reads the last failure's code quoted in the message of a
 // MAX_ATTEMPTS_EXCEEDED or RETRY_WINDOW_EXPIRED record (failure.Policy.Before).
