@@ -33,7 +33,8 @@ const DefaultMetricsNamespace = "ddbworker"
 // reportedMetrics are the worker's metrics the function writes as
 // CloudWatch metrics (EMF), by their Prometheus names, with their units:
 // outcomes by message type and outcome, processing and commit latency,
-// hash mismatches, and the database's health and capacity. The others stay
+// hash mismatches, handler re-runs, the database's health and capacity,
+// and the keys parked by a hot-key throttle. The others stay
 // in the worker's registry: each metric and label set is a custom metric
 // CloudWatch bills.
 func reportedMetrics() []emf.Metric {
@@ -44,6 +45,8 @@ func reportedMetrics() []emf.Metric {
 		{Name: "ddbworker_hash_mismatches_total", Unit: emf.UnitCount},
 		{Name: "ddbworker_database_healthy", Unit: emf.UnitNone},
 		{Name: "ddbworker_database_capacity", Unit: emf.UnitCount},
+		{Name: "ddbworker_handler_reruns_total", Unit: emf.UnitCount},
+		{Name: "ddbworker_hot_keys_parked", Unit: emf.UnitCount},
 	}
 }
 

@@ -194,7 +194,7 @@ func TestReportedMetricsAreTheWorkers(t *testing.T) {
 		require.True(t, ok, "%s is not a worker metric", rm.Name)
 		require.Contains(t, units[typ], rm.Unit, rm.Name)
 	}
-	require.Len(t, lambda.ReportedMetricsForTest(), 6)
+	require.Len(t, lambda.ReportedMetricsForTest(), 8)
 }
 
 // A namespace CloudWatch would refuse fails the init, naming the variable.
