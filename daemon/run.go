@@ -53,6 +53,7 @@ type runFlags struct {
 	probeMaxInterval  time.Duration
 	parkVisibility    time.Duration
 	parkMaxVisibility time.Duration
+	hotKeyMaxThrottle time.Duration
 	payloadMaxBytes   int64
 	s3PathStyle       bool
 	faults            daemonext.Inject // the extension's fault flags (none in a team's binary)
@@ -85,6 +86,7 @@ func (f *runFlags) register(cmd *cobra.Command, ext daemonext.Extension) {
 	fl.DurationVar(&f.probeMaxInterval, "probe-max-interval", worker.DefaultProbeMaxInterval, fmt.Sprintf("database health gate: longest wait between two probes of an unhealthy database (the first waits %s)", worker.DefaultProbeInterval))
 	fl.DurationVar(&f.parkVisibility, "park-visibility", worker.DefaultParkVisibility, "database health gate: the visibility a parked message is kept at, renewed every third of it while the pause lasts, so a worker that dies while paused leaves its parked messages hidden this long (1s..1h)")
 	fl.DurationVar(&f.parkMaxVisibility, "park-max-visibility", worker.DefaultParkMaxVisibility, "database health gate: the longest hiding of a record parked under Lambda, where each receive while the database is unhealthy hides it longer (--park-visibility..12h)")
+	fl.DurationVar(&f.hotKeyMaxThrottle, "hot-key-max-throttled", worker.DefaultHotKeyMaxThrottled, "a hot key (an aggregate or FIFO group DynamoDB throttles by key range) is parked alone, probed at most 5 times a second; a message that waits on it longer than this ends HOT_KEY_THROTTLED (its terminal policy, no business attempt)")
 	fl.Int64Var(&f.payloadMaxBytes, "payload-max-bytes", s3payload.DefaultMaxBytes, "largest payload fetched by S3 reference (payloadRef, SQS Extended Client); larger ones end terminal PAYLOAD_TOO_LARGE")
 	fl.BoolVar(&f.s3PathStyle, "s3-path-style", false, "address S3 path-style (emulators, MinIO); the endpoint comes from AWS_ENDPOINT_URL_S3")
 	f.faults = ext.Faults(fl)
@@ -99,6 +101,7 @@ func (f *runFlags) workerConfig(store inbox.Store) worker.Config {
 		TerminalPolicy: worker.TerminalPolicy(f.terminalPolicy), CallTimeout: f.callTimeout, MaxWCU: f.maxWCU,
 		Health: worker.HealthConfig{MinFailures: f.healthFailures, Window: f.healthWindow, ProbeMaxInterval: f.probeMaxInterval,
 			ParkVisibility: f.parkVisibility, ParkMaxVisibility: f.parkMaxVisibility},
+		HotKey:  worker.HotKeyConfig{MaxThrottled: f.hotKeyMaxThrottle},
 		Payload: s3payload.Config{MaxBytes: f.payloadMaxBytes},
 	}
 }
