@@ -79,15 +79,15 @@ type instruments struct {
 	// tenant: the busiest few by name, the rest as "other" (fair.go).
 	TenantDwell metrics.Vec[metrics.Histogram]
 	// FairHeld is how many messages are held for their tenant's turn.
-	FairHeld metrics.Gauge
-	Concurrency    metrics.Gauge
-	Throttles      metrics.Counter
-	Conflicts      metrics.Counter
-	Extensions     metrics.Counter
-	Deletes        metrics.Vec[metrics.Counter]
-	DLQSent        metrics.Counter
-	MessageAge     metrics.Histogram
-	ReceiveErrors  metrics.Counter
+	FairHeld      metrics.Gauge
+	Concurrency   metrics.Gauge
+	Throttles     metrics.Counter
+	Conflicts     metrics.Counter
+	Extensions    metrics.Counter
+	Deletes       metrics.Vec[metrics.Counter]
+	DLQSent       metrics.Counter
+	MessageAge    metrics.Histogram
+	ReceiveErrors metrics.Counter
 	// DatabaseHealthy is 1 while the health gate lets the worker receive.
 	DatabaseHealthy metrics.Gauge
 	// HealthTransitions counts the gate's transitions by the state entered.

@@ -113,11 +113,11 @@ type Worker struct {
 	tenants      *tenants
 	dwellNames   *dwellNames
 	tenantFields bool
-	queueOnce sync.Once
-	fail      func(string)
-	fixed     bool // hooks.FixedConcurrency
-	ran       sync.Once
-	ready     atomic.Bool
+	queueOnce    sync.Once
+	fail         func(string)
+	fixed        bool // hooks.FixedConcurrency
+	ran          sync.Once
+	ready        atomic.Bool
 
 	// payloads fetches payloads by S3 reference (nil without Deps.S3);
 	// extDecoder decodes an SQS Extended Client message's body fetched
