@@ -33,7 +33,7 @@ import (
 //     is held and dispatch is what it was.
 //   - its write budget (Config.MaxWCU): writes waiting for the budget are
 //     paced one at a time, tenant by tenant in deficit round robin of
-//     their write units, so a write of a quiet tenant waits behind at most
+//     their write units, so a write of a quiet tenant waits behind about
 //     one write of each busy one instead of behind every write queued.
 //
 // SQS itself shares a fair queue's deliveries among its message groups;
@@ -359,8 +359,9 @@ func (w *Worker) extendHeld(ctx context.Context, batch []*delivery) {
 // the budget waits for its tenant's turn (deficit round robin of write
 // units) to reserve, and the reserving writer keeps the turn until its
 // reservation is due — so reservations are never made ahead of the
-// budget, and a quiet tenant's write waits behind at most one write of
-// each busy tenant. While the budget has units to spare nobody waits.
+// budget, and a quiet tenant's write waits behind the write holding the
+// turn and at most one turn (one write) of each busy tenant. While the
+// budget has units to spare nobody waits.
 type fairPacer struct {
 	limiter *rate.Limiter
 
