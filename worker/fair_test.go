@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -106,9 +105,6 @@ func (c *fairClock) onEvent(ev worker.Event) {
 	defer c.mu.Unlock()
 	tenant := c.tenant[ev.SQSMessageID]
 	c.attempts[ev.SQSMessageID] = max(c.attempts[ev.SQSMessageID], ev.Attempt)
-	if ev.Final && os.Getenv("FAIR_DEBUG") != "" {
-		fmt.Printf("DEBUG %s dwell %s processing %s outcome %s\n", tenant, now.Sub(c.received[ev.SQSMessageID]), ev.Duration, ev.Outcome)
-	}
 	if ev.Final {
 		c.done[tenant] = append(c.done[tenant], doneAt{at: now, dwell: now.Sub(c.received[ev.SQSMessageID])})
 		select {
