@@ -172,6 +172,9 @@ type Route struct {
 	// Middleware wraps this route's handler (With), inside the
 	// registry's (Use).
 	Middleware []Middleware
+	// TenantField names the payload field whose value is the tenant of a
+	// message that carries no MessageGroupId (see Tenant).
+	TenantField string
 
 	err error // an option's, reported by Register
 }
@@ -219,6 +222,23 @@ func Chain(h Handler, mw ...Middleware) Handler {
 
 // RouteOption adjusts one registration.
 type RouteOption func(*Route)
+
+// Tenant names the top-level payload field (a string or a number) that
+// says a message's tenant when the message carries no SQS MessageGroupId —
+// for producers that cannot set one, such as EventBridge targets or a
+// service's own JSON (an adapted route's payload is the adapter's). The
+// worker shares its concurrency and its write budget fairly among tenants
+// (worker.FairConfig); a message with neither a group id nor the field is
+// the default tenant's. The group id wins when both are there: it is what
+// SQS's fair queues share by.
+func Tenant(field string) RouteOption {
+	return func(r *Route) {
+		if field == "" {
+			r.err = errors.Join(r.err, errors.New("ddbworker: Tenant needs a payload field name"))
+		}
+		r.TenantField = field
+	}
+}
 
 // Fused opts a message type into the fused commit: the inbox record is
 // written COMPLETED inside the handler's transaction, one DynamoDB round

@@ -188,6 +188,9 @@ type Config struct {
 	// s3payload.DefaultCallTimeout or half of VisibilityTimeout when that
 	// is shorter.
 	Payload s3payload.Config
+	// Fair shares the worker's concurrency and write budget among tenants
+	// (fair.go). Default: see FairConfig.
+	Fair FairConfig
 	// MaxDeferral bounds attemptPolicy.notBefore: a message deferred
 	// further than this into the future ends terminal
 	// DEFERRAL_TOO_LONG. Default: DefaultMaxDeferral.
@@ -294,6 +297,9 @@ func (c Config) WithDefaults() (Config, error) {
 	c.MaxDeferral = cmp.Or(c.MaxDeferral, DefaultMaxDeferral)
 	if c.MaxDeferral < time.Minute {
 		errs = append(errs, fmt.Errorf("worker: Config.MaxDeferral %s must be at least 1m", c.MaxDeferral))
+	}
+	if c.Fair, err = c.Fair.WithDefaults(c.Concurrency); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Health, err = c.Health.WithDefaults(); err != nil {
 		errs = append(errs, err)

@@ -128,6 +128,7 @@ type dbCalls struct {
 	timeout time.Duration
 	opt     func(*dynamodb.Options)
 	budget  *rate.Limiter // nil: unpaced
+	fair    *fairPacer    // shares budget among tenants (fair.go)
 	now     func() time.Time
 	// observe is told every finished call: its operation, result, latency
 	// and the error.
@@ -160,6 +161,7 @@ func newDBCalls(api DynamoDBAPI, timeout time.Duration, attempts int, maxWCU flo
 		opt: func(o *dynamodb.Options) { o.Retryer = retryer }}
 	if maxWCU > 0 {
 		c.budget = rate.NewLimiter(rate.Limit(maxWCU), max(1, int(math.Ceil(maxWCU))))
+		c.fair = newFairPacer(c.budget)
 	}
 	return c
 }
@@ -208,13 +210,14 @@ func asCleanup(ctx context.Context) context.Context {
 
 func cleanup(ctx context.Context) bool { v, _ := ctx.Value(cleanupKey{}).(bool); return v }
 
-// pace waits until the write budget allows wcu more units.
+// pace waits until the write budget allows wcu more units, in its
+// tenant's turn (fairPacer).
 func (c *dbCalls) pace(ctx context.Context, wcu int) error {
 	if c.budget == nil || wcu <= 0 {
 		return nil
 	}
 	start := c.now()
-	err := c.budget.WaitN(ctx, min(wcu, c.budget.Burst()))
+	err := c.fair.waitN(ctx, tenantFrom(ctx), min(wcu, c.budget.Burst()), c.now)
 	if c.paced != nil {
 		c.paced(c.now().Sub(start))
 	}

@@ -66,12 +66,18 @@ func (w *Worker) extendWaiting(ctx context.Context, batch []*delivery) {
 		entries = append(entries, types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: d.m.ReceiptHandle,
 			VisibilityTimeout: visibilitySeconds(w.cappedHide(w.cfg.VisibilityTimeout, d.receivedAt))})
 	}
+	w.changeVisibilityBatch(ctx, batch, entries, "waiting in a FIFO group")
+}
+
+// changeVisibilityBatch keeps batch hidden as entries say (entry i is
+// batch[i]'s); what says why they wait, for the log.
+func (w *Worker) changeVisibilityBatch(ctx context.Context, batch []*delivery, entries []types.ChangeMessageVisibilityBatchRequestEntry, what string) {
 	callCtx, cancel := context.WithTimeout(ctx, sqsCallTimeout)
 	defer cancel()
 	out, err := w.deps.SQS.ChangeMessageVisibilityBatch(callCtx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(w.cfg.QueueURL), Entries: entries})
 	if err != nil {
 		if ctx.Err() == nil {
-			w.log.Warn("could not keep a FIFO group's waiting messages hidden", "error", err.Error())
+			w.log.Warn("could not keep messages hidden", "waiting", what, "error", err.Error())
 		}
 		return
 	}
@@ -79,7 +85,7 @@ func (w *Worker) extendWaiting(ctx context.Context, batch []*delivery) {
 	for _, f := range out.Failed {
 		i, _ := strconv.Atoi(aws.ToString(f.Id))
 		if i >= 0 && i < len(batch) {
-			w.log.Warn("could not keep a FIFO group's waiting message hidden", "sqsMessageId", batch[i].id, "code", aws.ToString(f.Code))
+			w.log.Warn("could not keep a message hidden", "waiting", what, "sqsMessageId", batch[i].id, "code", aws.ToString(f.Code))
 		}
 	}
 }

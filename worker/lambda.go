@@ -96,7 +96,7 @@ func (w *Worker) HandleSQSEvent(ctx context.Context, records []types.Message) (f
 	slotCtx, cancel := context.WithDeadline(ctx, until.Add(-minRecordTime))
 	defer cancel()
 	var work sync.WaitGroup
-	for _, group := range w.groups(ds) {
+	for _, group := range w.fairOrder(w.groups(ds)) {
 		if _, err := w.pool.AcquireBatch(slotCtx, 1); err != nil {
 			// No time left to start the group: back at once, untouched.
 			for _, d := range group {

@@ -75,14 +75,19 @@ type instruments struct {
 	Processing     metrics.Vec[metrics.Histogram]
 	Commit         metrics.Histogram
 	InFlight       metrics.Gauge
-	Concurrency    metrics.Gauge
-	Throttles      metrics.Counter
-	Conflicts      metrics.Counter
-	Extensions     metrics.Counter
-	Deletes        metrics.Vec[metrics.Counter]
-	DLQSent        metrics.Counter
-	MessageAge     metrics.Histogram
-	ReceiveErrors  metrics.Counter
+	// TenantDwell is each delivery's time from receipt to disposition by
+	// tenant: the busiest few by name, the rest as "other" (fair.go).
+	TenantDwell metrics.Vec[metrics.Histogram]
+	// FairHeld is how many messages are held for their tenant's turn.
+	FairHeld      metrics.Gauge
+	Concurrency   metrics.Gauge
+	Throttles     metrics.Counter
+	Conflicts     metrics.Counter
+	Extensions    metrics.Counter
+	Deletes       metrics.Vec[metrics.Counter]
+	DLQSent       metrics.Counter
+	MessageAge    metrics.Histogram
+	ReceiveErrors metrics.Counter
 	// DatabaseHealthy is 1 while the health gate lets the worker receive.
 	DatabaseHealthy metrics.Gauge
 	// HealthTransitions counts the gate's transitions by the state entered.
@@ -148,6 +153,8 @@ func newInstruments(p metrics.Provider) *instruments {
 		Processing:            p.Histogram("ddbworker_processing_seconds", "Time from dispatch to disposition.", exponentialBuckets(0.002, 2, 14), "message_type"),
 		Commit:                p.Histogram("ddbworker_transaction_seconds", "Latency of commits: the TransactWriteItems of a gated or fused commit, the one UpdateItem or PutItem of a single-write commit (a single-write result with no write makes no call and is not observed).", exponentialBuckets(0.001, 2, 14)).WithLabelValues(),
 		InFlight:              p.Gauge("ddbworker_in_flight", "Messages being processed.").WithLabelValues(),
+		TenantDwell:           p.Histogram("ddbworker_tenant_dwell_seconds", "Time from receipt to disposition by tenant (MessageGroupId or the route's tenant field): the busiest tenants of the last minute by name, the rest as other.", exponentialBuckets(0.002, 2, 16), "tenant"),
+		FairHeld:              p.Gauge("ddbworker_fair_held", "Messages received and held for their tenant's turn (their tenant is at its share of the concurrency).").WithLabelValues(),
 		Concurrency:           p.Gauge("ddbworker_concurrency_limit", "Current concurrency limit.").WithLabelValues(),
 		Throttles:             p.Counter("ddbworker_throttles_total", "Throttled DynamoDB or SQS calls seen by the protocol.").WithLabelValues(),
 		Conflicts:             p.Counter("ddbworker_transaction_conflicts_total", "Commits cancelled by TransactionConflict, or refused by an MRSC global table's ReplicatedWriteConflictException.").WithLabelValues(),

@@ -22,6 +22,7 @@ func (w *Worker) handle(ctx context.Context, d *delivery, h host) settled {
 		w.metrics.MessageAge.Observe(start.Sub(d.sentAt).Seconds())
 	}
 	r := w.process(ctx, d, h, nil)
+	w.observeDwell(d) // fair.go
 	w.observe(ctx, d, r, w.cfg.Now().Sub(start))
 	w.consumed(span, r)
 	return r.applied.settled

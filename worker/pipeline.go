@@ -48,7 +48,10 @@ type delivery struct {
 	// redrives carry, and this message's SentTimestamp (zero when neither
 	// is known).
 	origin time.Time
-	group  string // MessageGroupId (FIFO queues)
+	group  string // MessageGroupId
+	// tenant is the message's tenant (fair.go: tenantOf), set by its host
+	// before it runs.
+	tenant string
 	// receivedAt is when the message was received (SQS hides a message at
 	// most 12 hours after its receipt).
 	receivedAt time.Time
@@ -165,6 +168,7 @@ func (r report) unrecorded() bool { return r.mode != nil && r.mode.unrecorded() 
 // commit, so it never finds a record again; nor is it admitted again.
 func (w *Worker) process(ctx context.Context, d *delivery, h host, unstarted verdict) report {
 	var r report
+	ctx = withTenant(ctx, d.tenant) // the write budget's share (fair.go)
 	settleCtx, cancel := w.settling(ctx, d)
 	defer cancel()
 	v := unstarted

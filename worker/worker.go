@@ -108,11 +108,17 @@ type Worker struct {
 	hot       *hotKeys      // the parked hot keys (hotkey.go)
 	capacity  *capacitySums // the write budget's term of ddbworker_database_capacity
 	parked    parkingLot
-	queueOnce sync.Once
-	fail      func(string)
-	fixed     bool // hooks.FixedConcurrency
-	ran       sync.Once
-	ready     atomic.Bool
+	// tenants holds the messages of tenants at their share of the
+	// concurrency; dwellNames names the dwell metric's tenants;
+	// tenantFields: a route names a payload field as its tenant (fair.go).
+	tenants      *tenants
+	dwellNames   *dwellNames
+	tenantFields bool
+	queueOnce    sync.Once
+	fail         func(string)
+	fixed        bool // hooks.FixedConcurrency
+	ran          sync.Once
+	ready        atomic.Bool
 
 	// payloads fetches payloads by S3 reference (nil without Deps.S3);
 	// extDecoder decodes an SQS Extended Client message's body fetched
@@ -191,7 +197,10 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 		}
 		w.routes[t] = rt
 		w.modes[t] = w.modeOf(rt)
+		w.tenantFields = w.tenantFields || rt.TenantField != ""
 	}
+	w.tenants = newTenants(cfg.Fair)
+	w.dwellNames = newDwellNames(cfg.Fair.NamedTenants)
 	w.adapters = deps.Handlers.Adapters()
 	w.needed = w.adapters.Attributes()
 	w.labels = newLabels(w.routes)
@@ -295,6 +304,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	bgCtx, stopBackground := context.WithCancel(workCtx)
 	background.Go(func() { w.health.run(bgCtx) })
 	background.Go(func() { w.keepParked(bgCtx) })
+	background.Go(func() { w.keepHeld(bgCtx) })
 
 	// A permanent receive error stops every poller; in-flight work still
 	// drains, then Run returns the error.
@@ -308,6 +318,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	pollers.Wait()
 	w.ready.Store(false)
+	w.releaseHeld(workCtx, del)
 
 	drained := make(chan struct{})
 	go func() { work.Wait(); close(drained) }()
@@ -513,6 +524,9 @@ func (w *Worker) poll(ctx, workCtx context.Context, work *sync.WaitGroup, del *d
 		if err := w.health.wait(ctx); err != nil {
 			return
 		}
+		if err := w.tenants.room(ctx); err != nil { // fair.go
+			return
+		}
 		n, err := w.pool.AcquireBatch(ctx, min(w.cfg.BatchSize, w.pool.Limit()))
 		if err != nil {
 			return
@@ -616,14 +630,53 @@ func (w *Worker) poll(ctx, workCtx context.Context, work *sync.WaitGroup, del *d
 }
 
 // dispatch starts a batch's deliveries: each on its own, or, on a FIFO
-// queue, each group in order (runGroup), each group on its own goroutine.
+// queue, each group in order (runGroup), each group on its own goroutine —
+// unless its tenant is at its share of the concurrency: then it is held,
+// its slots given back, until its tenant's turn (fair.go).
 func (w *Worker) dispatch(ctx, workCtx context.Context, ds []*delivery, work *sync.WaitGroup, del *deleter) {
 	groups := w.groups(ds)
+	now := w.cfg.Now()
+	held := false
 	for gi, group := range groups {
 		if gi == len(groups)/2 && len(groups) > 1 {
 			w.fail(hooks.MidBatch)
 		}
-		work.Go(func() { w.runGroup(ctx, workCtx, group, &daemonHost{w: w, del: del}) })
+		tenant := w.tenantOf(group[0])
+		for _, d := range group {
+			d.tenant = tenant
+		}
+		if !w.tenants.admit(tenant, group, w.pool.Limit(), now) {
+			w.pool.Release(len(group))
+			held = true
+			continue
+		}
+		w.start(ctx, workCtx, tenant, group, work, del)
+	}
+	if held {
+		w.metrics.FairHeld.Set(float64(w.tenants.heldCount()))
+		w.startHeld(ctx, workCtx, work, del)
+	}
+}
+
+// start runs a unit that holds its slots, then starts what was held for
+// the slots it frees.
+func (w *Worker) start(ctx, workCtx context.Context, tenant string, group []*delivery, work *sync.WaitGroup, del *deleter) {
+	work.Go(func() {
+		w.runGroup(ctx, workCtx, group, &daemonHost{w: w, del: del})
+		w.startHeld(ctx, workCtx, work, del)
+	})
+}
+
+// releaseHeld lets the held messages go at shutdown, unstarted: visible at
+// once, no attempt charged.
+func (w *Worker) releaseHeld(ctx context.Context, del *deleter) {
+	us := w.tenants.takeAll()
+	w.metrics.FairHeld.Set(0)
+	h := &daemonHost{w: w, del: del}
+	for _, u := range us {
+		for _, d := range u.ds {
+			w.skip(ctx, d, notStarted{}, h)
+		}
 	}
 }
 
@@ -653,6 +706,7 @@ func (w *Worker) runGroup(ctx, workCtx context.Context, group []*delivery, h *da
 		default:
 			s = w.handle(workCtx, d, h)
 		}
+		w.tenants.done(d.tenant, 1)
 		w.pool.Release(1)
 		if s == settledKept {
 			ok = false

@@ -107,6 +107,12 @@ func (p *Pool) take(least, want int) (int, <-chan struct{}) {
 	return n, p.changed
 }
 
+// TryAcquire takes one slot if one is free, without waiting.
+func (p *Pool) TryAcquire() bool {
+	n, _ := p.take(1, 1)
+	return n == 1
+}
+
 // AcquireBatch blocks until at least half of want slots (at least one, at
 // most the limit) are free, then waits up to FillWait for all of want, and
 // returns how many it took. It returns ctx's error when ctx ends first.
