@@ -133,6 +133,11 @@ type Request struct {
 	// handler starts, or not used. Otherwise the table decides as for any
 	// delivery.
 	Token string
+	// Owner, when set, names this delivery's holder in leaseOwner instead
+	// of Config.Owner: a Lambda invocation, one of many an execution
+	// environment runs at once (Lambda Managed Instances), each holding
+	// its leases under its own name.
+	Owner string
 }
 
 // SameWork reports whether a record whose requestHash is stored holds the
@@ -261,8 +266,12 @@ func NewToken() string {
 // Policy returns the lease policy in effect.
 func (g *Gate) Policy() stale.Policy { return g.cfg.Policy }
 
-// Owner returns the leaseOwner this gate writes.
+// Owner returns the leaseOwner this gate writes for a Request that names
+// none.
 func (g *Gate) Owner() string { return g.cfg.Owner }
+
+// owner is the leaseOwner req's leases name.
+func (g *Gate) owner(req *Request) string { return cmp.Or(req.Owner, g.cfg.Owner) }
 
 // ErrRaceLimit reports that the record kept changing under this delivery:
 // retry later.
@@ -391,7 +400,7 @@ func (g *Gate) resolve(ctx context.Context, req *Request, rec *inbox.Record, tok
 			return d, nil
 		}
 		exp := g.expires(req, now)
-		t := g.cfg.Store.Takeover(rec, inbox.Claim{Token: token, Owner: g.cfg.Owner, Now: now, Expires: exp}, g.cfg.Policy.StaleBefore(now))
+		t := g.cfg.Store.Takeover(rec, inbox.Claim{Token: token, Owner: g.owner(req), Now: now, Expires: exp}, g.cfg.Policy.StaleBefore(now))
 		next, err := g.fencedUpdate(ctx, req, "takeover", t)
 		if err != nil {
 			return Decision{}, g.claimError(req, token, exp, rec.Attempts+1, err)
@@ -415,14 +424,14 @@ func orDash(s string) string {
 }
 
 func (g *Gate) lease(req *Request, token string, attempt int, exp time.Time) inbox.Lease {
-	return inbox.Lease{Key: req.Key, MessageType: req.MessageType, Token: token, Owner: g.cfg.Owner,
+	return inbox.Lease{Key: req.Key, MessageType: req.MessageType, Token: token, Owner: g.owner(req),
 		Attempt: attempt, ExpiresAt: exp, RequestHash: req.RequestHash}
 }
 
 func (g *Gate) freshRecord(req *Request, token string, now, exp time.Time) *inbox.Record {
 	rec := inbox.NewRecord(&req.Work, now)
 	rec.Status = inbox.StatusProcessing
-	rec.LeaseOwner, rec.LeaseToken, rec.LeaseExpiresAt = g.cfg.Owner, token, exp.UnixMilli()
+	rec.LeaseOwner, rec.LeaseToken, rec.LeaseExpiresAt = g.owner(req), token, exp.UnixMilli()
 	rec.TTL = g.cfg.Store.TTL.For(inbox.StatusProcessing, now)
 	if g.cfg.Store.IndexProcessing {
 		rec.GSI2PK = inbox.AttentionPK(inbox.StatusProcessing, inbox.Shard(req.Key, g.cfg.Store.AttentionShards))
