@@ -105,7 +105,7 @@
 //	DDBWORKER_QUEUE_URL             the queue the mapping reads (default: from each record's eventSourceARN)
 //	DDBWORKER_DLQ_URL               required with the dlq terminal policy
 //	DDBWORKER_TERMINAL_POLICY       dlq (default), quarantine or redrive
-//	DDBWORKER_CONCURRENCY           records in flight per execution environment (16)
+//	DDBWORKER_CONCURRENCY           records in flight per execution environment (16 × AWS_LAMBDA_MAX_CONCURRENCY)
 //	DDBWORKER_MAX_ATTEMPTS          business attempts unless a message's attemptPolicy says otherwise (5)
 //	DDBWORKER_CALL_TIMEOUT          bound of each DynamoDB call, SDK retries included (5s; below 30s)
 //	DDBWORKER_CLOCK_SKEW            lease margin before a takeover (2s; 0: none)
