@@ -176,7 +176,7 @@ func TestManagedInstancesOneProbeAtATime(t *testing.T) {
 	t.Cleanup(func() { _ = proxy.Close() })
 	env := managedEnv(w, 8)
 	env["DDBWORKER_PROBE_MAX_INTERVAL"] = "2s" // probes wait 1.6s to 2.4s
-	env["DDBWORKER_CALL_TIMEOUT"] = "20s"     // a hanging probe outlasts several waits
+	env["DDBWORKER_CALL_TIMEOUT"] = "20s"      // a hanging probe outlasts several waits
 	env["DDBWORKER_PARK_VISIBILITY"] = "1s"
 	env["DDBWORKER_PARK_MAX_VISIBILITY"] = "2s"
 	handle, logs := newManagedHandler(t, proxy, registerInvoices, env)
