@@ -47,6 +47,17 @@
 // long outage, at one receive per record per that time once the outage
 // is older (worker.HealthConfig.ParkMaxVisibility states the trade-off).
 //
+// Lambda Managed Instances run several invocations at once in one
+// execution environment (AWS_LAMBDA_MAX_CONCURRENCY, which aws-lambda-go's
+// runtime loop serves from that many goroutines). They share the
+// environment's worker — one health gate, one adaptive concurrency limit,
+// one write budget — so DDBWORKER_CONCURRENCY counts the records in flight
+// across them (by default 16 per concurrent invocation); they probe an
+// unhealthy database one at a time, and no DynamoDB retry is sent once the
+// gate has tripped. Each holds its leases under its own name: leaseOwner
+// is the function, the environment's log stream and the invocation's
+// request id (worker.WithInvocation).
+//
 // At cold start (New) the adapter checks what it will write to: the table's
 // key attributes come from its key schema, and the store settings and
 // layout the table records (DDBWORKER#CONFIG, written by `tables create`,
