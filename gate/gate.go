@@ -19,6 +19,7 @@ import (
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/stale"
+	"github.com/ddbworker/ddbworker/tables"
 )
 
 // API is what the gate needs of DynamoDB.
@@ -352,7 +353,14 @@ func (g *Gate) resolve(ctx context.Context, req *Request, rec *inbox.Record, tok
 		switch v {
 		case VerdictOwn:
 			exp := g.expires(req, now)
-			if !g.renews(rec, exp, now) {
+			// The held token came to this delivery from another holder,
+			// named on the record: a re-sent copy's attribute, which SQS
+			// may deliver twice, to two invocations running at once. The
+			// claim takes the lease under its own name and a new token, so
+			// that of two deliveries presenting one token only the first
+			// holds it; the other finds the lease live (InFlight).
+			handed := req.Owner != "" && rec.LeaseOwner != req.Owner
+			if !handed && !g.renews(rec, exp, now) {
 				d.Action = Acquired
 				d.Lease = g.lease(req, token, rec.Attempts+1, rec.LeaseExpiry)
 				return d, nil
@@ -364,16 +372,22 @@ func (g *Gate) resolve(ctx context.Context, req *Request, rec *inbox.Record, tok
 			// under way). Another holder, or an outcome, got there first when
 			// the fence fails: decide again from the record as it is now.
 			held := g.lease(req, token, rec.Attempts+1, rec.LeaseExpiry)
-			next, err := g.fencedUpdate(ctx, req, "renewal", g.cfg.Store.Renew(held, now, exp))
+			renewal, mine := g.cfg.Store.Renew(held, now, exp), token
+			if handed {
+				mine = g.cfg.NewToken()
+				renewal.Update = renewal.Update.Set(expression.Name(tables.AttrLeaseToken), expression.Value(mine)).
+					Set(expression.Name(tables.AttrLeaseOwner), expression.Value(req.Owner))
+			}
+			next, err := g.fencedUpdate(ctx, req, "renewal", renewal)
 			if err != nil {
-				return Decision{}, g.claimError(req, token, exp, rec.Attempts+1, err)
+				return Decision{}, g.claimError(req, mine, exp, rec.Attempts+1, err)
 			}
 			if next != nil {
 				rec = next
 				continue
 			}
 			d.Action = Acquired
-			d.Lease = g.lease(req, token, rec.Attempts+1, exp)
+			d.Lease = g.lease(req, mine, rec.Attempts+1, exp)
 			return d, nil
 		case VerdictHashMismatch:
 			d.Action, d.Code = HashMismatch, failure.CodeHashMismatch

@@ -22,9 +22,15 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker"
+	"github.com/ddbworker/ddbworker/dlq"
+	"github.com/ddbworker/ddbworker/envelope"
+	"github.com/ddbworker/ddbworker/gate"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/ddbproxy"
 	"github.com/ddbworker/ddbworker/internal/invoices"
@@ -411,4 +417,89 @@ func linesWith(lines []map[string]any, prefix string) []map[string]any {
 		}
 	}
 	return out
+}
+
+// A lease handed over with a re-sent copy (a record parked on its last
+// receive while the database was down) reaches two invocations running at
+// once when SQS delivers the copy twice: only the first to claim it holds
+// it — under its own name and a new token — and the other finds it in
+// flight. Before, both presented the token, both were told they own the
+// lease, and both ran the handler.
+func TestManagedInstancesHeldLeaseOneHolder(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	env := managedEnv(w, 2)
+	var entered atomic.Int32
+	second, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	handle, _ := newManagedHandler(t, nil, func(reg *lambda.Registry, env lambda.Env) error {
+		h := &invoices.Handler{Table: env.Store.Table}
+		return reg.Register(invoices.TypeInvoiceRequested, ddbworker.JSON(func(ctx context.Context, m *ddbworker.Message, p invoices.InvoiceRequested) (ddbworker.Result, error) {
+			switch entered.Add(1) {
+			case 1: // holds the lease until the test lets it go
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return ddbworker.Result{}, ctx.Err()
+				}
+			case 2:
+				close(second)
+			}
+			return h.Invoice(ctx, m, p)
+		}))
+	}, env)
+
+	// The work's record, PROCESSING under the lease of an invocation that
+	// ended (the one that parked it), and two deliveries of the copy that
+	// carries the lease.
+	w.seedOrder("o-held")
+	e := request(t, "k-held", invoices.InvoiceRequested{OrderID: "o-held", AmountCents: 100, Currency: "EUR"})
+	hash, err := envelope.RequestHash(e)
+	require.NoError(t, err)
+	store, err := inbox.Store{Table: w.env.Table}.WithDefaults()
+	require.NoError(t, err)
+	g, err := gate.New(w.env.DynamoDB, gate.Config{Store: store, Owner: "invoices/" + env["AWS_LAMBDA_LOG_STREAM_NAME"] + "/req-parked"})
+	require.NoError(t, err)
+	dec, err := g.Acquire(ctx, &gate.Request{Work: inbox.Work{Key: e.IdempotencyKey, MessageType: e.MessageType, RequestHash: hash,
+		SchemaVersion: e.SchemaVersion, AggregateType: e.AggregateType, AggregateID: e.AggregateID, Producer: e.Producer}})
+	require.NoError(t, err)
+	require.Equal(t, gate.Acquired, dec.Action)
+	lease, err := json.Marshal(map[string]string{"k": dec.Lease.Key, "t": dec.Lease.MessageType, "l": dec.Lease.Token})
+	require.NoError(t, err)
+	body, err := envelope.Encode(e)
+	require.NoError(t, err)
+	for range 2 {
+		_, err := w.env.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(w.env.Queues.URL), MessageBody: aws.String(string(body)),
+			MessageAttributes: map[string]sqstypes.MessageAttributeValue{dlq.AttrHeldLease: {DataType: aws.String("String"), StringValue: aws.String(string(lease))}}})
+		require.NoError(t, err)
+	}
+	evs := []events.SQSEvent{w.receive(1, time.Minute), w.receive(1, time.Minute)}
+
+	results := make(chan events.SQSEventResponse, 2)
+	for i, ev := range evs {
+		go func() {
+			resp, err := handle(invocationCtx(t, fmt.Sprintf("req-%d", i)), ev)
+			require.NoError(t, err)
+			results <- resp
+		}()
+	}
+	testenv.Eventually(t, 20*time.Second, func() bool { return entered.Load() >= 1 }, "one invocation runs the handler")
+	select {
+	case resp := <-results:
+		require.Len(t, resp.BatchItemFailures, 1, "the other finds the lease held: reported, in flight elsewhere")
+	case <-second:
+		require.FailNow(t, "both invocations ran the handler under one held lease")
+	case <-time.After(20 * time.Second):
+		require.FailNow(t, "the second invocation did not return while the first held the lease")
+	}
+	releaseOnce.Do(func() { close(release) })
+	resp := <-results
+	require.Empty(t, resp.BatchItemFailures, "the holder applies the work")
+	rec := w.inboxRecord("k-held")
+	require.Equal(t, inbox.StatusCompleted, rec.Status)
+	require.NotEqual(t, dec.Lease.Token, rec.LeaseToken, "taken under a new token")
+	require.True(t, strings.HasPrefix(rec.LeaseOwner, "invoices/"+env["AWS_LAMBDA_LOG_STREAM_NAME"]+"/req-"), rec.LeaseOwner)
+	require.NotEqual(t, "invoices/"+env["AWS_LAMBDA_LOG_STREAM_NAME"]+"/req-parked", rec.LeaseOwner, "under the claiming invocation's name")
+	require.Equal(t, int32(1), entered.Load(), "the handler ran once")
 }
