@@ -137,7 +137,9 @@ type Request struct {
 	// Owner, when set, names this delivery's holder in leaseOwner instead
 	// of Config.Owner: a Lambda invocation, one of many an execution
 	// environment runs at once (Lambda Managed Instances), each holding
-	// its leases under its own name.
+	// its leases under its own name. A held lease (Token) whose record
+	// names another owner is renewed under a new token and this owner, so
+	// that two deliveries presenting one token cannot both hold it.
 	Owner string
 }
 
