@@ -19,6 +19,7 @@ import (
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/stale"
+	"github.com/ddbworker/ddbworker/tables"
 )
 
 // API is what the gate needs of DynamoDB.
@@ -133,6 +134,13 @@ type Request struct {
 	// handler starts, or not used. Otherwise the table decides as for any
 	// delivery.
 	Token string
+	// Owner, when set, names this delivery's holder in leaseOwner instead
+	// of Config.Owner: a Lambda invocation, one of many an execution
+	// environment runs at once (Lambda Managed Instances), each holding
+	// its leases under its own name. A held lease (Token) whose record
+	// names another owner is renewed under a new token and this owner, so
+	// that two deliveries presenting one token cannot both hold it.
+	Owner string
 }
 
 // SameWork reports whether a record whose requestHash is stored holds the
@@ -261,8 +269,12 @@ func NewToken() string {
 // Policy returns the lease policy in effect.
 func (g *Gate) Policy() stale.Policy { return g.cfg.Policy }
 
-// Owner returns the leaseOwner this gate writes.
+// Owner returns the leaseOwner this gate writes for a Request that names
+// none.
 func (g *Gate) Owner() string { return g.cfg.Owner }
+
+// owner is the leaseOwner req's leases name.
+func (g *Gate) owner(req *Request) string { return cmp.Or(req.Owner, g.cfg.Owner) }
 
 // ErrRaceLimit reports that the record kept changing under this delivery:
 // retry later.
@@ -343,7 +355,14 @@ func (g *Gate) resolve(ctx context.Context, req *Request, rec *inbox.Record, tok
 		switch v {
 		case VerdictOwn:
 			exp := g.expires(req, now)
-			if !g.renews(rec, exp, now) {
+			// The held token came to this delivery from another holder,
+			// named on the record: a re-sent copy's attribute, which SQS
+			// may deliver twice, to two invocations running at once. The
+			// claim takes the lease under its own name and a new token, so
+			// that of two deliveries presenting one token only the first
+			// holds it; the other finds the lease live (InFlight).
+			handed := req.Owner != "" && rec.LeaseOwner != req.Owner
+			if !handed && !g.renews(rec, exp, now) {
 				d.Action = Acquired
 				d.Lease = g.lease(req, token, rec.Attempts+1, rec.LeaseExpiry)
 				return d, nil
@@ -355,16 +374,22 @@ func (g *Gate) resolve(ctx context.Context, req *Request, rec *inbox.Record, tok
 			// under way). Another holder, or an outcome, got there first when
 			// the fence fails: decide again from the record as it is now.
 			held := g.lease(req, token, rec.Attempts+1, rec.LeaseExpiry)
-			next, err := g.fencedUpdate(ctx, req, "renewal", g.cfg.Store.Renew(held, now, exp))
+			renewal, mine := g.cfg.Store.Renew(held, now, exp), token
+			if handed {
+				mine = g.cfg.NewToken()
+				renewal.Update = renewal.Update.Set(expression.Name(tables.AttrLeaseToken), expression.Value(mine)).
+					Set(expression.Name(tables.AttrLeaseOwner), expression.Value(req.Owner))
+			}
+			next, err := g.fencedUpdate(ctx, req, "renewal", renewal)
 			if err != nil {
-				return Decision{}, g.claimError(req, token, exp, rec.Attempts+1, err)
+				return Decision{}, g.claimError(req, mine, exp, rec.Attempts+1, err)
 			}
 			if next != nil {
 				rec = next
 				continue
 			}
 			d.Action = Acquired
-			d.Lease = g.lease(req, token, rec.Attempts+1, exp)
+			d.Lease = g.lease(req, mine, rec.Attempts+1, exp)
 			return d, nil
 		case VerdictHashMismatch:
 			d.Action, d.Code = HashMismatch, failure.CodeHashMismatch
@@ -391,7 +416,7 @@ func (g *Gate) resolve(ctx context.Context, req *Request, rec *inbox.Record, tok
 			return d, nil
 		}
 		exp := g.expires(req, now)
-		t := g.cfg.Store.Takeover(rec, inbox.Claim{Token: token, Owner: g.cfg.Owner, Now: now, Expires: exp}, g.cfg.Policy.StaleBefore(now))
+		t := g.cfg.Store.Takeover(rec, inbox.Claim{Token: token, Owner: g.owner(req), Now: now, Expires: exp}, g.cfg.Policy.StaleBefore(now))
 		next, err := g.fencedUpdate(ctx, req, "takeover", t)
 		if err != nil {
 			return Decision{}, g.claimError(req, token, exp, rec.Attempts+1, err)
@@ -415,14 +440,14 @@ func orDash(s string) string {
 }
 
 func (g *Gate) lease(req *Request, token string, attempt int, exp time.Time) inbox.Lease {
-	return inbox.Lease{Key: req.Key, MessageType: req.MessageType, Token: token, Owner: g.cfg.Owner,
+	return inbox.Lease{Key: req.Key, MessageType: req.MessageType, Token: token, Owner: g.owner(req),
 		Attempt: attempt, ExpiresAt: exp, RequestHash: req.RequestHash}
 }
 
 func (g *Gate) freshRecord(req *Request, token string, now, exp time.Time) *inbox.Record {
 	rec := inbox.NewRecord(&req.Work, now)
 	rec.Status = inbox.StatusProcessing
-	rec.LeaseOwner, rec.LeaseToken, rec.LeaseExpiresAt = g.cfg.Owner, token, exp.UnixMilli()
+	rec.LeaseOwner, rec.LeaseToken, rec.LeaseExpiresAt = g.owner(req), token, exp.UnixMilli()
 	rec.TTL = g.cfg.Store.TTL.For(inbox.StatusProcessing, now)
 	if g.cfg.Store.IndexProcessing {
 		rec.GSI2PK = inbox.AttentionPK(inbox.StatusProcessing, inbox.Shard(req.Key, g.cfg.Store.AttentionShards))

@@ -47,6 +47,17 @@
 // long outage, at one receive per record per that time once the outage
 // is older (worker.HealthConfig.ParkMaxVisibility states the trade-off).
 //
+// Lambda Managed Instances run several invocations at once in one
+// execution environment (AWS_LAMBDA_MAX_CONCURRENCY, which aws-lambda-go's
+// runtime loop serves from that many goroutines). They share the
+// environment's worker — one health gate, one adaptive concurrency limit,
+// one write budget — so DDBWORKER_CONCURRENCY counts the records in flight
+// across them (by default 16 per concurrent invocation); they probe an
+// unhealthy database one at a time, and no DynamoDB retry is sent once the
+// gate has tripped. Each holds its leases under its own name: leaseOwner
+// is the function, the environment's log stream and the invocation's
+// request id (worker.WithInvocation).
+//
 // At cold start (New) the adapter checks what it will write to: the table's
 // key attributes come from its key schema, and the store settings and
 // layout the table records (DDBWORKER#CONFIG, written by `tables create`,
@@ -105,7 +116,7 @@
 //	DDBWORKER_QUEUE_URL             the queue the mapping reads (default: from each record's eventSourceARN)
 //	DDBWORKER_DLQ_URL               required with the dlq terminal policy
 //	DDBWORKER_TERMINAL_POLICY       dlq (default), quarantine or redrive
-//	DDBWORKER_CONCURRENCY           records in flight per execution environment (16)
+//	DDBWORKER_CONCURRENCY           records in flight per execution environment (16 × AWS_LAMBDA_MAX_CONCURRENCY)
 //	DDBWORKER_MAX_ATTEMPTS          business attempts unless a message's attemptPolicy says otherwise (5)
 //	DDBWORKER_CALL_TIMEOUT          bound of each DynamoDB call, SDK retries included (5s; below 30s)
 //	DDBWORKER_CLOCK_SKEW            lease margin before a takeover (2s; 0: none)

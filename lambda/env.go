@@ -290,7 +290,14 @@ func readSettings(lookup func(string) (string, bool)) (settings, error) {
 	default:
 		r.fail(envTerminalPolicy, policy, "must be dlq, quarantine or redrive")
 	}
-	c.Concurrency = r.integer(envConcurrency, worker.DefaultConcurrency, 1, worker.MaxConcurrency)
+	// The records in flight are the execution environment's, which every
+	// invocation it runs at once shares (Lambda Managed Instances): by
+	// default as many per concurrent invocation as a single-concurrency
+	// environment has, so that the records of invocations arriving
+	// together are not handed back unstarted for want of a slot. The
+	// adaptive limit, the health gate and DDBWORKER_MAX_WCU still hold
+	// the database's load.
+	c.Concurrency = r.integer(envConcurrency, min(worker.MaxConcurrency, worker.DefaultConcurrency*maxConcurrency(lookup)), 1, worker.MaxConcurrency)
 	c.MaxAttempts = r.integer(envMaxAttempts, worker.DefaultMaxAttempts, 1, 100)
 	c.MaxTakeovers = r.integer(envMaxTakeovers, worker.DefaultMaxTakeovers, 1, 100)
 	// 0: the worker's DefaultCallTimeout, or half of the lease when shorter.

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -121,7 +122,16 @@ func New(ctx context.Context, register func(reg *ddbworker.Registry, env Env) er
 	if err != nil {
 		return nil, fmt.Errorf("lambda: %w", err)
 	}
-	conns := s.worker.Concurrency + 4 // a DynamoDB and an SQS call per record in flight
+	// The connections the environment keeps: a DynamoDB and an SQS call
+	// per record in flight (the worker's limit, which every invocation
+	// shares), and, with concurrent invocations (Lambda Managed Instances),
+	// one SQS call per invocation outside that limit (parking a batch, or
+	// handing back records it could not start, one at a time).
+	concurrent := maxConcurrency(lookupEnv)
+	conns := s.worker.Concurrency + 4
+	if concurrent > 1 {
+		conns += concurrent
+	}
 	awsCfg.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
 		t.MaxIdleConns, t.MaxIdleConnsPerHost = 2*conns, conns
 	})
@@ -131,7 +141,10 @@ func New(ctx context.Context, register func(reg *ddbworker.Registry, env Env) er
 	reg := ddbworker.NewRegistry()
 	cfg := s.worker
 	if fn, stream := lookupOr(lookupEnv, "AWS_LAMBDA_FUNCTION_NAME"), lookupOr(lookupEnv, "AWS_LAMBDA_LOG_STREAM_NAME"); fn != "" && stream != "" {
-		cfg.Owner = fn + "/" + stream // leaseOwner names the log stream of the environment that holds the lease
+		// leaseOwner names the log stream of the environment and, after it,
+		// the invocation that holds the lease (invocation): concurrent
+		// invocations of one environment write to one log stream.
+		cfg.Owner = fn + "/" + stream
 	}
 	h := &handler{cfg: cfg, deps: worker.Deps{DynamoDB: ddb, SQS: q, S3: s3c, Handlers: reg, Logger: log}, queueURL: s.queueURL,
 		log: log, workers: map[string]*worker.Worker{}, minCover: s.minOutageCover, ddb: ddb, invocations: iv}
@@ -186,7 +199,7 @@ func New(ctx context.Context, register func(reg *ddbworker.Registry, env Env) er
 	}
 	s.store = h.cfg.Store
 	log.Info("ready", "table", s.store.Table, "queueUrl", queue, "dlqUrl", cfg.DLQURL, "terminalPolicy", string(cfg.TerminalPolicy),
-		"concurrency", cfg.Concurrency, "types", reg.Types())
+		"concurrency", cfg.Concurrency, "maxConcurrentInvocations", concurrent, "types", reg.Types())
 	return h.metrics.wrap(h.handle), nil
 }
 
@@ -458,7 +471,7 @@ func (h *handler) records(ctx context.Context, ev events.SQSEvent) (events.SQSEv
 			failed = w.ParkSQSEvent(ctx, sqsMessages(records))
 			err = nil
 		case err == nil:
-			failed, err = w.HandleSQSEvent(ctx, sqsMessages(records))
+			failed, err = w.HandleSQSEvent(invocation(ctx), sqsMessages(records))
 		}
 		if err != nil {
 			// Nothing was settled: every record comes back after the
@@ -510,6 +523,28 @@ func (h *handler) worker(ctx context.Context, eventSourceARN string) (*worker.Wo
 		h.checkQueue(checkCtx, w, queueURL)
 	}
 	return w, checkErr
+}
+
+// invocation is ctx naming the invocation it carries (its request id)
+// for the leases its records take (worker.WithInvocation): under Lambda
+// Managed Instances one execution environment runs several invocations at
+// once, each holding its leases under its own name.
+func invocation(ctx context.Context) context.Context {
+	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
+		return worker.WithInvocation(ctx, lc.AwsRequestID)
+	}
+	return ctx
+}
+
+// maxConcurrency is how many invocations the execution environment runs at
+// once, as lambdacontext.MaxConcurrency reads it (AWS_LAMBDA_MAX_CONCURRENCY,
+// which Lambda Managed Instances set; 1 otherwise), through lookupEnv.
+func maxConcurrency(lookupEnv func(string) (string, bool)) int {
+	n, err := strconv.Atoi(lookupOr(lookupEnv, "AWS_LAMBDA_MAX_CONCURRENCY"))
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
 }
 
 // requestIDHandler adds the invocation's awsRequestId to every log line

@@ -64,7 +64,7 @@ func (w *Worker) admit(ctx context.Context, d *delivery) (*work, verdict) {
 		Key: env.IdempotencyKey, MessageType: env.MessageType, RequestHash: env.RequestHash,
 		SchemaVersion: env.SchemaVersion, AggregateType: env.AggregateType, AggregateID: env.AggregateID,
 		CorrelationID: env.CorrelationID, CausationID: env.CausationID, Producer: env.Producer,
-	}, LeaseUntil: d.deadline, HashAs: env.HashLike, Attempts: judge.Policy(env, w.cfg.MaxAttempts)}
+	}, LeaseUntil: d.deadline, Owner: d.owner, HashAs: env.HashLike, Attempts: judge.Policy(env, w.cfg.MaxAttempts)}
 	return &work{env: env, route: rt, req: req, mode: w.modes[env.MessageType]}, nil
 }
 

@@ -3,7 +3,9 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -23,8 +25,9 @@ import (
 //     for every call the worker makes: Config.CallAttempts attempts (3),
 //     backoff capped at callMaxBackoff, no client-side retry quota (the
 //     health gate is the circuit breaker; a drained quota fails calls with
-//     its own error long after a storm ended). Config.CallTimeout bounds
-//     the call, all attempts included.
+//     its own error long after a storm ended), and no retry once the gate
+//     has tripped (dbCalls.callOpt). Config.CallTimeout bounds the call,
+//     all attempts included.
 //   - Across calls, database-wide trouble is the health gate's: it stops
 //     receiving, parks what it holds, and probes; nothing else retries
 //     while the database is unhealthy.
@@ -138,6 +141,18 @@ type dbCalls struct {
 	// spent is told the write units a call cost under a budget: what
 	// DynamoDB reported, or the estimate charged when that was larger.
 	spent func(units float64)
+	// callOpt is opt for the calls made through call: their retries are
+	// not sent once sick reports the health gate tripped (gatedRetryer).
+	// A call in flight when the gate trips would otherwise go on with its
+	// retries, CallAttempts requests for each call in flight, to a
+	// database the worker knows is sick — a burst as large as the
+	// concurrency limit in the second after the trip, across all the
+	// concurrent invocations of a Lambda execution environment. The
+	// probe keeps opt: it retries as the calls did when they tripped the
+	// gate.
+	callOpt func(*dynamodb.Options)
+	// sick reports that the health gate has tripped (nil: never).
+	sick func() bool
 }
 
 func newDBCalls(api DynamoDBAPI, timeout time.Duration, attempts int, maxWCU float64, now func() time.Time,
@@ -159,11 +174,61 @@ func newDBCalls(api DynamoDBAPI, timeout time.Duration, attempts int, maxWCU flo
 	})
 	c := &dbCalls{api: api, timeout: timeout, now: now, observe: observe,
 		opt: func(o *dynamodb.Options) { o.Retryer = retryer }}
+	whileHealthy := gatedRetryer{sick: c.isSick, RetryerV2: retry.NewStandard(func(o *retry.StandardOptions) {
+		o.MaxAttempts = attempts
+		o.MaxBackoff = callMaxBackoff
+		o.RateLimiter = ratelimit.None
+	})}
+	c.callOpt = func(o *dynamodb.Options) { o.Retryer = whileHealthy }
 	if maxWCU > 0 {
 		c.budget = rate.NewLimiter(rate.Limit(maxWCU), max(1, int(math.Ceil(maxWCU))))
 		c.fair = newFairPacer(c.budget)
 	}
 	return c
+}
+
+func (c *dbCalls) isSick() bool { return c.sick != nil && c.sick() }
+
+// gatedRetryer is the retryer of the calls made through call: the
+// standard one, but a retry is not sent once the health gate has tripped
+// (sick), even one decided before — it waited its backoff while the gate
+// tripped. The call fails with the error of its last attempt. A cleanup's
+// retries (giving a lease back) are sent: the gate's recovery gives back
+// the leases let go during the outage before it turns healthy.
+type gatedRetryer struct {
+	aws.RetryerV2
+	sick func() bool
+}
+
+type callAttemptsKey struct{}
+
+// callAttempts is one call's attempts so far and its last retried error.
+type callAttempts struct {
+	mu   sync.Mutex
+	n    int
+	last error
+}
+
+func (r gatedRetryer) GetAttemptToken(ctx context.Context) (func(error) error, error) {
+	if a, ok := ctx.Value(callAttemptsKey{}).(*callAttempts); ok {
+		a.mu.Lock()
+		a.n++
+		n, last := a.n, a.last
+		a.mu.Unlock()
+		if n > 1 && last != nil && r.sick() && !cleanup(ctx) {
+			return nil, fmt.Errorf("worker: not retried, the database is unhealthy: %w", last)
+		}
+	}
+	return r.RetryerV2.GetAttemptToken(ctx)
+}
+
+func (r gatedRetryer) GetRetryToken(ctx context.Context, err error) (func(error) error, error) {
+	if a, ok := ctx.Value(callAttemptsKey{}).(*callAttempts); ok {
+		a.mu.Lock()
+		a.last = err
+		a.mu.Unlock()
+	}
+	return r.RetryerV2.GetRetryToken(ctx, err)
 }
 
 // call runs one DynamoDB operation under the worker's policy; wcu is the
@@ -175,10 +240,10 @@ func call[In, Out any](c *dbCalls, ctx context.Context, op string, in In, wcu in
 		var zero Out
 		return zero, err
 	}
-	callCtx, cancel := context.WithTimeout(ctx, c.timeout)
+	callCtx, cancel := context.WithTimeout(context.WithValue(ctx, callAttemptsKey{}, &callAttempts{}), c.timeout)
 	defer cancel()
 	start := c.now()
-	out, err := do(callCtx, in, append(optFns, c.opt)...)
+	out, err := do(callCtx, in, append(optFns, c.callOpt)...)
 	latency := c.now().Sub(start)
 	charged := wcu
 	if err == nil && c.budget != nil && consumed != nil {

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 
 	"github.com/ddbworker/ddbworker/failure"
@@ -73,10 +74,11 @@ func claimsByCommit(d *delivery, wk *work) bool {
 }
 
 // freshRecord is the record a run that claims by its commit creates: its
-// lease token names this run.
+// lease token names this run, its owner the run's holder (the request's:
+// under Lambda, the invocation).
 func (w *Worker) freshRecord(wk *work) *inbox.Record {
 	rec := inbox.NewRecord(&wk.req.Work, w.cfg.Now())
-	rec.LeaseToken, rec.LeaseOwner = gate.NewToken(), w.gate.Owner()
+	rec.LeaseToken, rec.LeaseOwner = gate.NewToken(), cmp.Or(wk.req.Owner, w.gate.Owner())
 	return rec
 }
 

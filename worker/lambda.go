@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/ddbworker/ddbworker/gate"
 	"github.com/ddbworker/ddbworker/tracing"
 )
 
@@ -39,6 +40,10 @@ const maxBatchingWindow = 5 * time.Minute
 //     invocation, not from the record's start, so a record that waited for
 //     a slot has less time, and one with too little left is not started;
 //   - records run concurrently up to the adaptive concurrency limit;
+//   - concurrent invocations (Lambda Managed Instances run many at once in
+//     one execution environment) share the worker: one health gate, one
+//     adaptive concurrency limit and one write budget for all their
+//     records; each holds its leases under its own name (WithInvocation);
 //   - while the database is unhealthy (the health gate, which lives as long
 //     as the execution environment) an invocation touches no table: it
 //     probes at most on the probe schedule and, until the probes succeed,
@@ -68,13 +73,14 @@ func (w *Worker) HandleSQSEvent(ctx context.Context, records []types.Message) (f
 		deadline = now.Add(lambdaLease)
 	}
 	until := deadline.Add(-LambdaSettleMargin)
+	owner := w.invocationOwner(ctx)
 	ds := make([]*delivery, len(records))
 	for i, rec := range records {
 		// The mapping received the records before the invocation, up to
 		// its batching window (at most 5 minutes) earlier: SQS's 12-hour
 		// visibility cap counts from then.
 		ds[i] = newDelivery(rec, now.Add(-maxBatchingWindow))
-		ds[i].until, ds[i].deadline = until, deadline
+		ds[i].until, ds[i].deadline, ds[i].owner = until, deadline, owner
 	}
 	// Tracing on: the batch's span parents the records' consumer spans.
 	ctx, span := w.batch(ctx, ds)
@@ -127,6 +133,32 @@ func (w *Worker) HandleSQSEvent(ctx context.Context, records []types.Message) (f
 	}
 	work.Wait()
 	return failed, nil
+}
+
+type invocationKey struct{}
+
+// WithInvocation returns ctx naming the Lambda invocation whose records
+// HandleSQSEvent runs with it (the runtime's request id): the leases they
+// take name their holder Config.Owner + "/" + id. Lambda Managed Instances
+// run many invocations at once in one execution environment; they share
+// its worker — one health gate, one concurrency limit, one write budget —
+// but not a lease owner: a record's leaseOwner names the one invocation
+// that holds it (its log lines carry the same awsRequestId), never one of
+// several running at once. Without it HandleSQSEvent names the invocation
+// at random.
+func WithInvocation(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, invocationKey{}, id)
+}
+
+// invocationOwner is the lease owner of the invocation HandleSQSEvent runs
+// with ctx: the worker's owner (the execution environment's) and the
+// invocation's id, WithInvocation's or a random one.
+func (w *Worker) invocationOwner(ctx context.Context) string {
+	id, _ := ctx.Value(invocationKey{}).(string)
+	if id == "" {
+		id = "invocation-" + gate.NewToken()[:12]
+	}
+	return w.owner + "/" + id
 }
 
 // ParkSQSEvent parks every record of ev as HandleSQSEvent does while the
@@ -344,13 +376,16 @@ func (c HealthConfig) OutageCover(maxReceiveCount int, fifo bool) time.Duration 
 
 // lambdaHealthy is the health gate between invocations: there is no
 // background prober, so an invocation that finds the database unhealthy
-// probes once when the schedule says a probe is due.
+// probes once when the schedule says a probe is due. The execution
+// environment's invocations share the gate — Lambda Managed Instances run
+// many at once — and its probes: one at a time (probeDue), whatever the
+// number of invocations polling, and the gate recovers once.
 func (w *Worker) lambdaHealthy(ctx context.Context) bool {
 	h := w.health
 	if h.Healthy() {
 		return true
 	}
-	if !h.probeDue(w.cfg.Now(), rand.Float64()) {
+	if !h.probeDue(w.cfg.Now()) {
 		return false
 	}
 	err := h.probe(ctx)
@@ -359,35 +394,48 @@ func (w *Worker) lambdaHealthy(ctx context.Context) bool {
 	} else {
 		w.metrics.Probes.WithLabelValues("ok").Inc()
 	}
-	if !h.probed(w.cfg.Now(), err) {
+	if !h.probed(w.cfg.Now(), err, rand.Float64()) {
 		return false
 	}
 	h.recover()
 	return true
 }
 
-// probeDue reports whether a probe is due at now, and if so schedules the
-// next (u in [0, 1): the probes' jitter).
-func (h *dbHealth) probeDue(now time.Time, u float64) bool {
+// probeInFlight is nextProbe while an invocation's probe is under way: no
+// other is due until it ends (probed schedules the next).
+var probeInFlight = time.Unix(1<<62, 0)
+
+// probeDue reports whether a probe is due at now; if so the caller probes
+// and no other invocation does until it reports (probed). A probe that
+// outlasts the wait — a database that hangs, each attempt until the call
+// timeout — would otherwise be joined by another at every wait, and the
+// probes answered together when the database comes back would each
+// recover the gate.
+func (h *dbHealth) probeDue(now time.Time) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if now.Before(h.nextProbe) {
+	if h.healthy || now.Before(h.nextProbe) {
 		return false
 	}
-	h.nextProbe = now.Add(h.probes.Wait(h.failedProbes+1, u))
+	h.nextProbe = probeInFlight
 	return true
 }
 
-// probed counts a probe's outcome at now and reports whether the database
-// has recovered (RecoverProbes successes in a row); the caller recovers
-// the gate.
-func (h *dbHealth) probed(now time.Time, err error) bool {
+// probed counts a probe's outcome at now, schedules the next probe from
+// its end (u in [0, 1): the probes' jitter) and reports whether the
+// database has recovered (RecoverProbes successes in a row); the caller
+// recovers the gate.
+func (h *dbHealth) probed(now time.Time, err error, u float64) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.healthy {
+		return false
+	}
 	if err != nil {
 		h.failedProbes++
 		h.okProbes = 0
 		h.lastFailed = now
+		h.nextProbe = now.Add(h.probes.Wait(h.failedProbes, u))
 		return false
 	}
 	h.okProbes++

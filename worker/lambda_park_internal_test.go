@@ -83,17 +83,17 @@ func TestParkAge(t *testing.T) {
 		{"just tripped", tripped, 10 * time.Minute, age{}},
 		{"to the last failed probe", func() *dbHealth {
 			h := tripped()
-			require.True(t, h.probeDue(at(5*time.Minute), 0.5))
-			require.False(t, h.probed(at(5*time.Minute), errors.New("throttled")))
+			require.True(t, h.probeDue(at(5*time.Minute)))
+			require.False(t, h.probed(at(5*time.Minute), errors.New("throttled"), 0.5))
 			return h
 		}, 20 * time.Minute, age{age: 5 * time.Minute}},
 		{"a probe succeeded: confirming", func() *dbHealth {
 			h := tripped()
-			require.True(t, h.probeDue(at(5*time.Minute), 0.5))
-			require.False(t, h.probed(at(5*time.Minute), errors.New("throttled")))
-			require.True(t, h.probeDue(at(6*time.Minute), 0.5))
-			require.False(t, h.probed(at(6*time.Minute), nil), "RecoverProbes 2")
-			require.True(t, h.probeDue(at(6*time.Minute+time.Second), 0.5), "the confirmation is due at once")
+			require.True(t, h.probeDue(at(5*time.Minute)))
+			require.False(t, h.probed(at(5*time.Minute), errors.New("throttled"), 0.5))
+			require.True(t, h.probeDue(at(6*time.Minute)))
+			require.False(t, h.probed(at(6*time.Minute), nil, 0.5), "RecoverProbes 2")
+			require.True(t, h.probeDue(at(6*time.Minute+time.Second)), "the confirmation is due at once")
 			return h
 		}, 7 * time.Minute, age{age: 5 * time.Minute, confirming: true}},
 		{"a cold start's: from its first park to now", func() *dbHealth {
@@ -211,7 +211,7 @@ func simulateOutage(t *testing.T, cfg HealthConfig, sched parkSchedule, outage t
 			tripped = true
 			h.healthy, h.since, h.lastFailed = false, t0.Add(now), t0.Add(now)
 			h.nextProbe = t0.Add(now + p.Wait(1, u()))
-		} else if !h.healthy && h.probeDue(t0.Add(now), u()) {
+		} else if !h.healthy && h.probeDue(t0.Add(now)) {
 			if during {
 				res.probes++
 			}
@@ -219,7 +219,7 @@ func simulateOutage(t *testing.T, cfg HealthConfig, sched parkSchedule, outage t
 			if during {
 				err = errors.New("throttled")
 			}
-			if h.probed(t0.Add(now), err) {
+			if h.probed(t0.Add(now), err, u()) {
 				h.healthy = true // dbHealth.recover
 			}
 		}

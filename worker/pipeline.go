@@ -69,6 +69,10 @@ type delivery struct {
 	// the delivery holds once recorded is the outcome's (outcome.held).
 	// Under Lambda the lease just expires.
 	held *inbox.Lease
+	// owner, when set, names the holder of the leases this delivery takes
+	// instead of Config.Owner: under Lambda, its invocation
+	// (HandleSQSEvent).
+	owner string
 }
 
 func newDelivery(m types.Message, receivedAt time.Time) *delivery {

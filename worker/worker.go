@@ -169,6 +169,7 @@ func New(deps Deps, cfg Config) (*Worker, error) {
 	if deps.DynamoDB != nil && cfg.Store.Table != "" {
 		w.db = newDBCalls(deps.DynamoDB, cfg.CallTimeout, cfg.CallAttempts, cfg.MaxWCU, cfg.Now, w.observeCall)
 		w.db.spent = func(units float64) { w.capacity.add(cfg.Now(), 0, 0, units) }
+		w.db.sick = func() bool { return !w.health.Healthy() }
 		if w.gate, err = gate.New(w.db, gate.Config{Store: cfg.Store, Owner: cfg.Owner, Policy: w.policy,
 			MaxAttempts: cfg.MaxAttempts, MaxTakeovers: cfg.MaxTakeovers, Now: cfg.Now}); err != nil {
 			errs = append(errs, err)
