@@ -24,8 +24,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/internal/dlq"
 	"github.com/ddbworker/ddbworker/internal/hooks"
 	"github.com/ddbworker/ddbworker/internal/sqsbatch"
 	"github.com/ddbworker/ddbworker/metrics"
