@@ -8,6 +8,7 @@ import (
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/attr"
+	"github.com/ddbworker/ddbworker/internal/writes"
 	"github.com/ddbworker/ddbworker/mutation"
 )
 
@@ -70,7 +71,7 @@ func (e *Effect) Write() ddbworker.Write {
 	// A condition the builders do not cover (the pending completion's OR
 	// and IN): a Raw write without a judge, whose failed condition re-runs
 	// the handler.
-	return ddbworker.Raw(mutation.Write{Item: types.TransactWriteItem{Update: &types.Update{
+	return writes.Raw[ddbworker.Write](mutation.Write{Item: types.TransactWriteItem{Update: &types.Update{
 		TableName: aws.String(s.table), Key: s.key(e.Key),
 		UpdateExpression: ex.Update(), ConditionExpression: ex.Condition(),
 		ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(),

@@ -24,6 +24,7 @@ import (
 	"github.com/ddbworker/ddbworker/internal/attr"
 	"github.com/ddbworker/ddbworker/internal/faults"
 	"github.com/ddbworker/ddbworker/internal/testenv"
+	"github.com/ddbworker/ddbworker/internal/writes"
 	"github.com/ddbworker/ddbworker/mutation"
 	"github.com/ddbworker/ddbworker/stale"
 	"github.com/ddbworker/ddbworker/tables"
@@ -153,7 +154,7 @@ func goKey(pk, sk string) ddbworker.Key {
 // render is w as the worker hands it to the committer.
 func (f *fixture) render(w ddbworker.Write) mutation.Write {
 	f.t.Helper()
-	m, err := w.Mutation()
+	m, err := writes.Mutation(w)
 	require.NoError(f.t, err)
 	return m
 }
