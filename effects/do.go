@@ -95,7 +95,7 @@ func (l *Log) Do(ctx context.Context, msg *ddbworker.Message, c Call, fn CallFun
 		return nil, err
 	}
 	key := Key(msg.Type(), msg.Key(), c.Name)
-	hash, err := RequestHash(c.Provider, c.Operation, c.Request)
+	hash, err := requestHash(c.Provider, c.Operation, c.Request)
 	if err != nil {
 		return nil, effectErr(failure.Terminal, CodeInvalidCall, key, nil, ErrInvalidCall, err, err.Error())
 	}
@@ -279,7 +279,7 @@ func (l *Log) claim(ctx context.Context, msg *ddbworker.Message, c Call, key, ha
 	ts := inbox.FormatTime(now)
 	callEnd := now.Add(l.cfg.CallTimeout + l.cfg.Skew)
 	e := &Effect{Key: key, Name: c.Name, WorkKey: msg.Key(), MessageType: msg.Type(), Provider: c.Provider, Operation: c.Operation,
-		Idempotent: c.Idempotent, RequestHash: hash, HashVersion: HashVersion, Status: StatusStarted, Calls: 1,
+		Idempotent: c.Idempotent, RequestHash: hash, HashVersion: hashVersion, Status: StatusStarted, Calls: 1,
 		WorkAttempt: msg.Attempt, WorkLease: msg.LeaseToken, ClaimToken: token, CallExpiresAt: time.UnixMilli(callEnd.UnixMilli()).UTC(),
 		CreatedAt: ts, StartedAt: ts, TTL: now.Add(s.ttl).Unix(), st: &l.store}
 	var cond expression.ConditionBuilder
@@ -299,7 +299,7 @@ func (l *Log) claim(ctx context.Context, msg *ddbworker.Message, c Call, key, ha
 		Set(expression.Name(attr.EffectOperation), expression.Value(c.Operation)).
 		Set(expression.Name(attr.Idempotent), expression.Value(c.Idempotent)).
 		Set(expression.Name(attr.RequestHash), expression.Value(hash)).
-		Set(expression.Name(attr.HashVersion), expression.Value(HashVersion)).
+		Set(expression.Name(attr.HashVersion), expression.Value(hashVersion)).
 		Set(expression.Name(attr.Status), expression.Value(string(StatusStarted))).
 		Set(expression.Name(attr.ClaimToken), expression.Value(token)).
 		Set(expression.Name(attr.CallExpiresAt), expression.Value(callEnd.UnixMilli())).

@@ -28,15 +28,15 @@ const (
 // pk is the partition key value of the effect key's record.
 func pk(key string) string { return prefixEffect + key }
 
-// HashVersion is the version of RequestHash's canonical form, recorded
+// hashVersion is the version of requestHash's canonical form, recorded
 // with every hash so the form can change without false mismatches.
-const HashVersion = 1
+const hashVersion = 1
 
-// RequestHash is the hash of one call: SHA-256 (hex) over the hash version,
+// requestHash is the hash of one call: SHA-256 (hex) over the hash version,
 // provider, operation and the request in canonical JSON (object keys
 // sorted, no insignificant whitespace, numbers as the request's JSON
 // encoding writes them).
-func RequestHash(provider, operation string, request any) (string, error) {
+func requestHash(provider, operation string, request any) (string, error) {
 	raw, err := json.Marshal(request)
 	if err != nil {
 		return "", fmt.Errorf("effects: request does not marshal to JSON: %w", err)
@@ -52,7 +52,7 @@ func RequestHash(provider, operation string, request any) (string, error) {
 		return "", fmt.Errorf("effects: request: %w", err)
 	}
 	h := sha256.New()
-	fmt.Fprintf(h, "effects/v%d\n%s\n%s\n", HashVersion, provider, operation)
+	fmt.Fprintf(h, "effects/v%d\n%s\n%s\n", hashVersion, provider, operation)
 	h.Write(canon)
 	return hex.EncodeToString(h.Sum(nil)), nil
 }

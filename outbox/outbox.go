@@ -159,8 +159,8 @@ func (e *InvalidError) Unwrap() []error {
 	return []error{ErrInvalid, e.Err}
 }
 
-// Sequence is the default sequence of e (see Event.Sequence).
-func Sequence(e *envelope.Envelope) string {
+// defaultSequence is the default sequence of e (see Event.Sequence).
+func defaultSequence(e *envelope.Envelope) string {
 	if e.AggregateVersion != nil {
 		return fmt.Sprintf("V%020d", *e.AggregateVersion)
 	}
@@ -199,7 +199,7 @@ func (w *Writer) Record(ctx context.Context, ev Event) (Record, error) {
 	}
 	seq := ev.Sequence
 	if seq == "" {
-		seq = Sequence(ev.Envelope)
+		seq = defaultSequence(ev.Envelope)
 	}
 	if len(seq) > 64 || strings.Contains(seq, "#") {
 		return Record{}, &InvalidError{Field: "Sequence", Reason: "at most 64 bytes without '#'"}

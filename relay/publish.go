@@ -28,6 +28,7 @@ import (
 	"github.com/ddbworker/ddbworker/internal/attr"
 	"github.com/ddbworker/ddbworker/internal/dlq"
 	"github.com/ddbworker/ddbworker/internal/hooks"
+	"github.com/ddbworker/ddbworker/internal/spans"
 	"github.com/ddbworker/ddbworker/internal/sqsbatch"
 	"github.com/ddbworker/ddbworker/metrics"
 	"github.com/ddbworker/ddbworker/outbox"
@@ -390,7 +391,7 @@ func (r *Relay) sendSpan(ctx context.Context, queue string, recs []outbox.Record
 	if n > 1 {
 		attrs = append(attrs, semconv.MessagingBatchMessageCount(n))
 	}
-	return r.tracer.Start(ctx, tracing.SpanSend(name), trace.WithSpanKind(kind), trace.WithLinks(links...), trace.WithAttributes(attrs...))
+	return r.tracer.Start(ctx, spans.SpanSend(name), trace.WithSpanKind(kind), trace.WithLinks(links...), trace.WithAttributes(attrs...))
 }
 
 // sendErrorType is a failed call's error.type: the AWS error code, or
