@@ -558,9 +558,9 @@ func TestCommitTransactionConflict(t *testing.T) {
 		want string
 		ok   bool
 	}{
-		{0, mutation.ReasonTransactionConflict, true},
-		{1, mutation.ReasonNone, true},
-		{2, mutation.ReasonNone, true}, // the inbox flip
+		{0, "TransactionConflict", true},
+		{1, "None", true},
+		{2, "None", true}, // the inbox flip
 		{3, "", false},
 		{-1, "", false},
 	}

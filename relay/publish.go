@@ -96,7 +96,7 @@ func New(deps Deps, cfg Config) (*Relay, error) {
 	}
 	r.m = newInstruments(deps.Metrics)
 	if deps.TracerProvider != nil {
-		r.tracer = deps.TracerProvider.Tracer(tracing.InstrumentationName, trace.WithSchemaURL(tracing.SchemaURL))
+		r.tracer = deps.TracerProvider.Tracer(spans.InstrumentationName, trace.WithSchemaURL(spans.SchemaURL))
 	}
 	return r, nil
 }

@@ -37,12 +37,6 @@ const (
 // (internal/sqsbatch.MaxAttributes).
 const maxAttributes = 10
 
-// SchemaURL is the semantic conventions' version ddbworker's spans follow.
-const SchemaURL = semconv.SchemaURL
-
-// InstrumentationName names the tracers of ddbworker's packages.
-const InstrumentationName = "github.com/ddbworker/ddbworker"
-
 // QueueName is the name of the queue a queue URL (or ARN) names, its last
 // segment ("orders" for https://sqs.eu-west-1.amazonaws.com/123/orders):
 // messaging.destination.name, and the {destination} of a span's name.

@@ -37,7 +37,7 @@ func newTracer(tp trace.TracerProvider, queueURL string) *tracer {
 		return nil
 	}
 	return &tracer{
-		t: tp.Tracer(tracing.InstrumentationName, trace.WithSchemaURL(tracing.SchemaURL)),
+		t: tp.Tracer(spans.InstrumentationName, trace.WithSchemaURL(spans.SchemaURL)),
 		start: []attribute.KeyValue{semconv.MessagingSystemAWSSQS, semconv.MessagingDestinationName(QueueName(queueURL)),
 			semconv.MessagingOperationTypeProcess, semconv.MessagingOperationName("process"), semconv.AWSSQSQueueURL(queueURL)},
 	}

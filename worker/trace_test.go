@@ -26,6 +26,7 @@ import (
 	"github.com/ddbworker/ddbworker/internal/caseflow"
 	"github.com/ddbworker/ddbworker/internal/dlq"
 	"github.com/ddbworker/ddbworker/internal/faults"
+	"github.com/ddbworker/ddbworker/internal/logevent"
 	"github.com/ddbworker/ddbworker/internal/spanrec"
 	semspans "github.com/ddbworker/ddbworker/internal/spans"
 	"github.com/ddbworker/ddbworker/internal/testenv"
@@ -175,7 +176,7 @@ func TestTraceProducerToWorker(t *testing.T) {
 	for _, l := range logs.Lines() {
 		var m map[string]any
 		require.NoError(t, json.Unmarshal([]byte(l), &m))
-		if m["msg"] == worker.LogEventCompleted {
+		if m["msg"] == logevent.Completed {
 			line = m
 		}
 	}

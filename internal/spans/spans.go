@@ -7,7 +7,16 @@
 // reader of traces.
 package spans
 
-import "go.opentelemetry.io/otel/attribute"
+import (
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+)
+
+// SchemaURL is the semantic conventions' version ddbworker's spans follow.
+const SchemaURL = semconv.SchemaURL
+
+// InstrumentationName names the tracers of ddbworker's packages.
+const InstrumentationName = "github.com/ddbworker/ddbworker"
 
 // SpanProcess is the name of a consumer span: process <queue name>.
 func SpanProcess(queue string) string { return "process " + queue }
