@@ -14,11 +14,10 @@
 //     Item), and each carries guards — MustExist, CreateOnly, NewerVersion,
 //     NewerThan, ExpectVersion, Equal — with the policy that applies when the guard
 //     fails: fail for good with a code, complete as superseded, or re-run
-//     the handler. This is the one write API: Write.Mutation renders a
-//     write, through feature/dynamodb/expression, as the commit engine's
-//     mutation.Write — its transaction item and the judge of its guards,
-//     which reads the item as it was by DynamoDB's rules — and Raw hands
-//     over a write the builders do not cover.
+//     the handler. This is the one write API: the engine renders a write,
+//     through feature/dynamodb/expression, as its transaction item and the
+//     judge of its guards, which reads the item as it was by DynamoDB's
+//     rules (internal/writes; no engine type shows here).
 //   - Return typed failures (Retryable, Terminal, IsTerminal).
 //   - Read messages a team already sends, per route (Adapt with a
 //     BodyAdapter: SNS, EventBridge, JSONBody): an SNS notification, an

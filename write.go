@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/internal/writes"
 	"github.com/ddbworker/ddbworker/mutation"
 )
 
@@ -60,14 +61,17 @@ const (
 	kindCheck
 )
 
-// Raw wraps a write the builders here do not cover (any expression
-// DynamoDB takes): a hand-built types.TransactWriteItem and, optionally,
-// the judge of its failed condition (mutation.Judge). Without a judge, a
-// failed condition re-runs the handler (Rerun). The worker commits it as
-// it is; the test kit (ddbworkertest) cannot evaluate its condition and
-// judges it by its policy only: by its judge, asked about the item the
-// test declares, or — with none — as if the condition held.
-func Raw(w mutation.Write) Write { return Write{raw: &w} }
+// The engine's routes into a Write (internal/writes): a hand-built
+// mutation.Write the builders here do not cover (any expression DynamoDB
+// takes), committed as it is, and a Write's rendering. The test kit cannot
+// evaluate a raw write's condition and judges it by its policy only: by its
+// judge, asked about the item the test declares, or — with none — as if
+// the condition held. Without a judge, a failed condition re-runs the
+// handler (Rerun).
+func init() {
+	writes.Register(func(w mutation.Write) any { return Write{raw: &w} },
+		func(w any) (mutation.Write, error) { return w.(Write).toMutation() })
+}
 
 // Update changes the item at key (creating it unless a guard forbids it).
 // Add changes with Set, Add, Remove and SetIfMissing.
@@ -321,14 +325,14 @@ func Equal(attr string, v any) Guard {
 	}
 }
 
-// Mutation renders the write as the commit's transaction item, built
+// toMutation renders the write as the commit's transaction item, built
 // through feature/dynamodb/expression, and the judge of its guards (the
-// worker calls it; so does the test kit). The judge names the first guard
-// that fails on the item as it was.
+// worker calls it through internal/writes; so does the test kit). The judge
+// names the first guard that fails on the item as it was.
 //
 // A Put or Update with exactly one NewerVersion or NewerThan guard also
 // carries what a single-write route fences it with (mutation.Write.Fence).
-func (w Write) Mutation() (mutation.Write, error) {
+func (w Write) toMutation() (mutation.Write, error) {
 	if w.raw != nil {
 		return *w.raw, nil
 	}

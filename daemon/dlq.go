@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/spf13/cobra"
 
-	"github.com/ddbworker/ddbworker/dlq"
+	"github.com/ddbworker/ddbworker/internal/dlq"
 )
 
 type dlqFlags struct {

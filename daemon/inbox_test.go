@@ -19,6 +19,7 @@ import (
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/testenv"
+	"github.com/ddbworker/ddbworker/internal/writes"
 	"github.com/ddbworker/ddbworker/mutation"
 )
 
@@ -554,7 +555,7 @@ func TestInboxGetItemFence(t *testing.T) {
 	require.NoError(t, err)
 	commit := func(w ddbworker.Write, key, typ, hash string) {
 		t.Helper()
-		m, err := w.Mutation()
+		m, err := writes.Mutation(w)
 		require.NoError(t, err)
 		fenced, err := mutation.Fenced([]mutation.Write{m}, mutation.Stamp{Key: key, Type: typ, Hash: hash})
 		require.NoError(t, err)

@@ -41,8 +41,8 @@
 //     commit's cancellation names it. Every guard the builders make
 //     (MustExist, CreateOnly, NewerVersion, NewerThan, ExpectVersion, Equal, on
 //     top-level or nested attributes) is judged exactly as DynamoDB
-//     evaluates its condition; only a ddbworker.Raw write is judged by its
-//     policy alone: by its own judge, or — with none — taken to hold
+//     evaluates its condition; only a hand-built write of the engine's (an
+//     effect's Write) is judged by its policy alone: by its own judge, or — with none — taken to hold
 //     (Write.Eval is PolicyOnly);
 //   - settling the run as the worker's run and record stages do, with the
 //     same package (internal/judge): judge.Of turns the handler's error or

@@ -19,6 +19,7 @@ import (
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/internal/judge"
+	ddbwrites "github.com/ddbworker/ddbworker/internal/writes"
 	"github.com/ddbworker/ddbworker/mutation"
 )
 
@@ -288,7 +289,7 @@ func (w *Worker) Work(ctx context.Context, msg Message) (*Result, error) {
 	r.Writes = make([]Write, len(r.Returned.Writes))
 	for i, wr := range r.Returned.Writes {
 		r.Writes[i].Index = i
-		m, err := wr.Mutation()
+		m, err := ddbwrites.Mutation(wr)
 		if err != nil {
 			r.Writes[i].Err = err
 			if invalid == nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/internal/caseflow"
 	"github.com/ddbworker/ddbworker/internal/invoices"
+	ddbwrites "github.com/ddbworker/ddbworker/internal/writes"
 	"github.com/ddbworker/ddbworker/mutation"
 )
 
@@ -334,7 +335,7 @@ func TestInvalidWrites(t *testing.T) {
 		{"update without changes", []ddbworker.Write{ddbworker.Update("t", key).Set("a", 1), ddbworker.Update("t", key)}, failure.CodeInvalidResult, 1, "an Update needs at least one change"},
 		{"check without guard", []ddbworker.Write{ddbworker.Check("t", key)}, failure.CodeInvalidResult, 0, "a Check needs a guard"},
 		{"zero write", []ddbworker.Write{{}}, failure.CodeInvalidResult, 0, "a write needs a table and a key"},
-		{"raw write with no action", []ddbworker.Write{ddbworker.Raw(mutation.Write{})}, failure.CodeInvalidResult, 0, "write 0: mutation: invalid writes: it sets 0 of"},
+		{"raw write with no action", []ddbworker.Write{ddbwrites.Raw[ddbworker.Write](mutation.Write{})}, failure.CodeInvalidResult, 0, "write 0: mutation: invalid writes: it sets 0 of"},
 		{"too many writes", many, failure.CodeInvalidResult, -1, "100 domain writes, at most 99"},
 		{"two writes to one item", []ddbworker.Write{ddbworker.Update("t", key).Set("a", 1), ddbworker.Put("t", key, ddbworker.Item{"b": 2})},
 			failure.CodeInvalidTransaction, -1, "Transaction request cannot include multiple operations on one item (writes 0 and 1: t {PK: \"a\", SK: \"b\"})"},
@@ -429,7 +430,7 @@ func TestRawWrites(t *testing.T) {
 		}
 		ex, err := b.Build()
 		require.NoError(t, err)
-		return ddbworker.Raw(mutation.Write{Item: types.TransactWriteItem{Update: &types.Update{
+		return ddbwrites.Raw[ddbworker.Write](mutation.Write{Item: types.TransactWriteItem{Update: &types.Update{
 			TableName: aws.String("t"), Key: key, UpdateExpression: ex.Update(), ConditionExpression: ex.Condition(),
 			ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(),
 		}}, Judge: j})

@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbworker/ddbworker/inbox"
-	"github.com/ddbworker/ddbworker/tables"
+	"github.com/ddbworker/ddbworker/internal/attr"
 )
 
 // AdminAPI is what an Admin needs of DynamoDB (the SDK's exact signatures).
@@ -170,10 +170,10 @@ func (a *Admin) scan(ctx context.Context, f Filter, p Page, start map[string]typ
 	cond := expression.BeginsWith(expression.Name(l.PartitionKey), prefixEffect).
 		And(expression.Name(l.SortKey).Equal(expression.Value(effectSK)))
 	if f.Status != "" {
-		cond = cond.And(expression.Name(tables.AttrStatus).Equal(expression.Value(string(f.Status))))
+		cond = cond.And(expression.Name(attr.Status).Equal(expression.Value(string(f.Status))))
 	}
 	if f.Provider != "" {
-		cond = cond.And(expression.Name(tables.AttrEffectProvider).Equal(expression.Value(f.Provider)))
+		cond = cond.And(expression.Name(attr.EffectProvider).Equal(expression.Value(f.Provider)))
 	}
 	ex, err := expression.NewBuilder().WithFilter(cond).Build()
 	if err != nil {
@@ -342,20 +342,20 @@ func (a *Admin) Resolve(ctx context.Context, key string, r Resolution) (*Effect,
 	if r.Completed {
 		status, resolution = StatusCompleted, "COMPLETED"
 	}
-	upd := expression.Set(expression.Name(tables.AttrStatus), expression.Value(string(status))).
-		Set(expression.Name(tables.AttrResolution), expression.Value(resolution)).
-		Set(expression.Name(tables.AttrResolvedAt), expression.Value(ts)).
-		Set(expression.Name(tables.AttrResolvedBy), expression.Value(r.By)).
-		Set(expression.Name(tables.AttrResolveReason), expression.Value(r.Reason)).
-		Set(expression.Name(tables.AttrCallExpiresAt), expression.Value(0)).
+	upd := expression.Set(expression.Name(attr.Status), expression.Value(string(status))).
+		Set(expression.Name(attr.Resolution), expression.Value(resolution)).
+		Set(expression.Name(attr.ResolvedAt), expression.Value(ts)).
+		Set(expression.Name(attr.ResolvedBy), expression.Value(r.By)).
+		Set(expression.Name(attr.ResolveReason), expression.Value(r.Reason)).
+		Set(expression.Name(attr.CallExpiresAt), expression.Value(0)).
 		Set(expression.Name(s.inbox.Layout.TTL), expression.Value(now.Add(s.ttl).Unix())).
 		Remove(expression.Name(s.inbox.Layout.AttentionPK)).
 		Remove(expression.Name(s.inbox.Layout.AttentionSK))
 	if r.Completed {
-		upd = upd.Set(expression.Name(tables.AttrProviderRef), expression.Value(r.Ref)).
-			Set(expression.Name(tables.AttrCompletedAt), expression.Value(ts))
+		upd = upd.Set(expression.Name(attr.ProviderRef), expression.Value(r.Ref)).
+			Set(expression.Name(attr.CompletedAt), expression.Value(ts))
 		if r.Result != "" {
-			upd = upd.Set(expression.Name(tables.AttrEffectResult), expression.Value(r.Result))
+			upd = upd.Set(expression.Name(attr.EffectResult), expression.Value(r.Result))
 		}
 	}
 	// An UNKNOWN effect marked by a later attempt keeps the call lease of
@@ -364,8 +364,8 @@ func (a *Admin) Resolve(ctx context.Context, key string, r Resolution) (*Effect,
 	// call's late answer, and a NOT_DONE resolution would let the next
 	// attempt call again.
 	cond := unchanged(rec).And(expression.Or(
-		expression.Name(tables.AttrCallExpiresAt).Equal(expression.Value(epochMs(rec.CallExpiresAt))),
-		expression.AttributeNotExists(expression.Name(tables.AttrCallExpiresAt))))
+		expression.Name(attr.CallExpiresAt).Equal(expression.Value(epochMs(rec.CallExpiresAt))),
+		expression.AttributeNotExists(expression.Name(attr.CallExpiresAt))))
 	ex, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
 	if err != nil {
 		return nil, fmt.Errorf("effects: build resolve: %w", err)

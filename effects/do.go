@@ -15,9 +15,9 @@ import (
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/attr"
 	"github.com/ddbworker/ddbworker/internal/calltime"
 	"github.com/ddbworker/ddbworker/internal/hooks"
-	"github.com/ddbworker/ddbworker/tables"
 )
 
 // CodeRefused is the failure code of a refusal whose own code is not a
@@ -96,7 +96,7 @@ func (l *Log) Do(ctx context.Context, msg *ddbworker.Message, c Call, fn CallFun
 		return nil, err
 	}
 	key := Key(msg.Type(), msg.Key(), c.Name)
-	hash, err := RequestHash(c.Provider, c.Operation, c.Request)
+	hash, err := requestHash(c.Provider, c.Operation, c.Request)
 	if err != nil {
 		return nil, effectErr(failure.Terminal, CodeInvalidCall, key, nil, ErrInvalidCall, err, err.Error())
 	}
@@ -282,7 +282,7 @@ func (l *Log) claim(ctx context.Context, msg *ddbworker.Message, c Call, key, ha
 	ts := inbox.FormatTime(now)
 	callEnd := now.Add(l.cfg.CallTimeout + l.cfg.Skew)
 	e := &Effect{Key: key, Name: c.Name, WorkKey: msg.Key(), MessageType: msg.Type(), Provider: c.Provider, Operation: c.Operation,
-		Idempotent: c.Idempotent, RequestHash: hash, HashVersion: HashVersion, Status: StatusStarted, Calls: 1,
+		Idempotent: c.Idempotent, RequestHash: hash, HashVersion: hashVersion, Status: StatusStarted, Calls: 1,
 		WorkAttempt: msg.Attempt, WorkLease: msg.LeaseToken, ClaimToken: token, CallExpiresAt: time.UnixMilli(callEnd.UnixMilli()).UTC(),
 		CreatedAt: ts, StartedAt: ts, TTL: now.Add(s.ttl).Unix(), st: &l.store}
 	var cond expression.ConditionBuilder
@@ -294,23 +294,23 @@ func (l *Log) claim(ctx context.Context, msg *ddbworker.Message, c Call, key, ha
 		e.ProviderRef, e.LastError, e.Resolution, e.ResolvedAt, e.ResolvedBy, e.ResolveReason = rec.ProviderRef, rec.LastError, rec.Resolution, rec.ResolvedAt, rec.ResolvedBy, rec.ResolveReason
 		cond = unchanged(rec)
 	}
-	upd := expression.Set(expression.Name(tables.AttrEffectKey), expression.Value(key)).
-		Set(expression.Name(tables.AttrEffectName), expression.Value(c.Name)).
-		Set(expression.Name(tables.AttrWorkKey), expression.Value(e.WorkKey)).
-		Set(expression.Name(tables.AttrMessageType), expression.Value(e.MessageType)).
-		Set(expression.Name(tables.AttrEffectProvider), expression.Value(c.Provider)).
-		Set(expression.Name(tables.AttrEffectOperation), expression.Value(c.Operation)).
-		Set(expression.Name(tables.AttrIdempotent), expression.Value(c.Idempotent)).
-		Set(expression.Name(tables.AttrRequestHash), expression.Value(hash)).
-		Set(expression.Name(tables.AttrHashVersion), expression.Value(HashVersion)).
-		Set(expression.Name(tables.AttrStatus), expression.Value(string(StatusStarted))).
-		Set(expression.Name(tables.AttrClaimToken), expression.Value(token)).
-		Set(expression.Name(tables.AttrCallExpiresAt), expression.Value(callEnd.UnixMilli())).
-		Set(expression.Name(tables.AttrWorkAttempt), expression.Value(msg.Attempt)).
-		Set(expression.Name(tables.AttrWorkLease), expression.Value(msg.LeaseToken)).
-		Set(expression.Name(tables.AttrCalls), expression.Value(e.Calls)).
-		Set(expression.Name(tables.AttrCreatedAt), expression.Value(e.CreatedAt)).
-		Set(expression.Name(tables.AttrStartedAt), expression.Value(ts)).
+	upd := expression.Set(expression.Name(attr.EffectKey), expression.Value(key)).
+		Set(expression.Name(attr.EffectName), expression.Value(c.Name)).
+		Set(expression.Name(attr.WorkKey), expression.Value(e.WorkKey)).
+		Set(expression.Name(attr.MessageType), expression.Value(e.MessageType)).
+		Set(expression.Name(attr.EffectProvider), expression.Value(c.Provider)).
+		Set(expression.Name(attr.EffectOperation), expression.Value(c.Operation)).
+		Set(expression.Name(attr.Idempotent), expression.Value(c.Idempotent)).
+		Set(expression.Name(attr.RequestHash), expression.Value(hash)).
+		Set(expression.Name(attr.HashVersion), expression.Value(hashVersion)).
+		Set(expression.Name(attr.Status), expression.Value(string(StatusStarted))).
+		Set(expression.Name(attr.ClaimToken), expression.Value(token)).
+		Set(expression.Name(attr.CallExpiresAt), expression.Value(callEnd.UnixMilli())).
+		Set(expression.Name(attr.WorkAttempt), expression.Value(msg.Attempt)).
+		Set(expression.Name(attr.WorkLease), expression.Value(msg.LeaseToken)).
+		Set(expression.Name(attr.Calls), expression.Value(e.Calls)).
+		Set(expression.Name(attr.CreatedAt), expression.Value(e.CreatedAt)).
+		Set(expression.Name(attr.StartedAt), expression.Value(ts)).
 		Set(expression.Name(s.inbox.Layout.TTL), expression.Value(e.TTL)).
 		Remove(expression.Name(s.inbox.Layout.AttentionPK)).
 		Remove(expression.Name(s.inbox.Layout.AttentionSK))
@@ -318,17 +318,17 @@ func (l *Log) claim(ctx context.Context, msg *ddbworker.Message, c Call, key, ha
 	if err != nil {
 		return nil, fmt.Errorf("effects: build claim: %w", err)
 	}
-	fence := expression.Name(tables.AttrStatus).Equal(expression.Value(string(inbox.StatusProcessing))).
-		And(expression.Name(tables.AttrLeaseExpiresAt).GreaterThan(expression.Value(now.UnixMilli())))
+	fence := expression.Name(attr.Status).Equal(expression.Value(string(inbox.StatusProcessing))).
+		And(expression.Name(attr.LeaseExpiresAt).GreaterThan(expression.Value(now.UnixMilli())))
 	if msg.LeaseToken != "" {
 		// The lease itself: new at every acquisition, never reused.
-		fence = fence.And(expression.Name(tables.AttrLeaseToken).Equal(expression.Value(msg.LeaseToken)))
+		fence = fence.And(expression.Name(attr.LeaseToken).Equal(expression.Value(msg.LeaseToken)))
 	} else {
 		// No token to fence on: the attempt, as the record counts it (the
 		// failed attempts before this one).
-		failedBefore := expression.Name(tables.AttrAttempts).Equal(expression.Value(msg.Attempt - 1))
+		failedBefore := expression.Name(attr.Attempts).Equal(expression.Value(msg.Attempt - 1))
 		if msg.Attempt <= 1 {
-			failedBefore = expression.AttributeNotExists(expression.Name(tables.AttrAttempts)).Or(failedBefore)
+			failedBefore = expression.AttributeNotExists(expression.Name(attr.Attempts)).Or(failedBefore)
 		}
 		fence = fence.And(failedBefore)
 	}
@@ -380,17 +380,17 @@ func (l *Log) claim(ctx context.Context, msg *ddbworker.Message, c Call, key, ha
 
 // unchanged is the condition that the record is still as read.
 func unchanged(rec *Effect) expression.ConditionBuilder {
-	return expression.Name(tables.AttrStatus).Equal(expression.Value(string(rec.Status))).
-		And(expression.Name(tables.AttrClaimToken).Equal(expression.Value(rec.ClaimToken))).
-		And(expression.Name(tables.AttrRequestHash).Equal(expression.Value(rec.RequestHash)))
+	return expression.Name(attr.Status).Equal(expression.Value(string(rec.Status))).
+		And(expression.Name(attr.ClaimToken).Equal(expression.Value(rec.ClaimToken))).
+		And(expression.Name(attr.RequestHash).Equal(expression.Value(rec.RequestHash)))
 }
 
 // byClaim is the condition of the claim holder's writes after its call:
 // still its claim, and not settled by someone else (an operator may have
 // marked it UNKNOWN meanwhile — the provider's answer still wins).
 func byClaim(rec *Effect) expression.ConditionBuilder {
-	return expression.Name(tables.AttrClaimToken).Equal(expression.Value(rec.ClaimToken)).
-		And(expression.Name(tables.AttrStatus).In(expression.Value(string(StatusStarted)), expression.Value(string(StatusUnknown))))
+	return expression.Name(attr.ClaimToken).Equal(expression.Value(rec.ClaimToken)).
+		And(expression.Name(attr.Status).In(expression.Value(string(StatusStarted)), expression.Value(string(StatusUnknown))))
 }
 
 // call runs fn under the claim rec and records its answer.
@@ -416,10 +416,10 @@ func (l *Log) call(ctx context.Context, c Call, lbl labels, key string, rec *Eff
 		}
 		l.metrics.calls.WithLabelValues(c.Provider, c.Operation, "completed").Inc()
 		done, err := l.settle(wctx, rec, StatusCompleted, func(u expression.UpdateBuilder, now string) expression.UpdateBuilder {
-			u = u.Set(expression.Name(tables.AttrProviderRef), expression.Value(out.Ref)).
-				Set(expression.Name(tables.AttrCompletedAt), expression.Value(now))
+			u = u.Set(expression.Name(attr.ProviderRef), expression.Value(out.Ref)).
+				Set(expression.Name(attr.CompletedAt), expression.Value(now))
 			if out.Result != "" {
-				u = u.Set(expression.Name(tables.AttrEffectResult), expression.Value(out.Result))
+				u = u.Set(expression.Name(attr.EffectResult), expression.Value(out.Result))
 			}
 			return u
 		})
@@ -445,9 +445,9 @@ func (l *Log) call(ctx context.Context, c Call, lbl labels, key string, rec *Eff
 			code = CodeRefused
 		}
 		failed, err := l.settle(wctx, rec, StatusFailed, func(u expression.UpdateBuilder, now string) expression.UpdateBuilder {
-			return u.Set(expression.Name(tables.AttrFailureCode), expression.Value(code)).
-				Set(expression.Name(tables.AttrFailureMessage), expression.Value(truncate(ans.message, 1024))).
-				Set(expression.Name(tables.AttrFailedAt), expression.Value(now))
+			return u.Set(expression.Name(attr.FailureCode), expression.Value(code)).
+				Set(expression.Name(attr.FailureMessage), expression.Value(truncate(ans.message, 1024))).
+				Set(expression.Name(attr.FailedAt), expression.Value(now))
 		})
 		if err != nil {
 			// Not recorded: the next attempt finds STARTED (an idempotent
@@ -462,7 +462,7 @@ func (l *Log) call(ctx context.Context, c Call, lbl labels, key string, rec *Eff
 	case errors.As(callErr, &ans) && ans.notDone:
 		l.metrics.calls.WithLabelValues(c.Provider, c.Operation, "not_done").Inc()
 		nd, err := l.settle(wctx, rec, StatusNotDone, func(u expression.UpdateBuilder, _ string) expression.UpdateBuilder {
-			return u.Set(expression.Name(tables.AttrLastError), expression.Value(truncate(ans.err.Error(), 1024)))
+			return u.Set(expression.Name(attr.LastError), expression.Value(truncate(ans.err.Error(), 1024)))
 		})
 		if err != nil {
 			nd = rec
@@ -473,7 +473,7 @@ func (l *Log) call(ctx context.Context, c Call, lbl labels, key string, rec *Eff
 	l.metrics.calls.WithLabelValues(c.Provider, c.Operation, "unclear").Inc()
 	if c.Idempotent {
 		again, err := l.settle(wctx, rec, StatusStarted, func(u expression.UpdateBuilder, _ string) expression.UpdateBuilder {
-			return u.Set(expression.Name(tables.AttrLastError), expression.Value(truncate(callErr.Error(), 1024)))
+			return u.Set(expression.Name(attr.LastError), expression.Value(truncate(callErr.Error(), 1024)))
 		})
 		if err != nil {
 			again = rec
@@ -522,8 +522,8 @@ func safeCall(ctx context.Context, fn CallFunc, key string) (out Outcome, err er
 func (l *Log) settle(ctx context.Context, rec *Effect, status Status, set func(expression.UpdateBuilder, string) expression.UpdateBuilder) (*Effect, error) {
 	s := l.store
 	now := l.cfg.Now()
-	upd := expression.Set(expression.Name(tables.AttrStatus), expression.Value(string(status))).
-		Set(expression.Name(tables.AttrCallExpiresAt), expression.Value(0)).
+	upd := expression.Set(expression.Name(attr.Status), expression.Value(string(status))).
+		Set(expression.Name(attr.CallExpiresAt), expression.Value(0)).
 		Set(expression.Name(s.inbox.Layout.TTL), expression.Value(now.Add(s.ttl).Unix())).
 		Remove(expression.Name(s.inbox.Layout.AttentionPK)).
 		Remove(expression.Name(s.inbox.Layout.AttentionSK))
@@ -538,17 +538,17 @@ func (l *Log) settle(ctx context.Context, rec *Effect, status Status, set func(e
 func (l *Log) markUnknown(ctx context.Context, rec *Effect, why string, keepCallLease bool) (*Effect, error) {
 	s := l.store
 	ts := inbox.FormatTime(l.cfg.Now())
-	upd := expression.Set(expression.Name(tables.AttrStatus), expression.Value(string(StatusUnknown))).
-		Set(expression.Name(tables.AttrUnknownAt), expression.Value(ts)).
-		Set(expression.Name(tables.AttrLastError), expression.Value(why))
+	upd := expression.Set(expression.Name(attr.Status), expression.Value(string(StatusUnknown))).
+		Set(expression.Name(attr.UnknownAt), expression.Value(ts)).
+		Set(expression.Name(attr.LastError), expression.Value(why))
 	if !keepCallLease {
-		upd = upd.Set(expression.Name(tables.AttrCallExpiresAt), expression.Value(0))
+		upd = upd.Set(expression.Name(attr.CallExpiresAt), expression.Value(0))
 	}
 	upd = upd.Set(expression.Name(s.inbox.Layout.AttentionPK), expression.Value(attentionUnknown)).
 		Set(expression.Name(s.inbox.Layout.AttentionSK), expression.Value(ts)).
 		Remove(expression.Name(s.inbox.Layout.TTL))
-	cond := expression.Name(tables.AttrClaimToken).Equal(expression.Value(rec.ClaimToken)).
-		And(expression.Name(tables.AttrStatus).Equal(expression.Value(string(StatusStarted))))
+	cond := expression.Name(attr.ClaimToken).Equal(expression.Value(rec.ClaimToken)).
+		And(expression.Name(attr.Status).Equal(expression.Value(string(StatusStarted))))
 	e, err := l.update(ctx, rec.Key, upd, cond)
 	if err == nil {
 		l.metrics.unknown.WithLabelValues(rec.Provider, rec.Operation).Inc()

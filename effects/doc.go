@@ -31,7 +31,7 @@
 //	NOT_DONE → STARTED     the next attempt calls again (same key)
 //
 // It also owns the effect record's keys (Key, HashedKey) and request hash
-// (RequestHash), the Log's metrics (ddbworker_effect_*: calls, answers from
+// (requestHash), the Log's metrics (ddbworker_effect_*: calls, answers from
 // the log, UNKNOWN effects, request mismatches, deferred completions, call
 // durations), and the operator's side: Admin (Get, List, Resolve), on which
 // the commands `ddbworker effects list|get|resolve` (package daemon) are

@@ -24,6 +24,7 @@ import (
 	"github.com/ddbworker/ddbworker/internal/metricstest"
 	"github.com/ddbworker/ddbworker/internal/payments"
 	"github.com/ddbworker/ddbworker/internal/testenv"
+	ddbwrites "github.com/ddbworker/ddbworker/internal/writes"
 	"github.com/ddbworker/ddbworker/mutation"
 )
 
@@ -99,7 +100,7 @@ func (f *fixture) crash() { f.clock.Advance(40 * time.Second) }
 func (f *fixture) commitWith(h held, writes ...ddbworker.Write) error {
 	ms := make([]mutation.Write, len(writes))
 	for i, w := range writes {
-		m, err := w.Mutation()
+		m, err := ddbwrites.Mutation(w)
 		if err != nil {
 			return err
 		}

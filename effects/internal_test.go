@@ -75,7 +75,7 @@ func TestRequestHash(t *testing.T) {
 	}
 	h := func(provider, op string, r any) string {
 		t.Helper()
-		s, err := RequestHash(provider, op, r)
+		s, err := requestHash(provider, op, r)
 		require.NoError(t, err)
 		require.Len(t, s, 64)
 		return s
@@ -90,7 +90,7 @@ func TestRequestHash(t *testing.T) {
 	} {
 		require.NotEqual(t, base, other, name)
 	}
-	_, err := RequestHash("p", "o", func() {})
+	_, err := requestHash("p", "o", func() {})
 	require.ErrorContains(t, err, "marshal")
 }
 

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbworker/ddbworker/failure"
-	"github.com/ddbworker/ddbworker/tables"
+	"github.com/ddbworker/ddbworker/internal/attr"
 )
 
 // Key prefixes of effect records.
@@ -28,15 +28,15 @@ const (
 // pk is the partition key value of the effect key's record.
 func pk(key string) string { return prefixEffect + key }
 
-// HashVersion is the version of RequestHash's canonical form, recorded
+// hashVersion is the version of requestHash's canonical form, recorded
 // with every hash so the form can change without false mismatches.
-const HashVersion = 1
+const hashVersion = 1
 
-// RequestHash is the hash of one call: SHA-256 (hex) over the hash version,
+// requestHash is the hash of one call: SHA-256 (hex) over the hash version,
 // provider, operation and the request in canonical JSON (object keys
 // sorted, no insignificant whitespace, numbers as the request's JSON
 // encoding writes them).
-func RequestHash(provider, operation string, request any) (string, error) {
+func requestHash(provider, operation string, request any) (string, error) {
 	raw, err := json.Marshal(request)
 	if err != nil {
 		return "", fmt.Errorf("effects: request does not marshal to JSON: %w", err)
@@ -52,7 +52,7 @@ func RequestHash(provider, operation string, request any) (string, error) {
 		return "", fmt.Errorf("effects: request: %w", err)
 	}
 	h := sha256.New()
-	fmt.Fprintf(h, "effects/v%d\n%s\n%s\n", HashVersion, provider, operation)
+	fmt.Fprintf(h, "effects/v%d\n%s\n%s\n", hashVersion, provider, operation)
 	h.Write(canon)
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
@@ -147,40 +147,40 @@ func (s *store) decode(item map[string]types.AttributeValue) (*Effect, error) {
 		}
 		return n
 	}
-	e.Key = str(tables.AttrEffectKey)
-	e.Name = str(tables.AttrEffectName)
-	e.WorkKey = str(tables.AttrWorkKey)
-	e.MessageType = str(tables.AttrMessageType)
-	e.Provider = str(tables.AttrEffectProvider)
-	e.Operation = str(tables.AttrEffectOperation)
-	if b, ok := item[tables.AttrIdempotent].(*types.AttributeValueMemberBOOL); ok {
+	e.Key = str(attr.EffectKey)
+	e.Name = str(attr.EffectName)
+	e.WorkKey = str(attr.WorkKey)
+	e.MessageType = str(attr.MessageType)
+	e.Provider = str(attr.EffectProvider)
+	e.Operation = str(attr.EffectOperation)
+	if b, ok := item[attr.Idempotent].(*types.AttributeValueMemberBOOL); ok {
 		e.Idempotent = b.Value
 	}
-	e.RequestHash = str(tables.AttrRequestHash)
-	e.HashVersion = int(num(tables.AttrHashVersion))
-	e.Status = Status(str(tables.AttrStatus))
-	e.ProviderRef = str(tables.AttrProviderRef)
-	e.Result = str(tables.AttrEffectResult)
-	e.FailureCode = str(tables.AttrFailureCode)
-	e.FailureMessage = str(tables.AttrFailureMessage)
-	e.LastError = str(tables.AttrLastError)
-	e.Calls = int(num(tables.AttrCalls))
-	e.WorkAttempt = int(num(tables.AttrWorkAttempt))
-	e.WorkLease = str(tables.AttrWorkLease)
-	e.ClaimToken = str(tables.AttrClaimToken)
-	if ms := num(tables.AttrCallExpiresAt); ms > 0 {
+	e.RequestHash = str(attr.RequestHash)
+	e.HashVersion = int(num(attr.HashVersion))
+	e.Status = Status(str(attr.Status))
+	e.ProviderRef = str(attr.ProviderRef)
+	e.Result = str(attr.EffectResult)
+	e.FailureCode = str(attr.FailureCode)
+	e.FailureMessage = str(attr.FailureMessage)
+	e.LastError = str(attr.LastError)
+	e.Calls = int(num(attr.Calls))
+	e.WorkAttempt = int(num(attr.WorkAttempt))
+	e.WorkLease = str(attr.WorkLease)
+	e.ClaimToken = str(attr.ClaimToken)
+	if ms := num(attr.CallExpiresAt); ms > 0 {
 		e.CallExpiresAt = time.UnixMilli(ms).UTC()
 	}
-	e.CreatedAt = str(tables.AttrCreatedAt)
-	e.StartedAt = str(tables.AttrStartedAt)
-	e.CompletedAt = str(tables.AttrCompletedAt)
-	e.FailedAt = str(tables.AttrFailedAt)
-	e.UnknownAt = str(tables.AttrUnknownAt)
-	e.CommittedAt = str(tables.AttrCommittedAt)
-	e.Resolution = str(tables.AttrResolution)
-	e.ResolvedAt = str(tables.AttrResolvedAt)
-	e.ResolvedBy = str(tables.AttrResolvedBy)
-	e.ResolveReason = str(tables.AttrResolveReason)
+	e.CreatedAt = str(attr.CreatedAt)
+	e.StartedAt = str(attr.StartedAt)
+	e.CompletedAt = str(attr.CompletedAt)
+	e.FailedAt = str(attr.FailedAt)
+	e.UnknownAt = str(attr.UnknownAt)
+	e.CommittedAt = str(attr.CommittedAt)
+	e.Resolution = str(attr.Resolution)
+	e.ResolvedAt = str(attr.ResolvedAt)
+	e.ResolvedBy = str(attr.ResolvedBy)
+	e.ResolveReason = str(attr.ResolveReason)
 	e.TTL = num(s.inbox.Layout.TTL)
 	if e.Key == "" || e.Status == "" {
 		errs = append(errs, errors.New("not an effect record (no effectKey or status)"))

@@ -7,8 +7,9 @@ import (
 
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/attr"
+	"github.com/ddbworker/ddbworker/internal/writes"
 	"github.com/ddbworker/ddbworker/mutation"
-	"github.com/ddbworker/ddbworker/tables"
 )
 
 // Write is the effect's part of the work's commit: add it to the handler's
@@ -36,32 +37,32 @@ func (e *Effect) Write() ddbworker.Write {
 	s := e.st
 	now := s.now()
 	ts := inbox.FormatTime(now)
-	upd := expression.Set(expression.Name(tables.AttrCommittedAt), expression.Value(ts)).
+	upd := expression.Set(expression.Name(attr.CommittedAt), expression.Value(ts)).
 		Set(expression.Name(s.inbox.Layout.TTL), expression.Value(now.Add(s.ttl).Unix()))
 	var cond expression.ConditionBuilder
-	hash := expression.Name(tables.AttrRequestHash).Equal(expression.Value(e.RequestHash))
+	hash := expression.Name(attr.RequestHash).Equal(expression.Value(e.RequestHash))
 	switch e.Status {
 	case StatusCompleted:
-		recorded := expression.Name(tables.AttrStatus).Equal(expression.Value(string(StatusCompleted))).
-			And(expression.Name(tables.AttrProviderRef).Equal(expression.Value(e.ProviderRef)))
+		recorded := expression.Name(attr.Status).Equal(expression.Value(string(StatusCompleted))).
+			And(expression.Name(attr.ProviderRef).Equal(expression.Value(e.ProviderRef)))
 		cond = hash.And(recorded)
 		if e.Pending {
 			// The completion travels with the commit: fenced on Do's claim,
 			// exactly like Do's own completion write.
-			upd = upd.Set(expression.Name(tables.AttrStatus), expression.Value(string(StatusCompleted))).
-				Set(expression.Name(tables.AttrProviderRef), expression.Value(e.ProviderRef)).
-				Set(expression.Name(tables.AttrCompletedAt), expression.Value(e.CompletedAt)).
-				Set(expression.Name(tables.AttrCallExpiresAt), expression.Value(0)).
+			upd = upd.Set(expression.Name(attr.Status), expression.Value(string(StatusCompleted))).
+				Set(expression.Name(attr.ProviderRef), expression.Value(e.ProviderRef)).
+				Set(expression.Name(attr.CompletedAt), expression.Value(e.CompletedAt)).
+				Set(expression.Name(attr.CallExpiresAt), expression.Value(0)).
 				Remove(expression.Name(s.inbox.Layout.AttentionPK)).
 				Remove(expression.Name(s.inbox.Layout.AttentionSK))
 			if e.Result != "" {
-				upd = upd.Set(expression.Name(tables.AttrEffectResult), expression.Value(e.Result))
+				upd = upd.Set(expression.Name(attr.EffectResult), expression.Value(e.Result))
 			}
 			cond = hash.And(expression.Or(recorded, byClaim(e)))
 		}
 	case StatusFailed:
-		cond = hash.And(expression.Name(tables.AttrStatus).Equal(expression.Value(string(StatusFailed)))).
-			And(expression.Name(tables.AttrFailureCode).Equal(expression.Value(e.FailureCode)))
+		cond = hash.And(expression.Name(attr.Status).Equal(expression.Value(string(StatusFailed)))).
+			And(expression.Name(attr.FailureCode).Equal(expression.Value(e.FailureCode)))
 	}
 	ex, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
 	if err != nil {
@@ -70,7 +71,7 @@ func (e *Effect) Write() ddbworker.Write {
 	// A condition the builders do not cover (the pending completion's OR
 	// and IN): a Raw write without a judge, whose failed condition re-runs
 	// the handler.
-	return ddbworker.Raw(mutation.Write{Item: types.TransactWriteItem{Update: &types.Update{
+	return writes.Raw[ddbworker.Write](mutation.Write{Item: types.TransactWriteItem{Update: &types.Update{
 		TableName: aws.String(s.table), Key: s.key(e.Key),
 		UpdateExpression: ex.Update(), ConditionExpression: ex.Condition(),
 		ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(),

@@ -18,8 +18,8 @@ import (
 
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/attr"
 	"github.com/ddbworker/ddbworker/stale"
-	"github.com/ddbworker/ddbworker/tables"
 )
 
 // API is what the gate needs of DynamoDB.
@@ -377,8 +377,8 @@ func (g *Gate) resolve(ctx context.Context, req *Request, rec *inbox.Record, tok
 			renewal, mine := g.cfg.Store.Renew(held, now, exp), token
 			if handed {
 				mine = g.cfg.NewToken()
-				renewal.Update = renewal.Update.Set(expression.Name(tables.AttrLeaseToken), expression.Value(mine)).
-					Set(expression.Name(tables.AttrLeaseOwner), expression.Value(req.Owner))
+				renewal.Update = renewal.Update.Set(expression.Name(attr.LeaseToken), expression.Value(mine)).
+					Set(expression.Name(attr.LeaseOwner), expression.Value(req.Owner))
 			}
 			next, err := g.fencedUpdate(ctx, req, "renewal", renewal)
 			if err != nil {

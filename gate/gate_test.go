@@ -19,6 +19,7 @@ import (
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/gate"
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/attr"
 	"github.com/ddbworker/ddbworker/internal/faults"
 	"github.com/ddbworker/ddbworker/internal/testenv"
 	"github.com/ddbworker/ddbworker/mutation"
@@ -175,21 +176,21 @@ func TestAcquireFresh(t *testing.T) {
 			rec, item := f.record(req.Key)
 			ts := inbox.FormatTime(now)
 			require.Equal(t, inbox.StatusProcessing, rec.Status)
-			require.False(t, has(item, tables.AttrAttempts), "claiming charges no business attempt")
-			require.False(t, has(item, tables.AttrTakeovers))
+			require.False(t, has(item, attr.Attempts), "claiming charges no business attempt")
+			require.False(t, has(item, attr.Takeovers))
 			require.Equal(t, 1, rec.Deliveries)
 			require.Equal(t, d.Lease.Token, rec.LeaseToken)
 			require.Equal(t, "worker-1", rec.LeaseOwner)
-			require.Equal(t, now.Add(lease).UnixMilli(), num(t, item, tables.AttrLeaseExpiresAt))
-			require.Equal(t, hashA, str(t, item, tables.AttrRequestHash))
+			require.Equal(t, now.Add(lease).UnixMilli(), num(t, item, attr.LeaseExpiresAt))
+			require.Equal(t, hashA, str(t, item, attr.RequestHash))
 			require.Equal(t, ts, rec.FirstSeenAt)
 			require.Equal(t, ts, rec.StartedAt)
 			require.Equal(t, "corr-"+req.Key, rec.CorrelationID)
 			require.Equal(t, now.Add(7*24*time.Hour).Unix(), num(t, item, tables.DefaultLayout().TTL))
 			require.Equal(t, "AGG#Case#case-"+req.Key, str(t, item, tables.DefaultLayout().AggregatePK))
 			require.Equal(t, ts, str(t, item, tables.DefaultLayout().AggregateSK))
-			for _, a := range []string{tables.AttrIdempotencyKey, tables.AttrMessageType, tables.AttrAggregateType, tables.AttrAggregateID,
-				tables.AttrStartedAt, tables.AttrLastSeenAt} {
+			for _, a := range []string{attr.IdempotencyKey, attr.MessageType, attr.AggregateType, attr.AggregateID,
+				attr.StartedAt, attr.LastSeenAt} {
 				require.False(t, has(item, a), "the fresh record stores each fact once: %s is in its keys or its firstSeenAt", a)
 			}
 			require.Equal(t, req.Key, rec.Key, "derived from PK")
@@ -202,7 +203,7 @@ func TestAcquireFresh(t *testing.T) {
 				require.False(t, has(item, tables.DefaultLayout().AttentionPK), "PROCESSING records stay out of the attention index by default")
 				require.False(t, has(item, tables.DefaultLayout().AttentionSK))
 			}
-			for _, a := range []string{tables.AttrCompletedAt, tables.AttrFailedAt, tables.AttrFailureCode, tables.AttrOutcome} {
+			for _, a := range []string{attr.CompletedAt, attr.FailedAt, attr.FailureCode, attr.Outcome} {
 				require.False(t, has(item, a), "fresh record must not carry %s", a)
 			}
 		})
@@ -345,7 +346,7 @@ func TestAcquireTakeoverOfExpiredLease(t *testing.T) {
 			require.Equal(t, 2, rec.Deliveries)
 			require.Equal(t, now.Add(lease).UnixMilli(), rec.LeaseExpiresAt)
 			require.Equal(t, inbox.FormatTime(now), rec.StartedAt)
-			require.Equal(t, str(t, item0, tables.AttrFirstSeenAt), rec.FirstSeenAt)
+			require.Equal(t, str(t, item0, attr.FirstSeenAt), rec.FirstSeenAt)
 			require.Equal(t, item0[tables.DefaultLayout().AggregatePK], item[tables.DefaultLayout().AggregatePK], "aggregate-index keys never change after the gate")
 			require.Equal(t, item0[tables.DefaultLayout().AggregateSK], item[tables.DefaultLayout().AggregateSK])
 			if ip {
@@ -459,7 +460,7 @@ func TestAcquireEndsExhaustedAttempts(t *testing.T) {
 			require.Equal(t, ts, rec.FailedAt)
 			require.Equal(t, tt.attempts, rec.Attempts, "ending a record is not an attempt")
 			require.Equal(t, "old", rec.LeaseToken, "no new lease was granted")
-			require.False(t, has(item, tables.AttrLeaseExpiresAt))
+			require.False(t, has(item, attr.LeaseExpiresAt))
 			require.Equal(t, inbox.AttentionPK(inbox.StatusFailedTerminal, inbox.Shard(req.Key, 4)), str(t, item, tables.DefaultLayout().AttentionPK))
 			require.Equal(t, ts, str(t, item, tables.DefaultLayout().AttentionSK))
 			require.Equal(t, now.Add(35*24*time.Hour).Unix(), rec.TTL)
@@ -726,7 +727,7 @@ func TestFreshRecordStoresMessageType(t *testing.T) {
 	rec, item := f.record(req.Key)
 	require.Equal(t, msgType, rec.MessageType)
 	require.Equal(t, "WORKER#"+msgType, str(t, item, tables.DefaultLayout().SortKey))
-	require.False(t, has(item, tables.AttrMessageType), "not stored twice")
+	require.False(t, has(item, attr.MessageType), "not stored twice")
 }
 
 func TestNewValidation(t *testing.T) {
@@ -852,7 +853,7 @@ func TestAcquireTakeoverOfReleasedLease(t *testing.T) {
 	require.NoError(t, f.committer().Release(ctx, first.Lease, failure.NewRetryable(failure.CodeThrottled, "throttled")))
 	rec, item := f.record(req.Key)
 	require.True(t, rec.Released())
-	require.False(t, has(item, tables.AttrLeaseToken), "a released lease has no holder")
+	require.False(t, has(item, attr.LeaseToken), "a released lease has no holder")
 	require.Equal(t, f.clock.Now().UnixMilli(), rec.LeaseExpiresAt, "the release says when the lease ended")
 
 	d, err := g2.Acquire(ctx, req)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ddbworker/ddbworker/tables"
+	"github.com/ddbworker/ddbworker/internal/attr"
 )
 
 // Status of an inbox record.
@@ -34,9 +34,9 @@ const (
 
 // Attributes of the reopen audit (ddbworker inbox reopen).
 const (
-	attrReopenedAt   = tables.AttrReopenedAt
-	attrReopenedBy   = tables.AttrReopenedBy
-	attrReopenReason = tables.AttrReopenReason
+	attrReopenedAt   = attr.ReopenedAt
+	attrReopenedBy   = attr.ReopenedBy
+	attrReopenReason = attr.ReopenReason
 )
 
 // Key prefixes.

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/attr"
 	"github.com/ddbworker/ddbworker/tables"
 )
 
@@ -40,18 +41,18 @@ func TestRecordRoundTrip(t *testing.T) {
 		want   *inbox.Record
 		absent []string
 	}{
-		{"every field", full, withExpiry(full), []string{tables.AttrCompletedAt, tables.AttrOutcome, tables.AttrResultRef}},
+		{"every field", full, withExpiry(full), []string{attr.CompletedAt, attr.Outcome, attr.ResultRef}},
 		{"minimal record: key and type come from PK/SK", minimal, func() *inbox.Record {
 			r := *minimal
 			r.Key, r.MessageType = "k-2", "CaseClosed"
 			return &r
-		}(), []string{tables.AttrIdempotencyKey, tables.AttrMessageType, tables.AttrLeaseExpiresAt, tables.DefaultLayout().TTL, tables.DefaultLayout().AttentionPK, tables.AttrAttempts}},
+		}(), []string{attr.IdempotencyKey, attr.MessageType, attr.LeaseExpiresAt, tables.DefaultLayout().TTL, tables.DefaultLayout().AttentionPK, attr.Attempts}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			item, err := (inbox.Store{}).Encode(tt.rec), error(nil)
 			require.NoError(t, err)
-			require.Equal(t, s(string(tt.rec.Status)), item[tables.AttrStatus])
+			require.Equal(t, s(string(tt.rec.Status)), item[attr.Status])
 			require.Equal(t, s(tt.rec.PK), item[tables.DefaultLayout().PartitionKey])
 			require.Equal(t, s(tt.rec.SK), item[tables.DefaultLayout().SortKey])
 			for _, a := range tt.absent {
@@ -70,9 +71,9 @@ func TestRecordRoundTrip(t *testing.T) {
 	t.Run("numbers are stored as numbers", func(t *testing.T) {
 		item, err := (inbox.Store{}).Encode(full), error(nil)
 		require.NoError(t, err)
-		require.Equal(t, &types.AttributeValueMemberN{Value: strconv.FormatInt(exp, 10)}, item[tables.AttrLeaseExpiresAt])
+		require.Equal(t, &types.AttributeValueMemberN{Value: strconv.FormatInt(exp, 10)}, item[attr.LeaseExpiresAt])
 		require.Equal(t, &types.AttributeValueMemberN{Value: "1790000000"}, item[tables.DefaultLayout().TTL])
-		require.Equal(t, &types.AttributeValueMemberN{Value: "2"}, item[tables.AttrAttempts])
+		require.Equal(t, &types.AttributeValueMemberN{Value: "2"}, item[attr.Attempts])
 	})
 }
 
@@ -106,9 +107,9 @@ func TestDecodeRejection(t *testing.T) {
 	item := (inbox.Store{}).RejectionKey("m-42")
 	require.Equal(t, s("REJECT#m-42"), item[tables.DefaultLayout().PartitionKey])
 	require.Equal(t, s("REJECT"), item[tables.DefaultLayout().SortKey])
-	item[tables.AttrStatus] = s(string(inbox.StatusFailedTerminal))
-	item[tables.AttrFailureCode] = s("INVALID_ENVELOPE")
-	item[tables.AttrSQSMessageID] = s("m-42")
+	item[attr.Status] = s(string(inbox.StatusFailedTerminal))
+	item[attr.FailureCode] = s("INVALID_ENVELOPE")
+	item[attr.SQSMessageID] = s("m-42")
 
 	r, err := (inbox.Store{}).Decode(item)
 	require.NoError(t, err)
@@ -270,10 +271,10 @@ func TestItemMatchesTags(t *testing.T) {
 		want, err := attributevalue.MarshalMap(r)
 		require.NoError(t, err)
 		if r.PK == inbox.PK(r.Key) {
-			delete(want, tables.AttrIdempotencyKey) // in PK
+			delete(want, attr.IdempotencyKey) // in PK
 		}
 		if r.SK == inbox.SK(r.MessageType) {
-			delete(want, tables.AttrMessageType) // in SK
+			delete(want, attr.MessageType) // in SK
 		}
 		require.Equal(t, want, got)
 	}
@@ -315,11 +316,11 @@ func TestRecordFitsOneWriteUnit(t *testing.T) {
 	// Records written before 0.9 (every fact stored, a long aggregate sort
 	// key) read the same.
 	old := s.Encode(fresh)
-	old[tables.AttrIdempotencyKey] = &types.AttributeValueMemberS{Value: w.Key}
-	old[tables.AttrMessageType] = &types.AttributeValueMemberS{Value: w.MessageType}
-	old[tables.AttrAggregateType] = &types.AttributeValueMemberS{Value: w.AggregateType}
-	old[tables.AttrAggregateID] = &types.AttributeValueMemberS{Value: w.AggregateID}
-	old[tables.AttrStartedAt] = &types.AttributeValueMemberS{Value: inbox.FormatTime(now)}
+	old[attr.IdempotencyKey] = &types.AttributeValueMemberS{Value: w.Key}
+	old[attr.MessageType] = &types.AttributeValueMemberS{Value: w.MessageType}
+	old[attr.AggregateType] = &types.AttributeValueMemberS{Value: w.AggregateType}
+	old[attr.AggregateID] = &types.AttributeValueMemberS{Value: w.AggregateID}
+	old[attr.StartedAt] = &types.AttributeValueMemberS{Value: inbox.FormatTime(now)}
 	old[tables.DefaultLayout().AggregateSK] = &types.AttributeValueMemberS{Value: inbox.FormatTime(now) + "#" + w.MessageType + "#" + w.Key}
 	oldRec, err := s.Decode(old)
 	require.NoError(t, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ddbworker/ddbworker/internal/attr"
 	"github.com/ddbworker/ddbworker/tables"
 )
 
@@ -153,48 +154,48 @@ func (s Store) Encode(r *Record) map[string]types.AttributeValue {
 	l := s.layout()
 	item[l.PartitionKey] = &types.AttributeValueMemberS{Value: r.PK}
 	item[l.SortKey] = &types.AttributeValueMemberS{Value: r.SK}
-	item[tables.AttrStatus] = &types.AttributeValueMemberS{Value: string(r.Status)}
+	item[attr.Status] = &types.AttributeValueMemberS{Value: string(r.Status)}
 	if r.PK != PK(r.Key) {
-		str(tables.AttrIdempotencyKey, r.Key)
+		str(attr.IdempotencyKey, r.Key)
 	}
 	if r.SK != SK(r.MessageType) {
-		str(tables.AttrMessageType, r.MessageType)
+		str(attr.MessageType, r.MessageType)
 	}
-	str(tables.AttrRequestHash, r.RequestHash)
-	num(tables.AttrSchemaVersion, int64(r.SchemaVersion))
+	str(attr.RequestHash, r.RequestHash)
+	num(attr.SchemaVersion, int64(r.SchemaVersion))
 	if r.GSI1PK == "" || r.GSI1PK != AggregatePK(r.AggregateType, r.AggregateID) {
-		str(tables.AttrAggregateType, r.AggregateType)
-		str(tables.AttrAggregateID, r.AggregateID)
+		str(attr.AggregateType, r.AggregateType)
+		str(attr.AggregateID, r.AggregateID)
 	}
-	str(tables.AttrCorrelationID, r.CorrelationID)
-	str(tables.AttrCausationID, r.CausationID)
-	str(tables.AttrProducer, r.Producer)
-	str(tables.AttrSQSMessageID, r.SQSMessageID)
-	str(tables.AttrFirstSeenAt, r.FirstSeenAt)
+	str(attr.CorrelationID, r.CorrelationID)
+	str(attr.CausationID, r.CausationID)
+	str(attr.Producer, r.Producer)
+	str(attr.SQSMessageID, r.SQSMessageID)
+	str(attr.FirstSeenAt, r.FirstSeenAt)
 	if r.LastSeenAt != r.FirstSeenAt {
-		str(tables.AttrLastSeenAt, r.LastSeenAt)
+		str(attr.LastSeenAt, r.LastSeenAt)
 	}
 	if r.StartedAt != r.FirstSeenAt {
-		str(tables.AttrStartedAt, r.StartedAt)
+		str(attr.StartedAt, r.StartedAt)
 	}
-	str(tables.AttrCompletedAt, r.CompletedAt)
-	str(tables.AttrFailedAt, r.FailedAt)
-	num(tables.AttrAttempts, int64(r.Attempts))
-	num(tables.AttrDeliveries, int64(r.Deliveries))
-	num(tables.AttrTakeovers, int64(r.Takeovers))
-	str(tables.AttrLeaseOwner, r.LeaseOwner)
-	str(tables.AttrLeaseToken, r.LeaseToken)
-	num(tables.AttrLeaseExpiresAt, r.LeaseExpiresAt)
-	str(tables.AttrFailureCode, r.FailureCode)
-	str(tables.AttrFailureMessage, r.FailureMessage)
-	str(tables.AttrOutcome, r.Outcome)
-	str(tables.AttrResultRef, r.ResultRef)
+	str(attr.CompletedAt, r.CompletedAt)
+	str(attr.FailedAt, r.FailedAt)
+	num(attr.Attempts, int64(r.Attempts))
+	num(attr.Deliveries, int64(r.Deliveries))
+	num(attr.Takeovers, int64(r.Takeovers))
+	str(attr.LeaseOwner, r.LeaseOwner)
+	str(attr.LeaseToken, r.LeaseToken)
+	num(attr.LeaseExpiresAt, r.LeaseExpiresAt)
+	str(attr.FailureCode, r.FailureCode)
+	str(attr.FailureMessage, r.FailureMessage)
+	str(attr.Outcome, r.Outcome)
+	str(attr.ResultRef, r.ResultRef)
 	str(attrReopenedAt, r.ReopenedAt)
 	str(attrReopenedBy, r.ReopenedBy)
 	str(attrReopenReason, r.ReopenReason)
-	str(tables.AttrDiscardedAt, r.DiscardedAt)
-	str(tables.AttrDiscardedBy, r.DiscardedBy)
-	str(tables.AttrDiscardReason, r.DiscardReason)
+	str(attr.DiscardedAt, r.DiscardedAt)
+	str(attr.DiscardedBy, r.DiscardedBy)
+	str(attr.DiscardReason, r.DiscardReason)
 	num(l.TTL, r.TTL)
 	str(l.AggregatePK, r.GSI1PK)
 	str(l.AggregateSK, r.GSI1SK)

@@ -10,8 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/ddbworker/ddbworker/tables"
+	"github.com/ddbworker/ddbworker/internal/attr"
 )
 
 // Transition is one fenced change of an inbox record: the update and the
@@ -140,8 +139,8 @@ func (e *LeaseLostError) Ours(status Status, code string) bool {
 // fence is the condition of every transition a lease holder makes: the
 // record is PROCESSING under the lease's token.
 func fence(l Lease) expression.ConditionBuilder {
-	return expression.Name(tables.AttrStatus).Equal(expression.Value(string(StatusProcessing))).
-		And(expression.Name(tables.AttrLeaseToken).Equal(expression.Value(l.Token)))
+	return expression.Name(attr.Status).Equal(expression.Value(string(StatusProcessing))).
+		And(expression.Name(attr.LeaseToken).Equal(expression.Value(l.Token)))
 }
 
 // CompletedRecord is rec, a fresh record no lease holds (a fused run's,
@@ -181,15 +180,15 @@ func (s Store) Complete(l Lease, now time.Time, outcome, resultRef string) Trans
 		outcome = OutcomeApplied
 	}
 	ts := FormatTime(now)
-	upd := expression.Set(expression.Name(tables.AttrStatus), expression.Value(string(StatusCompleted))).
-		Set(expression.Name(tables.AttrCompletedAt), expression.Value(ts)).
-		Set(expression.Name(tables.AttrOutcome), expression.Value(outcome)).
+	upd := expression.Set(expression.Name(attr.Status), expression.Value(string(StatusCompleted))).
+		Set(expression.Name(attr.CompletedAt), expression.Value(ts)).
+		Set(expression.Name(attr.Outcome), expression.Value(outcome)).
 		Set(expression.Name(s.layout().TTL), expression.Value(s.ttl().For(StatusCompleted, now))).
-		Remove(expression.Name(tables.AttrLeaseExpiresAt)).
+		Remove(expression.Name(attr.LeaseExpiresAt)).
 		Remove(expression.Name(s.layout().AttentionPK)).
 		Remove(expression.Name(s.layout().AttentionSK))
 	if resultRef != "" {
-		upd = upd.Set(expression.Name(tables.AttrResultRef), expression.Value(resultRef))
+		upd = upd.Set(expression.Name(attr.ResultRef), expression.Value(resultRef))
 	}
 	return Transition{Update: upd, Condition: fence(l)}
 }
@@ -200,20 +199,20 @@ func (s Store) Complete(l Lease, now time.Time, outcome, resultRef string) Trans
 // the store's shards, and the lease's attempt counted (attempts =
 // l.Attempt): the only transition that charges a business attempt.
 func (s Store) Fail(l Lease, now time.Time, status Status, code, message string) Transition {
-	upd := s.failed(l.Key, now, status, code, message).Set(expression.Name(tables.AttrAttempts), expression.Value(l.Attempt))
+	upd := s.failed(l.Key, now, status, code, message).Set(expression.Name(attr.Attempts), expression.Value(l.Attempt))
 	return Transition{Update: upd, Condition: fence(l)}
 }
 
 func (s Store) failed(key string, now time.Time, status Status, code, message string) expression.UpdateBuilder {
 	ts := FormatTime(now)
-	return expression.Set(expression.Name(tables.AttrStatus), expression.Value(string(status))).
-		Set(expression.Name(tables.AttrFailureCode), expression.Value(code)).
-		Set(expression.Name(tables.AttrFailureMessage), expression.Value(message)).
-		Set(expression.Name(tables.AttrFailedAt), expression.Value(ts)).
+	return expression.Set(expression.Name(attr.Status), expression.Value(string(status))).
+		Set(expression.Name(attr.FailureCode), expression.Value(code)).
+		Set(expression.Name(attr.FailureMessage), expression.Value(message)).
+		Set(expression.Name(attr.FailedAt), expression.Value(ts)).
 		Set(expression.Name(s.layout().TTL), expression.Value(s.ttl().For(status, now))).
 		Set(expression.Name(s.layout().AttentionPK), expression.Value(AttentionPK(status, Shard(key, s.shards())))).
 		Set(expression.Name(s.layout().AttentionSK), expression.Value(ts)).
-		Remove(expression.Name(tables.AttrLeaseExpiresAt))
+		Remove(expression.Name(attr.LeaseExpiresAt))
 }
 
 // Release gives a held lease back without an outcome: infrastructure
@@ -227,11 +226,11 @@ func (s Store) failed(key string, now time.Time, status Status, code, message st
 // expire, so a Release that cannot be written loses nothing.
 func (s Store) Release(l Lease, now time.Time, code, message string) Transition {
 	ts := FormatTime(now)
-	upd := expression.Set(expression.Name(tables.AttrLeaseExpiresAt), expression.Value(now.UnixMilli())).
-		Set(expression.Name(tables.AttrLastSeenAt), expression.Value(ts)).
-		Set(expression.Name(tables.AttrFailureCode), expression.Value(code)).
-		Set(expression.Name(tables.AttrFailureMessage), expression.Value(message)).
-		Remove(expression.Name(tables.AttrLeaseToken))
+	upd := expression.Set(expression.Name(attr.LeaseExpiresAt), expression.Value(now.UnixMilli())).
+		Set(expression.Name(attr.LastSeenAt), expression.Value(ts)).
+		Set(expression.Name(attr.FailureCode), expression.Value(code)).
+		Set(expression.Name(attr.FailureMessage), expression.Value(message)).
+		Remove(expression.Name(attr.LeaseToken))
 	if s.IndexProcessing {
 		upd = upd.Set(expression.Name(s.layout().AttentionSK), expression.Value(ts))
 	}
@@ -241,8 +240,8 @@ func (s Store) Release(l Lease, now time.Time, code, message string) Transition 
 // Renew extends a held lease to exp. With IndexProcessing the attention
 // index sort key follows the expiry.
 func (s Store) Renew(l Lease, now, exp time.Time) Transition {
-	upd := expression.Set(expression.Name(tables.AttrLeaseExpiresAt), expression.Value(exp.UnixMilli())).
-		Set(expression.Name(tables.AttrLastSeenAt), expression.Value(FormatTime(now)))
+	upd := expression.Set(expression.Name(attr.LeaseExpiresAt), expression.Value(exp.UnixMilli())).
+		Set(expression.Name(attr.LastSeenAt), expression.Value(FormatTime(now)))
 	if s.IndexProcessing {
 		upd = upd.Set(expression.Name(s.layout().AttentionSK), expression.Value(FormatTime(exp)))
 	}
@@ -260,25 +259,25 @@ func (s Store) Renew(l Lease, now, exp time.Time) Transition {
 // its work is the same (gate.Request.SameWork), and a takeover keeps the
 // stored hash.
 func unchanged(rec *Record, staleBefore int64) expression.ConditionBuilder {
-	attempts := expression.Name(tables.AttrAttempts).Equal(expression.Value(rec.Attempts))
+	attempts := expression.Name(attr.Attempts).Equal(expression.Value(rec.Attempts))
 	if rec.Attempts == 0 { // a fresh record does not write the attribute
-		attempts = expression.AttributeNotExists(expression.Name(tables.AttrAttempts)).Or(attempts)
+		attempts = expression.AttributeNotExists(expression.Name(attr.Attempts)).Or(attempts)
 	}
-	cond := expression.Name(tables.AttrRequestHash).Equal(expression.Value(rec.RequestHash)).
-		And(expression.Name(tables.AttrStatus).Equal(expression.Value(string(rec.Status)))).
+	cond := expression.Name(attr.RequestHash).Equal(expression.Value(rec.RequestHash)).
+		And(expression.Name(attr.Status).Equal(expression.Value(string(rec.Status)))).
 		And(attempts)
 	if rec.LeaseToken == "" {
-		cond = cond.And(expression.AttributeNotExists(expression.Name(tables.AttrLeaseToken)))
+		cond = cond.And(expression.AttributeNotExists(expression.Name(attr.LeaseToken)))
 	} else {
-		cond = cond.And(expression.Name(tables.AttrLeaseToken).Equal(expression.Value(rec.LeaseToken)))
+		cond = cond.And(expression.Name(attr.LeaseToken).Equal(expression.Value(rec.LeaseToken)))
 	}
 	switch {
 	case rec.Released():
 		// Given back: nothing to wait for; the release it was decided on is
 		// still the last write (a later one would set lastSeenAt again).
-		cond = cond.And(expression.Name(tables.AttrLastSeenAt).Equal(expression.Value(rec.LastSeenAt)))
+		cond = cond.And(expression.Name(attr.LastSeenAt).Equal(expression.Value(rec.LastSeenAt)))
 	case rec.Status == StatusProcessing:
-		cond = cond.And(expression.Name(tables.AttrLeaseExpiresAt).LessThan(expression.Value(staleBefore)))
+		cond = cond.And(expression.Name(attr.LeaseExpiresAt).LessThan(expression.Value(staleBefore)))
 	}
 	return cond
 }
@@ -296,16 +295,16 @@ type Claim struct {
 // failure does that.
 func (s Store) Takeover(rec *Record, c Claim, staleBefore int64) Transition {
 	ts := FormatTime(c.Now)
-	upd := expression.Set(expression.Name(tables.AttrStatus), expression.Value(string(StatusProcessing))).
-		Set(expression.Name(tables.AttrLeaseToken), expression.Value(c.Token)).
-		Set(expression.Name(tables.AttrLeaseOwner), expression.Value(c.Owner)).
-		Set(expression.Name(tables.AttrLeaseExpiresAt), expression.Value(c.Expires.UnixMilli())).
-		Set(expression.Name(tables.AttrStartedAt), expression.Value(ts)).
-		Set(expression.Name(tables.AttrLastSeenAt), expression.Value(ts)).
+	upd := expression.Set(expression.Name(attr.Status), expression.Value(string(StatusProcessing))).
+		Set(expression.Name(attr.LeaseToken), expression.Value(c.Token)).
+		Set(expression.Name(attr.LeaseOwner), expression.Value(c.Owner)).
+		Set(expression.Name(attr.LeaseExpiresAt), expression.Value(c.Expires.UnixMilli())).
+		Set(expression.Name(attr.StartedAt), expression.Value(ts)).
+		Set(expression.Name(attr.LastSeenAt), expression.Value(ts)).
 		Set(expression.Name(s.layout().TTL), expression.Value(s.ttl().For(StatusProcessing, c.Now))).
-		Set(expression.Name(tables.AttrDeliveries), expression.Plus(expression.IfNotExists(expression.Name(tables.AttrDeliveries), expression.Value(0)), expression.Value(1)))
+		Set(expression.Name(attr.Deliveries), expression.Plus(expression.IfNotExists(expression.Name(attr.Deliveries), expression.Value(0)), expression.Value(1)))
 	if rec.AbandonedLease() {
-		upd = upd.Set(expression.Name(tables.AttrTakeovers), expression.Plus(expression.IfNotExists(expression.Name(tables.AttrTakeovers), expression.Value(0)), expression.Value(1)))
+		upd = upd.Set(expression.Name(attr.Takeovers), expression.Plus(expression.IfNotExists(expression.Name(attr.Takeovers), expression.Value(0)), expression.Value(1)))
 	}
 	if s.IndexProcessing {
 		upd = upd.Set(expression.Name(s.layout().AttentionPK), expression.Value(AttentionPK(StatusProcessing, Shard(rec.Key, s.shards())))).
@@ -331,9 +330,9 @@ func (s Store) End(rec *Record, now time.Time, code, message string, staleBefore
 // unchanged: a record that moved meanwhile is not reopened.
 func (s Store) Reopen(rec *Record, now time.Time, by, reason string) Transition {
 	ts := FormatTime(now)
-	upd := expression.Set(expression.Name(tables.AttrStatus), expression.Value(string(StatusFailedRetryable))).
-		Set(expression.Name(tables.AttrAttempts), expression.Value(0)).
-		Set(expression.Name(tables.AttrLastSeenAt), expression.Value(ts)).
+	upd := expression.Set(expression.Name(attr.Status), expression.Value(string(StatusFailedRetryable))).
+		Set(expression.Name(attr.Attempts), expression.Value(0)).
+		Set(expression.Name(attr.LastSeenAt), expression.Value(ts)).
 		Set(expression.Name(attrReopenedAt), expression.Value(ts)).
 		Set(expression.Name(attrReopenedBy), expression.Value(by)).
 		Set(expression.Name(attrReopenReason), expression.Value(reason)).
@@ -341,8 +340,8 @@ func (s Store) Reopen(rec *Record, now time.Time, by, reason string) Transition 
 		Set(expression.Name(s.layout().AttentionPK), expression.Value(AttentionPK(StatusFailedRetryable, Shard(rec.Key, s.shards())))).
 		Set(expression.Name(s.layout().AttentionSK), expression.Value(ts)).
 		// A discard said the work would never run; reopened, it may.
-		Remove(expression.Name(tables.AttrDiscardedAt)).Remove(expression.Name(tables.AttrDiscardedBy)).
-		Remove(expression.Name(tables.AttrDiscardReason))
+		Remove(expression.Name(attr.DiscardedAt)).Remove(expression.Name(attr.DiscardedBy)).
+		Remove(expression.Name(attr.DiscardReason))
 	return Transition{Update: upd, Condition: unchanged(rec, 0)}
 }
 
@@ -354,10 +353,10 @@ func (s Store) Reopen(rec *Record, now time.Time, by, reason string) Transition 
 // fenced on the failure being the one read: still FAILED_TERMINAL, failed
 // at the same time (a reopen, or a new failure after one, changes them).
 func (s Store) Discard(rec *Record, now time.Time, by, reason string) Transition {
-	upd := expression.Set(expression.Name(tables.AttrDiscardedAt), expression.Value(FormatTime(now))).
-		Set(expression.Name(tables.AttrDiscardedBy), expression.Value(by)).
-		Set(expression.Name(tables.AttrDiscardReason), expression.Value(reason))
-	cond := expression.Name(tables.AttrStatus).Equal(expression.Value(string(StatusFailedTerminal))).
-		And(expression.Name(tables.AttrFailedAt).Equal(expression.Value(rec.FailedAt)))
+	upd := expression.Set(expression.Name(attr.DiscardedAt), expression.Value(FormatTime(now))).
+		Set(expression.Name(attr.DiscardedBy), expression.Value(by)).
+		Set(expression.Name(attr.DiscardReason), expression.Value(reason))
+	cond := expression.Name(attr.Status).Equal(expression.Value(string(StatusFailedTerminal))).
+		And(expression.Name(attr.FailedAt).Equal(expression.Value(rec.FailedAt)))
 	return Transition{Update: upd, Condition: cond}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/ddbproxy"
 	"github.com/ddbworker/ddbworker/internal/invoices"
+	"github.com/ddbworker/ddbworker/internal/logevent"
 	"github.com/ddbworker/ddbworker/internal/testenv"
 	"github.com/ddbworker/ddbworker/worker"
 )
@@ -88,7 +89,7 @@ func TestRIEExactlyOnce(t *testing.T) {
 	require.Zero(t, testenv.InspectQueue(t, w.env.Queues.URL).Total(), "every message settled")
 	var lines []map[string]any
 	for _, l := range f.logs(nil) {
-		if msg, _ := l["msg"].(string); strings.HasPrefix(msg, worker.LogEventPrefix) {
+		if msg, _ := l["msg"].(string); strings.HasPrefix(msg, logevent.Prefix) {
 			lines = append(lines, l)
 		}
 	}

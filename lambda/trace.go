@@ -12,6 +12,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/ddbworker/ddbworker/internal/spans"
 	"github.com/ddbworker/ddbworker/internal/telemetry"
 	"github.com/ddbworker/ddbworker/tracing"
 )
@@ -82,7 +83,7 @@ func startTracing(ctx context.Context, lookupEnv func(string) (string, bool), lo
 	}
 	log.Info("tracing on: spans exported over OTLP/HTTP at the end of each invocation", "endpoint", t.Endpoint,
 		"lambdaXRayContext", lambdaXRay)
-	return invocations{traces: t, tracer: t.Provider.Tracer(tracing.InstrumentationName, trace.WithSchemaURL(tracing.SchemaURL)),
+	return invocations{traces: t, tracer: t.Provider.Tracer(spans.InstrumentationName, trace.WithSchemaURL(spans.SchemaURL)),
 		function: fn, xrayParent: xrayParent}, log, nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/ddbworker/ddbworker/internal/invoices"
+	"github.com/ddbworker/ddbworker/internal/logevent"
 	"github.com/ddbworker/ddbworker/producer"
 	"github.com/ddbworker/ddbworker/tracing"
 	"github.com/ddbworker/ddbworker/worker"
@@ -172,7 +173,7 @@ func TestTracingUnderRIE(t *testing.T) {
 	require.Len(t, seen, 10)
 
 	// The delivery lines are written inside the records' spans.
-	lines := f.logs(map[string]string{"msg": worker.LogEventCompleted})
+	lines := f.logs(map[string]string{"msg": logevent.Completed})
 	require.Len(t, lines, 10)
 	for _, l := range lines {
 		require.Equal(t, hex.EncodeToString(invocation.TraceId), l[tracing.LogTraceID])

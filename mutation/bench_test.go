@@ -8,6 +8,7 @@ import (
 
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/writes"
 	"github.com/ddbworker/ddbworker/mutation"
 )
 
@@ -25,8 +26,8 @@ func BenchmarkBuildCommit(b *testing.B) {
 	now := time.Now()
 	b.ReportAllocs()
 	for b.Loop() {
-		w, err := ddbworker.Update("t", key).Set("stage", "review").Set("stageVersion", 5).
-			Guard(ddbworker.MustExist().Else(ddbworker.Fail("X", "")), ddbworker.NewerVersion("stageVersion", 5)).Mutation()
+		w, err := writes.Mutation(ddbworker.Update("t", key).Set("stage", "review").Set("stageVersion", 5).
+			Guard(ddbworker.MustExist().Else(ddbworker.Fail("X", "")), ddbworker.NewerVersion("stageVersion", 5)))
 		if err != nil {
 			b.Fatal(err)
 		}

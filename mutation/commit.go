@@ -199,12 +199,12 @@ func (c *Committer) CommitFused(ctx context.Context, rec *inbox.Record, writes [
 
 // Cancellation reason codes of TransactionCanceledException.
 const (
-	ReasonNone                  = "None"
-	ReasonConditionalCheck      = "ConditionalCheckFailed"
-	ReasonTransactionConflict   = "TransactionConflict"
-	ReasonThrottling            = "ThrottlingError"
-	ReasonProvisionedThroughput = "ProvisionedThroughputExceeded"
-	ReasonValidation            = "ValidationError"
+	reasonNone                  = "None"
+	reasonConditionalCheck      = "ConditionalCheckFailed"
+	reasonTransactionConflict   = "TransactionConflict"
+	reasonThrottling            = "ThrottlingError"
+	reasonProvisionedThroughput = "ProvisionedThroughputExceeded"
+	reasonValidation            = "ValidationError"
 )
 
 // CancellationReason returns the reason code of action i of a cancelled
@@ -234,25 +234,25 @@ func (c *Committer) mapCancellation(err error, writes []Write, onInbox func(old 
 	}
 	reasons := tce.CancellationReasons
 	inboxIdx := len(writes)
-	if inboxIdx < len(reasons) && aws.ToString(reasons[inboxIdx].Code) == ReasonConditionalCheck {
+	if inboxIdx < len(reasons) && aws.ToString(reasons[inboxIdx].Code) == reasonConditionalCheck {
 		return onInbox(reasons[inboxIdx].Item)
 	}
 	var retryable, invalid string
 	for i, r := range reasons {
 		switch code := aws.ToString(r.Code); code {
-		case ReasonConditionalCheck:
+		case reasonConditionalCheck:
 			if i < len(writes) {
 				return &GuardError{Index: i, Verdict: writes[i].verdict(r.Item), Old: r.Item}
 			}
-		case ReasonTransactionConflict:
+		case reasonTransactionConflict:
 			retryable = failure.CodeTransactionConflict
-		case ReasonThrottling, ReasonProvisionedThroughput, "RequestLimitExceeded":
+		case reasonThrottling, reasonProvisionedThroughput, "RequestLimitExceeded":
 			if retryable == "" {
 				retryable = failure.CodeThrottled
 			}
-		case ReasonValidation:
+		case reasonValidation:
 			invalid = aws.ToString(r.Message)
-		case ReasonNone, "":
+		case reasonNone, "":
 		default:
 			if retryable == "" {
 				retryable = failure.CodeServiceUnavailable

@@ -23,8 +23,9 @@
 // Write (a types.TransactWriteItem and its Judge), Verdict and VerdictKind
 // are the engine's representation of one rendered domain write; it has no
 // builders: handlers build their writes with package ddbworker (Update,
-// Put, Delete, Check and their guards), whose Write.Mutation renders them,
-// or hand one over with ddbworker.Raw.
+// Put, Delete, Check and their guards), which the engine renders through
+// internal/writes; the engine's own hand-built writes (effects' Write) go
+// through it too (writes.Raw).
 //
 // It does not decide whether a delivery may run (gate), what a run came to
 // (internal/judge), renew leases (stale), or touch SQS (worker).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/writes"
 	"github.com/ddbworker/ddbworker/mutation"
 )
 
@@ -45,9 +46,9 @@ func kind(k mutation.VerdictKind) string {
 // the judge of its guards. A late, older message is superseded instead of
 // overwriting newer state.
 func ExampleWrite() {
-	w, err := ddbworker.Update("app", ddbworker.Key{"PK": "CASE#c-1", "SK": "STATE"}).
+	w, err := writes.Mutation(ddbworker.Update("app", ddbworker.Key{"PK": "CASE#c-1", "SK": "STATE"}).
 		Set("stage", "ESCALATED").Set("version", 7).
-		Guard(ddbworker.NewerVersion("version", 7)).Mutation()
+		Guard(ddbworker.NewerVersion("version", 7)))
 	if err != nil {
 		panic(err)
 	}
@@ -69,8 +70,8 @@ func ExampleWrite() {
 // and says when no guard fails on it (the item changed since: the commit
 // re-runs the handler).
 func ExampleJudge() {
-	w, err := ddbworker.Check("app", ddbworker.Key{"PK": "CASE#c-1", "SK": "STATE"},
-		ddbworker.MustExist().Else(ddbworker.Fail("CASE_NOT_FOUND", "no such case")), ddbworker.ExpectVersion("version", 3)).Mutation()
+	w, err := writes.Mutation(ddbworker.Check("app", ddbworker.Key{"PK": "CASE#c-1", "SK": "STATE"},
+		ddbworker.MustExist().Else(ddbworker.Fail("CASE_NOT_FOUND", "no such case")), ddbworker.ExpectVersion("version", 3)))
 	if err != nil {
 		panic(err)
 	}

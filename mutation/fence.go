@@ -376,7 +376,7 @@ func (c *Committer) CommitSingleGuarded(ctx context.Context, rec *inbox.Record, 
 	// duplicate, whatever record the inbox holds under its key (another
 	// work's, reusing the key, which the gate would call a mismatch).
 	var tce *types.TransactionCanceledException
-	if errors.As(err, &tce) && len(tce.CancellationReasons) > 0 && aws.ToString(tce.CancellationReasons[0].Code) == ReasonConditionalCheck {
+	if errors.As(err, &tce) && len(tce.CancellationReasons) > 0 && aws.ToString(tce.CancellationReasons[0].Code) == reasonConditionalCheck {
 		if v := w.verdict(tce.CancellationReasons[0].Item); v.Kind == Duplicate {
 			return &GuardError{Index: 0, Verdict: v, Old: tce.CancellationReasons[0].Item}
 		}

@@ -21,8 +21,10 @@ import (
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/gate"
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/attr"
 	"github.com/ddbworker/ddbworker/internal/faults"
 	"github.com/ddbworker/ddbworker/internal/testenv"
+	"github.com/ddbworker/ddbworker/internal/writes"
 	"github.com/ddbworker/ddbworker/mutation"
 	"github.com/ddbworker/ddbworker/stale"
 	"github.com/ddbworker/ddbworker/tables"
@@ -152,7 +154,7 @@ func goKey(pk, sk string) ddbworker.Key {
 // render is w as the worker hands it to the committer.
 func (f *fixture) render(w ddbworker.Write) mutation.Write {
 	f.t.Helper()
-	m, err := w.Mutation()
+	m, err := writes.Mutation(w)
 	require.NoError(f.t, err)
 	return m
 }
@@ -221,7 +223,7 @@ func TestCommitAppliesWritesAndCompletes(t *testing.T) {
 			require.GreaterOrEqual(t, rec.TTL, now.Add(35*24*time.Hour).Unix(), "COMPLETED must outlive every redelivery")
 			require.Equal(t, l.Token, rec.LeaseToken, "the token stays: a late Fail of the same lease sees COMPLETED")
 			require.Zero(t, rec.Attempts, "a commit counts no failed attempt")
-			for _, a := range []string{tables.DefaultLayout().AttentionPK, tables.DefaultLayout().AttentionSK, tables.AttrLeaseExpiresAt} {
+			for _, a := range []string{tables.DefaultLayout().AttentionPK, tables.DefaultLayout().AttentionSK, attr.LeaseExpiresAt} {
 				require.False(t, has(item, a), "%s must be removed on completion", a)
 			}
 			require.Equal(t, before[tables.DefaultLayout().AggregatePK], item[tables.DefaultLayout().AggregatePK])
@@ -567,9 +569,9 @@ func TestCommitTransactionConflict(t *testing.T) {
 		want string
 		ok   bool
 	}{
-		{0, mutation.ReasonTransactionConflict, true},
-		{1, mutation.ReasonNone, true},
-		{2, mutation.ReasonNone, true}, // the inbox flip
+		{0, "TransactionConflict", true},
+		{1, "None", true},
+		{2, "None", true}, // the inbox flip
 		{3, "", false},
 		{-1, "", false},
 	}
@@ -808,7 +810,7 @@ func TestCommitFused(t *testing.T) {
 		require.GreaterOrEqual(t, got.TTL, now.Add(35*24*time.Hour).Unix())
 		require.Equal(t, "hash-k-fused", got.RequestHash)
 		require.Equal(t, inbox.AggregatePK("Case", "c-1"), got.GSI1PK)
-		for _, a := range []string{tables.DefaultLayout().AttentionPK, tables.DefaultLayout().AttentionSK, tables.AttrLeaseExpiresAt} {
+		for _, a := range []string{tables.DefaultLayout().AttentionPK, tables.DefaultLayout().AttentionSK, attr.LeaseExpiresAt} {
 			require.False(t, has(item, a), a)
 		}
 		require.Empty(t, rec.Status, "the caller's record is not modified")
@@ -896,7 +898,7 @@ func TestSupersede(t *testing.T) {
 			require.Equal(t, tt.want, rec.Outcome)
 			require.Equal(t, inbox.FormatTime(f.clock.Now()), rec.CompletedAt)
 			require.False(t, has(item, tables.DefaultLayout().AttentionPK))
-			require.False(t, has(item, tables.AttrLeaseExpiresAt))
+			require.False(t, has(item, attr.LeaseExpiresAt))
 
 			// Again with the same lease: the record is COMPLETED already.
 			var lost *inbox.LeaseLostError
@@ -957,7 +959,7 @@ func TestFail(t *testing.T) {
 			require.Equal(t, ts, rec.LastActivity())
 			require.Equal(t, inbox.AttentionPK(tt.status, inbox.Shard("k-fail", shards)), rec.GSI2PK)
 			require.Equal(t, ts, rec.GSI2SK)
-			require.False(t, has(item, tables.AttrLeaseExpiresAt), "the lease is released")
+			require.False(t, has(item, attr.LeaseExpiresAt), "the lease is released")
 			require.Equal(t, now.Add(35*24*time.Hour).Unix(), rec.TTL)
 			require.Equal(t, 1, rec.Attempts, "the recorded failure counts the lease's attempt")
 
@@ -1053,8 +1055,8 @@ func TestRelease(t *testing.T) {
 			rec, item := f.inbox("k-release")
 			require.Equal(t, inbox.StatusProcessing, rec.Status)
 			require.True(t, rec.Released())
-			require.False(t, has(item, tables.AttrLeaseToken))
-			require.False(t, has(item, tables.AttrAttempts), "nothing charged, nothing refunded")
+			require.False(t, has(item, attr.LeaseToken))
+			require.False(t, has(item, attr.Attempts), "nothing charged, nothing refunded")
 			require.Equal(t, now.UnixMilli(), rec.LeaseExpiresAt)
 			require.Equal(t, failure.CodeThrottled, rec.FailureCode)
 			require.Equal(t, inbox.FormatTime(now), rec.LastSeenAt)
@@ -1112,7 +1114,7 @@ func TestFreshRecords(t *testing.T) {
 		require.Equal(t, "CASE_NOT_FOUND", got.FailureCode)
 		require.Equal(t, 1, got.Attempts, "the fused run was the first business attempt")
 		require.Equal(t, inbox.AttentionPK(inbox.StatusFailedTerminal, inbox.Shard("k-fresh-fail", shards)), got.GSI2PK)
-		require.False(t, has(item, tables.AttrLeaseExpiresAt))
+		require.False(t, has(item, attr.LeaseExpiresAt))
 		require.NoError(t, f.c.FailFresh(ctx, rec, failure.NewTerminal("CASE_NOT_FOUND", "no case")), "our own write again")
 		var exists *mutation.ExistsError
 		require.ErrorAs(t, f.c.FailFresh(ctx, newRec(f, "k-fresh-fail", "tok-2"), failure.NewRetryable("X", "y")), &exists)

@@ -13,6 +13,7 @@ import (
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/writes"
 	"github.com/ddbworker/ddbworker/mutation"
 )
 
@@ -42,15 +43,15 @@ func TestCommitSingle(t *testing.T) {
 		if w.typ == "" {
 			// The older fence: the write, the version, the key and the
 			// hash (its condition is not under test here).
-			m, err := write.Set("version", w.version).Set(mutation.FenceKeyAttr("version"), w.key).
-				Set(mutation.FenceHashAttr("version"), w.hash).Mutation()
+			m, err := writes.Mutation(write.Set("version", w.version).Set(mutation.FenceKeyAttr("version"), w.key).
+				Set(mutation.FenceHashAttr("version"), w.hash))
 			require.NoError(t, err)
 			u := m.Item.Update
 			_, err = f.env.DynamoDB.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{TableName: u.TableName, Key: u.Key,
 				UpdateExpression: u.UpdateExpression, ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues})
 			return err
 		}
-		m, err := write.Guard(ddbworker.NewerVersion("version", w.version)).Mutation()
+		m, err := writes.Mutation(write.Guard(ddbworker.NewerVersion("version", w.version)))
 		require.NoError(t, err)
 		fenced, err := mutation.Fenced([]mutation.Write{m}, mutation.Stamp{Key: w.key, Type: w.typ, Hash: w.hash})
 		require.NoError(t, err)
@@ -199,8 +200,8 @@ func TestCommitSingleGuarded(t *testing.T) {
 // singleWrite is key's fenced single write of version v to its own item.
 func (f *fixture) singleWrite(t *testing.T, key string, v int64) mutation.Write {
 	t.Helper()
-	m, err := ddbworker.Update(f.env.Table, ddbworker.Key{"PK": "GUARDED#" + key, "SK": "ITEM"}).Set("stage", "review").
-		Guard(ddbworker.NewerVersion("version", v)).Mutation()
+	m, err := writes.Mutation(ddbworker.Update(f.env.Table, ddbworker.Key{"PK": "GUARDED#" + key, "SK": "ITEM"}).Set("stage", "review").
+		Guard(ddbworker.NewerVersion("version", v)))
 	require.NoError(t, err)
 	w := work(key).Work
 	fenced, err := mutation.Fenced([]mutation.Write{m}, mutation.Stamp{Key: key, Type: w.MessageType, Hash: w.RequestHash})

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ddbworker/ddbworker/envelope"
+	"github.com/ddbworker/ddbworker/internal/attr"
 	"github.com/ddbworker/ddbworker/internal/groupid"
 	"github.com/ddbworker/ddbworker/tables"
 	"github.com/ddbworker/ddbworker/tracing"
@@ -166,8 +167,8 @@ func (e *InvalidError) Unwrap() []error {
 	return []error{ErrInvalid, e.Err}
 }
 
-// Sequence is the default sequence of e (see Event.Sequence).
-func Sequence(e *envelope.Envelope) string {
+// defaultSequence is the default sequence of e (see Event.Sequence).
+func defaultSequence(e *envelope.Envelope) string {
 	if e.AggregateVersion != nil {
 		return fmt.Sprintf("V%020d", *e.AggregateVersion)
 	}
@@ -206,7 +207,7 @@ func (w *Writer) Record(ctx context.Context, ev Event) (Record, error) {
 	}
 	seq := ev.Sequence
 	if seq == "" {
-		seq = Sequence(ev.Envelope)
+		seq = defaultSequence(ev.Envelope)
 	}
 	if len(seq) > 64 || strings.Contains(seq, "#") {
 		return Record{}, &InvalidError{Field: "Sequence", Reason: "at most 64 bytes without '#'"}
@@ -251,28 +252,28 @@ func (w *Writer) Put(ctx context.Context, ev Event) (types.TransactWriteItem, er
 		return types.TransactWriteItem{}, fmt.Errorf("outbox: condition: %w", err)
 	}
 	item := map[string]types.AttributeValue{
-		l.PartitionKey:             str(rec.PK),
-		l.SortKey:                  str(rec.SK),
-		tables.AttrStatus:          str(rec.Status),
-		tables.AttrOutboxEventID:   str(rec.EventID),
-		tables.AttrAggregateType:   str(rec.AggregateType),
-		tables.AttrAggregateID:     str(rec.AggregateID),
-		tables.AttrMessageType:     str(rec.MessageType),
-		tables.AttrOutboxBody:      str(rec.Body),
-		tables.AttrOutboxCreatedAt: str(rec.CreatedAt.Format(TimeLayout)),
-		l.AttentionPK:              str(PendingPK(rec.PK, w.cfg.Shards)),
-		l.AttentionSK:              str(rec.CreatedAt.Format(TimeLayout)),
+		l.PartitionKey:       str(rec.PK),
+		l.SortKey:            str(rec.SK),
+		attr.Status:          str(rec.Status),
+		attr.OutboxEventID:   str(rec.EventID),
+		attr.AggregateType:   str(rec.AggregateType),
+		attr.AggregateID:     str(rec.AggregateID),
+		attr.MessageType:     str(rec.MessageType),
+		attr.OutboxBody:      str(rec.Body),
+		attr.OutboxCreatedAt: str(rec.CreatedAt.Format(TimeLayout)),
+		l.AttentionPK:        str(PendingPK(rec.PK, w.cfg.Shards)),
+		l.AttentionSK:        str(rec.CreatedAt.Format(TimeLayout)),
 	}
 	if rec.Destination != "" {
-		item[tables.AttrOutboxDestination] = str(rec.Destination)
+		item[attr.OutboxDestination] = str(rec.Destination)
 	}
 	if rec.Tenant != "" {
-		item[tables.AttrOutboxTenant] = str(rec.Tenant)
+		item[attr.OutboxTenant] = str(rec.Tenant)
 	}
 	if rec.Traceparent != "" {
-		item[tables.AttrOutboxTraceparent] = str(rec.Traceparent)
+		item[attr.OutboxTraceparent] = str(rec.Traceparent)
 		if rec.Tracestate != "" {
-			item[tables.AttrOutboxTracestate] = str(rec.Tracestate)
+			item[attr.OutboxTracestate] = str(rec.Tracestate)
 		}
 	}
 	if w.cfg.PendingTTL > 0 {
@@ -340,18 +341,18 @@ func Decode(item map[string]types.AttributeValue, l tables.Layout) (Record, erro
 		}
 		return ""
 	}
-	r := Record{PK: get(l.PartitionKey), SK: get(l.SortKey), EventID: get(tables.AttrOutboxEventID),
-		AggregateType: get(tables.AttrAggregateType), AggregateID: get(tables.AttrAggregateID),
-		MessageType: get(tables.AttrMessageType), Body: get(tables.AttrOutboxBody),
-		Destination: get(tables.AttrOutboxDestination), Tenant: get(tables.AttrOutboxTenant), Status: get(tables.AttrStatus),
-		Traceparent: get(tables.AttrOutboxTraceparent), Tracestate: get(tables.AttrOutboxTracestate)}
+	r := Record{PK: get(l.PartitionKey), SK: get(l.SortKey), EventID: get(attr.OutboxEventID),
+		AggregateType: get(attr.AggregateType), AggregateID: get(attr.AggregateID),
+		MessageType: get(attr.MessageType), Body: get(attr.OutboxBody),
+		Destination: get(attr.OutboxDestination), Tenant: get(attr.OutboxTenant), Status: get(attr.Status),
+		Traceparent: get(attr.OutboxTraceparent), Tracestate: get(attr.OutboxTracestate)}
 	if !IsKey(r.PK) || !strings.HasPrefix(r.SK, skPrefix) {
 		return Record{}, fmt.Errorf("%w: key %q/%q", ErrDecode, r.PK, r.SK)
 	}
 	if r.EventID == "" || r.AggregateID == "" || r.Body == "" || r.Status == "" {
 		return Record{}, fmt.Errorf("%w: %s/%s lacks eventId, aggregateId, body or status", ErrDecode, r.PK, r.SK)
 	}
-	if t, err := time.Parse(TimeLayout, get(tables.AttrOutboxCreatedAt)); err == nil {
+	if t, err := time.Parse(TimeLayout, get(attr.OutboxCreatedAt)); err == nil {
 		r.CreatedAt = t
 	}
 	return r, nil

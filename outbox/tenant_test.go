@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker/internal/attr"
 	"github.com/ddbworker/ddbworker/outbox"
 	"github.com/ddbworker/ddbworker/tables"
 )
@@ -22,14 +23,14 @@ func TestRecordKeepsTheTenant(t *testing.T) {
 	ctx := context.Background()
 	put, err := w.Put(ctx, outbox.Event{Envelope: newEnvelope("m-1", "o-1", ptr(int64(1))), Tenant: "acct-42"})
 	require.NoError(t, err)
-	require.Equal(t, &types.AttributeValueMemberS{Value: "acct-42"}, put.Put.Item[tables.AttrOutboxTenant])
+	require.Equal(t, &types.AttributeValueMemberS{Value: "acct-42"}, put.Put.Item[attr.OutboxTenant])
 	rec, err := outbox.Decode(put.Put.Item, tables.DefaultLayout())
 	require.NoError(t, err)
 	require.Equal(t, "acct-42", rec.Tenant)
 
 	put, err = w.Put(ctx, outbox.Event{Envelope: newEnvelope("m-2", "o-1", ptr(int64(2)))})
 	require.NoError(t, err)
-	require.NotContains(t, put.Put.Item, tables.AttrOutboxTenant)
+	require.NotContains(t, put.Put.Item, attr.OutboxTenant)
 	rec, err = outbox.Decode(put.Put.Item, tables.DefaultLayout())
 	require.NoError(t, err)
 	require.Empty(t, rec.Tenant)

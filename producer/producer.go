@@ -203,13 +203,13 @@ func (c Config) WithDefaults() Config {
 		c.GroupID = func(e *envelope.Envelope) string { return e.AggregateID }
 	}
 	if c.DeduplicationID == nil {
-		c.DeduplicationID = DeduplicationID
+		c.DeduplicationID = deduplicationID
 	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
 	if c.NewMessageID == nil {
-		c.NewMessageID = NewMessageID
+		c.NewMessageID = newMessageID
 	}
 	return c
 }
@@ -264,10 +264,10 @@ func New(api API, cfg Config) (*Producer, error) {
 	return &Producer{api: api, cfg: cfg, dec: dec, fifo: strings.HasSuffix(cfg.QueueURL, ".fifo")}, nil
 }
 
-// DeduplicationID is the default FIFO MessageDeduplicationId: the hex
+// deduplicationID is the default FIFO MessageDeduplicationId: the hex
 // SHA-256 of the idempotency key and the request hash (64 characters, as
 // SQS allows at most 128).
-func DeduplicationID(e *envelope.Envelope) string {
+func deduplicationID(e *envelope.Envelope) string {
 	h := sha256.New()
 	h.Write([]byte(e.IdempotencyKey))
 	h.Write([]byte{0})
@@ -275,8 +275,8 @@ func DeduplicationID(e *envelope.Envelope) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// NewMessageID returns a random (version 4) UUID.
-func NewMessageID() string {
+// newMessageID returns a random (version 4) UUID.
+func newMessageID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	b[6] = b[6]&0x0f | 0x40

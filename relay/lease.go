@@ -15,8 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/ddbworker/ddbworker/tables"
+	"github.com/ddbworker/ddbworker/internal/attr"
 )
 
 // A shard lease item: PK = RELAY#<name>#<stream label>, SK = SHARD#<shard
@@ -91,14 +90,14 @@ func (r *Relay) leases(ctx context.Context, arn string) (leaseState, error) {
 			return st, fmt.Errorf("query the shard leases: %w", err)
 		}
 		for _, it := range out.Items {
-			id, _ := it[tables.AttrRelayShardID].(*types.AttributeValueMemberS)
+			id, _ := it[attr.RelayShardID].(*types.AttributeValueMemberS)
 			if id == nil {
 				continue
 			}
-			if b, ok := it[tables.AttrRelayShardEnded].(*types.AttributeValueMemberBOOL); ok && b.Value {
+			if b, ok := it[attr.RelayShardEnded].(*types.AttributeValueMemberBOOL); ok && b.Value {
 				st.ended[id.Value] = true
 			}
-			if n, ok := it[tables.AttrLeaseExpiresAt].(*types.AttributeValueMemberN); ok {
+			if n, ok := it[attr.LeaseExpiresAt].(*types.AttributeValueMemberN); ok {
 				if ms, err := strconv.ParseInt(n.Value, 10, 64); err == nil && ms >= r.cfg.Now().UnixMilli() {
 					st.held[id.Value] = ms
 				}
@@ -117,16 +116,16 @@ func (r *Relay) acquire(ctx context.Context, arn, shardID string) (*lease, error
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	token := hex.EncodeToString(b[:])
-	upd := expression.Set(expression.Name(tables.AttrLeaseOwner), expression.Value(r.cfg.Owner)).
-		Set(expression.Name(tables.AttrLeaseToken), expression.Value(token)).
-		Set(expression.Name(tables.AttrLeaseExpiresAt), expression.Value(now.Add(r.cfg.LeaseDuration).UnixMilli())).
-		Set(expression.Name(tables.AttrRelayStreamARN), expression.Value(arn)).
-		Set(expression.Name(tables.AttrRelayShardID), expression.Value(shardID)).
-		Set(expression.Name(tables.AttrRelayUpdatedAt), expression.Value(now.UTC().Format("2006-01-02T15:04:05.000Z")))
+	upd := expression.Set(expression.Name(attr.LeaseOwner), expression.Value(r.cfg.Owner)).
+		Set(expression.Name(attr.LeaseToken), expression.Value(token)).
+		Set(expression.Name(attr.LeaseExpiresAt), expression.Value(now.Add(r.cfg.LeaseDuration).UnixMilli())).
+		Set(expression.Name(attr.RelayStreamARN), expression.Value(arn)).
+		Set(expression.Name(attr.RelayShardID), expression.Value(shardID)).
+		Set(expression.Name(attr.RelayUpdatedAt), expression.Value(now.UTC().Format("2006-01-02T15:04:05.000Z")))
 	free := expression.AttributeNotExists(expression.Name(l.PartitionKey)).
-		Or(expression.Name(tables.AttrLeaseExpiresAt).LessThan(expression.Value(now.UnixMilli())))
-	notEnded := expression.AttributeNotExists(expression.Name(tables.AttrRelayShardEnded)).
-		Or(expression.Name(tables.AttrRelayShardEnded).Equal(expression.Value(false)))
+		Or(expression.Name(attr.LeaseExpiresAt).LessThan(expression.Value(now.UnixMilli())))
+	notEnded := expression.AttributeNotExists(expression.Name(attr.RelayShardEnded)).
+		Or(expression.Name(attr.RelayShardEnded).Equal(expression.Value(false)))
 	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(free.And(notEnded)).Build()
 	if err != nil {
 		return nil, err
@@ -142,7 +141,7 @@ func (r *Relay) acquire(ctx context.Context, arn, shardID string) (*lease, error
 		return nil, fmt.Errorf("acquire the lease of shard %s: %w", shardID, err)
 	}
 	ls := &lease{shardID: shardID, token: token, renewed: now}
-	if cp, ok := out.Attributes[tables.AttrRelayCheckpoint].(*types.AttributeValueMemberS); ok {
+	if cp, ok := out.Attributes[attr.RelayCheckpoint].(*types.AttributeValueMemberS); ok {
 		ls.checkpoint = cp.Value
 	}
 	return ls, nil
@@ -157,15 +156,15 @@ func (r *Relay) renew(ctx context.Context, arn string, ls *lease, checkpoint str
 	if release {
 		exp = 0
 	}
-	upd := expression.Set(expression.Name(tables.AttrLeaseExpiresAt), expression.Value(exp)).
-		Set(expression.Name(tables.AttrRelayUpdatedAt), expression.Value(now.UTC().Format("2006-01-02T15:04:05.000Z")))
+	upd := expression.Set(expression.Name(attr.LeaseExpiresAt), expression.Value(exp)).
+		Set(expression.Name(attr.RelayUpdatedAt), expression.Value(now.UTC().Format("2006-01-02T15:04:05.000Z")))
 	if checkpoint != "" {
-		upd = upd.Set(expression.Name(tables.AttrRelayCheckpoint), expression.Value(checkpoint))
+		upd = upd.Set(expression.Name(attr.RelayCheckpoint), expression.Value(checkpoint))
 	}
 	if ended {
-		upd = upd.Set(expression.Name(tables.AttrRelayShardEnded), expression.Value(true))
+		upd = upd.Set(expression.Name(attr.RelayShardEnded), expression.Value(true))
 	}
-	cond := expression.Name(tables.AttrLeaseToken).Equal(expression.Value(ls.token))
+	cond := expression.Name(attr.LeaseToken).Equal(expression.Value(ls.token))
 	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
 	if err != nil {
 		return err

@@ -24,13 +24,14 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/internal/attr"
+	"github.com/ddbworker/ddbworker/internal/dlq"
 	"github.com/ddbworker/ddbworker/internal/hooks"
+	"github.com/ddbworker/ddbworker/internal/spans"
 	"github.com/ddbworker/ddbworker/internal/sqsbatch"
 	"github.com/ddbworker/ddbworker/metrics"
 	"github.com/ddbworker/ddbworker/outbox"
-	"github.com/ddbworker/ddbworker/tables"
 	"github.com/ddbworker/ddbworker/tracing"
 )
 
@@ -95,7 +96,7 @@ func New(deps Deps, cfg Config) (*Relay, error) {
 	}
 	r.m = newInstruments(deps.Metrics)
 	if deps.TracerProvider != nil {
-		r.tracer = deps.TracerProvider.Tracer(tracing.InstrumentationName, trace.WithSchemaURL(tracing.SchemaURL))
+		r.tracer = deps.TracerProvider.Tracer(spans.InstrumentationName, trace.WithSchemaURL(spans.SchemaURL))
 	}
 	return r, nil
 }
@@ -396,7 +397,7 @@ func (r *Relay) sendSpan(ctx context.Context, queue string, recs []outbox.Record
 	if n > 1 {
 		attrs = append(attrs, semconv.MessagingBatchMessageCount(n))
 	}
-	return r.tracer.Start(ctx, tracing.SpanSend(name), trace.WithSpanKind(kind), trace.WithLinks(links...), trace.WithAttributes(attrs...))
+	return r.tracer.Start(ctx, spans.SpanSend(name), trace.WithSpanKind(kind), trace.WithLinks(links...), trace.WithAttributes(attrs...))
 }
 
 // sendErrorType is a failed call's error.type: the AWS error code, or
@@ -447,7 +448,7 @@ func sqsToken(s string) string {
 func (r *Relay) pending(ctx context.Context, recs []outbox.Record) (map[recKey]bool, error) {
 	l := r.cfg.Layout
 	proj, err := expression.NewBuilder().WithProjection(expression.NamesList(expression.Name(l.PartitionKey),
-		expression.Name(l.SortKey), expression.Name(tables.AttrStatus))).Build()
+		expression.Name(l.SortKey), expression.Name(attr.Status))).Build()
 	if err != nil {
 		return nil, err
 	}
@@ -485,7 +486,7 @@ func (r *Relay) pending(ctx context.Context, recs []outbox.Record) (map[recKey]b
 			for _, item := range res.Responses[r.cfg.Table] {
 				pk, _ := item[l.PartitionKey].(*types.AttributeValueMemberS)
 				sk, _ := item[l.SortKey].(*types.AttributeValueMemberS)
-				st, _ := item[tables.AttrStatus].(*types.AttributeValueMemberS)
+				st, _ := item[attr.Status].(*types.AttributeValueMemberS)
 				if pk != nil && sk != nil && st != nil && st.Value == outbox.StatusPending {
 					out[recKey{pk.Value, sk.Value}] = true
 				}
@@ -522,12 +523,12 @@ func (r *Relay) markAll(ctx context.Context, recs []outbox.Record, idx []int) ma
 func (r *Relay) mark(ctx context.Context, rec outbox.Record) error {
 	l := r.cfg.Layout
 	now := r.cfg.Now().UTC()
-	upd := expression.Set(expression.Name(tables.AttrStatus), expression.Value(outbox.StatusPublished)).
-		Set(expression.Name(tables.AttrOutboxPublishedAt), expression.Value(now.Format(outbox.TimeLayout))).
+	upd := expression.Set(expression.Name(attr.Status), expression.Value(outbox.StatusPublished)).
+		Set(expression.Name(attr.OutboxPublishedAt), expression.Value(now.Format(outbox.TimeLayout))).
 		Set(expression.Name(l.TTL), expression.Value(now.Add(r.cfg.PublishedTTL).Unix())).
-		Add(expression.Name(tables.AttrOutboxSendCount), expression.Value(1)).
+		Add(expression.Name(attr.OutboxSendCount), expression.Value(1)).
 		Remove(expression.Name(l.AttentionPK)).Remove(expression.Name(l.AttentionSK))
-	cond := expression.Name(tables.AttrStatus).Equal(expression.Value(outbox.StatusPending))
+	cond := expression.Name(attr.Status).Equal(expression.Value(outbox.StatusPending))
 	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
 	if err != nil {
 		return err

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker/internal/attr"
 	"github.com/ddbworker/ddbworker/internal/metricstest"
 	"github.com/ddbworker/ddbworker/internal/testenv"
 	"github.com/ddbworker/ddbworker/outbox"
@@ -89,14 +90,14 @@ func TestRelayPublishesFromTheStreamInOrder(t *testing.T) {
 			"SK": &types.AttributeValueMemberS{Value: "EVENT#V00000000000000000001#a-e001"}}})
 	require.NoError(t, err)
 	require.Contains(t, it.Item, "ttl")
-	require.Contains(t, it.Item, tables.AttrOutboxPublishedAt)
+	require.Contains(t, it.Item, attr.OutboxPublishedAt)
 	require.NotContains(t, it.Item, "GSI2PK")
 	// A lease item holds the checkpoint.
 	out, err := w.env.DynamoDB.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(w.env.Table),
 		FilterExpression: aws.String("begins_with(PK, :p)"), ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: "RELAY#default#"}}})
 	require.NoError(t, err)
 	require.NotEmpty(t, out.Items)
-	require.Contains(t, out.Items[0], tables.AttrRelayCheckpoint)
+	require.Contains(t, out.Items[0], attr.RelayCheckpoint)
 }
 
 // Two relay instances on one stream: one holds the shard's lease, and
@@ -305,7 +306,7 @@ func (w *world) streamEvent() ([]streamtypes.Record, map[string]string) {
 		require.NoError(w.t, err)
 		for _, rec := range out.Records {
 			ev = append(ev, rec)
-			if id, ok := rec.Dynamodb.NewImage[tables.AttrOutboxEventID].(*streamtypes.AttributeValueMemberS); ok {
+			if id, ok := rec.Dynamodb.NewImage[attr.OutboxEventID].(*streamtypes.AttributeValueMemberS); ok {
 				seqs[id.Value] = aws.ToString(rec.Dynamodb.SequenceNumber)
 			}
 		}
@@ -568,7 +569,7 @@ func (d *dropRecords) install(o *dynamodbstreams.Options) {
 				var keep []streamtypes.Record
 				for _, rec := range res.Records {
 					if rec.Dynamodb != nil {
-						if id, ok := rec.Dynamodb.NewImage[tables.AttrOutboxEventID].(*streamtypes.AttributeValueMemberS); ok && d.ids[id.Value] {
+						if id, ok := rec.Dynamodb.NewImage[attr.OutboxEventID].(*streamtypes.AttributeValueMemberS); ok && d.ids[id.Value] {
 							continue
 						}
 					}

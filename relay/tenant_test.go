@@ -13,11 +13,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker/internal/attr"
 	"github.com/ddbworker/ddbworker/internal/metricstest"
 	"github.com/ddbworker/ddbworker/internal/testenv"
 	"github.com/ddbworker/ddbworker/outbox"
 	"github.com/ddbworker/ddbworker/relay"
-	"github.com/ddbworker/ddbworker/tables"
 )
 
 // Regression (issue 24, tenants kept): the relay sent no MessageGroupId
@@ -52,7 +52,7 @@ func TestRelayKeepsTheTenant(t *testing.T) {
 					put, err := w.outbox.Put(context.Background(), outbox.Event{Envelope: e, Tenant: tenant})
 					require.NoError(t, err)
 					if agg == "d" {
-						put.Put.Item[tables.AttrOutboxTenant] = &types.AttributeValueMemberS{Value: tenants["d"]}
+						put.Put.Item[attr.OutboxTenant] = &types.AttributeValueMemberS{Value: tenants["d"]}
 					}
 					_, err = w.env.DynamoDB.TransactWriteItems(context.Background(), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{put}})
 					require.NoError(t, err)

@@ -15,8 +15,8 @@ import (
 
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/attr"
 	"github.com/ddbworker/ddbworker/metrics"
-	"github.com/ddbworker/ddbworker/tables"
 )
 
 // SweepAPI is what a Sweeper needs of DynamoDB: the operator reads (the
@@ -295,8 +295,8 @@ func (s *Sweeper) fromIndex(ctx context.Context, now time.Time) ([]*inbox.Record
 // fromScan reads the whole table for PROCESSING records whose lease
 // expired: the way to sweep when the workers do not index PROCESSING.
 func (s *Sweeper) fromScan(ctx context.Context, now time.Time) ([]*inbox.Record, error) {
-	filter := expression.Name(tables.AttrStatus).Equal(expression.Value(string(inbox.StatusProcessing))).
-		And(expression.Name(tables.AttrLeaseExpiresAt).LessThan(expression.Value(s.cfg.Policy.StaleBefore(now))))
+	filter := expression.Name(attr.Status).Equal(expression.Value(string(inbox.StatusProcessing))).
+		And(expression.Name(attr.LeaseExpiresAt).LessThan(expression.Value(s.cfg.Policy.StaleBefore(now))))
 	ex, err := expression.NewBuilder().WithFilter(filter).Build()
 	if err != nil {
 		return nil, fmt.Errorf("stale: build sweep filter: %w", err)

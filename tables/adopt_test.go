@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker/internal/attr"
 	"github.com/ddbworker/ddbworker/internal/testenv"
 	"github.com/ddbworker/ddbworker/tables"
 )
@@ -641,8 +642,8 @@ func TestAdoptLocalIndexTheRecordsEnter(t *testing.T) {
 		return types.AttributeDefinition{AttributeName: aws.String(n), AttributeType: types.ScalarAttributeTypeS}
 	}
 	_, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{TableName: aws.String(name), BillingMode: types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{str("PK"), str("SK"), str(tables.AttrStatus)}, KeySchema: key("PK", "SK"),
-		LocalSecondaryIndexes: []types.LocalSecondaryIndex{{IndexName: aws.String("byStatus"), KeySchema: key("PK", tables.AttrStatus),
+		AttributeDefinitions: []types.AttributeDefinition{str("PK"), str("SK"), str(attr.Status)}, KeySchema: key("PK", "SK"),
+		LocalSecondaryIndexes: []types.LocalSecondaryIndex{{IndexName: aws.String("byStatus"), KeySchema: key("PK", attr.Status),
 			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll}}}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _, _ = ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)}) })

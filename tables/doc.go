@@ -21,9 +21,8 @@
 // DefaultAdoptWait (each change of an adoption), which the daemon's --wait
 // flags read. ItemSize is an item's size as DynamoDB counts it.
 //
-// The attribute names of the other records that share the table — outbox
-// records and shard leases (outbox.go), effect records (effects.go) — are
-// here too.
+// The fixed attribute names of the records in the table (inbox, effect and
+// outbox records, shard leases) are the engine's: internal/attr.
 //
 // It does not read or write items: the inbox record's shape and the
 // settings item the table records live in package inbox, the writes in

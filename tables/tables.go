@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/ddbworker/ddbworker/internal/attr"
 )
 
 // Layout names the attributes and indexes the inbox's keys live in: the
@@ -83,12 +84,12 @@ func recordAttribute(n string) bool {
 // with, and whether they write it at all.
 func recordAttributeType(n string) (types.ScalarAttributeType, bool) {
 	switch n {
-	case AttrStatus, AttrRequestHash, AttrMessageType, AttrAggregateType, AttrAggregateID, AttrCorrelationID,
-		AttrCausationID, AttrProducer, AttrIdempotencyKey, AttrFirstSeenAt, AttrLastSeenAt, AttrStartedAt, AttrCompletedAt,
-		AttrFailedAt, AttrLeaseOwner, AttrLeaseToken, AttrFailureCode, AttrFailureMessage, AttrOutcome, AttrResultRef,
-		AttrSQSMessageID, AttrReopenedAt, AttrReopenedBy, AttrReopenReason, AttrDiscardedAt, AttrDiscardedBy, AttrDiscardReason:
+	case attr.Status, attr.RequestHash, attr.MessageType, attr.AggregateType, attr.AggregateID, attr.CorrelationID,
+		attr.CausationID, attr.Producer, attr.IdempotencyKey, attr.FirstSeenAt, attr.LastSeenAt, attr.StartedAt, attr.CompletedAt,
+		attr.FailedAt, attr.LeaseOwner, attr.LeaseToken, attr.FailureCode, attr.FailureMessage, attr.Outcome, attr.ResultRef,
+		attr.SQSMessageID, attr.ReopenedAt, attr.ReopenedBy, attr.ReopenReason, attr.DiscardedAt, attr.DiscardedBy, attr.DiscardReason:
 		return types.ScalarAttributeTypeS, true
-	case AttrSchemaVersion, AttrAttempts, AttrDeliveries, AttrTakeovers, AttrLeaseExpiresAt:
+	case attr.SchemaVersion, attr.Attempts, attr.Deliveries, attr.Takeovers, attr.LeaseExpiresAt:
 		return types.ScalarAttributeTypeN, true
 	}
 	return "", false
@@ -136,42 +137,6 @@ func (k recordKeyedIndex) clashProblem() string {
 	return fmt.Sprintf("index %s is keyed on %s of type %s, which the inbox records write as type %s: DynamoDB would refuse every record (the record's attribute names are fixed; key that index on another attribute, or keep the inbox in another table)",
 		k.index, k.attr, k.typ, want)
 }
-
-// Inbox record attribute names (fixed).
-const (
-	AttrStatus         = "status"
-	AttrRequestHash    = "requestHash"
-	AttrMessageType    = "messageType"
-	AttrSchemaVersion  = "schemaVersion"
-	AttrAggregateType  = "aggregateType"
-	AttrAggregateID    = "aggregateId"
-	AttrCorrelationID  = "correlationId"
-	AttrCausationID    = "causationId"
-	AttrProducer       = "producer"
-	AttrIdempotencyKey = "idempotencyKey"
-	AttrFirstSeenAt    = "firstSeenAt"
-	AttrLastSeenAt     = "lastSeenAt"
-	AttrStartedAt      = "startedAt"
-	AttrCompletedAt    = "completedAt"
-	AttrFailedAt       = "failedAt"
-	AttrAttempts       = "attempts"
-	AttrDeliveries     = "deliveries"
-	AttrTakeovers      = "takeovers"
-	AttrLeaseOwner     = "leaseOwner"
-	AttrLeaseToken     = "leaseToken"
-	AttrLeaseExpiresAt = "leaseExpiresAt"
-	AttrFailureCode    = "failureCode"
-	AttrFailureMessage = "failureMessage"
-	AttrOutcome        = "outcome"
-	AttrResultRef      = "resultRef"
-	AttrSQSMessageID   = "sqsMessageId"
-	AttrReopenedAt     = "reopenedAt"
-	AttrReopenedBy     = "reopenedBy"
-	AttrReopenReason   = "reopenReason"
-	AttrDiscardedAt    = "discardedAt"
-	AttrDiscardedBy    = "discardedBy"
-	AttrDiscardReason  = "discardReason"
-)
 
 // Sentinel errors.
 var (

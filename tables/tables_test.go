@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ddbworker/ddbworker/internal/attr"
 	"github.com/ddbworker/ddbworker/internal/testenv"
 	"github.com/ddbworker/ddbworker/tables"
 )
@@ -126,17 +127,17 @@ func TestVerifyRefusesAnIndexOnARecordAttributeOfAnotherType(t *testing.T) {
 		return name
 	}
 
-	clash := create(tables.AttrStatus, types.ScalarAttributeTypeN)
+	clash := create(attr.Status, types.ScalarAttributeTypeN)
 	err := tables.Verify(ctx, ddb, clash, tables.Layout{})
 	var inc *tables.IncompatibleError
 	require.ErrorAs(t, err, &inc)
 	require.Contains(t, inc.Problem, "index byIt is keyed on status of type N, which the inbox records write as type S: DynamoDB would refuse every record")
 	_, err = ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(clash), Item: map[string]types.AttributeValue{
 		"PK": &types.AttributeValueMemberS{Value: "IDEMPOTENCY#k"}, "SK": &types.AttributeValueMemberS{Value: "WORKER#T"},
-		tables.AttrStatus: &types.AttributeValueMemberS{Value: "PROCESSING"}}})
+		attr.Status: &types.AttributeValueMemberS{Value: "PROCESSING"}}})
 	require.ErrorContains(t, err, "Type mismatch", "what Verify refuses is what DynamoDB refuses")
 
-	same := create(tables.AttrStatus, types.ScalarAttributeTypeS)
+	same := create(attr.Status, types.ScalarAttributeTypeS)
 	require.NoError(t, tables.Verify(ctx, ddb, same, tables.Layout{}))
 	plan, err := tables.Plan(ctx, ddb, tables.AdoptConfig{Name: same})
 	require.NoError(t, err)

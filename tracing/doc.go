@@ -12,11 +12,8 @@
 //     with the body read: an SNS notification's MessageAttributes'
 //     traceparent between the two, FromSNS) and FromXRay (X-Ray's
 //     Root=1-…;Parent=…;Sampled=… as a W3C span context);
-//   - the span and attribute names ddbworker's spans use (SpanProcess,
-//     SpanSend, the consumer span's children one per pipeline stage —
-//     SpanClaim, SpanHandler, SpanCommit, SpanRecord, SpanSettle —, the
-//     conventional keys from semconv, and ddbworker's own under
-//     ddbworker.*), and KeyHash, the idempotency key as a span attribute;
+//   - KeyHash, the idempotency key as a span attribute (the span names
+//     and ddbworker's own attribute keys are the engine's: internal/spans);
 //   - LogHandler, the slog.Handler wrapper that writes the trace and span
 //     ids of the record's context into every record logged inside a span.
 //

@@ -69,6 +69,6 @@
 //
 // It does not own the inbox record or its transitions (inbox), the
 // decision table (gate), the commit and the fenced settle writes
-// (mutation), lease timing (stale), reading and replaying the DLQ (dlq)
+// (mutation), lease timing (stale), reading and replaying the DLQ (internal/dlq)
 // or fetching and checking referenced payloads (s3payload).
 package worker

@@ -7,8 +7,8 @@ import (
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/hooks"
 	"github.com/ddbworker/ddbworker/internal/judge"
+	"github.com/ddbworker/ddbworker/internal/spans"
 	"github.com/ddbworker/ddbworker/mutation"
-	"github.com/ddbworker/ddbworker/tracing"
 )
 
 // gated is the gated commit mode: the gate claims the work (a lease on its
@@ -32,7 +32,7 @@ type gated struct {
 }
 
 func (g *gated) claim(ctx context.Context, d *delivery, wk *work, found *inbox.Record) (commitMode, verdict) {
-	claimCtx, span := g.w.stage(ctx, tracing.SpanClaim)
+	claimCtx, span := g.w.stage(ctx, spans.SpanClaim)
 	c, v := g.w.claim(claimCtx, d, wk, found)
 	span.end(g.w, nil)
 	if v != nil {

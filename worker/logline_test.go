@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker/internal/caseflow"
+	"github.com/ddbworker/ddbworker/internal/logevent"
 	"github.com/ddbworker/ddbworker/internal/testenv"
 	"github.com/ddbworker/ddbworker/worker"
 )
@@ -72,7 +73,7 @@ func TestDeliveryLogLine(t *testing.T) {
 		require.NotContains(t, l, `"error":"<nil>"`)
 		var m map[string]any
 		require.NoError(t, json.Unmarshal([]byte(l), &m), l)
-		if msg, _ := m["msg"].(string); strings.HasPrefix(msg, worker.LogEventPrefix) {
+		if msg, _ := m["msg"].(string); strings.HasPrefix(msg, logevent.Prefix) {
 			lines = append(lines, m)
 		}
 	}
@@ -81,7 +82,7 @@ func TestDeliveryLogLine(t *testing.T) {
 	for _, l := range lines {
 		byEvent[l["msg"].(string)] = l
 	}
-	done, dup := byEvent[worker.LogEventCompleted], byEvent[worker.LogEventDuplicate]
+	done, dup := byEvent[logevent.Completed], byEvent[logevent.Duplicate]
 	require.NotNil(t, done, "%v", lines)
 	require.NotNil(t, dup, "%v", lines)
 	for _, l := range []map[string]any{done, dup} {
@@ -102,12 +103,12 @@ func TestDeliveryLogLine(t *testing.T) {
 
 func TestLogEventPerOutcome(t *testing.T) {
 	for outcome, want := range map[string]string{
-		worker.OutcomeApplied: worker.LogEventCompleted, "already_recorded": worker.LogEventCompleted,
-		worker.OutcomeDuplicate: worker.LogEventDuplicate, worker.OutcomeSuperseded: worker.LogEventSuperseded,
-		worker.OutcomeInFlight: worker.LogEventInFlight, worker.OutcomeRetry: worker.LogEventRetry,
-		worker.OutcomeTerminal: worker.LogEventTerminal, worker.OutcomeDeferred: worker.LogEventDeferred,
-		worker.OutcomeLeaseLost: worker.LogEventLeaseLost, worker.OutcomeReleased: worker.LogEventReleased,
-		worker.OutcomeParked: worker.LogEventParked,
+		worker.OutcomeApplied: logevent.Completed, "already_recorded": logevent.Completed,
+		worker.OutcomeDuplicate: logevent.Duplicate, worker.OutcomeSuperseded: logevent.Superseded,
+		worker.OutcomeInFlight: logevent.InFlight, worker.OutcomeRetry: logevent.Retry,
+		worker.OutcomeTerminal: logevent.Terminal, worker.OutcomeDeferred: logevent.Deferred,
+		worker.OutcomeLeaseLost: logevent.LeaseLost, worker.OutcomeReleased: logevent.Released,
+		worker.OutcomeParked: logevent.Parked,
 	} {
 		require.Equal(t, want, worker.LogEvent(outcome), outcome)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/internal/logevent"
 )
 
 // handle runs one delivery's pipeline inside its observer: its consumer
@@ -103,49 +104,30 @@ func (w *Worker) observe(ctx context.Context, d *delivery, r report, took time.D
 	}
 }
 
-// The delivery log line's message (msg) is its event: one stable name per
-// outcome, all starting with LogEventPrefix, so a log query selects one
-// outcome by name and every delivery by the prefix. The line's result
-// field holds the outcome itself (a handler's own outcome, such as
-// already_recorded, is logged as completed with that result).
-const (
-	LogEventPrefix     = "worker_message_"
-	LogEventCompleted  = LogEventPrefix + "completed" // applied, or a handler's own outcome: its writes committed
-	LogEventDuplicate  = LogEventPrefix + "duplicate"
-	LogEventSuperseded = LogEventPrefix + "superseded"
-	LogEventInFlight   = LogEventPrefix + "in_flight"
-	LogEventRetry      = LogEventPrefix + "retry"
-	LogEventTerminal   = LogEventPrefix + "terminal"
-	LogEventDeferred   = LogEventPrefix + "deferred"
-	LogEventLeaseLost  = LogEventPrefix + "lease_lost"
-	LogEventReleased   = LogEventPrefix + "released"
-	LogEventParked     = LogEventPrefix + "parked"
-)
-
 // LogEvent is the log line's event of a delivery whose outcome is result
 // (an Outcome* label, or a handler's own outcome).
 func LogEvent(result string) string {
 	switch result {
 	case OutcomeDuplicate:
-		return LogEventDuplicate
+		return logevent.Duplicate
 	case OutcomeSuperseded:
-		return LogEventSuperseded
+		return logevent.Superseded
 	case OutcomeInFlight:
-		return LogEventInFlight
+		return logevent.InFlight
 	case OutcomeRetry:
-		return LogEventRetry
+		return logevent.Retry
 	case OutcomeTerminal:
-		return LogEventTerminal
+		return logevent.Terminal
 	case OutcomeDeferred:
-		return LogEventDeferred
+		return logevent.Deferred
 	case OutcomeLeaseLost:
-		return LogEventLeaseLost
+		return logevent.LeaseLost
 	case OutcomeReleased:
-		return LogEventReleased
+		return logevent.Released
 	case OutcomeParked:
-		return LogEventParked
+		return logevent.Parked
 	}
-	return LogEventCompleted
+	return logevent.Completed
 }
 
 // alert counts and logs the failures an operator must act on: a hash

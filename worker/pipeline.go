@@ -9,12 +9,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ddbworker/ddbworker"
-	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/gate"
 	"github.com/ddbworker/ddbworker/inbox"
-	"github.com/ddbworker/ddbworker/tracing"
+	"github.com/ddbworker/ddbworker/internal/dlq"
+	"github.com/ddbworker/ddbworker/internal/spans"
 )
 
 // One message's pipeline, top to bottom (each stage is called from here
@@ -191,7 +191,7 @@ func (w *Worker) process(ctx context.Context, d *delivery, h host, unstarted ver
 				held = nil
 			}
 		}
-		recordCtx, span := w.stage(settleCtx, tracing.SpanRecord)
+		recordCtx, span := w.stage(settleCtx, spans.SpanRecord)
 		r.outcome, found = w.record(recordCtx, d, held, v)
 		span.end(w, nil)
 		if found == nil {
@@ -199,7 +199,7 @@ func (w *Worker) process(ctx context.Context, d *delivery, h host, unstarted ver
 		}
 		v = nil
 	}
-	settleCtx, span := w.stage(settleCtx, tracing.SpanSettle)
+	settleCtx, span := w.stage(settleCtx, spans.SpanSettle)
 	r.applied = w.apply(settleCtx, d, r.work, r.outcome, h)
 	span.end(w, nil)
 	return r

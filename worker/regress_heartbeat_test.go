@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ddbworker/ddbworker"
+	"github.com/ddbworker/ddbworker/internal/attr"
 	"github.com/ddbworker/ddbworker/internal/caseflow"
 	"github.com/ddbworker/ddbworker/internal/faults"
 	"github.com/ddbworker/ddbworker/internal/testenv"
@@ -81,7 +82,7 @@ func isRenewal(in *dynamodb.UpdateItemInput) bool {
 	for _, p := range placeholder.FindAllString(aws.ToString(in.UpdateExpression), -1) {
 		updated = append(updated, in.ExpressionAttributeNames[p])
 	}
-	return slices.Contains(updated, tables.AttrLeaseExpiresAt) && !slices.Contains(updated, tables.AttrStatus)
+	return slices.Contains(updated, attr.LeaseExpiresAt) && !slices.Contains(updated, attr.Status)
 }
 
 var placeholder = regexp.MustCompile(`#[A-Za-z0-9_]+`)

@@ -15,6 +15,7 @@ import (
 	"github.com/ddbworker/ddbworker/internal/calltime"
 	"github.com/ddbworker/ddbworker/internal/hooks"
 	"github.com/ddbworker/ddbworker/internal/judge"
+	ddbwrites "github.com/ddbworker/ddbworker/internal/writes"
 	"github.com/ddbworker/ddbworker/mutation"
 )
 
@@ -82,7 +83,7 @@ func (w *Worker) judgement(ctx context.Context, err error, outcome string, run i
 func (w *Worker) commit(ctx context.Context, wk *work, m commitMode, res ddbworker.Result, run int) (time.Duration, error) {
 	writes := make([]mutation.Write, len(res.Writes))
 	for i, wr := range res.Writes {
-		mw, err := wr.Mutation()
+		mw, err := ddbwrites.Mutation(wr)
 		if err != nil {
 			return 0, fmt.Errorf("write %d: %w", i, err)
 		}

@@ -17,16 +17,16 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ddbworker/ddbworker"
-	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/caseflow"
+	"github.com/ddbworker/ddbworker/internal/dlq"
 	"github.com/ddbworker/ddbworker/internal/faults"
 	"github.com/ddbworker/ddbworker/internal/hooks"
 	"github.com/ddbworker/ddbworker/internal/metricstest"
+	semspans "github.com/ddbworker/ddbworker/internal/spans"
 	"github.com/ddbworker/ddbworker/internal/testenv"
-	"github.com/ddbworker/ddbworker/tracing"
 	"github.com/ddbworker/ddbworker/worker"
 )
 
@@ -508,7 +508,7 @@ func TestSingleWrite(t *testing.T) {
 				h.send(stageChange(t, "k-span-"+tc.stage, tc.stage, int64(i+1)))
 				require.Equal(t, worker.OutcomeApplied, h.waitEvents(i+1, 20*time.Second, final)[i].Outcome)
 				consumer := sp.wait(i+1, consumerOf(h.env.Queues.URL))[i]
-				commit := sp.children(consumer)[tracing.SpanCommit]
+				commit := sp.children(consumer)[semspans.SpanCommit]
 				require.NotNil(t, commit, "a commit span for %s", tc.stage)
 				a := attrs(commit)
 				if tc.op == "" {

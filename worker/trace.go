@@ -12,6 +12,7 @@ import (
 
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/internal/spans"
 	"github.com/ddbworker/ddbworker/tracing"
 )
 
@@ -39,7 +40,7 @@ func newTracer(tp trace.TracerProvider, queueURL string) *tracer {
 		return nil
 	}
 	return &tracer{
-		t: tp.Tracer(tracing.InstrumentationName, trace.WithSchemaURL(tracing.SchemaURL)),
+		t: tp.Tracer(spans.InstrumentationName, trace.WithSchemaURL(spans.SchemaURL)),
 		start: []attribute.KeyValue{semconv.MessagingSystemAWSSQS, semconv.MessagingDestinationName(QueueName(queueURL)),
 			semconv.MessagingOperationTypeProcess, semconv.MessagingOperationName("process"), semconv.AWSSQSQueueURL(queueURL)},
 	}
@@ -53,8 +54,8 @@ func (w *Worker) consume(ctx context.Context, d *delivery) (context.Context, tra
 	}
 	attrs := make([]attribute.KeyValue, 0, len(w.tracer.start)+2)
 	attrs = append(attrs, w.tracer.start...)
-	attrs = append(attrs, semconv.MessagingMessageID(d.id), tracing.KeyReceiveCount.Int(d.receives))
-	return w.tracer.t.Start(ctx, tracing.SpanProcess(w.queueName), trace.WithSpanKind(trace.SpanKindConsumer),
+	attrs = append(attrs, semconv.MessagingMessageID(d.id), spans.KeyReceiveCount.Int(d.receives))
+	return w.tracer.t.Start(ctx, spans.SpanProcess(w.queueName), trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithLinks(tracing.Link(d.creation(), d.id)...), trace.WithAttributes(attrs...))
 }
 
@@ -67,10 +68,10 @@ func (w *Worker) consumed(span trace.Span, r report) {
 		return
 	}
 	o := r.outcome
-	attrs := []attribute.KeyValue{tracing.KeyOutcome.String(o.result), tracing.KeyAttempt.Int(o.attempt)}
+	attrs := []attribute.KeyValue{spans.KeyOutcome.String(o.result), spans.KeyAttempt.Int(o.attempt)}
 	if wk := r.work; wk != nil {
-		attrs = append(attrs, tracing.KeyMessageType.String(w.labels.messageType(wk.env.MessageType)),
-			tracing.KeyIdempotencyKeyHash.String(tracing.KeyHash(wk.env.IdempotencyKey)))
+		attrs = append(attrs, spans.KeyMessageType.String(w.labels.messageType(wk.env.MessageType)),
+			spans.KeyIdempotencyKeyHash.String(tracing.KeyHash(wk.env.IdempotencyKey)))
 		if wk.env.CorrelationID != "" {
 			// The conventions' conversation id (a producer's correlation id).
 			attrs = append(attrs, semconv.MessagingMessageConversationID(wk.env.CorrelationID))
@@ -78,8 +79,8 @@ func (w *Worker) consumed(span trace.Span, r report) {
 	}
 	if f := o.failure; f != nil {
 		code := w.labels.code(f.Code)
-		attrs = append(attrs, semconv.ErrorTypeKey.String(code), tracing.KeyFailureCode.String(code),
-			tracing.KeyFailureKind.String(f.Kind.String()), tracing.KeyInfrastructure.Bool(o.infra))
+		attrs = append(attrs, semconv.ErrorTypeKey.String(code), spans.KeyFailureCode.String(code),
+			spans.KeyFailureKind.String(f.Kind.String()), spans.KeyInfrastructure.Bool(o.infra))
 		span.SetStatus(codes.Error, code)
 	}
 	span.SetAttributes(attrs...)
@@ -112,9 +113,9 @@ func (w *Worker) stage(ctx context.Context, name string) (context.Context, stage
 // plain stage span with no db attributes.
 func (w *Worker) commitStage(ctx context.Context, op string) (context.Context, stageSpan) {
 	if w.tracer == nil || op == "" {
-		return w.stage(ctx, tracing.SpanCommit)
+		return w.stage(ctx, spans.SpanCommit)
 	}
-	ctx2, s := w.tracer.t.Start(ctx, tracing.SpanCommit, trace.WithSpanKind(trace.SpanKindClient),
+	ctx2, s := w.tracer.t.Start(ctx, spans.SpanCommit, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(semconv.DBSystemNameAWSDynamoDB, semconv.DBOperationName(op)))
 	return context.WithValue(ctx2, stageKey{}, s), stageSpan{s}
 }
@@ -161,8 +162,8 @@ func (w *Worker) failSpan(s trace.Span, code string) {
 // middleware and the handler run.
 func (w *Worker) traceHandler(next ddbworker.Handler) ddbworker.Handler {
 	return ddbworker.HandlerFunc(func(ctx context.Context, msg *ddbworker.Message) (ddbworker.Result, error) {
-		ctx, s := w.stage(ctx, tracing.SpanHandler)
-		s.s.SetAttributes(tracing.KeyRun.Int(msg.Run), tracing.KeyAttempt.Int(msg.Attempt))
+		ctx, s := w.stage(ctx, spans.SpanHandler)
+		s.s.SetAttributes(spans.KeyRun.Int(msg.Run), spans.KeyAttempt.Int(msg.Attempt))
 		res, err := next.Handle(ctx, msg)
 		s.end(w, err)
 		return res, err
@@ -189,7 +190,7 @@ func (w *Worker) batch(ctx context.Context, ds []*delivery) (context.Context, tr
 		links = append(links, tracing.Link(d.creation(), d.id)...)
 	}
 	attrs := append([]attribute.KeyValue{semconv.MessagingBatchMessageCount(len(ds)), semconv.FaaSTriggerPubSub}, w.tracer.start...)
-	return w.tracer.t.Start(ctx, tracing.SpanProcess(w.queueName), trace.WithSpanKind(trace.SpanKindConsumer),
+	return w.tracer.t.Start(ctx, spans.SpanProcess(w.queueName), trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithLinks(links...), trace.WithAttributes(attrs...))
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"go.opentelemetry.io/otel/trace"
 
+	semspans "github.com/ddbworker/ddbworker/internal/spans"
 	"github.com/ddbworker/ddbworker/tracing"
 )
 
@@ -22,7 +23,7 @@ func TestTracingOffAllocatesNothing(t *testing.T) {
 	ctx := context.Background()
 	allocs := testing.AllocsPerRun(100, func() {
 		c, span := w.consume(ctx, d)
-		c2, s := w.stage(c, tracing.SpanCommit)
+		c2, s := w.stage(c, semspans.SpanCommit)
 		s.end(w, nil)
 		c3, b := w.batch(c2, []*delivery{d})
 		endSpan(b)

@@ -20,13 +20,15 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ddbworker/ddbworker"
-	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/caseflow"
+	"github.com/ddbworker/ddbworker/internal/dlq"
 	"github.com/ddbworker/ddbworker/internal/faults"
+	"github.com/ddbworker/ddbworker/internal/logevent"
 	"github.com/ddbworker/ddbworker/internal/spanrec"
+	semspans "github.com/ddbworker/ddbworker/internal/spans"
 	"github.com/ddbworker/ddbworker/internal/testenv"
 	"github.com/ddbworker/ddbworker/outbox"
 	"github.com/ddbworker/ddbworker/producer"
@@ -101,7 +103,7 @@ func attrs(sp *spanrec.Span) map[attribute.Key]attribute.Value {
 
 func consumerOf(queue string) func(*spanrec.Span) bool {
 	return func(sp *spanrec.Span) bool {
-		return sp.Name() == tracing.SpanProcess(worker.QueueName(queue)) && sp.SpanKind() == trace.SpanKindConsumer
+		return sp.Name() == semspans.SpanProcess(worker.QueueName(queue)) && sp.SpanKind() == trace.SpanKindConsumer
 	}
 }
 
@@ -162,10 +164,10 @@ func TestTraceProducerToWorker(t *testing.T) {
 	require.False(t, c.Parent().IsValid(), "the daemon's consumer span is a root")
 
 	kids := sp.children(c)
-	for _, name := range []string{tracing.SpanClaim, tracing.SpanHandler, tracing.SpanCommit, tracing.SpanRecord, tracing.SpanSettle} {
+	for _, name := range []string{semspans.SpanClaim, semspans.SpanHandler, semspans.SpanCommit, semspans.SpanRecord, semspans.SpanSettle} {
 		require.Contains(t, kids, name, "a span per stage")
 	}
-	commit := kids[tracing.SpanCommit]
+	commit := kids[semspans.SpanCommit]
 	require.Equal(t, trace.SpanKindClient, commit.SpanKind())
 	require.Equal(t, "aws.dynamodb", attrs(commit)["db.system.name"].AsString())
 	require.Equal(t, "TransactWriteItems", attrs(commit)["db.operation.name"].AsString())
@@ -174,7 +176,7 @@ func TestTraceProducerToWorker(t *testing.T) {
 	for _, l := range logs.Lines() {
 		var m map[string]any
 		require.NoError(t, json.Unmarshal([]byte(l), &m))
-		if m["msg"] == worker.LogEventCompleted {
+		if m["msg"] == logevent.Completed {
 			line = m
 		}
 	}
@@ -310,7 +312,7 @@ func TestTraceEndToEnd(t *testing.T) {
 	for _, err := range r.Publish(context.Background(), []outbox.Record{record}) {
 		require.NoError(t, err)
 	}
-	send := sp.wait(1, func(s *spanrec.Span) bool { return s.Name() == tracing.SpanSend(queue) })[0]
+	send := sp.wait(1, func(s *spanrec.Span) bool { return s.Name() == semspans.SpanSend(queue) })[0]
 	sa := attrs(send)
 	require.Equal(t, "aws_sqs", sa["messaging.system"].AsString())
 	require.Equal(t, queue, sa["messaging.destination.name"].AsString())
@@ -337,13 +339,13 @@ func TestTraceEndToEnd(t *testing.T) {
 	require.Equal(t, tracing.KeyHash("k-e2e"), a["ddbworker.idempotency_key.hash"].AsString())
 	require.Equal(t, codes.Error, first.Status().Code)
 	kids := sp.children(first)
-	for _, name := range []string{tracing.SpanClaim, tracing.SpanHandler, tracing.SpanCommit, tracing.SpanRecord, tracing.SpanSettle} {
+	for _, name := range []string{semspans.SpanClaim, semspans.SpanHandler, semspans.SpanCommit, semspans.SpanRecord, semspans.SpanSettle} {
 		require.Contains(t, kids, name, "a span per stage")
 	}
 	// The case's MustExist condition fails the commit, not the handler.
-	require.Equal(t, codes.Error, kids[tracing.SpanCommit].Status().Code, "the commit failed")
-	require.Equal(t, codes.Unset, kids[tracing.SpanHandler].Status().Code)
-	require.Equal(t, codes.Unset, kids[tracing.SpanSettle].Status().Code, "the DLQ copy went")
+	require.Equal(t, codes.Error, kids[semspans.SpanCommit].Status().Code, "the commit failed")
+	require.Equal(t, codes.Unset, kids[semspans.SpanHandler].Status().Code)
+	require.Equal(t, codes.Unset, kids[semspans.SpanSettle].Status().Code, "the DLQ copy went")
 	h.waitEvents(1, 30*time.Second, final)
 
 	// 4. The DLQ copy keeps the producer's context.
@@ -426,7 +428,7 @@ func TestMiddlewareInsideTheConsumerSpan(t *testing.T) {
 	h.send(mustEnv(t)(caseflow.NewDeadlineRequest("k-mw", "c1", "intake", effective)))
 
 	c := sp.wait(1, consumerOf(h.env.Queues.URL))[0]
-	hs := sp.children(c)[tracing.SpanHandler]
+	hs := sp.children(c)[semspans.SpanHandler]
 	require.NotNil(t, hs)
 	require.Equal(t, "tenant-c1", attrs(hs)["app.tenant"].AsString(), "the middleware's attribute is on the handler span")
 	require.Equal(t, []string{"tenant", "inner"}, order, "Use's order: the first outermost")
@@ -502,15 +504,15 @@ func TestTraceStageFailures(t *testing.T) {
 		// ddbworker.outcome and error.type.
 		outcome, consumerCode string
 	}{
-		{name: "the claim's PutItem", caseID: "c1", failed: tracing.SpanClaim, code: failure.CodeThrottled,
+		{name: "the claim's PutItem", caseID: "c1", failed: semspans.SpanClaim, code: failure.CodeThrottled,
 			fault: func(key string) faults.Rule {
 				return faults.Rule{Service: "DynamoDB", Operation: "PutItem", Kind: faults.KindThrottle, Times: 1, Match: onInbox(key, caseflow.TypeDeadline)}
 			}, outcome: worker.OutcomeRetry, consumerCode: failure.CodeThrottled},
-		{name: "the record's UpdateItem", caseID: "c-missing", failed: tracing.SpanRecord, code: failure.CodeServiceUnavailable,
+		{name: "the record's UpdateItem", caseID: "c-missing", failed: semspans.SpanRecord, code: failure.CodeServiceUnavailable,
 			fault: func(key string) faults.Rule {
 				return faults.Rule{Service: "DynamoDB", Operation: "UpdateItem", Kind: faults.KindServerError, Times: 1, Match: onInbox(key, caseflow.TypeDeadline)}
 			}, outcome: worker.OutcomeRetry, consumerCode: failure.CodeServiceUnavailable},
-		{name: "the DLQ copy's SendMessage", caseID: "c-missing", failed: tracing.SpanSettle, code: failure.CodeServiceUnavailable,
+		{name: "the DLQ copy's SendMessage", caseID: "c-missing", failed: semspans.SpanSettle, code: failure.CodeServiceUnavailable,
 			fault: func(string) faults.Rule {
 				return faults.Rule{Service: "SQS", Operation: "SendMessage", Kind: faults.KindSQSError, Times: 1}
 			}, outcome: worker.OutcomeTerminal, consumerCode: caseflow.CodeCaseNotFound},
@@ -531,7 +533,7 @@ func TestTraceStageFailures(t *testing.T) {
 			require.Equal(t, tc.outcome, attrs(c)["ddbworker.outcome"].AsString())
 			require.Equal(t, tc.consumerCode, attrs(c)["error.type"].AsString())
 			kids := sp.children(c)
-			for _, name := range []string{tracing.SpanClaim, tracing.SpanRecord, tracing.SpanSettle} {
+			for _, name := range []string{semspans.SpanClaim, semspans.SpanRecord, semspans.SpanSettle} {
 				s, ok := kids[name]
 				require.True(t, ok, "a %s span", name)
 				if name != tc.failed {

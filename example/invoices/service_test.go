@@ -39,9 +39,9 @@ import (
 
 	"github.com/ddbworker/ddbworker/ddbworkertest"
 	"github.com/ddbworker/ddbworker/ddbworkertest/emulators"
-	"github.com/ddbworker/ddbworker/dlq"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/failure"
+	"github.com/ddbworker/ddbworker/internal/dlq"
 	"github.com/ddbworker/ddbworker/internal/invoices"
 	"github.com/ddbworker/ddbworker/worker"
 )

@@ -25,6 +25,7 @@ import (
 	"github.com/ddbworker/ddbworker"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/attr"
 	"github.com/ddbworker/ddbworker/internal/caseflow"
 	"github.com/ddbworker/ddbworker/stale"
 	"github.com/ddbworker/ddbworker/tables"
@@ -1009,12 +1010,12 @@ func processingSize(completed map[string]ddbtypes.AttributeValue) int {
 	n := 0
 	for k, v := range completed {
 		switch k {
-		case tables.AttrCompletedAt, tables.AttrOutcome:
+		case attr.CompletedAt, attr.Outcome:
 		default:
 			n += len(k) + valueSize(v)
 		}
 	}
-	return n + len(tables.AttrLeaseExpiresAt) + 8
+	return n + len(attr.LeaseExpiresAt) + 8
 }
 
 func cpuTime() time.Duration {

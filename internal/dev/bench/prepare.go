@@ -13,6 +13,7 @@ import (
 	"github.com/ddbworker/ddbworker/gate"
 	"github.com/ddbworker/ddbworker/inbox"
 	"github.com/ddbworker/ddbworker/internal/caseflow"
+	ddbwrites "github.com/ddbworker/ddbworker/internal/writes"
 	"github.com/ddbworker/ddbworker/mutation"
 )
 
@@ -71,7 +72,7 @@ func handlerWrites(h ddbworker.Handler, env *envelope.Envelope) ([]mutation.Writ
 	}
 	writes := make([]mutation.Write, len(res.Writes))
 	for i, w := range res.Writes {
-		if writes[i], err = w.Mutation(); err != nil {
+		if writes[i], err = ddbwrites.Mutation(w); err != nil {
 			return nil, err
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ddbworker/ddbworker/failure"
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/attr"
 	"github.com/ddbworker/ddbworker/internal/ddbproxy"
 	"github.com/ddbworker/ddbworker/tables"
 	"github.com/ddbworker/ddbworker/worker"
@@ -495,7 +496,7 @@ type infraTerminal struct {
 func scanInfraTerminal(ctx context.Context, api *dynamodb.Client, table string) ([]infraTerminal, error) {
 	in := &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
 		FilterExpression:          aws.String("#s = :t"),
-		ExpressionAttributeNames:  map[string]string{"#s": tables.AttrStatus},
+		ExpressionAttributeNames:  map[string]string{"#s": attr.Status},
 		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":t": &ddbtypes.AttributeValueMemberS{Value: string(inbox.StatusFailedTerminal)}}}
 	var out []infraTerminal
 	for {

@@ -8,14 +8,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ddbworker/ddbworker/internal/logevent"
 	"github.com/ddbworker/ddbworker/worker"
 )
 
 // Log messages of the worker process that the tally reads.
 const (
 	// msgMessage stands for every delivery line: its msg is the outcome's
-	// event (worker.LogEvent), which starts with worker.LogEventPrefix.
-	msgMessage       = worker.LogEventPrefix
+	// event (worker.LogEvent), which starts with logevent.Prefix.
+	msgMessage       = logevent.Prefix
 	msgFaultInjected = "fault injected"
 	msgFailpointKill = "failpoint kill"
 	msgDLQSendFailed = "DLQ send failed; message kept"

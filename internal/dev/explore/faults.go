@@ -10,8 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ddbworker/ddbworker/inbox"
+	"github.com/ddbworker/ddbworker/internal/attr"
 	"github.com/ddbworker/ddbworker/internal/faults"
-	"github.com/ddbworker/ddbworker/tables"
 )
 
 // classify names the call kind of an SDK call's input: which step of the
@@ -72,13 +72,13 @@ func inboxUpdate(names map[string]string) string {
 		has[n] = true
 	}
 	switch {
-	case has[tables.AttrStartedAt]:
+	case has[attr.StartedAt]:
 		return CallTakeover
-	case has[tables.AttrFailedAt]:
+	case has[attr.FailedAt]:
 		return CallFailure
-	case has[tables.AttrFailureCode]:
+	case has[attr.FailureCode]:
 		return CallRelease
-	case has[tables.AttrLeaseExpiresAt]:
+	case has[attr.LeaseExpiresAt]:
 		return CallRenewal
 	}
 	return "inbox"

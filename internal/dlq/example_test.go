@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/ddbworker/ddbworker/dlq"
+	"github.com/ddbworker/ddbworker/internal/dlq"
 )
 
 // Look first, then redrive a few of one kind as a dry run, then for real.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ddbworker/ddbworker/dlq"
+	"github.com/ddbworker/ddbworker/internal/dlq"
 )
 
 // WithDefaults fills each zero field from its DefaultX constant and keeps

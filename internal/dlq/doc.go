@@ -52,5 +52,7 @@
 // calls Account too, to say what it would record.
 //
 // It does not process messages (worker), decide what a delivery may do
-// (gate) or create queues (worker.CreateQueues).
+// (gate) or create queues (worker.CreateQueues). It is internal: its users
+// are the daemon's `dlq` commands, the worker's DLQ copies and the relay;
+// an operator reaches it through `ddbworker dlq`.
 package dlq
