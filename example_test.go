@@ -3,10 +3,8 @@ package ddbworker_test
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/ddbworker/ddbworker"
-	"github.com/ddbworker/ddbworker/mutation"
 )
 
 type stageChanged struct {
@@ -34,21 +32,11 @@ func ExampleSingleWrite() {
 	rt, _ := reg.Lookup("CaseStageChanged")
 	fmt.Println("single write:", rt.SingleWrite)
 
-	// What the worker sends for version 7 of case c1, key k-1 (its type CaseStageChanged).
-	w, _ := ddbworker.Update("app", ddbworker.Key{"PK": "CASE#c1", "SK": "CASE"}).Set("stage", "review").
-		Guard(ddbworker.MustExist(), ddbworker.NewerVersion("stageVersion", 7)).Mutation()
-	fenced, err := mutation.Fenced([]mutation.Write{w}, mutation.Stamp{Key: "k-1", Type: "CaseStageChanged", Hash: "v2:…"})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	var names []string
-	for _, n := range fenced.Item.Update.ExpressionAttributeNames {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	fmt.Println("sets and reads:", names)
+	// The worker commits the write alone, with the work's key, type and
+	// request hash stamped beside stageVersion (ddbworkerKey_stageVersion,
+	// ddbworkerType_stageVersion, ddbworkerHash_stageVersion): a redelivery
+	// that finds them is a duplicate, without an inbox record.
+
 	// Output:
 	// single write: true
-	// sets and reads: [PK ddbworkerHash_stageVersion ddbworkerKey_stageVersion ddbworkerType_stageVersion stage stageVersion]
 }

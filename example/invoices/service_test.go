@@ -41,7 +41,6 @@ import (
 	"github.com/ddbworker/ddbworker/ddbworkertest/emulators"
 	"github.com/ddbworker/ddbworker/envelope"
 	"github.com/ddbworker/ddbworker/failure"
-	"github.com/ddbworker/ddbworker/internal/dlq"
 	"github.com/ddbworker/ddbworker/internal/invoices"
 	"github.com/ddbworker/ddbworker/worker"
 )
@@ -57,6 +56,13 @@ const (
 // under a duplicate delivery, dead-letters the missing order and the invalid
 // payload with their codes, shows both in `inbox list`, and stops with exit
 // 0 on SIGTERM.
+// The attributes ddbworker puts on each copy it writes to the DLQ
+// (docs/design.md lists them all).
+const (
+	attrIdempotencyKey = "ddbworker.idempotencyKey"
+	attrFailureCode    = "ddbworker.failureCode"
+)
+
 func TestServiceBinary(t *testing.T) {
 	emu := emulators.ForTest(t) // DynamoDB Local and SQS on 127.0.0.1, stopped when the test ends
 	root := repoRoot(t)
@@ -171,12 +177,12 @@ func TestServiceBinary(t *testing.T) {
 			MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 60, MessageAttributeNames: []string{"All"}})
 		require.NoError(t, err)
 		for _, m := range rcv.Messages {
-			dead[aws.ToString(m.MessageAttributes[dlq.AttrIdempotencyKey].StringValue)] = aws.ToString(m.MessageAttributes[dlq.AttrFailureCode].StringValue)
+			dead[aws.ToString(m.MessageAttributes[attrIdempotencyKey].StringValue)] = aws.ToString(m.MessageAttributes[attrFailureCode].StringValue)
 		}
 		return len(dead) >= 2
 	})
 	require.Equal(t, map[string]string{"invoice:o-404": invoices.CodeOrderNotFound, "invoice:o-bad": failure.CodeInvalidPayload}, dead,
-		"DLQ: idempotency key → %s", dlq.AttrFailureCode)
+		"DLQ: idempotency key → %s", attrFailureCode)
 
 	// The operator's view: both are FAILED_TERMINAL records.
 	var listing struct {
