@@ -80,7 +80,9 @@ func (c FairConfig) WithDefaults(concurrency int) (FairConfig, error) {
 	if c.TenantShare <= 0 || c.TenantShare > 1 || math.IsNaN(c.TenantShare) {
 		errs = append(errs, fmt.Errorf("worker: Config.Fair.TenantShare %v must be within (0, 1]", c.TenantShare))
 	}
-	c.MaxHeld = withDefault(c.MaxHeld, concurrency)
+	// The default follows the concurrency, whose own problem is reported
+	// once, by Config: an invalid one leaves MaxHeld at 0 (no holding).
+	c.MaxHeld = withDefault(c.MaxHeld, max(concurrency, 0))
 	if c.MaxHeld < 0 {
 		errs = append(errs, fmt.Errorf("worker: Config.Fair.MaxHeld %d must not be negative", c.MaxHeld))
 	}
