@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -76,7 +77,7 @@ type FairConfig struct {
 // slots, and its problems.
 func (c FairConfig) WithDefaults(concurrency int) (FairConfig, error) {
 	var errs []error
-	c.TenantShare = cmp0(c.TenantShare, DefaultTenantShare)
+	c.TenantShare = cmp.Or(c.TenantShare, DefaultTenantShare)
 	if c.TenantShare <= 0 || c.TenantShare > 1 || math.IsNaN(c.TenantShare) {
 		errs = append(errs, fmt.Errorf("worker: Config.Fair.TenantShare %v must be within (0, 1]", c.TenantShare))
 	}
@@ -86,18 +87,11 @@ func (c FairConfig) WithDefaults(concurrency int) (FairConfig, error) {
 	if c.MaxHeld < 0 {
 		errs = append(errs, fmt.Errorf("worker: Config.Fair.MaxHeld %d must not be negative", c.MaxHeld))
 	}
-	c.NamedTenants = cmp0(c.NamedTenants, DefaultNamedTenants)
+	c.NamedTenants = cmp.Or(c.NamedTenants, DefaultNamedTenants)
 	if c.NamedTenants < 0 || c.NamedTenants > 100 {
 		errs = append(errs, fmt.Errorf("worker: Config.Fair.NamedTenants %d must be within 0..100", c.NamedTenants))
 	}
 	return c, errors.Join(errs...)
-}
-
-func cmp0[T int | float64](v, def T) T {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 // tenantOf is d's tenant: its MessageGroupId, else the payload field its
